@@ -1,0 +1,11 @@
+// wgflow strided copy: out[i] = in0[offset(i)], used for transpose/permute.
+{{BINDINGS}}
+@compute @workgroup_size({{WG}})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * {{WG}}u;
+    if (i >= {{N}}) {
+        return;
+    }
+{{BODY}}
+    out[i] = in0[src];
+}

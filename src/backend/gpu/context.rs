@@ -1,0 +1,279 @@
+//! One wgpu `Device` + `Queue` per adapter, created on first use and shared by every session;
+//! limits; error scopes around every create call; the pipeline cache keyed by WGSL text.
+
+use crate::device::{Device, DeviceLimits, PhysicalDevice};
+use crate::{Error, Result};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+
+struct Registry {
+    adapters: Vec<wgpu::Adapter>,
+    infos: Vec<PhysicalDevice>,
+    contexts: Mutex<Vec<Option<Arc<GpuContext>>>>,
+}
+
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
+
+fn rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+fn backend_rank(b: wgpu::Backend) -> u8 {
+    match b {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+        wgpu::Backend::Gl => 1,
+        _ => 2,
+    }
+}
+
+fn type_name(t: wgpu::DeviceType) -> &'static str {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => "discrete",
+        wgpu::DeviceType::IntegratedGpu => "integrated",
+        wgpu::DeviceType::VirtualGpu => "virtual",
+        wgpu::DeviceType::Cpu => "software",
+        wgpu::DeviceType::Other => "other",
+    }
+}
+
+fn limits_of(l: &wgpu::Limits) -> DeviceLimits {
+    DeviceLimits {
+        max_buffer_size: l.max_buffer_size,
+        max_storage_buffer_binding_size: l.max_storage_buffer_binding_size as u64,
+        max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+        max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+        min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
+    }
+}
+
+fn registry() -> &'static Registry {
+    REGISTRY.get_or_init(|| {
+        let backends = wgpu::Backends::from_env().unwrap_or(
+            wgpu::Backends::VULKAN
+                | wgpu::Backends::GL
+                | wgpu::Backends::METAL
+                | wgpu::Backends::DX12,
+        );
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = backends;
+        desc.flags = wgpu::InstanceFlags::empty().with_env();
+        let instance = wgpu::Instance::new(desc);
+        let mut adapters: Vec<wgpu::Adapter> =
+            futures::executor::block_on(instance.enumerate_adapters(backends))
+                .into_iter()
+                .filter(|a| {
+                    let ok = a
+                        .get_downlevel_capabilities()
+                        .flags
+                        .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS);
+                    if !ok {
+                        log::info!(
+                            "skipping adapter {:?}: no compute shaders",
+                            a.get_info().name
+                        );
+                    }
+                    ok
+                })
+                .collect();
+        adapters.sort_by_key(|a| {
+            let i = a.get_info();
+            (rank(i.device_type), backend_rank(i.backend), i.name.clone())
+        });
+        let infos = adapters
+            .iter()
+            .enumerate()
+            .map(|(n, a)| {
+                let i = a.get_info();
+                PhysicalDevice {
+                    device: Device::Gpu(n),
+                    name: i.name.clone(),
+                    backend: i.backend.to_str().to_string(),
+                    device_type: type_name(i.device_type).into(),
+                    driver: format!("{} {}", i.driver, i.driver_info).trim().to_string(),
+                    limits: limits_of(&a.limits()),
+                }
+            })
+            .collect::<Vec<_>>();
+        let n = adapters.len();
+        Registry {
+            adapters,
+            infos,
+            contexts: Mutex::new(vec![None; n]),
+        }
+    })
+}
+
+/// Number of usable wgpu adapters.
+pub fn adapter_count() -> usize {
+    registry().adapters.len()
+}
+
+/// Descriptions of the usable adapters, in `gpu:N` order.
+pub fn adapter_infos() -> Vec<PhysicalDevice> {
+    registry().infos.clone()
+}
+
+/// The context of `gpu:index`, created on first use.
+pub fn get(index: usize) -> Result<Arc<GpuContext>> {
+    let reg = registry();
+    let adapter = reg.adapters.get(index).ok_or_else(|| Error::Device {
+        spec: format!("gpu:{index}"),
+        message: format!("no such GPU; {} adapter(s) found", reg.adapters.len()),
+    })?;
+    let mut contexts = reg
+        .contexts
+        .lock()
+        .map_err(|_| Error::Internal("device registry lock poisoned".into()))?;
+    if let Some(ctx) = &contexts[index] {
+        return Ok(ctx.clone());
+    }
+    let info = reg.infos[index].clone();
+    let (device, queue) =
+        futures::executor::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("wgflow"),
+            required_features: wgpu::Features::empty(),
+            // Ask for everything the adapter offers: the planner reads these limits.
+            required_limits: adapter.limits(),
+            ..Default::default()
+        }))
+        .map_err(|e| Error::Gpu {
+            device: format!("gpu:{index}"),
+            action: "requesting the device".into(),
+            message: e.to_string(),
+        })?;
+    let name = format!("gpu:{index}");
+    {
+        let name = name.clone();
+        // wgpu's default handler panics; errors we did not scope are logged instead.
+        device.on_uncaptured_error(Arc::new(move |e| {
+            log::error!("uncaptured wgpu error on {name}: {e}");
+        }));
+    }
+    let ctx = Arc::new(GpuContext {
+        name,
+        limits: limits_of(&device.limits()),
+        info,
+        device,
+        queue,
+        pipelines: Mutex::new(HashMap::new()),
+    });
+    contexts[index] = Some(ctx.clone());
+    Ok(ctx)
+}
+
+/// A compute pipeline and its bind-group layout.
+pub struct CachedPipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+/// A wgpu device and queue for one adapter.
+pub struct GpuContext {
+    pub name: String,
+    pub info: PhysicalDevice,
+    pub limits: DeviceLimits,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pipelines: Mutex<HashMap<String, Arc<CachedPipeline>>>,
+}
+
+impl GpuContext {
+    /// Run `f` inside validation and out-of-memory error scopes; a captured error becomes
+    /// [`Error::Gpu`] naming `action`.
+    pub fn scoped<T>(&self, action: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let value = f(&self.device);
+        let v = block_on_local(validation.pop());
+        let o = block_on_local(oom.pop());
+        match v.or(o) {
+            None => Ok(value),
+            Some(e) => Err(Error::Gpu {
+                device: self.name.clone(),
+                action: action.to_string(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// The pipeline for `wgsl` with `bindings` storage bindings, from the cache or created
+    /// now. Returns whether it was created.
+    pub fn pipeline(
+        &self,
+        label: &str,
+        wgsl: &str,
+        bindings: usize,
+    ) -> Result<(Arc<CachedPipeline>, bool)> {
+        let mut cache = self
+            .pipelines
+            .lock()
+            .map_err(|_| Error::Internal("pipeline cache lock poisoned".into()))?;
+        if let Some(p) = cache.get(wgsl) {
+            return Ok((p.clone(), false));
+        }
+        let created = self.scoped(&format!("creating pipeline {label}"), |device| {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+            });
+            let entries: Vec<wgpu::BindGroupLayoutEntry> = (0..bindings as u32)
+                .map(|b| wgpu::BindGroupLayoutEntry {
+                    binding: b,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: false },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    count: None,
+                })
+                .collect();
+            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(label),
+                entries: &entries,
+            });
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(label),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(label),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            CachedPipeline { pipeline, layout }
+        })?;
+        let p = Arc::new(created);
+        cache.insert(wgsl.to_string(), p.clone());
+        Ok((p, true))
+    }
+
+    /// Block until all submitted work is done.
+    pub fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::Gpu {
+                device: self.name.clone(),
+                action: "waiting for the queue".into(),
+                message: e.to_string(),
+            })
+    }
+}
+
+/// Error-scope futures resolve immediately on native backends; they are not `Send`, so they
+/// are driven on this thread.
+fn block_on_local<F: Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}

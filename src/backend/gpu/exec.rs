@@ -1,0 +1,290 @@
+//! Executing a plan's steps on one wgpu device. Everything that allocates (arena, constant
+//! buffer, staging buffer, pipelines, bind groups) happens in `GpuPlan::prepare`, once per
+//! compiled plan; a run only writes feeds, records dispatches and reads back.
+
+use super::codegen;
+use super::context::{CachedPipeline, GpuContext};
+use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
+use crate::device::Device;
+use crate::session::Counters;
+use crate::{Error, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+struct Dispatch {
+    pipeline: Arc<CachedPipeline>,
+    bind_group: wgpu::BindGroup,
+    grid: (u32, u32),
+}
+
+/// One plan's resources on one GPU.
+pub struct GpuPlan {
+    pub ctx: Arc<GpuContext>,
+    device: Device,
+    arena: wgpu::Buffer,
+    constants: Option<wgpu::Buffer>,
+    staging: wgpu::Buffer,
+    staging_size: u64,
+    dispatches: HashMap<usize, Dispatch>,
+    pending: Option<wgpu::CommandEncoder>,
+}
+
+impl GpuPlan {
+    pub fn prepare(plan: &Plan, index: usize, counters: &mut Counters) -> Result<GpuPlan> {
+        let device = Device::Gpu(index);
+        let ctx = crate::device::gpu_context(index)?;
+        let empty = MemoryPlan::default();
+        let mp = plan.memory(device).unwrap_or(&empty);
+        let usage = wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST;
+        let arena = ctx.scoped("allocating the arena", |d| {
+            d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgflow arena"),
+                size: mp.peak_bytes.max(4),
+                usage,
+                mapped_at_creation: false,
+            })
+        })?;
+        counters.buffers_created += 1;
+        let constants = if mp.constant_bytes > 0 {
+            let buf = ctx.scoped("allocating constants", |d| {
+                d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgflow constants"),
+                    size: mp.constant_bytes,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            })?;
+            counters.buffers_created += 1;
+            for (&v, &off) in &mp.constant_offsets {
+                if let Source::Constant(t) = &plan.values[v].source {
+                    ctx.queue.write_buffer(&buf, off, t.bytes());
+                }
+            }
+            Some(buf)
+        } else {
+            None
+        };
+        // One staging buffer serves the fetches (packed) and any transfer out of this device.
+        let fetch_bytes: u64 = plan
+            .fetches
+            .iter()
+            .filter(|&&f| plan.values[f].device == device)
+            .map(|&f| plan.values[f].bytes())
+            .sum();
+        let transfer_bytes = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s.kind {
+                StepKind::Transfer { src } if plan.values[src].device == device => {
+                    Some(plan.values[src].bytes())
+                }
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let staging_size = fetch_bytes.max(transfer_bytes).max(4);
+        let staging = ctx.scoped("allocating the staging buffer", |d| {
+            d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgflow staging"),
+                size: staging_size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        counters.buffers_created += 1;
+
+        let mut gp = GpuPlan {
+            ctx: ctx.clone(),
+            device,
+            arena,
+            constants,
+            staging,
+            staging_size,
+            dispatches: HashMap::new(),
+            pending: None,
+        };
+        for (i, step) in plan.steps.iter().enumerate() {
+            let StepKind::Dispatch { kernel, inputs } = &step.kind else {
+                continue;
+            };
+            if step.device != device {
+                continue;
+            }
+            let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
+            let wgsl = kernel.wgsl();
+            let (pipeline, created) = ctx.pipeline(&label, &wgsl, inputs.len() + 1)?;
+            counters.pipelines_created += created as u64;
+            let grid = codegen::grid(
+                kernel.invocations(),
+                ctx.limits.max_compute_workgroups_per_dimension,
+            )
+            .ok_or_else(|| Error::Limit {
+                node: step.nodes.join("+"),
+                device: device.to_string(),
+                what: format!("a dispatch of {} invocations", kernel.invocations()),
+                bytes: kernel.invocations(),
+                limit_name: "max_compute_workgroups_per_dimension (squared, times 256)",
+                limit: ctx.limits.max_compute_workgroups_per_dimension as u64,
+            })?;
+            let mut slots: Vec<ValueId> = inputs.clone();
+            slots.push(step.output);
+            let resources = slots
+                .iter()
+                .map(|&v| gp.slice(plan, v))
+                .collect::<Result<Vec<_>>>()?;
+            let entries: Vec<wgpu::BindGroupEntry> = resources
+                .iter()
+                .enumerate()
+                .map(|(b, (buf, off, size))| wgpu::BindGroupEntry {
+                    binding: b as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: buf,
+                        offset: *off,
+                        size: wgpu::BufferSize::new(*size),
+                    }),
+                })
+                .collect();
+            let bind_group = ctx.scoped(&format!("creating the bind group of {label}"), |d| {
+                d.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(&label),
+                    layout: &pipeline.layout,
+                    entries: &entries,
+                })
+            })?;
+            counters.bind_groups_created += 1;
+            gp.dispatches.insert(
+                i,
+                Dispatch {
+                    pipeline,
+                    bind_group,
+                    grid,
+                },
+            );
+        }
+        Ok(gp)
+    }
+
+    /// The buffer, byte offset and size holding value `v`.
+    fn slice(&self, plan: &Plan, v: ValueId) -> Result<(&wgpu::Buffer, u64, u64)> {
+        let root = plan.root(v);
+        let size = plan.values[v].bytes();
+        let mp = plan
+            .memory(self.device)
+            .ok_or_else(|| Error::Internal(format!("no memory plan for {}", self.device)))?;
+        let missing = || Error::Internal(format!("value {v} has no storage on {}", self.device));
+        match plan.values[root].source {
+            Source::Constant(_) => {
+                let off = *mp.constant_offsets.get(&root).ok_or_else(missing)?;
+                Ok((self.constants.as_ref().ok_or_else(missing)?, off, size))
+            }
+            _ => Ok((
+                &self.arena,
+                *mp.offsets.get(&root).ok_or_else(missing)?,
+                size,
+            )),
+        }
+    }
+
+    /// Write a value's bytes (a feed or a transfer's arrival). Pending commands are submitted
+    /// first: queued writes land before the *next* submission, and commands recorded earlier
+    /// may still use this arena range for a value that is dead by now.
+    pub fn write(&mut self, plan: &Plan, v: ValueId, bytes: &[u8]) -> Result<()> {
+        self.flush();
+        let (buf, off, _) = self.slice(plan, v)?;
+        self.ctx.queue.write_buffer(buf, off, bytes);
+        Ok(())
+    }
+
+    /// Record the dispatch steps `steps` (indices into `plan.steps`) in one compute pass.
+    pub fn encode(&mut self, steps: &[usize]) -> Result<()> {
+        let mut enc = self.pending.take().unwrap_or_else(|| {
+            self.ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgflow run"),
+                })
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("wgflow steps"),
+                timestamp_writes: None,
+            });
+            for i in steps {
+                let d = self.dispatches.get(i).ok_or_else(|| {
+                    Error::Internal(format!("step {i} was not prepared on {}", self.device))
+                })?;
+                pass.set_pipeline(&d.pipeline.pipeline);
+                pass.set_bind_group(0, &d.bind_group, &[]);
+                pass.dispatch_workgroups(d.grid.0, d.grid.1, 1);
+            }
+        }
+        self.pending = Some(enc);
+        Ok(())
+    }
+
+    /// Submit recorded commands, if any.
+    pub fn flush(&mut self) {
+        if let Some(enc) = self.pending.take() {
+            self.ctx.queue.submit([enc.finish()]);
+        }
+    }
+
+    /// Copy `values` back to the host through the staging buffer: one copy each, one submit,
+    /// one map.
+    pub async fn read(&mut self, plan: &Plan, values: &[ValueId]) -> Result<Vec<Vec<u32>>> {
+        let mut enc = self.pending.take().unwrap_or_else(|| {
+            self.ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgflow readback"),
+                })
+        });
+        let mut at = 0u64;
+        let mut spans = Vec::with_capacity(values.len());
+        for &v in values {
+            let (buf, off, size) = self.slice(plan, v)?;
+            if at + size > self.staging_size {
+                return Err(Error::Internal("staging buffer too small".into()));
+            }
+            enc.copy_buffer_to_buffer(buf, off, &self.staging, at, size);
+            spans.push((at as usize, size as usize));
+            at += size;
+        }
+        self.ctx.queue.submit([enc.finish()]);
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let used = at.max(4);
+        self.staging
+            .map_async(wgpu::MapMode::Read, 0..used, move |r| {
+                let _ = tx.send(r);
+            });
+        self.ctx.wait()?;
+        let mapped = rx.await.map_err(|_| Error::Gpu {
+            device: self.device.to_string(),
+            action: "reading back".into(),
+            message: "the map callback was dropped".into(),
+        })?;
+        mapped.map_err(|e| Error::Gpu {
+            device: self.device.to_string(),
+            action: "mapping the staging buffer".into(),
+            message: e.to_string(),
+        })?;
+        let out = {
+            let view = self
+                .staging
+                .get_mapped_range(0..used)
+                .map_err(|e| Error::Gpu {
+                    device: self.device.to_string(),
+                    action: "viewing the staging buffer".into(),
+                    message: e.to_string(),
+                })?;
+            spans
+                .iter()
+                .map(|&(a, n)| bytemuck::pod_collect_to_vec::<u8, u32>(&view[a..a + n]))
+                .collect()
+        };
+        self.staging.unmap();
+        Ok(out)
+    }
+}

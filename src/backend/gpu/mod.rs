@@ -1,0 +1,7 @@
+//! The wgpu backend: contexts, WGSL codegen, pipeline cache, and the executor.
+
+pub mod codegen;
+pub mod context;
+pub mod exec;
+
+pub use context::GpuContext;

@@ -1,0 +1,202 @@
+//! Placed graph nodes → values and steps: one kernel per op node, views for reshapes,
+//! feeds for placeholders, constants copied to each device that reads them, and a Transfer
+//! step wherever an edge crosses devices.
+
+use super::place::Placed;
+use super::{Plan, Source, Step, StepKind, Value, ValueId};
+use crate::device::Device;
+use crate::graph::{Graph, Tensor};
+use crate::ops::{ElementwiseKernel, Expr, Kernel, MatMulKernel, Op, PermuteKernel, ReduceKernel};
+use crate::{Error, Result};
+use petgraph::graph::NodeIndex;
+use std::collections::{BTreeMap, HashMap};
+
+struct Lowering<'a> {
+    graph: &'a Graph,
+    values: Vec<Value>,
+    steps: Vec<Step>,
+    on_device: HashMap<(ValueId, Device), ValueId>,
+}
+
+impl Lowering<'_> {
+    fn value(&mut self, v: Value) -> ValueId {
+        self.values.push(v);
+        self.values.len() - 1
+    }
+
+    /// `v` as seen from `device`: itself, a copy of a constant, or a transferred copy.
+    fn on(&mut self, v: ValueId, device: Device) -> ValueId {
+        if self.values[v].device == device {
+            return v;
+        }
+        if let Some(&c) = self.on_device.get(&(v, device)) {
+            return c;
+        }
+        let src = &self.values[v];
+        let mut copy = src.clone();
+        copy.device = device;
+        let id = if matches!(src.source, Source::Constant(_)) {
+            self.value(copy)
+        } else {
+            copy.source = Source::Step;
+            let name = copy.name.clone();
+            let id = self.value(copy);
+            self.steps.push(Step {
+                kind: StepKind::Transfer { src: v },
+                output: id,
+                device,
+                nodes: vec![format!("{name} (transfer)")],
+            });
+            id
+        };
+        self.on_device.insert((v, device), id);
+        id
+    }
+}
+
+/// Lower the placed nodes. `fed` are the placeholder names the run supplies.
+pub fn lower(graph: &Graph, placed: &Placed, fed: &[String], fetches: &[Tensor]) -> Result<Plan> {
+    let mut l = Lowering {
+        graph,
+        values: Vec::new(),
+        steps: Vec::new(),
+        on_device: HashMap::new(),
+    };
+    let mut of_node: HashMap<NodeIndex, ValueId> = HashMap::new();
+    let mut feeds = Vec::new();
+    let mut placement = Vec::new();
+    for &n in &placed.nodes {
+        let node = &l.graph.g[n];
+        let device = placed.device[&n];
+        placement.push((node.name.clone(), device));
+        let inputs: Vec<ValueId> = l
+            .graph
+            .input_nodes(n)
+            .iter()
+            .map(|i| of_node[i])
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|v| l.on(v, device))
+            .collect();
+        let mut value = Value {
+            shape: node.shape.clone(),
+            dtype: node.dtype,
+            device,
+            source: Source::Step,
+            name: node.name.clone(),
+        };
+        let in_desc = |l: &Lowering, i: usize| {
+            let v = &l.values[inputs[i]];
+            (v.shape.clone(), v.dtype)
+        };
+        let kernel = match &node.op {
+            Op::Placeholder => {
+                if !fed.iter().any(|f| f == &node.name) {
+                    return Err(Error::Feed {
+                        name: node.name.clone(),
+                        message: format!(
+                            "placeholder (built at {}) is needed by the fetches but was not fed",
+                            node.location
+                        ),
+                    });
+                }
+                value.source = Source::Feed(node.name.clone());
+                let id = l.value(value);
+                feeds.push((node.name.clone(), id));
+                of_node.insert(n, id);
+                continue;
+            }
+            Op::Constant(t) => {
+                value.source = Source::Constant(t.clone());
+                of_node.insert(n, l.value(value));
+                continue;
+            }
+            Op::Reshape => {
+                value.source = Source::View(inputs[0]);
+                of_node.insert(n, l.value(value));
+                continue;
+            }
+            op if op.is_elementwise() => {
+                let args = || (0..inputs.len()).map(|i| Box::new(Expr::Input(i)));
+                let expr = match op {
+                    Op::Unary(u) => Expr::Unary(*u, Box::new(Expr::Input(0))),
+                    Op::Binary(b) => {
+                        let mut a = args();
+                        match (a.next(), a.next()) {
+                            (Some(x), Some(y)) => Expr::Binary(*b, x, y),
+                            _ => {
+                                return Err(Error::Internal(format!(
+                                    "{} needs 2 inputs",
+                                    node.name
+                                )))
+                            }
+                        }
+                    }
+                    Op::Select => {
+                        let mut a = args();
+                        match (a.next(), a.next(), a.next()) {
+                            (Some(c), Some(x), Some(y)) => Expr::Select(c, x, y),
+                            _ => {
+                                return Err(Error::Internal(format!(
+                                    "{} needs 3 inputs",
+                                    node.name
+                                )))
+                            }
+                        }
+                    }
+                    Op::Cast(d) => Expr::Cast(*d, Box::new(Expr::Input(0))),
+                    _ => return Err(Error::Internal(format!("{} is not elementwise", node.name))),
+                };
+                Kernel::Elementwise(ElementwiseKernel {
+                    expr,
+                    inputs: (0..inputs.len()).map(|i| in_desc(&l, i)).collect(),
+                    out_shape: node.shape.clone(),
+                    out_dtype: node.dtype,
+                })
+            }
+            Op::Reduce { op, axes } => Kernel::Reduce(ReduceKernel {
+                op: *op,
+                in_shape: in_desc(&l, 0).0,
+                dtype: node.dtype,
+                axes: axes.clone(),
+                out_shape: node.shape.clone(),
+            }),
+            Op::MatMul => Kernel::MatMul(MatMulKernel {
+                a: in_desc(&l, 0).0,
+                b: in_desc(&l, 1).0,
+                out: node.shape.clone(),
+                dtype: node.dtype,
+            }),
+            Op::Permute(perm) => Kernel::Permute(PermuteKernel {
+                in_shape: in_desc(&l, 0).0,
+                perm: perm.clone(),
+                out_shape: node.shape.clone(),
+                dtype: node.dtype,
+            }),
+            other => {
+                return Err(Error::Internal(format!(
+                    "op {} of node '{}' has no lowering",
+                    other.name(),
+                    node.name
+                )))
+            }
+        };
+        let id = l.value(value);
+        l.steps.push(Step {
+            kind: StepKind::Dispatch { kernel, inputs },
+            output: id,
+            device,
+            nodes: vec![node.name.clone()],
+        });
+        of_node.insert(n, id);
+    }
+    let fetches = fetches.iter().map(|t| of_node[&t.node()]).collect();
+    Ok(Plan {
+        values: l.values,
+        steps: l.steps,
+        feeds,
+        fetches,
+        placement,
+        memory: BTreeMap::new(),
+    })
+}

@@ -1,0 +1,201 @@
+//! Graph → Plan. Each pass is a function in its own file that takes the previous result and
+//! returns a new one: prune → place → lower → fuse → schedule → plan memory.
+
+pub mod fuse;
+pub mod lower;
+pub mod memory;
+pub mod place;
+pub mod prune;
+pub mod schedule;
+
+pub use memory::MemoryPlan;
+
+use crate::device::{Device, DeviceLimits};
+use crate::graph::{Graph, Tensor};
+use crate::ops::Kernel;
+use crate::{DType, HostTensor, Result, Shape};
+use std::collections::BTreeMap;
+
+/// Index of a value in [`Plan::values`].
+pub type ValueId = usize;
+
+/// Where a value's data comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// Written from the feed of the placeholder with this node name at the start of a run.
+    Feed(String),
+    /// Baked into the plan; lives outside the arena for the plan's whole life.
+    Constant(HostTensor),
+    /// Produced by a step.
+    Step,
+    /// Shares the storage of another value (reshape).
+    View(ValueId),
+}
+
+/// One tensor value of a plan, on one device.
+#[derive(Debug, Clone)]
+pub struct Value {
+    pub shape: Shape,
+    pub dtype: DType,
+    pub device: Device,
+    pub source: Source,
+    /// The graph node it came from (for messages and reports).
+    pub name: String,
+}
+
+impl Value {
+    pub fn bytes(&self) -> u64 {
+        (self.shape.numel() * self.dtype.size()) as u64
+    }
+}
+
+/// What a step does.
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    /// Run a kernel; `inputs` are bound in order, then the output.
+    Dispatch {
+        kernel: Kernel,
+        inputs: Vec<ValueId>,
+    },
+    /// Copy a value from another device onto this step's device.
+    Transfer { src: ValueId },
+}
+
+/// One unit of work on one device.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub kind: StepKind,
+    pub output: ValueId,
+    pub device: Device,
+    /// The graph nodes this step computes (several after fusion).
+    pub nodes: Vec<String>,
+}
+
+impl Step {
+    pub fn inputs(&self) -> Vec<ValueId> {
+        match &self.kind {
+            StepKind::Dispatch { inputs, .. } => inputs.clone(),
+            StepKind::Transfer { src } => vec![*src],
+        }
+    }
+}
+
+/// What the compiler needs to know about the session's devices.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Visible devices with their limits (`cpu:0` always among them).
+    pub devices: Vec<(Device, DeviceLimits)>,
+    /// Where unscoped nodes go.
+    pub default_device: Device,
+    /// Fall back to the default device when a scope names a device that is not there.
+    pub soft_placement: bool,
+    /// Merge elementwise chains into single kernels.
+    pub fuse: bool,
+}
+
+impl Target {
+    pub fn limits(&self, d: Device) -> Option<&DeviceLimits> {
+        self.devices.iter().find(|(x, _)| *x == d).map(|(_, l)| l)
+    }
+}
+
+/// A compiled graph: ordered steps over values, with a memory plan per device.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub values: Vec<Value>,
+    pub steps: Vec<Step>,
+    /// Placeholder node name → the value its feed is written to.
+    pub feeds: Vec<(String, ValueId)>,
+    pub fetches: Vec<ValueId>,
+    /// Every kept node's name and device, in graph order.
+    pub placement: Vec<(String, Device)>,
+    pub memory: BTreeMap<Device, MemoryPlan>,
+}
+
+impl Plan {
+    /// The memory plan of `device` (if anything lives there).
+    pub fn memory(&self, device: Device) -> Option<&MemoryPlan> {
+        self.memory.get(&device)
+    }
+
+    /// Follow views to the value that owns the storage.
+    pub fn root(&self, mut v: ValueId) -> ValueId {
+        while let Source::View(of) = self.values[v].source {
+            v = of;
+        }
+        v
+    }
+
+    /// Number of kernel dispatches per run.
+    pub fn dispatch_count(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Dispatch { .. }))
+            .count()
+    }
+
+    /// Number of cross-device transfers per run.
+    pub fn transfer_count(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Transfer { .. }))
+            .count()
+    }
+
+    /// The devices any step or value uses.
+    pub fn devices(&self) -> Vec<Device> {
+        let mut d: Vec<Device> = self.values.iter().map(|v| v.device).collect();
+        d.sort();
+        d.dedup();
+        d
+    }
+
+    /// A readable listing: placement, schedule with kernels, memory.
+    pub fn describe(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(s, "placement:");
+        for (n, d) in &self.placement {
+            let _ = writeln!(s, "  {n:<32} {d}");
+        }
+        let _ = writeln!(s, "schedule ({} steps):", self.steps.len());
+        for (i, st) in self.steps.iter().enumerate() {
+            let what = match &st.kind {
+                StepKind::Dispatch { kernel, .. } => kernel.describe(),
+                StepKind::Transfer { src } => format!("transfer from {}", self.values[*src].device),
+            };
+            let v = &self.values[st.output];
+            let _ = writeln!(
+                s,
+                "  {i:>3} {:<6} {} -> {} {}  [{}]",
+                st.device.to_string(),
+                what,
+                v.dtype,
+                v.shape,
+                st.nodes.join(", ")
+            );
+        }
+        for (d, m) in &self.memory {
+            let _ = writeln!(
+                s,
+                "memory {d}: peak {} B, lower bound {} B, no reuse {} B, constants {} B",
+                m.peak_bytes, m.lower_bound_bytes, m.no_reuse_bytes, m.constant_bytes
+            );
+        }
+        s
+    }
+}
+
+/// Compile the part of `graph` that `fetches` need, given the names of the fed placeholders.
+pub fn compile(graph: &Graph, fed: &[String], fetches: &[Tensor], target: &Target) -> Result<Plan> {
+    let kept = prune::prune(graph, fetches)?;
+    let placed = place::place(graph, &kept, target)?;
+    let lowered = lower::lower(graph, &placed, fed, fetches)?;
+    let fused = if target.fuse {
+        fuse::fuse(lowered, target)
+    } else {
+        lowered
+    };
+    let scheduled = schedule::schedule(fused)?;
+    memory::plan_memory(scheduled, target)
+}

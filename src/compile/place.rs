@@ -1,0 +1,95 @@
+//! Resolve each kept node's device: explicit scope > colocation > the default device.
+
+use super::Target;
+use crate::device::{Device, DeviceSpec};
+use crate::graph::Graph;
+use crate::{Error, Result};
+use petgraph::graph::NodeIndex;
+use std::collections::HashMap;
+
+/// The kept nodes with their devices.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    pub nodes: Vec<NodeIndex>,
+    pub device: HashMap<NodeIndex, Device>,
+}
+
+/// Place every node of `kept` (graph order).
+///
+/// - A node built in a device scope goes there. A scope naming a device that is not visible
+///   is an error naming the node and the visible devices, unless soft placement is on, in
+///   which case the node goes to the default device and a warning is logged.
+/// - An unscoped constant or placeholder is colocated with its first consumer, so feeding or
+///   baking a value never costs a transfer by itself; an unscoped reshape (a view) stays
+///   with its input.
+/// - Any other unscoped node goes to the default device.
+pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Placed> {
+    let mut device = HashMap::new();
+    let mut deferred = Vec::new();
+    for &n in kept {
+        let node = &graph.g[n];
+        let d = match node.device {
+            Some(spec) => resolve(graph, n, spec, target)?,
+            None if node.op.is_leaf() => {
+                deferred.push(n);
+                continue;
+            }
+            None if node.op.is_view() => {
+                let input = graph.input_nodes(n)[0];
+                match device.get(&input) {
+                    Some(&d) => d,
+                    None => target.default_device,
+                }
+            }
+            None => target.default_device,
+        };
+        device.insert(n, d);
+    }
+    for n in deferred {
+        let consumer = kept
+            .iter()
+            .filter(|&&c| c > n && graph.input_nodes(c).contains(&n))
+            .find_map(|c| device.get(c).copied());
+        device.insert(n, consumer.unwrap_or(target.default_device));
+    }
+    Ok(Placed {
+        nodes: kept.to_vec(),
+        device,
+    })
+}
+
+fn resolve(graph: &Graph, n: NodeIndex, spec: DeviceSpec, target: &Target) -> Result<Device> {
+    let visible: Vec<Device> = target.devices.iter().map(|(d, _)| *d).collect();
+    let found = match spec {
+        DeviceSpec::Cpu => Some(Device::Cpu),
+        DeviceSpec::Gpu(Some(i)) => visible.iter().copied().find(|&d| d == Device::Gpu(i)),
+        DeviceSpec::Gpu(None) => visible.iter().copied().find(|d| d.is_gpu()),
+    };
+    if let Some(d) = found {
+        return Ok(d);
+    }
+    let node = &graph.g[n];
+    let available = visible
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if target.soft_placement {
+        log::warn!(
+            "soft placement: node '{}' ({}) asked for {spec}, which is not available ({available}); using {}",
+            node.name,
+            node.op.name(),
+            target.default_device
+        );
+        return Ok(target.default_device);
+    }
+    Err(Error::Placement {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        requested: spec.to_string(),
+        message: format!(
+            "no such device is visible (built at {}); available: {available}. Enable soft placement to fall back",
+            node.location
+        ),
+    })
+}

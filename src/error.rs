@@ -1,0 +1,81 @@
+//! The one error type of wgflow. Every variant names what the user needs to fix the problem:
+//! the op, the node, the shapes, the device, and (for graph building) the caller's file:line.
+//!
+//! Where we panic: nowhere on a path a user controls. Internal invariants that passes
+//! establish (e.g. a pruned graph is acyclic) are reported as [`Error::Internal`] rather than
+//! panicking, so a bug in wgflow surfaces as an error value too.
+
+use std::panic::Location;
+
+/// Result alias used throughout wgflow.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when building, compiling or running a graph.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// A builder rejected its inputs (shapes, dtypes, attributes).
+    #[error("{op} at {location}: {message}")]
+    Build {
+        op: String,
+        location: &'static Location<'static>,
+        message: String,
+    },
+    /// A device spec could not be parsed or names no device that exists.
+    #[error("device '{spec}': {message}")]
+    Device { spec: String, message: String },
+    /// A node could not be placed on the device it asked for.
+    #[error("cannot place node '{node}' ({op}) on {requested}: {message}")]
+    Placement {
+        node: String,
+        op: String,
+        requested: String,
+        message: String,
+    },
+    /// A feed was missing, unknown, or of the wrong shape or dtype.
+    #[error("feed '{name}': {message}")]
+    Feed { name: String, message: String },
+    /// A fetch names a tensor the session cannot produce.
+    #[error("fetch '{name}': {message}")]
+    Fetch { name: String, message: String },
+    /// A tensor exceeds a limit of the device it was placed on.
+    #[error("node '{node}' on {device}: {what} of {bytes} bytes exceeds the device limit {limit_name} = {limit} bytes")]
+    Limit {
+        node: String,
+        device: String,
+        what: String,
+        bytes: u64,
+        limit_name: &'static str,
+        limit: u64,
+    },
+    /// wgpu reported an error (validation, out of memory, device lost).
+    #[error("gpu error on {device} while {action}: {message}")]
+    Gpu {
+        device: String,
+        action: String,
+        message: String,
+    },
+    /// WGSL text failed to parse or validate.
+    #[error("invalid WGSL in {kernel}: {message}")]
+    Shader { kernel: String, message: String },
+    /// A host tensor was constructed or viewed inconsistently.
+    #[error("host tensor: {0}")]
+    Host(String),
+    /// A broken invariant inside wgflow; please report it.
+    #[error("internal error (please report): {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// A build error attributed to the caller location of a `#[track_caller]` builder.
+    pub(crate) fn build(
+        op: &str,
+        location: &'static Location<'static>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Build {
+            op: op.to_string(),
+            location,
+            message: message.into(),
+        }
+    }
+}

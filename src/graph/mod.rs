@@ -1,0 +1,308 @@
+//! The graph: an append-only `petgraph` DAG of op nodes, cheap `Tensor` handles into it, and
+//! the name and device scopes that builders consult.
+
+mod build;
+
+pub use build::Axes;
+
+use crate::device::DeviceSpec;
+use crate::ops::Op;
+use crate::{DType, Error, HostTensor, Result, Shape};
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One node: an op, its single output's shape and dtype, and where the user asked it to run.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub op: Op,
+    /// Unique within the graph, with name scopes as `/`-separated prefixes.
+    pub name: String,
+    pub shape: Shape,
+    pub dtype: DType,
+    /// The innermost device scope active when the node was built.
+    pub device: Option<DeviceSpec>,
+    /// Where in the user's code the node was built.
+    pub location: &'static Location<'static>,
+}
+
+/// A handle to a node's output. Cheap to copy; valid only with the graph that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tensor {
+    graph: u64,
+    node: NodeIndex,
+}
+
+impl Tensor {
+    /// The node's index in its graph.
+    pub fn index(&self) -> usize {
+        self.node.index()
+    }
+
+    pub(crate) fn node(&self) -> NodeIndex {
+        self.node
+    }
+}
+
+/// A static dataflow graph of tensor ops.
+///
+/// Builders take `&mut self` and return `Result<Tensor>`; shape and dtype errors are reported
+/// at the builder call with the caller's file and line. Scopes are closures:
+///
+/// ```
+/// # fn main() -> wgflow::Result<()> {
+/// let mut g = wgflow::Graph::new();
+/// let a = g.constant([1.0f32, 2.0, 3.0])?;
+/// let b = g.name_scope("layer", |g| g.device("cpu:0", |g| g.relu(a)))?;
+/// assert_eq!(g.name(b), "layer/relu");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Graph {
+    id: u64,
+    pub(crate) g: DiGraph<Node, usize>,
+    names: HashMap<String, NodeIndex>,
+    name_scopes: Vec<String>,
+    device_scopes: Vec<DeviceSpec>,
+}
+
+impl Default for Graph {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Graph {
+    pub fn new() -> Self {
+        Graph {
+            id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+            g: DiGraph::new(),
+            names: HashMap::new(),
+            name_scopes: Vec::new(),
+            device_scopes: Vec::new(),
+        }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.g.node_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.g.node_count() == 0
+    }
+
+    /// Build nodes inside a name scope: their names get `name/` as a prefix.
+    pub fn name_scope<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut Graph) -> Result<T>,
+    ) -> Result<T> {
+        self.name_scopes.push(name.trim_matches('/').to_string());
+        let r = f(self);
+        self.name_scopes.pop();
+        r
+    }
+
+    /// Build nodes inside a device scope (`with tf.device(...)`). Scopes nest and the innermost
+    /// wins. The spec is parsed here; whether the device exists is checked when a session
+    /// places the graph, against the devices visible to it.
+    #[track_caller]
+    pub fn device<T>(&mut self, spec: &str, f: impl FnOnce(&mut Graph) -> Result<T>) -> Result<T> {
+        let location = Location::caller();
+        let spec = DeviceSpec::parse(spec)
+            .map_err(|e| Error::build("device scope", location, e.to_string()))?;
+        self.device_scopes.push(spec);
+        let r = f(self);
+        self.device_scopes.pop();
+        r
+    }
+
+    /// A constant tensor from anything that converts to a [`HostTensor`]: scalars, `Vec`s,
+    /// arrays, nested arrays.
+    #[track_caller]
+    pub fn constant(&mut self, value: impl Into<HostTensor>) -> Result<Tensor> {
+        let location = Location::caller();
+        let value = value.into();
+        check_nonempty("constant", value.shape(), location)?;
+        let (shape, dtype) = (value.shape().clone(), value.dtype());
+        Ok(self.push(Op::Constant(value), &[], shape, dtype, "constant", location))
+    }
+
+    /// A value supplied at run time under `name` (prefixed by the active name scopes).
+    #[track_caller]
+    pub fn placeholder(
+        &mut self,
+        name: &str,
+        shape: impl Into<Shape>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let location = Location::caller();
+        let shape = shape.into();
+        check_nonempty("placeholder", &shape, location)?;
+        let full = self.scoped_name(name);
+        if self.names.contains_key(&full) {
+            return Err(Error::build(
+                "placeholder",
+                location,
+                format!("a node named '{full}' already exists"),
+            ));
+        }
+        let t = self.push(Op::Placeholder, &[], shape, dtype, name, location);
+        Ok(t)
+    }
+
+    /// The shape of `t`'s value.
+    pub fn shape(&self, t: Tensor) -> &Shape {
+        &self.g[t.node].shape
+    }
+
+    pub fn dtype(&self, t: Tensor) -> DType {
+        self.g[t.node].dtype
+    }
+
+    /// The unique node name of `t`.
+    pub fn name(&self, t: Tensor) -> &str {
+        &self.g[t.node].name
+    }
+
+    /// The device `t`'s node asked for, if any.
+    pub fn requested_device(&self, t: Tensor) -> Option<DeviceSpec> {
+        self.g[t.node].device
+    }
+
+    /// Look a tensor up by its node name.
+    pub fn tensor(&self, name: &str) -> Option<Tensor> {
+        self.names.get(name).map(|&node| Tensor {
+            graph: self.id,
+            node,
+        })
+    }
+
+    /// The node behind a tensor.
+    pub fn node(&self, t: Tensor) -> &Node {
+        &self.g[t.node]
+    }
+
+    /// All tensors, in the order they were built.
+    pub fn tensors(&self) -> impl Iterator<Item = Tensor> + '_ {
+        self.g.node_indices().map(|node| Tensor {
+            graph: self.id,
+            node,
+        })
+    }
+
+    /// The inputs of a node, in slot order.
+    pub fn inputs(&self, t: Tensor) -> Vec<Tensor> {
+        self.input_nodes(t.node)
+            .into_iter()
+            .map(|node| Tensor {
+                graph: self.id,
+                node,
+            })
+            .collect()
+    }
+
+    pub(crate) fn input_nodes(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut edges: Vec<(usize, NodeIndex)> = self
+            .g
+            .edges_directed(n, Direction::Incoming)
+            .map(|e| (*e.weight(), e.source()))
+            .collect();
+        edges.sort_unstable();
+        edges.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// Whether `t` belongs to this graph (graph clones share an identity).
+    pub fn owns(&self, t: Tensor) -> bool {
+        t.graph == self.id && t.node.index() < self.g.node_count()
+    }
+
+    pub(crate) fn check(
+        &self,
+        t: Tensor,
+        op: &str,
+        location: &'static Location<'static>,
+    ) -> Result<NodeIndex> {
+        if self.owns(t) {
+            Ok(t.node)
+        } else {
+            Err(Error::build(
+                op,
+                location,
+                "a tensor of another graph was passed to this graph",
+            ))
+        }
+    }
+
+    fn scoped_name(&self, base: &str) -> String {
+        let mut parts: Vec<&str> = self
+            .name_scopes
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .collect();
+        parts.push(base);
+        parts.join("/")
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        op: Op,
+        inputs: &[NodeIndex],
+        shape: Shape,
+        dtype: DType,
+        base_name: &str,
+        location: &'static Location<'static>,
+    ) -> Tensor {
+        let base = self.scoped_name(base_name);
+        let mut name = base.clone();
+        let mut k = 1;
+        while self.names.contains_key(&name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        let node = self.g.add_node(Node {
+            op,
+            name: name.clone(),
+            shape,
+            dtype,
+            device: self.device_scopes.last().copied(),
+            location,
+        });
+        for (slot, &src) in inputs.iter().enumerate() {
+            self.g.add_edge(src, node, slot);
+        }
+        self.names.insert(name, node);
+        Tensor {
+            graph: self.id,
+            node,
+        }
+    }
+}
+
+fn check_nonempty(op: &str, shape: &Shape, location: &'static Location<'static>) -> Result<()> {
+    if shape.dims().contains(&0) {
+        return Err(Error::build(
+            op,
+            location,
+            format!("shape {shape} has a zero-size dimension: empty tensors are not supported"),
+        ));
+    }
+    if shape
+        .checked_numel()
+        .is_none_or(|n| n > (u32::MAX as usize))
+    {
+        return Err(Error::build(
+            op,
+            location,
+            format!("shape {shape} has more than 2^32 - 1 elements, the most a kernel can index"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! Host-side tensors: what users feed in and what `Session::run` returns.
+
+use crate::{DType, Error, Result, Shape};
+use std::fmt;
+
+/// A Rust scalar type that maps to a wgflow [`DType`].
+pub trait Element: Copy + fmt::Debug + PartialEq + 'static {
+    const DTYPE: DType;
+    fn to_word(self) -> u32;
+    fn from_word(w: u32) -> Self;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    fn to_word(self) -> u32 {
+        self.to_bits()
+    }
+    fn from_word(w: u32) -> Self {
+        f32::from_bits(w)
+    }
+}
+
+impl Element for i32 {
+    const DTYPE: DType = DType::I32;
+    fn to_word(self) -> u32 {
+        self as u32
+    }
+    fn from_word(w: u32) -> Self {
+        w as i32
+    }
+}
+
+impl Element for u32 {
+    const DTYPE: DType = DType::U32;
+    fn to_word(self) -> u32 {
+        self
+    }
+    fn from_word(w: u32) -> Self {
+        w
+    }
+}
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn to_word(self) -> u32 {
+        self as u32
+    }
+    fn from_word(w: u32) -> Self {
+        w != 0
+    }
+}
+
+/// A dense row-major tensor in host memory.
+///
+/// Storage is one 32-bit word per element whatever the dtype, matching the device layout, so
+/// uploads and downloads are plain byte copies.
+#[derive(Clone, PartialEq)]
+pub struct HostTensor {
+    shape: Shape,
+    dtype: DType,
+    words: Vec<u32>,
+}
+
+impl HostTensor {
+    /// A tensor from a shape and row-major values; errors if the lengths disagree.
+    pub fn new<T: Element>(shape: impl Into<Shape>, values: Vec<T>) -> Result<Self> {
+        let shape = shape.into();
+        if shape.numel() != values.len() {
+            return Err(Error::Host(format!(
+                "shape {shape} holds {} elements but {} values were given",
+                shape.numel(),
+                values.len()
+            )));
+        }
+        Ok(HostTensor {
+            shape,
+            dtype: T::DTYPE,
+            words: values.into_iter().map(Element::to_word).collect(),
+        })
+    }
+
+    /// A 0-d tensor.
+    pub fn scalar<T: Element>(v: T) -> Self {
+        HostTensor {
+            shape: Shape::scalar(),
+            dtype: T::DTYPE,
+            words: vec![v.to_word()],
+        }
+    }
+
+    /// A tensor filled with zeros of `dtype`.
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Self {
+        let shape = shape.into();
+        let n = shape.numel();
+        HostTensor {
+            shape,
+            dtype,
+            words: vec![0; n],
+        }
+    }
+
+    /// Build from raw 32-bit words (the device layout).
+    pub fn from_words(shape: Shape, dtype: DType, words: Vec<u32>) -> Result<Self> {
+        if shape.numel() != words.len() {
+            return Err(Error::Host(format!(
+                "shape {shape} holds {} elements but {} words were given",
+                shape.numel(),
+                words.len()
+            )));
+        }
+        Ok(HostTensor {
+            shape,
+            dtype,
+            words,
+        })
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        self.shape.dims()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The raw words (device layout).
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
+    /// The raw bytes (device layout, native endianness).
+    pub fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.words)
+    }
+
+    /// Same data, new shape of the same element count.
+    pub fn reshaped(mut self, shape: impl Into<Shape>) -> Result<Self> {
+        let shape = shape.into();
+        if shape.numel() != self.words.len() {
+            return Err(Error::Host(format!(
+                "cannot reshape {} elements to {shape}",
+                self.words.len()
+            )));
+        }
+        self.shape = shape;
+        Ok(self)
+    }
+
+    /// The values as a `Vec<T>`; errors if `T` is not this tensor's dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::Host(format!(
+                "tensor has dtype {} but was read as {}",
+                self.dtype,
+                T::DTYPE
+            )));
+        }
+        Ok(self.words.iter().map(|&w| T::from_word(w)).collect())
+    }
+
+    /// The values as f32 (`to_vec::<f32>`).
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        self.to_vec()
+    }
+
+    /// The single value of a one-element tensor.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.words.len() != 1 {
+            return Err(Error::Host(format!(
+                "item() needs one element, tensor has shape {}",
+                self.shape
+            )));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    fn fmt_elem(&self, f: &mut fmt::Formatter<'_>, w: u32) -> fmt::Result {
+        match self.dtype {
+            DType::F32 => write!(f, "{}", f32::from_bits(w)),
+            DType::I32 => write!(f, "{}", w as i32),
+            DType::U32 => write!(f, "{w}"),
+            DType::Bool => write!(f, "{}", w != 0),
+        }
+    }
+
+    fn fmt_nested(&self, f: &mut fmt::Formatter<'_>, dim: usize, start: usize) -> fmt::Result {
+        if dim == self.shape.rank() {
+            return self.fmt_elem(f, self.words[start]);
+        }
+        let stride: usize = self.shape.dims()[dim + 1..].iter().product();
+        write!(f, "[")?;
+        for i in 0..self.shape.dims()[dim] {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            self.fmt_nested(f, dim + 1, start + i * stride)?;
+        }
+        write!(f, "]")
+    }
+}
+
+/// NumPy-like nested lists: `[[1, 2], [3, 4]]`.
+impl fmt::Display for HostTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.words.is_empty() {
+            return write!(f, "[]");
+        }
+        self.fmt_nested(f, 0, 0)
+    }
+}
+
+impl fmt::Debug for HostTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "HostTensor({}, shape={}, {})",
+            self.dtype, self.shape, self
+        )
+    }
+}
+
+impl<T: Element> From<T> for HostTensor {
+    fn from(v: T) -> Self {
+        HostTensor::scalar(v)
+    }
+}
+
+impl<T: Element> From<Vec<T>> for HostTensor {
+    fn from(v: Vec<T>) -> Self {
+        let n = v.len();
+        HostTensor {
+            shape: Shape::from([n]),
+            dtype: T::DTYPE,
+            words: v.into_iter().map(Element::to_word).collect(),
+        }
+    }
+}
+
+impl<T: Element> From<&[T]> for HostTensor {
+    fn from(v: &[T]) -> Self {
+        HostTensor::from(v.to_vec())
+    }
+}
+
+impl<T: Element, const N: usize> From<[T; N]> for HostTensor {
+    fn from(v: [T; N]) -> Self {
+        HostTensor::from(v.to_vec())
+    }
+}
+
+impl<T: Element, const N: usize, const M: usize> From<[[T; N]; M]> for HostTensor {
+    fn from(v: [[T; N]; M]) -> Self {
+        HostTensor {
+            shape: Shape::from([M, N]),
+            dtype: T::DTYPE,
+            words: v.iter().flatten().map(|x| x.to_word()).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_nested() {
+        let t = HostTensor::from([[1.0f32, 2.5], [3.0, 4.0]]);
+        assert_eq!(t.to_string(), "[[1, 2.5], [3, 4]]");
+        assert_eq!(
+            HostTensor::from(vec![true, false]).to_string(),
+            "[true, false]"
+        );
+        assert_eq!(HostTensor::scalar(-3i32).to_string(), "-3");
+    }
+
+    #[test]
+    fn typed_views_check_dtype() {
+        let t = HostTensor::from(vec![1i32, 2]);
+        assert!(t.to_vec::<f32>().is_err());
+        assert_eq!(t.to_vec::<i32>().unwrap(), vec![1, 2]);
+        assert!(HostTensor::new([2, 2], vec![1.0f32]).is_err());
+    }
+}

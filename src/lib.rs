@@ -1,0 +1,49 @@
+//! # wgflow
+//!
+//! Static dataflow graphs of tensor ops, compiled to WGSL compute pipelines and run through
+//! `wgpu` — or on a built-in CPU device when no GPU exists. TensorFlow 1.x graph mode for
+//! WebGPU.
+//!
+//! The mental model: **graph → plan → steps**. You build a [`Graph`] once (constants,
+//! placeholders, ops, name and device scopes). A [`Session`] compiles the part of it your
+//! fetches need into a [`Plan`](compile::Plan) — pruned, placed on devices, fused, scheduled,
+//! with every intermediate given an offset in one arena per device — and runs that plan as
+//! many times as you like.
+//!
+//! ```
+//! use wgflow::{Graph, Session, SessionOptions, DType, HostTensor};
+//!
+//! # fn main() -> wgflow::Result<()> {
+//! let mut g = Graph::new();
+//! let x = g.placeholder("x", [3], DType::F32)?;
+//! let b = g.constant([4.0f32, 5.0, 6.0])?;
+//! let y = g.add(x, b)?;                  // shape and dtype are checked here
+//! let z = g.relu(y)?;
+//!
+//! let mut s = Session::new(&g, SessionOptions::default())?; // best GPU, else cpu:0
+//! let out = s.run(&[(x, HostTensor::from([1.0f32, -9.0, 3.0]))], &[z])?;
+//! assert_eq!(out[0].to_vec::<f32>()?, vec![5.0, 0.0, 9.0]);
+//! # Ok(()) }
+//! ```
+//!
+//! Pin work to a device with a scope (`with tf.device('/GPU:0')`): `g.device("gpu:0", |g| ...)`.
+//! List devices with [`devices()`]; pick one with [`Device::best()`].
+
+pub mod backend;
+pub mod compile;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod host;
+pub mod ops;
+pub mod session;
+pub mod shape;
+
+pub use device::{devices, visible_devices, Device, DeviceSpec, PhysicalDevice};
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use graph::{Axes, Graph, Tensor};
+pub use host::{Element, HostTensor};
+pub use session::{Counters, Session, SessionOptions};
+pub use shape::Shape;

@@ -1,0 +1,514 @@
+//! Elementwise ops: unary, binary, select and cast, and the `Expr` tree that fusion, codegen
+//! and the CPU backend share. A fused kernel is one `Expr` over indexed inputs, each read with
+//! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
+//! producer into its consumer never changes which element an input supplies).
+
+use crate::backend::gpu::codegen::{self, Writer};
+use crate::{DType, Shape};
+
+/// Unary elementwise primitives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Tanh,
+    Sigmoid,
+    Relu,
+}
+
+/// Binary elementwise primitives (both operands share one dtype).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Maximum,
+    Minimum,
+    Pow,
+    Equal,
+    Less,
+    Greater,
+}
+
+impl UnaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+        }
+    }
+
+    /// The dtype rule: `Err` names the dtypes this op accepts.
+    pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
+        let ok = match self {
+            UnaryOp::Neg => x.is_signed(),
+            UnaryOp::Abs | UnaryOp::Relu => x.is_numeric(),
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid => {
+                x.is_float()
+            }
+        };
+        match (ok, self) {
+            (true, _) => Ok(x),
+            (false, UnaryOp::Neg) => Err("f32 or i32"),
+            (false, UnaryOp::Abs | UnaryOp::Relu) => Err("f32, i32 or u32"),
+            (false, _) => Err("f32"),
+        }
+    }
+}
+
+impl BinaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Equal => "equal",
+            BinaryOp::Less => "less",
+            BinaryOp::Greater => "greater",
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater)
+    }
+
+    pub fn is_commutative(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Add | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Equal
+        )
+    }
+
+    /// The dtype rule for operands of dtype `x` (both operands must already agree).
+    pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
+        match self {
+            BinaryOp::Pow if !x.is_float() => Err("f32"),
+            BinaryOp::Equal => Ok(DType::Bool),
+            BinaryOp::Less | BinaryOp::Greater if x.is_numeric() => Ok(DType::Bool),
+            _ if !x.is_numeric() => Err("f32, i32 or u32"),
+            _ => Ok(x),
+        }
+    }
+}
+
+/// An elementwise expression over a kernel's inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// Input `i` of the kernel, broadcast to the output shape.
+    Input(usize),
+    /// A literal, stored as its 32-bit word so that it is written bit-exactly.
+    Lit(DType, u32),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// `where(cond, a, b)`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    Cast(DType, Box<Expr>),
+}
+
+impl Expr {
+    /// The dtype this expression produces given the dtypes of the kernel inputs.
+    pub fn dtype(&self, inputs: &[DType]) -> DType {
+        match self {
+            Expr::Input(i) => inputs[*i],
+            Expr::Lit(d, _) => *d,
+            Expr::Unary(_, a) => a.dtype(inputs),
+            Expr::Binary(op, a, _) if op.is_comparison() => {
+                let _ = a;
+                DType::Bool
+            }
+            Expr::Binary(_, a, _) => a.dtype(inputs),
+            Expr::Select(_, a, _) => a.dtype(inputs),
+            Expr::Cast(d, _) => *d,
+        }
+    }
+
+    /// Number of primitive operations in the tree (used in kernel names and reports).
+    pub fn op_count(&self) -> usize {
+        match self {
+            Expr::Input(_) | Expr::Lit(..) => 0,
+            Expr::Unary(_, a) | Expr::Cast(_, a) => 1 + a.op_count(),
+            Expr::Binary(_, a, b) => 1 + a.op_count() + b.op_count(),
+            Expr::Select(c, a, b) => 1 + c.op_count() + a.op_count() + b.op_count(),
+        }
+    }
+
+    /// Replace every `Input(i)` with `f(i)`.
+    pub fn substitute(&self, f: &mut impl FnMut(usize) -> Expr) -> Expr {
+        match self {
+            Expr::Input(i) => f(*i),
+            Expr::Lit(d, w) => Expr::Lit(*d, *w),
+            Expr::Unary(op, a) => Expr::Unary(*op, Box::new(a.substitute(f))),
+            Expr::Binary(op, a, b) => {
+                Expr::Binary(*op, Box::new(a.substitute(f)), Box::new(b.substitute(f)))
+            }
+            Expr::Select(c, a, b) => Expr::Select(
+                Box::new(c.substitute(f)),
+                Box::new(a.substitute(f)),
+                Box::new(b.substitute(f)),
+            ),
+            Expr::Cast(d, a) => Expr::Cast(*d, Box::new(a.substitute(f))),
+        }
+    }
+
+    /// Short description, e.g. `add(mul(in0, in1), in2)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Expr::Input(i) => format!("in{i}"),
+            Expr::Lit(d, w) => lit_text(*d, *w),
+            Expr::Unary(op, a) => format!("{}({})", op.name(), a.describe()),
+            Expr::Binary(op, a, b) => format!("{}({}, {})", op.name(), a.describe(), b.describe()),
+            Expr::Select(c, a, b) => {
+                format!(
+                    "where({}, {}, {})",
+                    c.describe(),
+                    a.describe(),
+                    b.describe()
+                )
+            }
+            Expr::Cast(d, a) => format!("cast<{d}>({})", a.describe()),
+        }
+    }
+}
+
+fn lit_text(d: DType, w: u32) -> String {
+    match d {
+        DType::F32 => format!("{}", f32::from_bits(w)),
+        DType::I32 => format!("{}", w as i32),
+        DType::U32 => format!("{w}"),
+        DType::Bool => format!("{}", w != 0),
+    }
+}
+
+/// A fused elementwise kernel: `out = expr(inputs broadcast to out)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElementwiseKernel {
+    pub expr: Expr,
+    pub inputs: Vec<(Shape, DType)>,
+    pub out_shape: Shape,
+    pub out_dtype: DType,
+}
+
+// ---------------------------------------------------------------- CPU reference kernel
+
+impl ElementwiseKernel {
+    /// Evaluate on the CPU. `inputs[i]` holds input `i`'s words in row-major order.
+    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let dtypes: Vec<DType> = self.inputs.iter().map(|(_, d)| *d).collect();
+        self.eval(&self.expr, inputs, &dtypes)
+    }
+
+    fn eval(&self, e: &Expr, inputs: &[&[u32]], dtypes: &[DType]) -> Vec<u32> {
+        let n = self.out_shape.numel();
+        match e {
+            Expr::Input(i) => {
+                let (shape, _) = &self.inputs[*i];
+                let data = inputs[*i];
+                if shape == &self.out_shape {
+                    return data.to_vec();
+                }
+                let strides = shape.broadcast_strides(&self.out_shape);
+                let dims = self.out_shape.dims();
+                let mut out = Vec::with_capacity(n);
+                let mut coord = vec![0usize; dims.len()];
+                for _ in 0..n {
+                    let off: usize = coord.iter().zip(&strides).map(|(c, s)| c * s).sum();
+                    out.push(data[off]);
+                    for ax in (0..dims.len()).rev() {
+                        coord[ax] += 1;
+                        if coord[ax] < dims[ax] {
+                            break;
+                        }
+                        coord[ax] = 0;
+                    }
+                }
+                out
+            }
+            Expr::Lit(_, w) => vec![*w; n],
+            Expr::Unary(op, a) => {
+                let d = a.dtype(dtypes);
+                let mut v = self.eval(a, inputs, dtypes);
+                for w in &mut v {
+                    *w = unary_cpu(*op, d, *w);
+                }
+                v
+            }
+            Expr::Binary(op, a, b) => {
+                let d = a.dtype(dtypes);
+                let va = self.eval(a, inputs, dtypes);
+                let vb = self.eval(b, inputs, dtypes);
+                va.iter()
+                    .zip(&vb)
+                    .map(|(&x, &y)| binary_cpu(*op, d, x, y))
+                    .collect()
+            }
+            Expr::Select(c, a, b) => {
+                let vc = self.eval(c, inputs, dtypes);
+                let va = self.eval(a, inputs, dtypes);
+                let vb = self.eval(b, inputs, dtypes);
+                (0..n)
+                    .map(|i| if vc[i] != 0 { va[i] } else { vb[i] })
+                    .collect()
+            }
+            Expr::Cast(to, a) => {
+                let from = a.dtype(dtypes);
+                let mut v = self.eval(a, inputs, dtypes);
+                for w in &mut v {
+                    *w = cast_cpu(from, *to, *w);
+                }
+                v
+            }
+        }
+    }
+}
+
+fn f(w: u32) -> f32 {
+    f32::from_bits(w)
+}
+
+fn fw(x: f32) -> u32 {
+    x.to_bits()
+}
+
+/// One unary op on one element, with the semantics the WGSL kernel has.
+pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
+    match (d, op) {
+        (DType::F32, UnaryOp::Neg) => fw(-f(w)),
+        (DType::F32, UnaryOp::Abs) => fw(f(w).abs()),
+        (DType::F32, UnaryOp::Exp) => fw(f(w).exp()),
+        (DType::F32, UnaryOp::Log) => fw(f(w).ln()),
+        (DType::F32, UnaryOp::Sqrt) => fw(f(w).sqrt()),
+        (DType::F32, UnaryOp::Tanh) => fw(f(w).tanh()),
+        (DType::F32, UnaryOp::Sigmoid) => fw(1.0 / (1.0 + (-f(w)).exp())),
+        // max(NaN, 0) is 0 in WGSL's max on most adapters; we define relu(NaN) = NaN by
+        // comparing instead, which both backends implement the same way.
+        (DType::F32, UnaryOp::Relu) => {
+            if f(w) < 0.0 {
+                fw(0.0)
+            } else {
+                w
+            }
+        }
+        (DType::I32, UnaryOp::Neg) => (w as i32).wrapping_neg() as u32,
+        (DType::I32, UnaryOp::Abs) => (w as i32).wrapping_abs() as u32,
+        (DType::I32, UnaryOp::Relu) => (w as i32).max(0) as u32,
+        (DType::U32, UnaryOp::Abs | UnaryOp::Relu) => w,
+        _ => w,
+    }
+}
+
+/// One binary op on one element pair of dtype `d`, with the semantics the WGSL kernel has:
+/// integer arithmetic wraps, integer division truncates toward zero and `x / 0 == x`
+/// (WGSL's defined result), `i32::MIN / -1 == i32::MIN`.
+pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
+    let b = |v: bool| v as u32;
+    match d {
+        DType::F32 => {
+            let (a, c) = (f(x), f(y));
+            match op {
+                BinaryOp::Add => fw(a + c),
+                BinaryOp::Sub => fw(a - c),
+                BinaryOp::Mul => fw(a * c),
+                BinaryOp::Div => fw(a / c),
+                BinaryOp::Maximum => fw(if a.is_nan() || c.is_nan() {
+                    f32::NAN
+                } else {
+                    a.max(c)
+                }),
+                BinaryOp::Minimum => fw(if a.is_nan() || c.is_nan() {
+                    f32::NAN
+                } else {
+                    a.min(c)
+                }),
+                BinaryOp::Pow => fw(a.powf(c)),
+                BinaryOp::Equal => b(a == c),
+                BinaryOp::Less => b(a < c),
+                BinaryOp::Greater => b(a > c),
+            }
+        }
+        DType::I32 => {
+            let (a, c) = (x as i32, y as i32);
+            let r = match op {
+                BinaryOp::Add => a.wrapping_add(c),
+                BinaryOp::Sub => a.wrapping_sub(c),
+                BinaryOp::Mul => a.wrapping_mul(c),
+                BinaryOp::Div => {
+                    if c == 0 {
+                        a
+                    } else {
+                        a.wrapping_div(c)
+                    }
+                }
+                BinaryOp::Maximum => a.max(c),
+                BinaryOp::Minimum => a.min(c),
+                BinaryOp::Pow => a,
+                BinaryOp::Equal => return b(a == c),
+                BinaryOp::Less => return b(a < c),
+                BinaryOp::Greater => return b(a > c),
+            };
+            r as u32
+        }
+        DType::U32 | DType::Bool => match op {
+            BinaryOp::Add => x.wrapping_add(y),
+            BinaryOp::Sub => x.wrapping_sub(y),
+            BinaryOp::Mul => x.wrapping_mul(y),
+            BinaryOp::Div => x.checked_div(y).unwrap_or(x),
+            BinaryOp::Maximum => x.max(y),
+            BinaryOp::Minimum => x.min(y),
+            BinaryOp::Pow => x,
+            BinaryOp::Equal => b(x == y),
+            BinaryOp::Less => b(x < y),
+            BinaryOp::Greater => b(x > y),
+        },
+    }
+}
+
+/// Casts: float→int truncates toward zero and saturates (NaN → 0); x→bool is `x != 0`.
+pub fn cast_cpu(from: DType, to: DType, w: u32) -> u32 {
+    match (from, to) {
+        (a, b) if a == b => w,
+        (DType::F32, DType::I32) => (f(w) as i32) as u32,
+        (DType::F32, DType::U32) => f(w) as u32,
+        (DType::F32, DType::Bool) => (f(w) != 0.0) as u32,
+        (DType::I32, DType::F32) => fw(w as i32 as f32),
+        (DType::U32, DType::F32) => fw(w as f32),
+        (DType::Bool, DType::F32) => fw(if w != 0 { 1.0 } else { 0.0 }),
+        (DType::I32 | DType::U32 | DType::Bool, DType::Bool) => (w != 0) as u32,
+        (DType::Bool, _) => (w != 0) as u32,
+        // i32 <-> u32 reinterpret the two's-complement bits, as WGSL's conversions do.
+        (DType::I32, DType::U32) | (DType::U32, DType::I32) => w,
+        _ => w,
+    }
+}
+
+// ---------------------------------------------------------------- WGSL kernel
+
+impl ElementwiseKernel {
+    /// The WGSL source of this kernel (template `shaders/elementwise.wgsl`).
+    pub fn wgsl(&self) -> String {
+        let dtypes: Vec<DType> = self.inputs.iter().map(|(_, d)| *d).collect();
+        let mut bindings = Writer::new();
+        for (i, (_, d)) in self.inputs.iter().enumerate() {
+            codegen::storage_binding(&mut bindings, i, &format!("in{i}"), *d);
+        }
+        codegen::storage_binding(&mut bindings, self.inputs.len(), "out", self.out_dtype);
+
+        let mut body = Writer::new();
+        body.indent(1);
+        let dims = self.out_shape.dims();
+        for (i, (shape, d)) in self.inputs.iter().enumerate() {
+            let idx = if shape == &self.out_shape {
+                "i".to_string()
+            } else if shape.numel() == 1 {
+                "0u".to_string()
+            } else {
+                let strides = shape.broadcast_strides(&self.out_shape);
+                codegen::strided_index(&mut body, &format!("idx{i}"), "i", dims, &strides);
+                format!("idx{i}")
+            };
+            body.line(&format!(
+                "let x{i} = {};",
+                codegen::load(&format!("in{i}"), &idx, *d)
+            ));
+        }
+        let value = expr_wgsl(&self.expr, &dtypes);
+        body.line(&format!("let y = {value};"));
+        body.line(&format!(
+            "{};",
+            codegen::store("out", "i", "y", self.out_dtype)
+        ));
+
+        codegen::fill_template(
+            include_str!("../../shaders/elementwise.wgsl"),
+            &[
+                ("BINDINGS", bindings.finish()),
+                ("N", format!("{}u", self.out_shape.numel())),
+                ("WG", codegen::WORKGROUP.to_string()),
+                ("BODY", body.finish()),
+            ],
+        )
+    }
+}
+
+/// WGSL text of an expression whose inputs are bound to `x0, x1, ...`.
+pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
+    match e {
+        Expr::Input(i) => format!("x{i}"),
+        Expr::Lit(d, w) => codegen::literal(*d, *w),
+        Expr::Unary(op, a) => {
+            let d = a.dtype(dtypes);
+            let x = expr_wgsl(a, dtypes);
+            let zero = codegen::literal(d, 0);
+            match op {
+                UnaryOp::Neg => format!("(-{x})"),
+                UnaryOp::Abs if d == DType::U32 => x,
+                UnaryOp::Abs => format!("abs({x})"),
+                UnaryOp::Exp => format!("exp({x})"),
+                UnaryOp::Log => format!("log({x})"),
+                UnaryOp::Sqrt => format!("sqrt({x})"),
+                // Clamped because some drivers evaluate tanh as a ratio of exponentials that
+                // overflows to inf/inf = NaN for |x| > ~44; tanh(±15) is ±1 in f32.
+                UnaryOp::Tanh => format!("tanh(clamp({x}, -15.0, 15.0))"),
+                UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-{x})))"),
+                UnaryOp::Relu if d == DType::U32 => x,
+                UnaryOp::Relu => format!("select({x}, {zero}, {x} < {zero})"),
+            }
+        }
+        Expr::Binary(op, a, b) => {
+            let d = a.dtype(dtypes);
+            let (x, y) = (expr_wgsl(a, dtypes), expr_wgsl(b, dtypes));
+            match op {
+                BinaryOp::Add => format!("({x} + {y})"),
+                BinaryOp::Sub => format!("({x} - {y})"),
+                BinaryOp::Mul => format!("({x} * {y})"),
+                BinaryOp::Div => format!("({x} / {y})"),
+                BinaryOp::Maximum if d.is_float() => format!("wgf_max({x}, {y})"),
+                BinaryOp::Minimum if d.is_float() => format!("wgf_min({x}, {y})"),
+                BinaryOp::Maximum => format!("max({x}, {y})"),
+                BinaryOp::Minimum => format!("min({x}, {y})"),
+                BinaryOp::Pow => format!("pow({x}, {y})"),
+                BinaryOp::Equal => format!("({x} == {y})"),
+                BinaryOp::Less => format!("({x} < {y})"),
+                BinaryOp::Greater => format!("({x} > {y})"),
+            }
+        }
+        Expr::Select(c, a, b) => format!(
+            "select({}, {}, {})",
+            expr_wgsl(b, dtypes),
+            expr_wgsl(a, dtypes),
+            expr_wgsl(c, dtypes)
+        ),
+        Expr::Cast(to, a) => {
+            let from = a.dtype(dtypes);
+            let x = expr_wgsl(a, dtypes);
+            match (from, *to) {
+                (f, t) if f == t => x,
+                (_, DType::Bool) => format!("({x} != {})", codegen::literal(from, 0)),
+                (DType::Bool, t) => format!(
+                    "select({}, {}, {x})",
+                    codegen::literal(t, 0),
+                    codegen::one(t)
+                ),
+                (DType::F32, DType::U32) => format!("wgf_f32_to_u32({x})"),
+                (DType::F32, DType::I32) => format!("wgf_f32_to_i32({x})"),
+                (DType::I32, DType::U32) | (DType::U32, DType::I32) => {
+                    format!("bitcast<{}>({x})", to.wgsl())
+                }
+                (_, t) => format!("{}({x})", t.wgsl()),
+            }
+        }
+    }
+}

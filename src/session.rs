@@ -1,0 +1,322 @@
+//! Sessions: compile a graph for a set of fetches (cached per signature), then run it.
+
+use crate::backend::{self, Prepared};
+use crate::compile::{self, Plan, Target};
+use crate::device::{self, Device, DeviceLimits};
+use crate::graph::{Graph, Tensor};
+use crate::ops::Op;
+use crate::{Error, HostTensor, Result, Shape};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// How a session places and compiles.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// When a scope names a device that is not visible, place the node on the default device
+    /// (and log a warning) instead of failing.
+    pub soft_placement: bool,
+    /// Log every node's device at `info` level when a plan is compiled (target `wgflow::placement`).
+    pub log_device_placement: bool,
+    /// GPU indices this session may use; `None` reads `WGFLOW_VISIBLE_DEVICES`, and if that
+    /// is unset every GPU is visible. `cpu:0` is always visible.
+    pub visible_devices: Option<Vec<usize>>,
+    /// Where unscoped nodes go; `None` means [`Device::best`] among the visible devices.
+    pub default_device: Option<Device>,
+    /// Fuse elementwise chains into single kernels (on by default).
+    pub fuse: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            soft_placement: false,
+            log_device_placement: false,
+            visible_devices: None,
+            default_device: None,
+            fuse: true,
+        }
+    }
+}
+
+/// What a session has created so far; a second run of a cached plan leaves these unchanged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub plans_compiled: u64,
+    pub pipelines_created: u64,
+    pub bind_groups_created: u64,
+    pub buffers_created: u64,
+    pub runs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Signature {
+    feeds: Vec<(String, Shape)>,
+    fetches: Vec<usize>,
+}
+
+struct Entry {
+    plan: Arc<Plan>,
+    prepared: Prepared,
+}
+
+/// Runs a graph. Holds a snapshot of the graph taken at creation; tensors of the original
+/// graph remain valid handles into it.
+pub struct Session {
+    graph: Graph,
+    target: Target,
+    options: SessionOptions,
+    cache: HashMap<Signature, Entry>,
+    counters: Counters,
+}
+
+impl Session {
+    /// A session over `graph`'s current nodes.
+    pub fn new(graph: &Graph, options: SessionOptions) -> Result<Session> {
+        let visible = match &options.visible_devices {
+            Some(v) => Some(v.clone()),
+            None => device::visible_gpus_from_env()?,
+        };
+        let all = device::devices();
+        if let Some(v) = &visible {
+            for &i in v {
+                if !all.iter().any(|d| d.device == Device::Gpu(i)) {
+                    return Err(Error::Device {
+                        spec: format!("gpu:{i}"),
+                        message: format!(
+                            "listed as visible but does not exist; devices: {}",
+                            all.iter()
+                                .map(|d| d.device.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+        let devices: Vec<(Device, DeviceLimits)> = all
+            .into_iter()
+            .filter(|d| match (d.device, &visible) {
+                (Device::Gpu(i), Some(v)) => v.contains(&i),
+                _ => true,
+            })
+            .map(|d| (d.device, d.limits))
+            .collect();
+        let default_device = match options.default_device {
+            Some(d) if devices.iter().any(|(x, _)| *x == d) => d,
+            Some(d) => {
+                return Err(Error::Device {
+                    spec: d.to_string(),
+                    message: "the default device is not visible to this session".into(),
+                })
+            }
+            None => device::best_of(visible.as_deref()),
+        };
+        log::info!("wgflow session: default device {default_device}");
+        Ok(Session {
+            graph: graph.clone(),
+            target: Target {
+                devices,
+                default_device,
+                soft_placement: options.soft_placement,
+                fuse: options.fuse,
+            },
+            options,
+            cache: HashMap::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    /// The device unscoped nodes run on.
+    pub fn default_device(&self) -> Device {
+        self.target.default_device
+    }
+
+    /// What this session has created so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// The graph snapshot this session runs.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Run: write `feeds` into their placeholders, compute only what `fetches` need, and
+    /// return the fetched values in order.
+    pub fn run(
+        &mut self,
+        feeds: &[(Tensor, HostTensor)],
+        fetches: &[Tensor],
+    ) -> Result<Vec<HostTensor>> {
+        futures::executor::block_on(self.run_async(feeds, fetches))
+    }
+
+    /// [`Session::run`] with placeholders and fetches named by node name.
+    pub fn run_named(
+        &mut self,
+        feeds: &[(&str, HostTensor)],
+        fetches: &[&str],
+    ) -> Result<Vec<HostTensor>> {
+        let feeds = feeds
+            .iter()
+            .map(|(n, t)| Ok((self.lookup(n, true)?, t.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        let fetches = fetches
+            .iter()
+            .map(|n| self.lookup(n, false))
+            .collect::<Result<Vec<_>>>()?;
+        self.run(&feeds, &fetches)
+    }
+
+    fn lookup(&self, name: &str, feed: bool) -> Result<Tensor> {
+        self.graph.tensor(name).ok_or_else(|| {
+            let message = "no node has this name".to_string();
+            if feed {
+                Error::Feed {
+                    name: name.into(),
+                    message,
+                }
+            } else {
+                Error::Fetch {
+                    name: name.into(),
+                    message,
+                }
+            }
+        })
+    }
+
+    /// The asynchronous form of [`Session::run`]: the returned future resolves when the
+    /// fetched values are on the host. (On native backends it drives the device while polled.)
+    pub async fn run_async(
+        &mut self,
+        feeds: &[(Tensor, HostTensor)],
+        fetches: &[Tensor],
+    ) -> Result<Vec<HostTensor>> {
+        let fed = self.check_feeds(feeds)?;
+        let sig = self.signature(&fed, fetches)?;
+        self.ensure_compiled(&sig, &fed, fetches)?;
+        let entry = self
+            .cache
+            .get_mut(&sig)
+            .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))?;
+        self.counters.runs += 1;
+        backend::execute(&entry.plan, &mut entry.prepared, &fed).await
+    }
+
+    /// The compiled plan for these fed placeholders and fetches (compiling it if needed):
+    /// placement, schedule, kernels and memory.
+    pub fn plan(&mut self, fed: &[Tensor], fetches: &[Tensor]) -> Result<Arc<Plan>> {
+        let mut names = HashMap::new();
+        for &t in fed {
+            let node = self.placeholder_node(t)?;
+            names.insert(
+                node.name.clone(),
+                HostTensor::zeros(node.shape.clone(), node.dtype),
+            );
+        }
+        let sig = self.signature(&names, fetches)?;
+        self.ensure_compiled(&sig, &names, fetches)?;
+        self.cache
+            .get(&sig)
+            .map(|e| e.plan.clone())
+            .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))
+    }
+
+    fn placeholder_node(&self, t: Tensor) -> Result<&crate::graph::Node> {
+        if !self.graph.owns(t) {
+            return Err(Error::Feed {
+                name: format!("#{}", t.index()),
+                message: "the tensor belongs to another graph (or was built after this session was created)".into(),
+            });
+        }
+        let node = self.graph.node(t);
+        if node.op != Op::Placeholder {
+            return Err(Error::Feed {
+                name: node.name.clone(),
+                message: format!(
+                    "only placeholders can be fed; this node is a {}",
+                    node.op.name()
+                ),
+            });
+        }
+        Ok(node)
+    }
+
+    fn check_feeds(&self, feeds: &[(Tensor, HostTensor)]) -> Result<HashMap<String, HostTensor>> {
+        let mut fed = HashMap::new();
+        for (t, value) in feeds {
+            let node = self.placeholder_node(*t)?;
+            if value.shape() != &node.shape || value.dtype() != node.dtype {
+                return Err(Error::Feed {
+                    name: node.name.clone(),
+                    message: format!(
+                        "expected {} {}, got {} {}",
+                        node.dtype,
+                        node.shape,
+                        value.dtype(),
+                        value.shape()
+                    ),
+                });
+            }
+            if fed.insert(node.name.clone(), value.clone()).is_some() {
+                return Err(Error::Feed {
+                    name: node.name.clone(),
+                    message: "fed twice".into(),
+                });
+            }
+        }
+        Ok(fed)
+    }
+
+    fn signature(
+        &self,
+        fed: &HashMap<String, HostTensor>,
+        fetches: &[Tensor],
+    ) -> Result<Signature> {
+        let mut feeds: Vec<(String, Shape)> = fed
+            .iter()
+            .map(|(n, t)| (n.clone(), t.shape().clone()))
+            .collect();
+        feeds.sort();
+        for &f in fetches {
+            if !self.graph.owns(f) {
+                return Err(Error::Fetch {
+                    name: format!("#{}", f.index()),
+                    message: "the tensor belongs to another graph (or was built after this session was created)".into(),
+                });
+            }
+        }
+        Ok(Signature {
+            feeds,
+            fetches: fetches.iter().map(|t| t.index()).collect(),
+        })
+    }
+
+    fn ensure_compiled(
+        &mut self,
+        sig: &Signature,
+        fed: &HashMap<String, HostTensor>,
+        fetches: &[Tensor],
+    ) -> Result<()> {
+        if self.cache.contains_key(sig) {
+            return Ok(());
+        }
+        let names: Vec<String> = fed.keys().cloned().collect();
+        let plan = compile::compile(&self.graph, &names, fetches, &self.target)?;
+        if self.options.log_device_placement {
+            for (name, d) in &plan.placement {
+                log::info!(target: "wgflow::placement", "{name}: {d}");
+            }
+        }
+        self.counters.plans_compiled += 1;
+        let prepared = backend::prepare(&plan, &mut self.counters)?;
+        self.cache.insert(
+            sig.clone(),
+            Entry {
+                plan: Arc::new(plan),
+                prepared,
+            },
+        );
+        Ok(())
+    }
+}
