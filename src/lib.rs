@@ -47,3 +47,8 @@ pub use graph::{Axes, Graph, Tensor};
 pub use host::{Element, HostTensor};
 pub use session::{Counters, Session, SessionOptions};
 pub use shape::Shape;
+
+/// The README's code blocks are compiled and run as doctests, so the quickstart stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -66,7 +66,7 @@ fn registry() -> &'static Registry {
         desc.flags = wgpu::InstanceFlags::empty().with_env();
         let instance = wgpu::Instance::new(desc);
         let mut adapters: Vec<wgpu::Adapter> =
-            futures::executor::block_on(instance.enumerate_adapters(backends))
+            resolve_native(instance.enumerate_adapters(backends))
                 .into_iter()
                 .filter(|a| {
                     let ok = a
@@ -135,19 +135,18 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         return Ok(ctx.clone());
     }
     let info = reg.infos[index].clone();
-    let (device, queue) =
-        futures::executor::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("wgflow"),
-            required_features: wgpu::Features::empty(),
-            // Ask for everything the adapter offers: the planner reads these limits.
-            required_limits: adapter.limits(),
-            ..Default::default()
-        }))
-        .map_err(|e| Error::Gpu {
-            device: format!("gpu:{index}"),
-            action: "requesting the device".into(),
-            message: e.to_string(),
-        })?;
+    let (device, queue) = resolve_native(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("wgflow"),
+        required_features: wgpu::Features::empty(),
+        // Ask for everything the adapter offers: the planner reads these limits.
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }))
+    .map_err(|e| Error::Gpu {
+        device: format!("gpu:{index}"),
+        action: "requesting the device".into(),
+        message: e.to_string(),
+    })?;
     let name = format!("gpu:{index}");
     {
         let name = name.clone();
@@ -191,8 +190,8 @@ impl GpuContext {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let value = f(&self.device);
-        let v = block_on_local(validation.pop());
-        let o = block_on_local(oom.pop());
+        let v = resolve_native(validation.pop());
+        let o = resolve_native(oom.pop());
         match v.or(o) {
             None => Ok(value),
             Some(e) => Err(Error::Gpu {
@@ -272,8 +271,17 @@ impl GpuContext {
     }
 }
 
-/// Error-scope futures resolve immediately on native backends; they are not `Send`, so they
-/// are driven on this thread.
-fn block_on_local<F: Future>(f: F) -> F::Output {
-    futures::executor::block_on(f)
+/// Drive a wgpu future to completion on this thread. On native backends wgpu's futures
+/// (adapter and device requests, error-scope pops) are ready when first polled, so this never
+/// spins in practice; unlike `futures::executor::block_on` it may be called while another
+/// executor is running, e.g. inside `Session::run_async`.
+pub(crate) fn resolve_native<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
 }
