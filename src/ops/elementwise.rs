@@ -464,7 +464,8 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
                 UnaryOp::Tanh => format!("tanh(clamp({x}, -15.0, 15.0))"),
                 UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-{x})))"),
                 UnaryOp::Relu if d == DType::U32 => x,
-                UnaryOp::Relu => format!("select({x}, {zero}, {x} < {zero})"),
+                UnaryOp::Relu if d == DType::F32 => format!("wgf_relu({x})"),
+                UnaryOp::Relu => format!("max({x}, {zero})"),
             }
         }
         Expr::Binary(op, a, b) => {
@@ -474,6 +475,8 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
                 BinaryOp::Add => format!("({x} + {y})"),
                 BinaryOp::Sub => format!("({x} - {y})"),
                 BinaryOp::Mul => format!("({x} * {y})"),
+                BinaryOp::Div if d == DType::I32 => format!("wgf_div_i32({x}, {y})"),
+                BinaryOp::Div if d == DType::U32 => format!("wgf_div_u32({x}, {y})"),
                 BinaryOp::Div => format!("({x} / {y})"),
                 BinaryOp::Maximum if d.is_float() => format!("wgf_max({x}, {y})"),
                 BinaryOp::Minimum if d.is_float() => format!("wgf_min({x}, {y})"),
