@@ -4,7 +4,10 @@ use wgflow::{DType, Error, Graph};
 
 fn line_of(marker: &str) -> u32 {
     let src = include_str!("errors.rs");
-    src.lines().position(|l| l.contains(marker) && !l.contains("line_of")).expect("marker") as u32 + 1
+    src.lines()
+        .position(|l| l.contains(marker) && !l.contains("line_of"))
+        .expect("marker") as u32
+        + 1
 }
 
 #[test]
@@ -16,7 +19,10 @@ fn broadcast_error_names_op_shapes_and_caller() {
     let msg = err.to_string();
     assert!(matches!(err, Error::Build { .. }));
     assert!(msg.starts_with("add at tests/errors.rs:"), "{msg}");
-    assert!(msg.contains(&format!("errors.rs:{}:", line_of("MARK-add"))), "{msg}");
+    assert!(
+        msg.contains(&format!("errors.rs:{}:", line_of("MARK-add"))),
+        "{msg}"
+    );
     assert!(msg.contains("shapes [3] and [4] cannot broadcast"), "{msg}");
 }
 
@@ -26,14 +32,23 @@ fn dtype_errors_are_clear() {
     let f = g.constant([1.0f32, 2.0]).unwrap();
     let i = g.constant([1i32, 2]).unwrap();
     let msg = g.mul(f, i).unwrap_err().to_string();
-    assert!(msg.contains("mul at") && msg.contains("dtypes f32 and i32 differ"), "{msg}");
+    assert!(
+        msg.contains("mul at") && msg.contains("dtypes f32 and i32 differ"),
+        "{msg}"
+    );
     let msg = g.exp(i).unwrap_err().to_string();
-    assert!(msg.contains("exp at") && msg.contains("dtype i32 is not supported (expects f32)"), "{msg}");
+    assert!(
+        msg.contains("exp at") && msg.contains("dtype i32 is not supported (expects f32)"),
+        "{msg}"
+    );
     let b = g.less(f, f).unwrap();
     let msg = g.add(b, b).unwrap_err().to_string();
     assert!(msg.contains("dtype bool is not supported"), "{msg}");
     let msg = g.select(f, f, f).unwrap_err().to_string();
-    assert!(msg.contains("where at") && msg.contains("condition must be bool"), "{msg}");
+    assert!(
+        msg.contains("where at") && msg.contains("condition must be bool"),
+        "{msg}"
+    );
     let msg = g.sum(b, wgflow::Axes::All, false).unwrap_err().to_string();
     assert!(msg.contains("sum at") && msg.contains("bool"), "{msg}");
 }
@@ -44,33 +59,60 @@ fn matmul_reshape_transpose_reduce_errors() {
     let a = g.placeholder("a", [2, 3], DType::F32).unwrap();
     let b = g.placeholder("b", [4, 5], DType::F32).unwrap();
     let msg = g.matmul(a, b).unwrap_err().to_string();
-    assert!(msg.contains("matmul at") && msg.contains("inner dimensions 3 and 4 differ"), "{msg}");
+    assert!(
+        msg.contains("matmul at") && msg.contains("inner dimensions 3 and 4 differ"),
+        "{msg}"
+    );
     let v = g.placeholder("v", [3], DType::F32).unwrap();
     let msg = g.matmul(a, v).unwrap_err().to_string();
     assert!(msg.contains("at least 2 dimensions"), "{msg}");
     let msg = g.reshape(a, &[4, -1]).unwrap_err().to_string();
-    assert!(msg.contains("reshape at") && msg.contains("cannot reshape [2, 3]"), "{msg}");
+    assert!(
+        msg.contains("reshape at") && msg.contains("cannot reshape [2, 3]"),
+        "{msg}"
+    );
     let msg = g.reshape(a, &[-1, -1]).unwrap_err().to_string();
     assert!(msg.contains("only one -1"), "{msg}");
     let msg = g.transpose(a, &[0, 0]).unwrap_err().to_string();
-    assert!(msg.contains("transpose at") && msg.contains("not a permutation"), "{msg}");
+    assert!(
+        msg.contains("transpose at") && msg.contains("not a permutation"),
+        "{msg}"
+    );
     let msg = g.sum(a, [2], false).unwrap_err().to_string();
-    assert!(msg.contains("axis 2 is out of range for shape [2, 3]"), "{msg}");
+    assert!(
+        msg.contains("axis 2 is out of range for shape [2, 3]"),
+        "{msg}"
+    );
     let msg = g.softmax(a, 5).unwrap_err().to_string();
-    assert!(msg.contains("softmax at") && msg.contains("axis 5"), "{msg}");
+    assert!(
+        msg.contains("softmax at") && msg.contains("axis 5"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn empty_tensors_and_bad_specs_are_rejected() {
     let mut g = Graph::new();
-    let msg = g.placeholder("e", [2, 0], DType::F32).unwrap_err().to_string();
+    let msg = g
+        .placeholder("e", [2, 0], DType::F32)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("empty tensors are not supported"), "{msg}");
     let msg = g.constant(Vec::<f32>::new()).unwrap_err().to_string();
     assert!(msg.contains("empty tensors are not supported"), "{msg}");
-    let msg = g.device("tpu:0", |g| g.constant(1.0f32)).unwrap_err().to_string();
-    assert!(msg.contains("device scope at tests/errors.rs") && msg.contains("tpu:0"), "{msg}");
+    let msg = g
+        .device("tpu:0", |g| g.constant(1.0f32))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("device scope at tests/errors.rs") && msg.contains("tpu:0"),
+        "{msg}"
+    );
     g.placeholder("dup", [1], DType::F32).unwrap();
-    let msg = g.placeholder("dup", [1], DType::F32).unwrap_err().to_string();
+    let msg = g
+        .placeholder("dup", [1], DType::F32)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("'dup' already exists"), "{msg}");
 }
 

@@ -20,14 +20,31 @@ fn only_what_fetches_need_runs_and_missing_feeds_are_named() {
         let z = g.add(y, unused).unwrap();
         let mut s = common::session_on(&g, dev);
         // `unused` is outside the subgraph `y` needs: no feed required, nothing else compiled.
-        let out = s.run(&[(x, HostTensor::from([0.0f32, 1.0]))], &[y]).unwrap();
-        common::assert_close("exp", &out[0], &HostTensor::from([1.0f32, 1.0f32.exp()]), 1e-6, 0.0);
+        let out = s
+            .run(&[(x, HostTensor::from([0.0f32, 1.0]))], &[y])
+            .unwrap();
+        common::assert_close(
+            "exp",
+            &out[0],
+            &HostTensor::from([1.0f32, 1.0f32.exp()]),
+            1e-6,
+            0.0,
+        );
         let plan = s.plan(&[x], &[y]).unwrap();
         assert_eq!(plan.dispatch_count(), 1);
-        assert!(plan.placement.iter().all(|(n, _)| n != "unused" && n != "add"));
+        assert!(plan
+            .placement
+            .iter()
+            .all(|(n, _)| n != "unused" && n != "add"));
         // `z` needs `unused`.
-        let err = s.run(&[(x, HostTensor::from([0.0f32, 1.0]))], &[z]).unwrap_err().to_string();
-        assert!(err.contains("feed 'unused'") && err.contains("was not fed"), "{err}");
+        let err = s
+            .run(&[(x, HostTensor::from([0.0f32, 1.0]))], &[z])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("feed 'unused'") && err.contains("was not fed"),
+            "{err}"
+        );
     }
 }
 
@@ -38,17 +55,35 @@ fn bad_feeds_are_clear_errors() {
     let c = g.constant([1.0f32]).unwrap();
     let y = g.relu(x).unwrap();
     let mut s = Session::new(&g, SessionOptions::default()).unwrap();
-    let err = s.run(&[(x, HostTensor::from([1.0f32, 2.0]))], &[y]).unwrap_err().to_string();
-    assert!(err.contains("feed 'x'") && err.contains("expected f32 [2, 3], got f32 [2]"), "{err}");
-    let err = s.run(&[(x, HostTensor::zeros([2, 3], DType::I32))], &[y]).unwrap_err().to_string();
+    let err = s
+        .run(&[(x, HostTensor::from([1.0f32, 2.0]))], &[y])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("feed 'x'") && err.contains("expected f32 [2, 3], got f32 [2]"),
+        "{err}"
+    );
+    let err = s
+        .run(&[(x, HostTensor::zeros([2, 3], DType::I32))], &[y])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("expected f32 [2, 3], got i32 [2, 3]"), "{err}");
-    let err = s.run(&[(c, HostTensor::from([1.0f32]))], &[y]).unwrap_err().to_string();
+    let err = s
+        .run(&[(c, HostTensor::from([1.0f32]))], &[y])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("only placeholders can be fed"), "{err}");
     let good = HostTensor::zeros([2, 3], DType::F32);
-    let err = s.run(&[(x, good.clone()), (x, good)], &[y]).unwrap_err().to_string();
+    let err = s
+        .run(&[(x, good.clone()), (x, good)], &[y])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("fed twice"), "{err}");
     let err = s.run_named(&[], &["nope"]).unwrap_err().to_string();
-    assert!(err.contains("fetch 'nope'") && err.contains("no node has this name"), "{err}");
+    assert!(
+        err.contains("fetch 'nope'") && err.contains("no node has this name"),
+        "{err}"
+    );
     let mut other = Graph::new();
     let o = other.constant(1.0f32).unwrap();
     let err = s.run(&[], &[o]).unwrap_err().to_string();
@@ -60,7 +95,11 @@ fn second_run_of_a_cached_plan_creates_nothing() {
     for dev in devices_to_test() {
         let mut g = Graph::new();
         let x = g.placeholder("x", [4, 4], DType::F32).unwrap();
-        let w = g.constant(HostTensor::new([4, 4], (0..16).map(|i| i as f32).collect::<Vec<_>>()).unwrap()).unwrap();
+        let w = g
+            .constant(
+                HostTensor::new([4, 4], (0..16).map(|i| i as f32).collect::<Vec<_>>()).unwrap(),
+            )
+            .unwrap();
         let h = g.matmul(x, w).unwrap();
         let s2 = g.sum(h, [1], false).unwrap();
         let mut s = common::session_on(&g, dev);
@@ -69,15 +108,28 @@ fn second_run_of_a_cached_plan_creates_nothing() {
         let after_first = s.counters();
         assert_eq!(after_first.plans_compiled, 1);
         if dev.is_gpu() {
-            assert!(after_first.bind_groups_created >= 2 && after_first.buffers_created >= 2, "{after_first:?}");
+            assert!(
+                after_first.bind_groups_created >= 2 && after_first.buffers_created >= 2,
+                "{after_first:?}"
+            );
         }
         let feed2 = HostTensor::new([4, 4], vec![2.0f32; 16]).unwrap();
         let second = s.run(&[(x, feed2)], &[s2]).unwrap();
         let after_second = s.counters();
         assert_eq!(after_second.runs, 2);
         assert_eq!(
-            (after_second.plans_compiled, after_second.pipelines_created, after_second.bind_groups_created, after_second.buffers_created),
-            (after_first.plans_compiled, after_first.pipelines_created, after_first.bind_groups_created, after_first.buffers_created),
+            (
+                after_second.plans_compiled,
+                after_second.pipelines_created,
+                after_second.bind_groups_created,
+                after_second.buffers_created
+            ),
+            (
+                after_first.plans_compiled,
+                after_first.pipelines_created,
+                after_first.bind_groups_created,
+                after_first.buffers_created
+            ),
             "{dev}: the second run created resources"
         );
         // Row sums of ones @ w: each row of w sums 0+1+..; column sums are 24,28,32,36, total 120.
@@ -92,7 +144,9 @@ fn second_run_of_a_cached_plan_creates_nothing() {
 #[test]
 fn run_async_and_run_named_agree_with_run() {
     let mut g = Graph::new();
-    let x = g.name_scope("inputs", |g| g.placeholder("x", [3], DType::F32)).unwrap();
+    let x = g
+        .name_scope("inputs", |g| g.placeholder("x", [3], DType::F32))
+        .unwrap();
     assert_eq!(g.name(x), "inputs/x");
     let y = g.name_scope("block", |g| g.tanh(x)).unwrap();
     assert_eq!(g.name(y), "block/tanh");
@@ -139,7 +193,11 @@ fn integer_division_by_zero_is_defined_and_identical_everywhere() {
     for dev in devices_to_test() {
         let mut s = common::session_on(&g, dev);
         let out = s.run(&[], &[q, uq]).unwrap();
-        assert_eq!(out[0].to_vec::<i32>().unwrap(), vec![7, -3, i32::MIN, -2], "{dev}");
+        assert_eq!(
+            out[0].to_vec::<i32>().unwrap(),
+            vec![7, -3, i32::MIN, -2],
+            "{dev}"
+        );
         assert_eq!(out[1].to_vec::<u32>().unwrap(), vec![7, 4], "{dev}");
     }
 }
@@ -157,9 +215,15 @@ fn nan_propagates_through_maximum_minimum_and_max() {
         let mut s = common::session_on(&g, dev);
         let out = s.run(&[], &[mx, mn, red, relu]).unwrap();
         let m = out[0].to_f32().unwrap();
-        assert!(m[0].is_nan() && m[1].is_nan() && m[2] == 2.0, "{dev} maximum {m:?}");
+        assert!(
+            m[0].is_nan() && m[1].is_nan() && m[2] == 2.0,
+            "{dev} maximum {m:?}"
+        );
         let m = out[1].to_f32().unwrap();
-        assert!(m[0].is_nan() && m[1].is_nan() && m[2] == 1.0, "{dev} minimum {m:?}");
+        assert!(
+            m[0].is_nan() && m[1].is_nan() && m[2] == 1.0,
+            "{dev} minimum {m:?}"
+        );
         assert!(out[2].item::<f32>().unwrap().is_nan(), "{dev} max");
         assert!(out[3].to_f32().unwrap()[0].is_nan(), "{dev} relu");
     }

@@ -36,7 +36,7 @@ pub fn prepare(plan: &Plan, counters: &mut Counters) -> Result<Prepared> {
     })
 }
 
-fn gpu<'a>(p: &'a mut Prepared, i: usize) -> Result<&'a mut GpuPlan> {
+fn gpu(p: &mut Prepared, i: usize) -> Result<&mut GpuPlan> {
     p.gpus
         .get_mut(&i)
         .ok_or_else(|| Error::Internal(format!("gpu:{i} was not prepared")))

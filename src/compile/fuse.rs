@@ -48,7 +48,8 @@ pub fn fuse(mut plan: Plan, target: &Target) -> Plan {
         else {
             continue;
         };
-        let (mut expr, mut ins) = (k.expr.clone(), inputs.clone());
+        // Compacted first, so each value is one input and inlining replaces every use of it.
+        let (mut expr, mut ins) = compact(&k.expr, inputs);
         let mut nodes = Vec::new();
         // Inline producers until nothing changes; each pass looks at the current inputs.
         loop {

@@ -23,7 +23,7 @@ pub fn reshape_shape(input: &Shape, target: &[isize]) -> Result<Shape, String> {
     let n = input.numel();
     let mut dims: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = infer {
-        if n % known != 0 {
+        if !n.is_multiple_of(known) {
             return Err(format!(
                 "cannot reshape {input} ({n} elements) to {target:?}"
             ));

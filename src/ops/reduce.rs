@@ -164,8 +164,12 @@ impl ReduceKernel {
             (ReduceOp::Mean, DType::F32) => {
                 format!("acc / {}", codegen::literal(d, (count as f32).to_bits()))
             }
-            (ReduceOp::Mean, DType::I32) => format!("wgf_div_i32(acc, {})", codegen::literal(d, count as u32)),
-            (ReduceOp::Mean, _) => format!("wgf_div_u32(acc, {})", codegen::literal(d, count as u32)),
+            (ReduceOp::Mean, DType::I32) => {
+                format!("wgf_div_i32(acc, {})", codegen::literal(d, count as u32))
+            }
+            (ReduceOp::Mean, _) => {
+                format!("wgf_div_u32(acc, {})", codegen::literal(d, count as u32))
+            }
             _ => "acc".to_string(),
         };
         codegen::fill_template(

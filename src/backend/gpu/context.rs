@@ -46,7 +46,7 @@ fn type_name(t: wgpu::DeviceType) -> &'static str {
 fn limits_of(l: &wgpu::Limits) -> DeviceLimits {
     DeviceLimits {
         max_buffer_size: l.max_buffer_size,
-        max_storage_buffer_binding_size: l.max_storage_buffer_binding_size as u64,
+        max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
         max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
         max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
         min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,

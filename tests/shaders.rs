@@ -1,0 +1,220 @@
+//! naga parses and validates every kind of WGSL that codegen emits, for every dtype it
+//! accepts: no GPU needed, so shader bugs surface on any machine.
+
+use wgflow::backend::gpu::codegen::validate;
+use wgflow::ops::{
+    BinaryOp, ElementwiseKernel, Expr, Kernel, MatMulKernel, PermuteKernel, ReduceKernel, ReduceOp,
+    UnaryOp,
+};
+use wgflow::{DType, Shape};
+
+const UNARY: [UnaryOp; 8] = [
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Tanh,
+    UnaryOp::Sigmoid,
+    UnaryOp::Relu,
+];
+const BINARY: [BinaryOp; 10] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Maximum,
+    BinaryOp::Minimum,
+    BinaryOp::Pow,
+    BinaryOp::Equal,
+    BinaryOp::Less,
+    BinaryOp::Greater,
+];
+const DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::U32, DType::Bool];
+
+fn check(kernel: &Kernel) {
+    let src = kernel.wgsl();
+    if let Err(e) = validate(&kernel.describe(), &src) {
+        panic!("{e}\n--- source ---\n{src}");
+    }
+}
+
+fn ew(expr: Expr, inputs: Vec<(Shape, DType)>, out: Shape, out_dtype: DType) -> Kernel {
+    Kernel::Elementwise(ElementwiseKernel {
+        expr,
+        inputs,
+        out_shape: out,
+        out_dtype,
+    })
+}
+
+#[test]
+fn every_elementwise_op_and_dtype_validates() {
+    let s = Shape::from([2, 3]);
+    let mut n = 0;
+    for d in DTYPES {
+        for op in UNARY {
+            if let Ok(out) = op.result_dtype(d) {
+                check(&ew(
+                    Expr::Unary(op, Box::new(Expr::Input(0))),
+                    vec![(s.clone(), d)],
+                    s.clone(),
+                    out,
+                ));
+                n += 1;
+            }
+        }
+        for op in BINARY {
+            if let Ok(out) = op.result_dtype(d) {
+                // Broadcast operands exercise the index math too.
+                let inputs = vec![(Shape::from([3]), d), (Shape::from([2, 1]), d)];
+                let e = Expr::Binary(op, Box::new(Expr::Input(0)), Box::new(Expr::Input(1)));
+                check(&ew(e, inputs, s.clone(), out));
+                n += 1;
+            }
+        }
+        for to in DTYPES {
+            check(&ew(
+                Expr::Cast(to, Box::new(Expr::Input(0))),
+                vec![(s.clone(), d)],
+                s.clone(),
+                to,
+            ));
+            let lit = Expr::Lit(d, 0x7f80_0000);
+            let sel = Expr::Select(
+                Box::new(Expr::Input(0)),
+                Box::new(Expr::Input(1)),
+                Box::new(lit),
+            );
+            check(&ew(
+                sel,
+                vec![(Shape::scalar(), DType::Bool), (s.clone(), d)],
+                s.clone(),
+                d,
+            ));
+            n += 2;
+        }
+    }
+    assert!(n >= 70, "only {n} kernels checked");
+}
+
+#[test]
+fn reductions_matmul_and_permute_validate() {
+    let shape = Shape::from([2, 3, 4]);
+    for d in [DType::F32, DType::I32, DType::U32] {
+        for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min] {
+            for (axes, out) in [
+                (vec![0, 1, 2], vec![]),
+                (vec![1], vec![2, 4]),
+                (vec![0, 2], vec![1, 3, 1]),
+                (vec![], vec![2, 3, 4]),
+            ] {
+                check(&Kernel::Reduce(ReduceKernel {
+                    op,
+                    in_shape: shape.clone(),
+                    dtype: d,
+                    axes,
+                    out_shape: Shape::new(out),
+                }));
+            }
+        }
+        for (a, b, out) in [
+            (
+                [3usize, 4].to_vec(),
+                [4usize, 5].to_vec(),
+                [3usize, 5].to_vec(),
+            ),
+            (vec![2, 1, 3, 4], vec![3, 4, 2], vec![2, 3, 3, 2]),
+        ] {
+            check(&Kernel::MatMul(MatMulKernel {
+                a: Shape::new(a),
+                b: Shape::new(b),
+                out: Shape::new(out),
+                dtype: d,
+            }));
+        }
+    }
+    for d in DTYPES {
+        check(&Kernel::Permute(PermuteKernel {
+            in_shape: shape.clone(),
+            perm: vec![2, 0, 1],
+            out_shape: Shape::from([4, 2, 3]),
+            dtype: d,
+        }));
+    }
+}
+
+#[test]
+fn fused_trees_and_exact_literals_validate() {
+    // ((a*b + c) max 0) * 0.5 + exp(-a), with a scalar literal and a broadcast input.
+    let a = || Box::new(Expr::Input(0));
+    let f = |v: f32| Box::new(Expr::Lit(DType::F32, v.to_bits()));
+    let e = Expr::Binary(
+        BinaryOp::Add,
+        Box::new(Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Binary(
+                BinaryOp::Maximum,
+                Box::new(Expr::Binary(
+                    BinaryOp::Add,
+                    Box::new(Expr::Binary(BinaryOp::Mul, a(), Box::new(Expr::Input(1)))),
+                    Box::new(Expr::Input(2)),
+                )),
+                f(0.0),
+            )),
+            f(0.5),
+        )),
+        Box::new(Expr::Unary(
+            UnaryOp::Exp,
+            Box::new(Expr::Unary(UnaryOp::Neg, a())),
+        )),
+    );
+    let s = Shape::from([1000, 3]);
+    let k = ew(
+        e,
+        vec![
+            (s.clone(), DType::F32),
+            (Shape::from([3]), DType::F32),
+            (Shape::scalar(), DType::F32),
+        ],
+        s.clone(),
+        DType::F32,
+    );
+    check(&k);
+    for v in [
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -0.0,
+        1e-45,
+        3.4e38,
+        0.1,
+    ] {
+        let e = Expr::Binary(BinaryOp::Add, a(), f(v));
+        let src = ew(e, vec![(s.clone(), DType::F32)], s.clone(), DType::F32).wgsl();
+        validate("literal", &src).unwrap();
+        let bits = format!("{:#010x}u", v.to_bits());
+        assert!(
+            src.contains(&bits) || src.contains(&format!("{v:.1}")),
+            "{v} not written exactly:\n{src}"
+        );
+    }
+    // Integer extremes as literals.
+    let e = Expr::Binary(
+        BinaryOp::Add,
+        a(),
+        Box::new(Expr::Lit(DType::I32, i32::MIN as u32)),
+    );
+    check(&ew(e, vec![(s.clone(), DType::I32)], s, DType::I32));
+}
+
+#[test]
+fn invalid_wgsl_reports_line_and_column() {
+    let err = validate("broken", "fn main() { let x: f32 = 1u; }")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("invalid WGSL in broken") && err.contains("broken:1:"),
+        "{err}"
+    );
+}
