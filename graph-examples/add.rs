@@ -24,12 +24,10 @@ fn main() -> wgflow::Result<()> {
         ..Default::default()
     };
     let mut session = Session::new(&g, options)?;
-    let plan = session.plan(&[], &[c])?;
+    let plan = session.plan(&[c])?;
     let ran_on = plan
-        .placement
-        .iter()
-        .find(|(name, _)| name == g.name(c))
-        .map(|(_, d)| d.to_string())
+        .device_of(g.name(c))
+        .map(|d| d.to_string())
         .unwrap_or_default();
     let out = session.run(&[], &[c])?;
     println!("{} ran on {ran_on}", g.name(c));

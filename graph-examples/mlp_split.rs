@@ -84,7 +84,7 @@ fn main() -> wgflow::Result<()> {
         ..Default::default()
     };
     let mut session = Session::new(&g, options)?;
-    let plan = session.plan(&[x], &[y])?;
+    let plan = session.plan(&[y])?;
     println!("default device: {}", session.default_device());
     println!("placement:");
     for (name, device) in &plan.placement {
@@ -114,7 +114,7 @@ fn main() -> wgflow::Result<()> {
         ..Default::default()
     };
     let mut reference = Session::new(&g, reference_options)?;
-    let reference_plan = reference.plan(&[x], &[y])?;
+    let reference_plan = reference.plan(&[y])?;
     assert!(
         reference_plan
             .placement

@@ -5,7 +5,7 @@ use crate::compile::{self, Plan, Target};
 use crate::device::{self, Device, DeviceLimits};
 use crate::graph::{Graph, Tensor};
 use crate::ops::Op;
-use crate::{Error, HostTensor, Result, Shape};
+use crate::{Error, HostTensor, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,9 +48,9 @@ pub struct Counters {
     pub runs: u64,
 }
 
+/// Placeholders have static shapes, so a plan depends only on what is fetched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Signature {
-    feeds: Vec<(String, Shape)>,
     fetches: Vec<usize>,
 }
 
@@ -193,29 +193,34 @@ impl Session {
         fetches: &[Tensor],
     ) -> Result<Vec<HostTensor>> {
         let fed = self.check_feeds(feeds)?;
-        let sig = self.signature(&fed, fetches)?;
-        self.ensure_compiled(&sig, &fed, fetches)?;
+        let sig = self.signature(fetches)?;
+        self.ensure_compiled(&sig, fetches)?;
         let entry = self
             .cache
             .get_mut(&sig)
             .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))?;
+        for (name, _) in &entry.plan.feeds {
+            if !fed.contains_key(name) {
+                let place = self
+                    .graph
+                    .tensor(name)
+                    .map(|t| format!(" (built at {})", self.graph.node(t).location))
+                    .unwrap_or_default();
+                return Err(Error::Feed {
+                    name: name.clone(),
+                    message: format!("placeholder{place} is needed by the fetches but was not fed"),
+                });
+            }
+        }
         self.counters.runs += 1;
         backend::execute(&entry.plan, &mut entry.prepared, &fed).await
     }
 
-    /// The compiled plan for these fed placeholders and fetches (compiling it if needed):
-    /// placement, schedule, kernels and memory.
-    pub fn plan(&mut self, fed: &[Tensor], fetches: &[Tensor]) -> Result<Arc<Plan>> {
-        let mut names = HashMap::new();
-        for &t in fed {
-            let node = self.placeholder_node(t)?;
-            names.insert(
-                node.name.clone(),
-                HostTensor::zeros(node.shape.clone(), node.dtype),
-            );
-        }
-        let sig = self.signature(&names, fetches)?;
-        self.ensure_compiled(&sig, &names, fetches)?;
+    /// The compiled plan for `fetches` (compiling it if needed): placement, schedule, kernels
+    /// and memory. `plan.feeds` lists the placeholders a run must feed.
+    pub fn plan(&mut self, fetches: &[Tensor]) -> Result<Arc<Plan>> {
+        let sig = self.signature(fetches)?;
+        self.ensure_compiled(&sig, fetches)?;
         self.cache
             .get(&sig)
             .map(|e| e.plan.clone())
@@ -268,16 +273,7 @@ impl Session {
         Ok(fed)
     }
 
-    fn signature(
-        &self,
-        fed: &HashMap<String, HostTensor>,
-        fetches: &[Tensor],
-    ) -> Result<Signature> {
-        let mut feeds: Vec<(String, Shape)> = fed
-            .iter()
-            .map(|(n, t)| (n.clone(), t.shape().clone()))
-            .collect();
-        feeds.sort();
+    fn signature(&self, fetches: &[Tensor]) -> Result<Signature> {
         for &f in fetches {
             if !self.graph.owns(f) {
                 return Err(Error::Fetch {
@@ -287,22 +283,15 @@ impl Session {
             }
         }
         Ok(Signature {
-            feeds,
             fetches: fetches.iter().map(|t| t.index()).collect(),
         })
     }
 
-    fn ensure_compiled(
-        &mut self,
-        sig: &Signature,
-        fed: &HashMap<String, HostTensor>,
-        fetches: &[Tensor],
-    ) -> Result<()> {
+    fn ensure_compiled(&mut self, sig: &Signature, fetches: &[Tensor]) -> Result<()> {
         if self.cache.contains_key(sig) {
             return Ok(());
         }
-        let names: Vec<String> = fed.keys().cloned().collect();
-        let plan = compile::compile(&self.graph, &names, fetches, &self.target)?;
+        let plan = compile::compile(&self.graph, fetches, &self.target)?;
         if self.options.log_device_placement {
             for (name, d) in &plan.placement {
                 log::info!(target: "wgflow::placement", "{name}: {d}");

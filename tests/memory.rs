@@ -43,7 +43,7 @@ fn a_chain_of_20_unary_ops_reuses_memory() {
                 },
             )
             .unwrap();
-            let plan = s.plan(&[x], &[y]).unwrap();
+            let plan = s.plan(&[y]).unwrap();
             let m = plan.memory(dev).unwrap();
             assert!(
                 m.peak_bytes <= 3 * one,
@@ -83,7 +83,7 @@ fn a_tensor_over_the_binding_limit_is_a_clear_error() {
         let x = g.placeholder("big", [n], DType::F32).unwrap();
         let y = g.relu(x).unwrap();
         let mut s = common::session_on(&g, gpu);
-        let err = s.plan(&[x], &[y]).unwrap_err().to_string();
+        let err = s.plan(&[y]).unwrap_err().to_string();
         assert!(err.contains("max_storage_buffer_binding_size"), "{err}");
         assert!(
             err.contains(&limit.to_string()) && err.contains(&gpu.to_string()),
@@ -196,13 +196,12 @@ fn check_invariants(plan: &Plan, what: &str) {
 fn random_dags_never_overlap_live_values_and_fusion_keeps_results() {
     for seed in 0..60 {
         let (g, x, outs) = random_graph(seed);
-        let fed = vec!["x".to_string()];
         for fuse in [false, true] {
-            let plan = compile::compile(&g, &fed, &outs, &fake_gpu_target(fuse)).unwrap();
+            let plan = compile::compile(&g, &outs, &fake_gpu_target(fuse)).unwrap();
             check_invariants(&plan, &format!("seed {seed} fuse={fuse} (gpu target)"));
             let mut cpu = fake_gpu_target(fuse);
             cpu.default_device = Device::Cpu;
-            let plan = compile::compile(&g, &fed, &outs, &cpu).unwrap();
+            let plan = compile::compile(&g, &outs, &cpu).unwrap();
             check_invariants(&plan, &format!("seed {seed} fuse={fuse} (cpu target)"));
         }
         // The arena is shared, so a planner bug would corrupt values: compare fused and
@@ -254,7 +253,7 @@ fn planned_peak_is_close_to_the_lower_bound_on_an_mlp() {
             g.softmax(a, -1).unwrap()
         };
     }
-    let plan = compile::compile(&g, &["x".into()], &[h], &fake_gpu_target(true)).unwrap();
+    let plan = compile::compile(&g, &[h], &fake_gpu_target(true)).unwrap();
     let m = plan.memory(Device::Gpu(0)).unwrap();
     check_invariants(&plan, "mlp");
     assert!(

@@ -117,7 +117,7 @@ fn missing_device_is_an_error_naming_node_and_devices_unless_soft() {
     .unwrap();
     let out = s.run(&[], &[b]).unwrap();
     assert_eq!(out[0].to_f32().unwrap(), vec![1.0, 2.0]);
-    let plan = s.plan(&[], &[b]).unwrap();
+    let plan = s.plan(&[b]).unwrap();
     let placed = plan.placement.iter().find(|(n, _)| n == "abs").unwrap().1;
     assert_eq!(placed, s.default_device());
 }
@@ -144,7 +144,7 @@ fn scopes_nest_and_the_innermost_wins() {
         },
     )
     .unwrap();
-    let plan = s.plan(&[x], &[inner]).unwrap();
+    let plan = s.plan(&[inner]).unwrap();
     let dev = |name: &str| plan.placement.iter().find(|(n, _)| n == name).unwrap().1;
     assert_eq!(dev("neg"), Device::Cpu);
     assert_eq!(
@@ -247,12 +247,7 @@ fn graph_split_across_devices_matches_one_device() {
             .unwrap();
         common::assert_close(&format!("split vs {d}"), &got[0], &want[0], 1e-5, 1e-6);
         common::assert_close(&format!("split sum vs {d}"), &got[1], &want[1], 1e-5, 1e-6);
-        assert_eq!(
-            s1.plan(&[single.x], &[single.y, single.z])
-                .unwrap()
-                .transfer_count(),
-            0
-        );
+        assert_eq!(s1.plan(&[single.y, single.z]).unwrap().transfer_count(), 0);
     }
     // Hand-computed reference for the CPU oracle itself.
     let xv = feed.to_f32().unwrap();
@@ -285,7 +280,7 @@ fn graph_split_across_devices_matches_one_device() {
     );
     common::assert_close("split sum", &got[1], &HostTensor::scalar(2.0f32), 1e-5, 0.0);
 
-    let plan = s.plan(&[split.x], &[split.y, split.z]).unwrap();
+    let plan = s.plan(&[split.y, split.z]).unwrap();
     // Edges between layers on different devices; constants are copied at compile time.
     let crossings = [(0, 1), (1, 2), (2, 0)]
         .iter()

@@ -30,7 +30,7 @@ fn only_what_fetches_need_runs_and_missing_feeds_are_named() {
             1e-6,
             0.0,
         );
-        let plan = s.plan(&[x], &[y]).unwrap();
+        let plan = s.plan(&[y]).unwrap();
         assert_eq!(plan.dispatch_count(), 1);
         assert!(plan
             .placement

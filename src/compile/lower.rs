@@ -54,8 +54,8 @@ impl Lowering<'_> {
     }
 }
 
-/// Lower the placed nodes. `fed` are the placeholder names the run supplies.
-pub fn lower(graph: &Graph, placed: &Placed, fed: &[String], fetches: &[Tensor]) -> Result<Plan> {
+/// Lower the placed nodes.
+pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan> {
     let mut l = Lowering {
         graph,
         values: Vec::new(),
@@ -91,15 +91,6 @@ pub fn lower(graph: &Graph, placed: &Placed, fed: &[String], fetches: &[Tensor])
         };
         let kernel = match &node.op {
             Op::Placeholder => {
-                if !fed.iter().any(|f| f == &node.name) {
-                    return Err(Error::Feed {
-                        name: node.name.clone(),
-                        message: format!(
-                            "placeholder (built at {}) is needed by the fetches but was not fed",
-                            node.location
-                        ),
-                    });
-                }
                 value.source = Source::Feed(node.name.clone());
                 let id = l.value(value);
                 feeds.push((node.name.clone(), id));

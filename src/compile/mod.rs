@@ -118,6 +118,14 @@ impl Plan {
         self.memory.get(&device)
     }
 
+    /// The device the node named `name` was placed on (if the plan kept it).
+    pub fn device_of(&self, name: &str) -> Option<Device> {
+        self.placement
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, d)| *d)
+    }
+
     /// Follow views to the value that owns the storage.
     pub fn root(&self, mut v: ValueId) -> ValueId {
         while let Source::View(of) = self.values[v].source {
@@ -186,11 +194,12 @@ impl Plan {
     }
 }
 
-/// Compile the part of `graph` that `fetches` need, given the names of the fed placeholders.
-pub fn compile(graph: &Graph, fed: &[String], fetches: &[Tensor], target: &Target) -> Result<Plan> {
+/// Compile the part of `graph` that `fetches` need. The placeholders it reads are listed in
+/// [`Plan::feeds`]; a run must feed each of them.
+pub fn compile(graph: &Graph, fetches: &[Tensor], target: &Target) -> Result<Plan> {
     let kept = prune::prune(graph, fetches)?;
     let placed = place::place(graph, &kept, target)?;
-    let lowered = lower::lower(graph, &placed, fed, fetches)?;
+    let lowered = lower::lower(graph, &placed, fetches)?;
     let fused = if target.fuse {
         fuse::fuse(lowered, target)
     } else {

@@ -25,11 +25,21 @@ pub struct Placed {
 /// - Any other unscoped node goes to the default device.
 pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Placed> {
     let mut device = HashMap::new();
+    let mut fallbacks: Vec<(DeviceSpec, Vec<String>)> = Vec::new();
     let mut deferred = Vec::new();
     for &n in kept {
         let node = &graph.g[n];
         let d = match node.device {
-            Some(spec) => resolve(graph, n, spec, target)?,
+            Some(spec) => match resolve(graph, n, spec, target)? {
+                Some(d) => d,
+                None => {
+                    match fallbacks.iter_mut().find(|(s, _)| *s == spec) {
+                        Some((_, names)) => names.push(node.name.clone()),
+                        None => fallbacks.push((spec, vec![node.name.clone()])),
+                    }
+                    target.default_device
+                }
+            },
             None if node.op.is_leaf() => {
                 deferred.push(n);
                 continue;
@@ -52,21 +62,44 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
             .find_map(|c| device.get(c).copied());
         device.insert(n, consumer.unwrap_or(target.default_device));
     }
+    let available = || {
+        target
+            .devices
+            .iter()
+            .map(|(d, _)| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (spec, names) in fallbacks {
+        log::warn!(
+            "soft placement: {spec} is not available ({}); {} node(s) placed on {} instead: {}",
+            available(),
+            names.len(),
+            target.default_device,
+            names.join(", ")
+        );
+    }
     Ok(Placed {
         nodes: kept.to_vec(),
         device,
     })
 }
 
-fn resolve(graph: &Graph, n: NodeIndex, spec: DeviceSpec, target: &Target) -> Result<Device> {
+/// The device `spec` names, `None` when soft placement should fall back, or an error.
+fn resolve(
+    graph: &Graph,
+    n: NodeIndex,
+    spec: DeviceSpec,
+    target: &Target,
+) -> Result<Option<Device>> {
     let visible: Vec<Device> = target.devices.iter().map(|(d, _)| *d).collect();
     let found = match spec {
         DeviceSpec::Cpu => Some(Device::Cpu),
         DeviceSpec::Gpu(Some(i)) => visible.iter().copied().find(|&d| d == Device::Gpu(i)),
         DeviceSpec::Gpu(None) => visible.iter().copied().find(|d| d.is_gpu()),
     };
-    if let Some(d) = found {
-        return Ok(d);
+    if found.is_some() || target.soft_placement {
+        return Ok(found);
     }
     let node = &graph.g[n];
     let available = visible
@@ -74,15 +107,6 @@ fn resolve(graph: &Graph, n: NodeIndex, spec: DeviceSpec, target: &Target) -> Re
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    if target.soft_placement {
-        log::warn!(
-            "soft placement: node '{}' ({}) asked for {spec}, which is not available ({available}); using {}",
-            node.name,
-            node.op.name(),
-            target.default_device
-        );
-        return Ok(target.default_device);
-    }
     Err(Error::Placement {
         node: node.name.clone(),
         op: node.op.name().into(),
