@@ -192,6 +192,25 @@ impl Session {
         feeds: &[(Tensor, HostTensor)],
         fetches: &[Tensor],
     ) -> Result<Vec<HostTensor>> {
+        self.execute(feeds, fetches, true).await
+    }
+
+    /// Compute `targets` and wait for the devices, without copying anything back
+    /// (TensorFlow's target nodes). Useful for timing, and when only side effects matter.
+    pub fn run_targets(
+        &mut self,
+        feeds: &[(Tensor, HostTensor)],
+        targets: &[Tensor],
+    ) -> Result<()> {
+        futures::executor::block_on(self.execute(feeds, targets, false)).map(|_| ())
+    }
+
+    async fn execute(
+        &mut self,
+        feeds: &[(Tensor, HostTensor)],
+        fetches: &[Tensor],
+        read_back: bool,
+    ) -> Result<Vec<HostTensor>> {
         let fed = self.check_feeds(feeds)?;
         let sig = self.signature(fetches)?;
         self.ensure_compiled(&sig, fetches)?;
@@ -213,7 +232,7 @@ impl Session {
             }
         }
         self.counters.runs += 1;
-        backend::execute(&entry.plan, &mut entry.prepared, &fed).await
+        backend::execute(&entry.plan, &mut entry.prepared, &fed, read_back).await
     }
 
     /// The compiled plan for `fetches` (compiling it if needed): placement, schedule, kernels

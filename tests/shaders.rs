@@ -3,8 +3,8 @@
 
 use wgflow::backend::gpu::codegen::validate;
 use wgflow::ops::{
-    BinaryOp, ElementwiseKernel, Expr, Kernel, MatMulKernel, PermuteKernel, ReduceKernel, ReduceOp,
-    UnaryOp,
+    AdapterKind, BinaryOp, ElementwiseKernel, Expr, Kernel, MatMulKernel, PermuteKernel,
+    ReduceKernel, ReduceOp, UnaryOp,
 };
 use wgflow::{DType, Shape};
 
@@ -125,13 +125,21 @@ fn reductions_matmul_and_permute_validate() {
                 [3usize, 5].to_vec(),
             ),
             (vec![2, 1, 3, 4], vec![3, 4, 2], vec![2, 3, 3, 2]),
+            (vec![32, 16], vec![16, 64], vec![32, 64]),
+            (vec![2, 1, 8, 4], vec![3, 4, 8], vec![2, 3, 8, 8]),
         ] {
-            check(&Kernel::MatMul(MatMulKernel {
+            let k = MatMulKernel {
                 a: Shape::new(a),
                 b: Shape::new(b),
                 out: Shape::new(out),
                 dtype: d,
-            }));
+                block: None,
+            };
+            check(&Kernel::MatMul(k.clone()));
+            for software in [false, true] {
+                let blocked = k.blocked_for(&AdapterKind { software });
+                check(&Kernel::MatMul(blocked));
+            }
         }
     }
     for d in DTYPES {

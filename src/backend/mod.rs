@@ -60,11 +60,14 @@ async fn write_one(plan: &Plan, p: &mut Prepared, v: ValueId, words: &[u32]) -> 
     }
 }
 
-/// Run a prepared plan. `feeds` maps placeholder names to checked host tensors.
+/// Run a prepared plan. `feeds` maps placeholder names to checked host tensors. With
+/// `read_back` false the fetches are computed, the devices waited on, and nothing is copied
+/// back (TensorFlow's target nodes).
 pub async fn execute(
     plan: &Plan,
     p: &mut Prepared,
     feeds: &HashMap<String, HostTensor>,
+    read_back: bool,
 ) -> Result<Vec<HostTensor>> {
     for (name, v) in &plan.feeds {
         let t = feeds.get(name).ok_or_else(|| Error::Feed {
@@ -97,6 +100,13 @@ pub async fn execute(
                 i += 1;
             }
         }
+    }
+    if !read_back {
+        for g in p.gpus.values_mut() {
+            g.flush();
+            g.ctx.wait()?;
+        }
+        return Ok(Vec::new());
     }
     // Fetches: constants and feeds come straight from the host; device values are read back
     // with one copy batch per device.

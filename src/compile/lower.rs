@@ -157,6 +157,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 b: in_desc(&l, 1).0,
                 out: node.shape.clone(),
                 dtype: node.dtype,
+                block: None,
             }),
             Op::Permute(perm) => Kernel::Permute(PermuteKernel {
                 in_shape: in_desc(&l, 0).0,

@@ -114,13 +114,44 @@ impl Kernel {
         }
     }
 
-    /// How many invocations the WGSL kernel is dispatched with (one per output element).
-    pub fn invocations(&self) -> u64 {
-        (match self {
-            Kernel::Elementwise(k) => k.out_shape.numel(),
-            Kernel::Reduce(k) => k.out_shape.numel(),
-            Kernel::MatMul(k) => k.out.numel(),
-            Kernel::Permute(k) => k.out_shape.numel(),
-        }) as u64
+    /// The workgroup grid `(x, y)` this kernel is dispatched with, or `None` if it exceeds
+    /// `max_per_dim` squared.
+    pub fn workgroups(&self, max_per_dim: u32) -> Option<(u32, u32)> {
+        crate::backend::gpu::codegen::grid(self.invocations(), self.workgroup_size(), max_per_dim)
     }
+
+    /// Invocations per workgroup of the WGSL kernel.
+    pub fn workgroup_size(&self) -> u32 {
+        match self {
+            Kernel::MatMul(k) => k.workgroup_size(),
+            _ => crate::backend::gpu::codegen::WORKGROUP,
+        }
+    }
+
+    /// The kernel as it should run on an adapter: strategies that depend on the kind of
+    /// device (e.g. matmul blocking) are chosen here. The CPU backend runs kernels unchanged.
+    pub fn for_adapter(&self, adapter: &AdapterKind) -> Kernel {
+        match self {
+            Kernel::MatMul(k) => Kernel::MatMul(k.blocked_for(adapter)),
+            other => other.clone(),
+        }
+    }
+
+    /// How many invocations the WGSL kernel is dispatched with.
+    pub fn invocations(&self) -> u64 {
+        match self {
+            Kernel::Elementwise(k) => k.invocations(),
+            Kernel::Reduce(k) => k.out_shape.numel() as u64,
+            Kernel::MatMul(k) => k.invocations(),
+            Kernel::Permute(k) => k.out_shape.numel() as u64,
+        }
+    }
+}
+
+/// What kernel strategies need to know about an adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdapterKind {
+    /// A CPU-emulated adapter (lavapipe, llvmpipe, WARP): rewards big per-invocation blocks
+    /// and few barriers, unlike real GPUs.
+    pub software: bool,
 }

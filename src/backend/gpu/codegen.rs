@@ -54,6 +54,17 @@ pub fn storage_binding(w: &mut Writer, index: usize, name: &str, dtype: DType) {
     ));
 }
 
+/// Like [`storage_binding`], as `array<vec4<T>>` when `vec4` is set.
+pub fn storage_binding_vec(w: &mut Writer, index: usize, name: &str, dtype: DType, vec4: bool) {
+    if !vec4 {
+        return storage_binding(w, index, name, dtype);
+    }
+    w.line(&format!(
+        "@group(0) @binding({index}) var<storage, read_write> {name}: array<vec4<{}>>;",
+        dtype.wgsl_storage()
+    ));
+}
+
 /// Emit `let name = Σ coord_k(linear) * strides[k]` where `coord_k` are the row-major
 /// coordinates of `linear` in `dims`. Axes with stride 0 are skipped.
 pub fn strided_index(w: &mut Writer, name: &str, linear: &str, dims: &[usize], strides: &[usize]) {
@@ -139,11 +150,11 @@ pub fn fill_template(template: &str, values: &[(&str, String)]) -> String {
     out
 }
 
-/// Workgroup counts for `invocations` 1-D invocations, folded into a 2-D grid when the
-/// count exceeds the per-dimension limit. Kernels recover the index as
-/// `gid.x + gid.y * num_workgroups.x * WORKGROUP`.
-pub fn grid(invocations: u64, max_per_dim: u32) -> Option<(u32, u32)> {
-    let groups = invocations.div_ceil(WORKGROUP as u64).max(1);
+/// Workgroup counts for `invocations` 1-D invocations in workgroups of `workgroup`, folded
+/// into a 2-D grid when the count exceeds the per-dimension limit. Kernels recover the index
+/// as `gid.x + gid.y * num_workgroups.x * workgroup`.
+pub fn grid(invocations: u64, workgroup: u32, max_per_dim: u32) -> Option<(u32, u32)> {
+    let groups = invocations.div_ceil(workgroup as u64).max(1);
     let max = max_per_dim.max(1) as u64;
     if groups <= max {
         return Some((groups as u32, 1));
@@ -181,9 +192,9 @@ mod tests {
 
     #[test]
     fn grid_folds_into_two_dimensions() {
-        assert_eq!(grid(10, 65535), Some((1, 1)));
-        assert_eq!(grid(256 * 65535, 65535), Some((65535, 1)));
-        let (x, y) = grid(256 * 65536, 65535).unwrap();
+        assert_eq!(grid(10, 256, 65535), Some((1, 1)));
+        assert_eq!(grid(256 * 65535, 256, 65535), Some((65535, 1)));
+        let (x, y) = grid(256 * 65536, 256, 65535).unwrap();
         assert!(x as u64 * y as u64 * 256 >= 256 * 65536 && y == 2);
     }
 

@@ -184,6 +184,13 @@ pub struct GpuContext {
 }
 
 impl GpuContext {
+    /// What kernel strategies need to know about this adapter.
+    pub fn adapter_kind(&self) -> crate::ops::AdapterKind {
+        crate::ops::AdapterKind {
+            software: self.info.device_type == "software",
+        }
+    }
+
     /// Run `f` inside validation and out-of-memory error scopes; a captured error becomes
     /// [`Error::Gpu`] naming `action`.
     pub fn scoped<T>(&self, action: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T> {

@@ -2,7 +2,6 @@
 //! buffer, staging buffer, pipelines, bind groups) happens in `GpuPlan::prepare`, once per
 //! compiled plan; a run only writes feeds, records dispatches and reads back.
 
-use super::codegen;
 use super::context::{CachedPipeline, GpuContext};
 use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
 use crate::device::Device;
@@ -112,22 +111,21 @@ impl GpuPlan {
             if step.device != device {
                 continue;
             }
+            let kernel = &kernel.for_adapter(&ctx.adapter_kind());
             let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
             let wgsl = kernel.wgsl();
             let (pipeline, created) = ctx.pipeline(&label, &wgsl, inputs.len() + 1)?;
             counters.pipelines_created += created as u64;
-            let grid = codegen::grid(
-                kernel.invocations(),
-                ctx.limits.max_compute_workgroups_per_dimension,
-            )
-            .ok_or_else(|| Error::Limit {
-                node: step.nodes.join("+"),
-                device: device.to_string(),
-                what: format!("a dispatch of {} invocations", kernel.invocations()),
-                bytes: kernel.invocations(),
-                limit_name: "max_compute_workgroups_per_dimension (squared, times 256)",
-                limit: ctx.limits.max_compute_workgroups_per_dimension as u64,
-            })?;
+            let grid = kernel
+                .workgroups(ctx.limits.max_compute_workgroups_per_dimension)
+                .ok_or_else(|| Error::Limit {
+                    node: step.nodes.join("+"),
+                    device: device.to_string(),
+                    what: format!("a dispatch of {} invocations", kernel.invocations()),
+                    bytes: kernel.invocations(),
+                    limit_name: "max_compute_workgroups_per_dimension (squared, times 256)",
+                    limit: ctx.limits.max_compute_workgroups_per_dimension as u64,
+                })?;
             let mut slots: Vec<ValueId> = inputs.clone();
             slots.push(step.output);
             let resources = slots

@@ -1,0 +1,505 @@
+//! `cargo bench --bench table`: wgflow vs a hand-written wgpu program running the same WGSL on
+//! the same adapter, plus the memory planner's zoo. Prints one table per section.
+//!
+//! The baseline replays each dispatch of wgflow's plan with its own buffers, pipelines and
+//! bind groups, all dispatches in one compute pass and one submit per iteration — the least
+//! a hand-written program could do — so the ratio is wgflow's executor overhead.
+//! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
+//! iterations.
+
+use std::time::{Duration, Instant};
+use wgflow::backend::gpu::context;
+use wgflow::compile::{self, Plan, Source, StepKind, Target};
+use wgflow::device::DeviceLimits;
+use wgflow::{Axes, DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
+
+fn quick() -> bool {
+    std::env::var("WGFLOW_BENCH_QUICK").is_ok_and(|v| v == "1")
+}
+
+/// Median seconds per iteration over `reps` batches of `iters`.
+fn time(mut f: impl FnMut(), iters: usize) -> f64 {
+    f();
+    f();
+    let reps = if quick() { 3 } else { 7 };
+    let mut samples: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            t.elapsed().as_secs_f64() / iters as f64
+        })
+        .collect();
+    samples.sort_by(|a, b| a.total_cmp(b));
+    samples[samples.len() / 2]
+}
+
+fn det(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+fn konst(g: &mut Graph, shape: &[usize], seed: u32) -> Tensor {
+    let n = shape.iter().product();
+    g.constant(HostTensor::new(shape.to_vec(), det(n, seed)).unwrap())
+        .unwrap()
+}
+
+/// Replays the dispatches of a single-GPU plan with plain wgpu.
+struct Baseline {
+    ctx: std::sync::Arc<context::GpuContext>,
+    passes: Vec<(wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>,
+    _buffers: Vec<wgpu::Buffer>,
+}
+
+impl Baseline {
+    fn new(plan: &Plan, gpu: usize) -> Baseline {
+        let ctx = context::get(gpu).unwrap();
+        let d = &ctx.device;
+        let mut buffers: std::collections::HashMap<usize, wgpu::Buffer> = Default::default();
+        let mut buffer_of = |v: usize, plan: &Plan| -> wgpu::Buffer {
+            let root = plan.root(v);
+            buffers
+                .entry(root)
+                .or_insert_with(|| {
+                    let val = &plan.values[root];
+                    let b = d.create_buffer(&wgpu::BufferDescriptor {
+                        label: None,
+                        size: val.bytes().max(16),
+                        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    });
+                    if let Source::Constant(t) = &val.source {
+                        ctx.queue.write_buffer(&b, 0, t.bytes());
+                    }
+                    b
+                })
+                .clone()
+        };
+        let mut passes = Vec::new();
+        for step in &plan.steps {
+            let StepKind::Dispatch { kernel, inputs } = &step.kind else {
+                panic!("baseline replays single-device plans")
+            };
+            let kernel = &kernel.for_adapter(&ctx.adapter_kind());
+            let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(kernel.wgsl().into()),
+            });
+            let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            let mut vals = inputs.clone();
+            vals.push(step.output);
+            let bufs: Vec<wgpu::Buffer> = vals.iter().map(|&v| buffer_of(v, plan)).collect();
+            let sizes: Vec<u64> = vals.iter().map(|&v| plan.values[v].bytes()).collect();
+            let entries: Vec<wgpu::BindGroupEntry> = bufs
+                .iter()
+                .zip(&sizes)
+                .enumerate()
+                .map(|(i, (b, &s))| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: b,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(s),
+                    }),
+                })
+                .collect();
+            let bind_group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            });
+            let grid = kernel
+                .workgroups(ctx.limits.max_compute_workgroups_per_dimension)
+                .unwrap();
+            passes.push((pipeline, bind_group, grid));
+        }
+        Baseline {
+            ctx: ctx.clone(),
+            passes,
+            _buffers: buffers.into_values().collect(),
+        }
+    }
+
+    fn run(&self) {
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for (p, bg, (x, y)) in &self.passes {
+                pass.set_pipeline(p);
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(*x, *y, 1);
+            }
+        }
+        self.ctx.queue.submit([enc.finish()]);
+        self.ctx.wait().unwrap();
+    }
+}
+
+struct Row {
+    name: &'static str,
+    wgflow_s: f64,
+    baseline_s: Option<f64>,
+    unit: &'static str,
+    work: f64,
+    kernels: usize,
+}
+
+fn session(g: &Graph, dev: Device, fuse: bool) -> Session {
+    Session::new(
+        g,
+        SessionOptions {
+            default_device: Some(dev),
+            fuse,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn bench_targets(
+    name: &'static str,
+    g: &Graph,
+    out: Tensor,
+    dev: Device,
+    gpu: usize,
+    unit: &'static str,
+    work: f64,
+    iters: usize,
+) -> Row {
+    let mut s = session(g, dev, true);
+    let plan = s.plan(&[out]).unwrap();
+    let wgflow_s = time(|| s.run_targets(&[], &[out]).unwrap(), iters);
+    let base = Baseline::new(&plan, gpu);
+    let baseline_s = time(|| base.run(), iters);
+    Row {
+        name,
+        wgflow_s,
+        baseline_s: Some(baseline_s),
+        unit,
+        work,
+        kernels: plan.dispatch_count(),
+    }
+}
+
+fn main() {
+    let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
+    let dev = Device::parse(&spec).unwrap();
+    let Device::Gpu(gpu) = dev else {
+        panic!("benchmarks need a GPU device")
+    };
+    let info = wgflow::devices()
+        .into_iter()
+        .find(|d| d.device == dev)
+        .expect("no such GPU");
+    println!(
+        "adapter: {} ({}, {})",
+        info.name, info.backend, info.device_type
+    );
+    let iters = if quick() { 3 } else { 10 };
+    let mut rows = Vec::new();
+
+    // W4 first, so its first run includes pipeline creation in a cold process.
+    {
+        let mut g = Graph::new();
+        let x = g.placeholder("x", [256, 784], DType::F32).unwrap();
+        let mut h = x;
+        for (i, (k, n)) in [(784usize, 512usize), (512, 512), (512, 10)]
+            .into_iter()
+            .enumerate()
+        {
+            let w = konst(&mut g, &[k, n], 10 + i as u32);
+            let b = konst(&mut g, &[n], 20 + i as u32);
+            let m = g.matmul(h, w).unwrap();
+            let a = g.add(m, b).unwrap();
+            h = if i < 2 {
+                g.relu(a).unwrap()
+            } else {
+                g.softmax(a, -1).unwrap()
+            };
+        }
+        let feed = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
+        let t0 = Instant::now();
+        let mut s = session(&g, dev, true);
+        s.run(&[(x, feed.clone())], &[h]).unwrap();
+        let first = t0.elapsed();
+        let per = time(|| drop(s.run(&[(x, feed.clone())], &[h]).unwrap()), iters);
+        let kernels = s.plan(&[h]).unwrap().dispatch_count();
+        println!(
+            "W4 MLP first run (compile + pipelines + run): {:.3} s",
+            first.as_secs_f64()
+        );
+        rows.push(Row {
+            name: "W4 MLP fwd 256x784-512-512-10",
+            wgflow_s: per,
+            baseline_s: None,
+            unit: "ms",
+            work: 0.0,
+            kernels,
+        });
+    }
+    // W1: a + b, N = 16M.
+    {
+        let n = 16 * 1024 * 1024;
+        let mut g = Graph::new();
+        let a = konst(&mut g, &[n], 1);
+        let b = konst(&mut g, &[n], 2);
+        let c = g.add(a, b).unwrap();
+        rows.push(bench_targets(
+            "W1 add 16M",
+            &g,
+            c,
+            dev,
+            gpu,
+            "GB/s",
+            12.0 * n as f64,
+            iters,
+        ));
+    }
+    // W2: ((a*b + c) max 0) * 0.5 + exp(-a), N = 4M.
+    {
+        let n = 4 * 1024 * 1024;
+        let mut g = Graph::new();
+        let a = konst(&mut g, &[n], 3);
+        let b = konst(&mut g, &[n], 4);
+        let c = konst(&mut g, &[n], 5);
+        let zero = g.constant(0.0f32).unwrap();
+        let half = g.constant(0.5f32).unwrap();
+        let ab = g.mul(a, b).unwrap();
+        let abc = g.add(ab, c).unwrap();
+        let m = g.maximum(abc, zero).unwrap();
+        let h = g.mul(m, half).unwrap();
+        let na = g.neg(a).unwrap();
+        let e = g.exp(na).unwrap();
+        let y = g.add(h, e).unwrap();
+        rows.push(bench_targets(
+            "W2 fused chain 4M",
+            &g,
+            y,
+            dev,
+            gpu,
+            "GB/s",
+            16.0 * n as f64,
+            iters,
+        ));
+    }
+    // W3: 1024^3 matmul.
+    {
+        let n = 1024;
+        let mut g = Graph::new();
+        let a = konst(&mut g, &[n, n], 6);
+        let b = konst(&mut g, &[n, n], 8);
+        let c = g.matmul(a, b).unwrap();
+        rows.push(bench_targets(
+            "W3 matmul 1024^3",
+            &g,
+            c,
+            dev,
+            gpu,
+            "GFLOP/s",
+            2.0 * (n * n * n) as f64,
+            iters.min(5),
+        ));
+    }
+    // W5: row sums of 4096 x 4096.
+    {
+        let n = 4096;
+        let mut g = Graph::new();
+        let a = konst(&mut g, &[n, n], 9);
+        let s = g.sum(a, [1], false).unwrap();
+        rows.push(bench_targets(
+            "W5 row sums 4096^2",
+            &g,
+            s,
+            dev,
+            gpu,
+            "GB/s",
+            4.0 * (n * n + n) as f64,
+            iters,
+        ));
+    }
+    // Fusion: an 8-op unary chain on 16M elements, fused vs not.
+    {
+        let n = 16 * 1024 * 1024;
+        let mut g = Graph::new();
+        let a = konst(&mut g, &[n], 11);
+        let mut t = a;
+        for i in 0..8 {
+            t = if i % 2 == 0 {
+                g.neg(t).unwrap()
+            } else {
+                g.abs(t).unwrap()
+            };
+        }
+        let fused = bench_targets(
+            "8-op chain 16M (fused)",
+            &g,
+            t,
+            dev,
+            gpu,
+            "GB/s",
+            8.0 * n as f64,
+            iters,
+        );
+        let mut s = session(&g, dev, false);
+        let unfused = time(|| s.run_targets(&[], &[t]).unwrap(), iters.min(5));
+        println!(
+            "8-op unary chain, 16M f32: fused {:.2} ms, unfused {:.2} ms, speed-up {:.1}x",
+            fused.wgflow_s * 1e3,
+            unfused * 1e3,
+            unfused / fused.wgflow_s
+        );
+        rows.push(fused);
+    }
+
+    println!();
+    println!(
+        "{:<32} {:>8} {:>12} {:>12} {:>12} {:>7}",
+        "workload", "kernels", "wgflow", "hand wgpu", "throughput", "ratio"
+    );
+    for r in &rows {
+        let tp = if r.unit == "ms" {
+            format!("{:.2} ms", r.wgflow_s * 1e3)
+        } else {
+            format!("{:.1} {}", r.work / r.wgflow_s / 1e9, r.unit)
+        };
+        let (base, ratio) = match r.baseline_s {
+            Some(b) => (
+                format!("{:.3} ms", b * 1e3),
+                format!("{:.3}", r.wgflow_s / b),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        println!(
+            "{:<32} {:>8} {:>12} {:>12} {:>12} {:>7}",
+            r.name,
+            r.kernels,
+            format!("{:.3} ms", r.wgflow_s * 1e3),
+            base,
+            tp,
+            ratio
+        );
+    }
+    memory_zoo();
+    let _ = Duration::ZERO;
+}
+
+/// The memory planner on a zoo of graphs: no-reuse, live-bytes lower bound, planned arena.
+fn memory_zoo() {
+    let target = Target {
+        devices: vec![
+            (
+                Device::Gpu(0),
+                DeviceLimits {
+                    max_buffer_size: 1 << 40,
+                    max_storage_buffer_binding_size: 1 << 40,
+                    max_storage_buffers_per_shader_stage: 8,
+                    max_compute_workgroups_per_dimension: 65535,
+                    min_storage_buffer_offset_alignment: 256,
+                },
+            ),
+            (Device::Cpu, DeviceLimits::cpu()),
+        ],
+        default_device: Device::Gpu(0),
+        soft_placement: false,
+        fuse: true,
+    };
+    let mut zoo: Vec<(String, Graph, Vec<Tensor>)> = Vec::new();
+    {
+        let mut g = Graph::new();
+        let x = g.placeholder("x", [256, 784], DType::F32).unwrap();
+        let mut h = x;
+        for (k, n) in [(784usize, 512usize), (512, 512), (512, 10)] {
+            let w = g.constant(HostTensor::zeros([k, n], DType::F32)).unwrap();
+            let m = g.matmul(h, w).unwrap();
+            h = g.relu(m).unwrap();
+        }
+        let y = g.softmax(h, -1).unwrap();
+        zoo.push(("mlp 784-512-512-10".into(), g, vec![y]));
+    }
+    for seed in 0..50u64 {
+        let (g, outs) = random_dag(seed);
+        zoo.push((format!("random dag {seed}"), g, outs));
+    }
+    println!();
+    println!(
+        "{:<24} {:>14} {:>14} {:>14} {:>8}",
+        "graph", "no-reuse B", "lower bound B", "planned B", "ratio"
+    );
+    let mut ratios = Vec::new();
+    for (name, g, outs) in &zoo {
+        let plan = compile::compile(g, outs, &target).unwrap();
+        let m = plan.memory(Device::Gpu(0)).unwrap();
+        let ratio = m.peak_bytes as f64 / m.lower_bound_bytes.max(1) as f64;
+        ratios.push(ratio);
+        if !name.starts_with("random") || ratio > 1.0 {
+            println!(
+                "{:<24} {:>14} {:>14} {:>14} {:>8.3}",
+                name, m.no_reuse_bytes, m.lower_bound_bytes, m.peak_bytes, ratio
+            );
+        }
+    }
+    let at_bound = ratios.iter().filter(|&&r| r <= 1.0).count();
+    let worst = ratios.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "{} graphs: {} ({:.0}%) planned at the lower bound; worst ratio {:.3}",
+        ratios.len(),
+        at_bound,
+        100.0 * at_bound as f64 / ratios.len() as f64,
+        worst
+    );
+}
+
+fn random_dag(seed: u64) -> (Graph, Vec<Tensor>) {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let mut next = |n: usize| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % n as u64) as usize
+    };
+    let mut g = Graph::new();
+    let (r, c) = (8 + next(64), 8 + next(64));
+    let x = g.placeholder("x", [r, c], DType::F32).unwrap();
+    let mut pool = vec![x];
+    let mut outs = Vec::new();
+    for _ in 0..(10 + next(30)) {
+        let a = pool[next(pool.len())];
+        let b = pool[next(pool.len())];
+        let t = match next(5) {
+            0 => g.add(a, b).unwrap(),
+            1 => {
+                let t = g.transpose(a, &[1, 0]).unwrap();
+                let m = g.matmul(a, t).unwrap();
+                g.matmul(m, b).unwrap()
+            }
+            2 => {
+                let s = g.sum(a, Axes::from([1]), true).unwrap();
+                g.sub(b, s).unwrap()
+            }
+            3 => g.tanh(a).unwrap(),
+            _ => g.mul(a, b).unwrap(),
+        };
+        pool.push(t);
+        if next(5) == 0 {
+            outs.push(t);
+        }
+    }
+    outs.push(*pool.last().unwrap());
+    (g, outs)
+}

@@ -1,0 +1,156 @@
+//! Kernel strategies (vec4 elementwise, register-blocked matmul) and fusion, checked on every
+//! GPU against cpu:0, with kernel counts asserted.
+
+mod common;
+
+use wgflow::compile::StepKind;
+use wgflow::ops::{AdapterKind, Kernel};
+use wgflow::{DType, Device, Graph, HostTensor};
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+        .collect()
+}
+
+fn konst(g: &mut Graph, shape: &[usize], seed: u32) -> wgflow::Tensor {
+    let n = shape.iter().product();
+    g.constant(HostTensor::new(shape.to_vec(), data(n, seed)).unwrap())
+        .unwrap()
+}
+
+/// Every GPU equals cpu:0 on `outs`, within `tol`.
+fn agree(g: &Graph, outs: &[wgflow::Tensor], tol: f32) {
+    let want = common::session_on(g, Device::Cpu).run(&[], outs).unwrap();
+    for gpu in common::gpus() {
+        let got = common::session_on(g, gpu).run(&[], outs).unwrap();
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            common::assert_close(&format!("{gpu} output {i}"), a, b, tol, tol);
+        }
+    }
+}
+
+#[test]
+fn blocked_matmul_shapes_match_cpu() {
+    let mut g = Graph::new();
+    let mut outs = Vec::new();
+    for (i, (a, b)) in [
+        (vec![32, 16], vec![16, 64]),
+        (vec![48, 12], vec![12, 40]),
+        (vec![2, 1, 8, 4], vec![3, 4, 8]),
+        (vec![7, 8], vec![8, 12]),
+        (vec![64, 64], vec![64, 64]),
+        (vec![5, 3], vec![3, 4]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let x = konst(&mut g, &a, i as u32);
+        let y = konst(&mut g, &b, 100 + i as u32);
+        outs.push(g.matmul(x, y).unwrap());
+    }
+    // The strategy chosen for each adapter kind is really blocked for the divisible shapes.
+    let mut s = common::session_on(&g, Device::Cpu);
+    let plan = s.plan(&outs).unwrap();
+    let blocked: Vec<Option<(usize, usize)>> = plan
+        .steps
+        .iter()
+        .filter_map(|st| match &st.kind {
+            StepKind::Dispatch {
+                kernel: k @ Kernel::MatMul(_),
+                ..
+            } => match k.for_adapter(&AdapterKind { software: true }) {
+                Kernel::MatMul(m) => Some(m.block),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        blocked,
+        vec![
+            Some((16, 16)),
+            Some((16, 8)),
+            Some((8, 8)),
+            Some((1, 4)),
+            Some((16, 16)),
+            None
+        ]
+    );
+    agree(&g, &outs, 1e-5);
+}
+
+#[test]
+fn vec4_elementwise_covers_dtypes_scalars_and_bools() {
+    let mut g = Graph::new();
+    let a = konst(&mut g, &[8, 4], 1);
+    let b = konst(&mut g, &[8, 4], 2);
+    let half = g.constant(0.5f32).unwrap();
+    let ai = g.cast(a, DType::I32).unwrap();
+    let three = g
+        .constant(HostTensor::new([1], vec![3i32]).unwrap())
+        .unwrap();
+    let prod = g.mul(a, b).unwrap();
+    let y = g.add(prod, half).unwrap();
+    let lt = g.less(a, b).unwrap();
+    let sel = g.select(lt, a, b).unwrap();
+    let q = g.div(ai, three).unwrap();
+    let u = g.cast(ai, DType::U32).unwrap();
+    agree(&g, &[y, lt, sel, q, u], 1e-6);
+    let mut s = common::session_on(&g, Device::Cpu);
+    let plan = s.plan(&[y, lt, sel]).unwrap();
+    for st in &plan.steps {
+        if let StepKind::Dispatch {
+            kernel: Kernel::Elementwise(k),
+            ..
+        } = &st.kind
+        {
+            assert!(k.vectorized(), "{}", k.expr.describe());
+        }
+    }
+}
+
+#[test]
+fn fusion_forms_one_kernel_for_chains_and_trees() {
+    let mut g = Graph::new();
+    let n = 4096;
+    let a = konst(&mut g, &[n], 1);
+    let b = konst(&mut g, &[n], 2);
+    let c = konst(&mut g, &[n], 3);
+    let zero = g.constant(0.0f32).unwrap();
+    let half = g.constant(0.5f32).unwrap();
+    // W2: ((a*b + c) max 0) * 0.5 + exp(-a)
+    let ab = g.mul(a, b).unwrap();
+    let abc = g.add(ab, c).unwrap();
+    let m = g.maximum(abc, zero).unwrap();
+    let h = g.mul(m, half).unwrap();
+    let na = g.neg(a).unwrap();
+    let e = g.exp(na).unwrap();
+    let y = g.add(h, e).unwrap();
+    let mut s = common::session_on(&g, Device::Cpu);
+    let plan = s.plan(&[y]).unwrap();
+    assert_eq!(plan.dispatch_count(), 1, "{}", plan.describe());
+    let StepKind::Dispatch {
+        kernel: Kernel::Elementwise(k),
+        inputs,
+    } = &plan.steps[0].kind
+    else {
+        panic!()
+    };
+    assert_eq!(
+        inputs.len(),
+        3,
+        "a is bound once although used twice; literals are inlined"
+    );
+    assert_eq!(k.expr.op_count(), 7);
+    // A value with two consumers is computed once, not duplicated into both.
+    let mut g2 = Graph::new();
+    let x = konst(&mut g2, &[n], 4);
+    let t = g2.tanh(x).unwrap();
+    let p = g2.exp(t).unwrap();
+    let q = g2.neg(t).unwrap();
+    let mut s2 = common::session_on(&g2, Device::Cpu);
+    assert_eq!(s2.plan(&[p, q]).unwrap().dispatch_count(), 3);
+    agree(&g, &[y], 1e-6);
+    agree(&g2, &[p, q], 1e-6);
+}
