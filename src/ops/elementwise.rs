@@ -403,7 +403,7 @@ impl ElementwiseKernel {
     /// what real GPUs' memory systems want too.)
     pub fn vectorized(&self) -> bool {
         let n = self.out_shape.numel();
-        n % 4 == 0
+        n.is_multiple_of(4)
             && self
                 .inputs
                 .iter()

@@ -107,7 +107,7 @@ impl MatMulKernel {
         let (m, k, n) = self.mkn();
         let mut out = self.clone();
         out.block = None;
-        if n % 4 != 0 || k % 4 != 0 || !self.dtype.is_numeric() {
+        if !n.is_multiple_of(4) || !k.is_multiple_of(4) || !self.dtype.is_numeric() {
             return out;
         }
         let max = if adapter.software { 16 } else { 4 };
