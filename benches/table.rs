@@ -176,10 +176,8 @@ fn bench_targets(
     name: &'static str,
     g: &Graph,
     out: Tensor,
-    dev: Device,
-    gpu: usize,
-    unit: &'static str,
-    work: f64,
+    (dev, gpu): (Device, usize),
+    (unit, work): (&'static str, f64),
     iters: usize,
 ) -> Row {
     let mut s = session(g, dev, true);
@@ -264,10 +262,8 @@ fn main() {
             "W1 add 16M",
             &g,
             c,
-            dev,
-            gpu,
-            "GB/s",
-            12.0 * n as f64,
+            (dev, gpu),
+            ("GB/s", 12.0 * n as f64),
             iters,
         ));
     }
@@ -291,10 +287,8 @@ fn main() {
             "W2 fused chain 4M",
             &g,
             y,
-            dev,
-            gpu,
-            "GB/s",
-            16.0 * n as f64,
+            (dev, gpu),
+            ("GB/s", 16.0 * n as f64),
             iters,
         ));
     }
@@ -309,10 +303,8 @@ fn main() {
             "W3 matmul 1024^3",
             &g,
             c,
-            dev,
-            gpu,
-            "GFLOP/s",
-            2.0 * (n * n * n) as f64,
+            (dev, gpu),
+            ("GFLOP/s", 2.0 * (n * n * n) as f64),
             iters.min(5),
         ));
     }
@@ -326,10 +318,8 @@ fn main() {
             "W5 row sums 4096^2",
             &g,
             s,
-            dev,
-            gpu,
-            "GB/s",
-            4.0 * (n * n + n) as f64,
+            (dev, gpu),
+            ("GB/s", 4.0 * (n * n + n) as f64),
             iters,
         ));
     }
@@ -350,10 +340,8 @@ fn main() {
             "8-op chain 16M (fused)",
             &g,
             t,
-            dev,
-            gpu,
-            "GB/s",
-            8.0 * n as f64,
+            (dev, gpu),
+            ("GB/s", 8.0 * n as f64),
             iters,
         );
         let mut s = session(&g, dev, false);
