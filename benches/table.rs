@@ -5,7 +5,7 @@
 //! bind groups, all dispatches in one compute pass and one submit per iteration — the least
 //! a hand-written program could do — so the ratio is wgflow's executor overhead.
 //! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
-//! iterations.
+//! iterations, `WGFLOW_BENCH_ONLY=memory` for the memory table alone.
 
 use std::time::{Duration, Instant};
 use wgflow::backend::gpu::context;
@@ -196,6 +196,10 @@ fn bench_targets(
 }
 
 fn main() {
+    if std::env::var("WGFLOW_BENCH_ONLY").is_ok_and(|v| v == "memory") {
+        memory_zoo();
+        return;
+    }
     let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
     let dev = Device::parse(&spec).unwrap();
     let Device::Gpu(gpu) = dev else {

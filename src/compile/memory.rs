@@ -90,7 +90,7 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
                 mp.constant_bytes += align(v.bytes(), alignment);
             }
         }
-        let mut roots: Vec<ValueId> = first
+        let roots: Vec<ValueId> = first
             .keys()
             .copied()
             .filter(|&v| plan.values[v].device == device)
@@ -104,35 +104,25 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
             }
         }
         let size = |v: ValueId| align(plan.values[v].bytes(), alignment);
-        roots.sort_by_key(|&v| (std::cmp::Reverse(size(v)), first[&v], v));
-        // Greedy by size, best fit among the gaps left by values alive at the same time.
+        let items: Vec<Item> = roots
+            .iter()
+            .map(|&v| Item {
+                v,
+                size: size(v),
+                first: first[&v],
+                last: last[&v],
+            })
+            .collect();
+        let (offsets, peak) = best_assignment(&items);
         let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // (offset, size, first, last)
-        for &v in &roots {
-            let (f, l, sz) = (first[&v], last[&v], size(v));
-            let mut busy: Vec<(u64, u64)> = placed
-                .iter()
-                .filter(|p| p.2 <= l && f <= p.3)
-                .map(|p| (p.0, p.0 + p.1))
-                .collect();
-            busy.sort_unstable();
-            let mut best: Option<(u64, u64)> = None; // (gap size, offset)
-            let mut cursor = 0u64;
-            for (start, end) in busy {
-                if start > cursor
-                    && start - cursor >= sz
-                    && best.is_none_or(|b| start - cursor < b.0)
-                {
-                    best = Some((start - cursor, cursor));
-                }
-                cursor = cursor.max(end);
-            }
-            let offset = best.map(|b| b.1).unwrap_or(cursor);
-            placed.push((offset, sz, f, l));
-            mp.offsets.insert(v, offset);
-            mp.lifetimes.insert(v, (f, l));
-            mp.peak_bytes = mp.peak_bytes.max(offset + sz);
-            mp.no_reuse_bytes += sz;
+        for it in &items {
+            let offset = offsets[&it.v];
+            placed.push((offset, it.size, it.first, it.last));
+            mp.offsets.insert(it.v, offset);
+            mp.lifetimes.insert(it.v, (it.first, it.last));
+            mp.no_reuse_bytes += it.size;
         }
+        mp.peak_bytes = peak;
         for t in 0..=n {
             let live: u64 = placed
                 .iter()
@@ -154,6 +144,105 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
         plan.memory.insert(device, mp);
     }
     Ok(plan)
+}
+
+/// A value to place: its aligned size and inclusive lifetime in steps.
+#[derive(Debug, Clone, Copy)]
+struct Item {
+    v: ValueId,
+    size: u64,
+    first: usize,
+    last: usize,
+}
+
+/// Greedy placement in several orders; the one with the lowest peak wins. Each pass puts a
+/// value at the best-fitting gap among the values already placed that are alive at the same
+/// time (TFLite's greedy-by-size is the first order; the others fix cases where a big
+/// short-lived value placed first fragments the arena).
+fn best_assignment(items: &[Item]) -> (BTreeMap<ValueId, u64>, u64) {
+    type Key = fn(&Item) -> (u64, u64, u64);
+    let orders: [Key; 4] = [
+        |i| (u64::MAX - i.size, i.first as u64, i.v as u64),
+        |i| (i.first as u64, u64::MAX - i.size, i.v as u64),
+        |i| {
+            (
+                u64::MAX - (i.last - i.first) as u64,
+                u64::MAX - i.size,
+                i.v as u64,
+            )
+        },
+        |i| {
+            (
+                u64::MAX - i.size.saturating_mul((i.last - i.first + 1) as u64),
+                i.first as u64,
+                i.v as u64,
+            )
+        },
+    ];
+    let mut candidates: Vec<Vec<Item>> = orders
+        .iter()
+        .map(|key| {
+            let mut order = items.to_vec();
+            order.sort_by_key(key);
+            order
+        })
+        .collect();
+    // Small plans also try seeded perturbations of the size order (a swap of neighbours
+    // often removes a fragmenting choice); bounded so big graphs stay fast.
+    if items.len() <= 256 {
+        let mut rng = 0x2545F4914F6CDD1Du64;
+        for _ in 0..48 {
+            let mut order = candidates[0].clone();
+            for _ in 0..order.len().div_ceil(2) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let i = (rng % order.len() as u64) as usize;
+                if i + 1 < order.len() {
+                    order.swap(i, i + 1);
+                }
+            }
+            candidates.push(order);
+        }
+    }
+    let mut best: Option<(BTreeMap<ValueId, u64>, u64)> = None;
+    for order in candidates {
+        let (offsets, peak) = greedy(&order);
+        if best.as_ref().is_none_or(|b| peak < b.1) {
+            best = Some((offsets, peak));
+        }
+    }
+    best.unwrap_or_default()
+}
+
+fn greedy(order: &[Item]) -> (BTreeMap<ValueId, u64>, u64) {
+    let mut placed: Vec<(u64, Item)> = Vec::with_capacity(order.len());
+    let mut offsets = BTreeMap::new();
+    let mut peak = 0;
+    for &it in order {
+        let mut busy: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|(_, p)| p.first <= it.last && it.first <= p.last)
+            .map(|(o, p)| (*o, o + p.size))
+            .collect();
+        busy.sort_unstable();
+        let mut best: Option<(u64, u64)> = None; // (gap size, offset)
+        let mut cursor = 0u64;
+        for (start, end) in busy {
+            if start > cursor
+                && start - cursor >= it.size
+                && best.is_none_or(|b| start - cursor < b.0)
+            {
+                best = Some((start - cursor, cursor));
+            }
+            cursor = cursor.max(end);
+        }
+        let offset = best.map(|b| b.1).unwrap_or(cursor);
+        placed.push((offset, it));
+        offsets.insert(it.v, offset);
+        peak = peak.max(offset + it.size);
+    }
+    (offsets, peak)
 }
 
 /// Check that no two arena values alive at the same step overlap (used by tests).
