@@ -135,9 +135,15 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         return Ok(ctx.clone());
     }
     let info = reg.infos[index].clone();
+    let cache_file = pipeline_cache_file(adapter);
+    let required_features = if cache_file.is_some() {
+        wgpu::Features::PIPELINE_CACHE
+    } else {
+        wgpu::Features::empty()
+    };
     let (device, queue) = resolve_native(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("wgflow"),
-        required_features: wgpu::Features::empty(),
+        required_features,
         // Ask for everything the adapter offers: the planner reads these limits.
         required_limits: adapter.limits(),
         ..Default::default()
@@ -155,6 +161,25 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
             log::error!("uncaptured wgpu error on {name}: {e}");
         }));
     }
+    let disk_cache = cache_file.map(|path| {
+        let data = std::fs::read(&path).ok();
+        log::info!(
+            "{name}: pipeline cache {} ({} bytes loaded)",
+            path.display(),
+            data.as_ref().map_or(0, Vec::len)
+        );
+        // SAFETY: the data was written by `PipelineCache::get_data` for an adapter with the
+        // same cache key (vendor and device id); wgpu checks the header (driver version
+        // included) and, with `fallback`, starts empty when it does not match.
+        let cache = unsafe {
+            device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+                label: Some("wgflow pipeline cache"),
+                data: data.as_deref(),
+                fallback: true,
+            })
+        };
+        DiskCache { cache, path }
+    });
     let ctx = Arc::new(GpuContext {
         name,
         limits: limits_of(&device.limits()),
@@ -162,9 +187,37 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         device,
         queue,
         pipelines: Mutex::new(HashMap::new()),
+        disk_cache,
     });
     contexts[index] = Some(ctx.clone());
     Ok(ctx)
+}
+
+/// The on-disk pipeline cache file of an adapter, if caching is on and the adapter supports
+/// it: `$WGFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/wgflow`, else `$HOME/.cache/wgflow`.
+/// `WGFLOW_PIPELINE_CACHE=0` turns it off.
+fn pipeline_cache_file(adapter: &wgpu::Adapter) -> Option<std::path::PathBuf> {
+    if std::env::var("WGFLOW_PIPELINE_CACHE").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    if !adapter.features().contains(wgpu::Features::PIPELINE_CACHE) {
+        return None;
+    }
+    let key = wgpu::util::pipeline_cache_key(&adapter.get_info())?;
+    let dir = std::env::var_os("WGFLOW_CACHE_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|d| std::path::Path::new(&d).join("wgflow"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|d| std::path::Path::new(&d).join(".cache/wgflow"))
+        })?;
+    Some(dir.join(key))
+}
+
+struct DiskCache {
+    cache: wgpu::PipelineCache,
+    path: std::path::PathBuf,
 }
 
 /// A compute pipeline and its bind-group layout.
@@ -181,6 +234,7 @@ pub struct GpuContext {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pipelines: Mutex<HashMap<String, Arc<CachedPipeline>>>,
+    disk_cache: Option<DiskCache>,
 }
 
 impl GpuContext {
@@ -256,13 +310,37 @@ impl GpuContext {
                 module: &module,
                 entry_point: Some("main"),
                 compilation_options: Default::default(),
-                cache: None,
+                cache: self.disk_cache.as_ref().map(|c| &c.cache),
             });
             CachedPipeline { pipeline, layout }
         })?;
         let p = Arc::new(created);
         cache.insert(wgsl.to_string(), p.clone());
         Ok((p, true))
+    }
+
+    /// Write the driver's pipeline cache to disk (after new pipelines were created), so the
+    /// next process compiles them faster. Failures only log: the cache is an optimisation.
+    pub fn persist_pipeline_cache(&self) {
+        let Some(dc) = &self.disk_cache else { return };
+        let Some(data) = dc.cache.get_data() else {
+            return;
+        };
+        let tmp = dc.path.with_extension("tmp");
+        let written = dc
+            .path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|_| std::fs::write(&tmp, &data))
+            .and_then(|_| std::fs::rename(&tmp, &dc.path));
+        match written {
+            Ok(()) => log::debug!("{}: pipeline cache saved ({} bytes)", self.name, data.len()),
+            Err(e) => log::warn!(
+                "{}: could not save the pipeline cache to {}: {e}",
+                self.name,
+                dc.path.display()
+            ),
+        }
     }
 
     /// Block until all submitted work is done.

@@ -94,6 +94,7 @@ impl GpuPlan {
         })?;
         counters.buffers_created += 1;
 
+        let pipelines_before = counters.pipelines_created;
         let mut gp = GpuPlan {
             ctx: ctx.clone(),
             device,
@@ -160,6 +161,9 @@ impl GpuPlan {
                     grid,
                 },
             );
+        }
+        if counters.pipelines_created > pipelines_before {
+            ctx.persist_pipeline_cache();
         }
         Ok(gp)
     }
