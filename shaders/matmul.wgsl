@@ -1,5 +1,7 @@
 // wgflow batched matmul: one invocation per output element; batch dims broadcast like NumPy.
 {{BINDINGS}}
+{{PRELUDE}}
+{{FUNC}}
 @compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let o = gid.x + gid.y * nwg.x * {{WG}}u;
@@ -14,5 +16,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var k = 0u; k < {{K}}u; k = k + 1u) {
         acc = acc + in0[a_base + m * {{K}}u + k] * in1[b_base + k * {{N}}u + n];
     }
-    out[o] = acc;
+{{STORE}}
 }

@@ -154,3 +154,59 @@ fn fusion_forms_one_kernel_for_chains_and_trees() {
     agree(&g, &[y], 1e-6);
     agree(&g2, &[p, q], 1e-6);
 }
+
+#[test]
+fn bias_and_activation_become_a_matmul_epilogue() {
+    let mut g = Graph::new();
+    let mut outs = Vec::new();
+    // Blocked (N, K divisible by 4) and one-output-per-invocation shapes, batched too.
+    for (i, (a, b)) in [
+        (vec![32, 16], vec![16, 64]),
+        (vec![5, 3], vec![3, 6]),
+        (vec![2, 8, 4], vec![4, 12]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let n = *b.last().unwrap();
+        let x = konst(&mut g, &a, i as u32);
+        let w = konst(&mut g, &b, 10 + i as u32);
+        let bias = konst(&mut g, &[n], 20 + i as u32);
+        let m = g.matmul(x, w).unwrap();
+        let shape = g.shape(m).dims().to_vec();
+        let residual = konst(&mut g, &shape, 30 + i as u32);
+        let two = g.constant(2.0f32).unwrap();
+        let y = g.add(m, bias).unwrap();
+        let y = g.relu(y).unwrap();
+        let y = g.mul(y, two).unwrap();
+        let y = g.add(y, residual).unwrap();
+        outs.push(y);
+    }
+    let mut s = common::session_on(&g, Device::Cpu);
+    let plan = s.plan(&outs).unwrap();
+    assert_eq!(plan.dispatch_count(), 3, "{}", plan.describe());
+    for st in &plan.steps {
+        let StepKind::Dispatch {
+            kernel: Kernel::MatMul(m),
+            inputs,
+        } = &st.kind
+        else {
+            panic!("{}", plan.describe())
+        };
+        assert!(m.epilogue.is_some());
+        assert_eq!(
+            inputs.len(),
+            4,
+            "a, b, bias, residual (the literal is inlined)"
+        );
+    }
+    agree(&g, &outs, 1e-5);
+    // A matmul whose product is also fetched keeps it: no epilogue.
+    let mut g2 = Graph::new();
+    let x = konst(&mut g2, &[4, 4], 1);
+    let m = g2.matmul(x, x).unwrap();
+    let r = g2.relu(m).unwrap();
+    let mut s2 = common::session_on(&g2, Device::Cpu);
+    assert_eq!(s2.plan(&[m, r]).unwrap().dispatch_count(), 2);
+    agree(&g2, &[m, r], 1e-5);
+}

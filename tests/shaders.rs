@@ -134,6 +134,7 @@ fn reductions_matmul_and_permute_validate() {
                 out: Shape::new(out),
                 dtype: d,
                 block: None,
+                epilogue: None,
             };
             check(&Kernel::MatMul(k.clone()));
             for software in [false, true] {
@@ -225,4 +226,53 @@ fn invalid_wgsl_reports_line_and_column() {
         err.contains("invalid WGSL in broken") && err.contains("broken:1:"),
         "{err}"
     );
+}
+
+#[test]
+fn matmul_epilogues_validate_for_every_strategy() {
+    use wgflow::ops::Epilogue;
+    // relu(acc + bias) * scale + residual, with a bool mask selecting the residual.
+    let e = Expr::Select(
+        Box::new(Expr::Input(4)),
+        Box::new(Expr::Binary(
+            BinaryOp::Add,
+            Box::new(Expr::Binary(
+                BinaryOp::Mul,
+                Box::new(Expr::Unary(
+                    UnaryOp::Relu,
+                    Box::new(Expr::Binary(
+                        BinaryOp::Add,
+                        Box::new(Expr::Input(0)),
+                        Box::new(Expr::Input(1)),
+                    )),
+                )),
+                Box::new(Expr::Input(2)),
+            )),
+            Box::new(Expr::Input(3)),
+        )),
+        Box::new(Expr::Input(0)),
+    );
+    let out = Shape::from([2, 32, 64]);
+    let k = MatMulKernel {
+        a: Shape::from([2, 32, 16]),
+        b: Shape::from([16, 64]),
+        out: out.clone(),
+        dtype: DType::F32,
+        block: None,
+        epilogue: Some(Epilogue {
+            expr: e,
+            extra: vec![
+                (Shape::from([64]), DType::F32),
+                (Shape::scalar(), DType::F32),
+                (out.clone(), DType::F32),
+                (out, DType::Bool),
+            ],
+        }),
+    };
+    check(&Kernel::MatMul(k.clone()));
+    for software in [false, true] {
+        let blocked = k.blocked_for(&AdapterKind { software });
+        assert!(blocked.block.is_some());
+        check(&Kernel::MatMul(blocked));
+    }
 }

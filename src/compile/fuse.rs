@@ -8,14 +8,23 @@
 //! allows (`max_storage_buffers_per_shader_stage`) is skipped.
 
 use super::{Plan, Source, StepKind, Target, ValueId};
-use crate::ops::{ElementwiseKernel, Expr, Kernel};
+use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel};
 use std::collections::HashMap;
 
-pub fn fuse(mut plan: Plan, target: &Target) -> Plan {
-    let mut producer: HashMap<ValueId, usize> = HashMap::new();
-    for (i, s) in plan.steps.iter().enumerate() {
-        producer.insert(s.output, i);
-    }
+pub fn fuse(plan: Plan, target: &Target) -> Plan {
+    let plan = fuse_elementwise(plan, target);
+    fuse_epilogues(plan, target)
+}
+
+/// Which step produces each value, and how many consumers each value has (a fetch or a view
+/// counts as two, so such values are never fused away).
+fn usage(plan: &Plan) -> (HashMap<ValueId, usize>, HashMap<ValueId, usize>) {
+    let producer = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.output, i))
+        .collect();
     let mut consumers: HashMap<ValueId, usize> = HashMap::new();
     for s in &plan.steps {
         let mut ins = s.inputs();
@@ -33,14 +42,16 @@ pub fn fuse(mut plan: Plan, target: &Target) -> Plan {
     for &f in &plan.fetches {
         *consumers.entry(f).or_default() += 2;
     }
+    (producer, consumers)
+}
+
+fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
+    let (producer, consumers) = usage(&plan);
 
     let mut dead = vec![false; plan.steps.len()];
     for c in 0..plan.steps.len() {
         let device = plan.steps[c].device;
-        let max_bindings = target
-            .limits(device)
-            .map(|l| l.max_storage_buffers_per_shader_stage as usize)
-            .unwrap_or(8);
+        let max_bindings = max_bindings(target, device);
         let StepKind::Dispatch {
             kernel: Kernel::Elementwise(k),
             inputs,
@@ -131,11 +142,102 @@ pub fn fuse(mut plan: Plan, target: &Target) -> Plan {
             inputs: ins,
         };
     }
+    drop_dead(&mut plan, &dead);
+    plan
+}
+
+fn drop_dead(plan: &mut Plan, dead: &[bool]) {
     let mut i = 0;
     plan.steps.retain(|_| {
         i += 1;
         !dead[i - 1]
     });
+}
+
+fn max_bindings(target: &Target, device: crate::device::Device) -> usize {
+    target
+        .limits(device)
+        .map(|l| l.max_storage_buffers_per_shader_stage as usize)
+        .unwrap_or(8)
+}
+
+/// An elementwise kernel that reads a matmul's single-use output becomes that matmul's
+/// epilogue, when its other inputs are full-size, a bias row or scalars (see
+/// [`EpilogueInput`]) and the dtype is unchanged: the product is never written to memory.
+fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
+    let (mut producer, consumers) = usage(&plan);
+    let mut dead = vec![false; plan.steps.len()];
+    for c in 0..plan.steps.len() {
+        let device = plan.steps[c].device;
+        let StepKind::Dispatch {
+            kernel: Kernel::Elementwise(k),
+            inputs,
+        } = &plan.steps[c].kind
+        else {
+            continue;
+        };
+        let (k, inputs) = (k.clone(), inputs.clone());
+        for (j, &v) in inputs.iter().enumerate() {
+            let Some(&p) = producer.get(&v) else { continue };
+            if dead[p]
+                || consumers.get(&v).copied().unwrap_or(0) != 1
+                || plan.steps[p].device != device
+            {
+                continue;
+            }
+            let StepKind::Dispatch {
+                kernel: Kernel::MatMul(mk),
+                inputs: pins,
+            } = &plan.steps[p].kind
+            else {
+                continue;
+            };
+            let others: Vec<ValueId> = inputs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != j)
+                .map(|(_, &x)| x)
+                .collect();
+            let fits = mk.epilogue.is_none()
+                && mk.out == k.out_shape
+                && mk.dtype == k.out_dtype
+                && pins.len() + others.len() < max_bindings(target, device)
+                && others
+                    .iter()
+                    .all(|&x| EpilogueInput::of(&plan.values[x].shape, &mk.out).is_some());
+            if !fits {
+                continue;
+            }
+            let expr = k.expr.substitute(&mut |i| match i.cmp(&j) {
+                std::cmp::Ordering::Equal => Expr::Input(0),
+                std::cmp::Ordering::Less => Expr::Input(i + 1),
+                std::cmp::Ordering::Greater => Expr::Input(i),
+            });
+            let mut fused = mk.clone();
+            fused.epilogue = Some(Epilogue {
+                expr,
+                extra: others
+                    .iter()
+                    .map(|&x| (plan.values[x].shape.clone(), plan.values[x].dtype))
+                    .collect(),
+            });
+            let mut new_inputs = pins.clone();
+            new_inputs.extend(others);
+            let output = plan.steps[c].output;
+            let mut nodes = plan.steps[c].nodes.clone();
+            let step = &mut plan.steps[p];
+            step.nodes.append(&mut nodes);
+            step.kind = StepKind::Dispatch {
+                kernel: Kernel::MatMul(fused),
+                inputs: new_inputs,
+            };
+            step.output = output;
+            producer.insert(output, p);
+            dead[c] = true;
+            break;
+        }
+    }
+    drop_dead(&mut plan, &dead);
     plan
 }
 

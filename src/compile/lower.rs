@@ -158,6 +158,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 out: node.shape.clone(),
                 dtype: node.dtype,
                 block: None,
+                epilogue: None,
             }),
             Op::Permute(perm) => Kernel::Permute(PermuteKernel {
                 in_shape: in_desc(&l, 0).0,

@@ -1,9 +1,45 @@
 //! Batched matrix multiplication with NumPy batch broadcasting (`[..., M, K] @ [..., K, N]`).
 
 use crate::backend::gpu::codegen::{self, Writer};
-use crate::ops::elementwise::binary_cpu;
-use crate::ops::BinaryOp;
+use crate::ops::elementwise::{binary_cpu, expr_wgsl};
+use crate::ops::{BinaryOp, ElementwiseKernel, Expr};
 use crate::{DType, Shape};
+
+/// Elementwise work fused after the product (bias, activation…): `expr` reads `Input(0)` =
+/// the product and `Input(i)` = `extra[i - 1]`. Each extra input is the output's shape, a row
+/// vector broadcast over rows and batches (a bias), or a single element, so that every one
+/// can be loaded with vec4s next to the accumulators.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Epilogue {
+    pub expr: Expr,
+    pub extra: Vec<(Shape, DType)>,
+}
+
+/// How an epilogue input lines up with the matmul output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpilogueInput {
+    Full,
+    Row,
+    Scalar,
+}
+
+impl EpilogueInput {
+    /// Classify `s` against the output shape `out`; `None` if it cannot join an epilogue.
+    pub fn of(s: &Shape, out: &Shape) -> Option<EpilogueInput> {
+        if s == out {
+            return Some(EpilogueInput::Full);
+        }
+        if s.numel() == 1 {
+            return Some(EpilogueInput::Scalar);
+        }
+        let strides = s.broadcast_strides(out);
+        let n = out.dims()[out.rank() - 1];
+        let row = strides.iter().rev().skip(1).all(|&x| x == 0)
+            && strides.last() == Some(&1)
+            && s.numel() == n;
+        row.then_some(EpilogueInput::Row)
+    }
+}
 
 /// Shape rule. Both operands need rank ≥ 2; batch dims broadcast.
 pub fn matmul_shape(a: &Shape, b: &Shape) -> Result<Shape, String> {
@@ -37,6 +73,8 @@ pub struct MatMulKernel {
     /// `(rows, cols)` of the output block each invocation computes with vec4 loads; `None`
     /// is one output per invocation. Chosen per adapter by [`MatMulKernel::blocked_for`].
     pub block: Option<(usize, usize)>,
+    /// Elementwise work applied to each output before it is stored (set by fusion).
+    pub epilogue: Option<Epilogue>,
 }
 
 impl MatMulKernel {
@@ -67,7 +105,62 @@ impl MatMulKernel {
         (out_batch.0, sa, sb)
     }
 
-    pub fn run_cpu(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
+    /// `inputs`: A, B, then the epilogue's extra inputs.
+    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let out = self.product_cpu(inputs[0], inputs[1]);
+        match &self.epilogue {
+            None => out,
+            Some(e) => {
+                let mut ins: Vec<&[u32]> = vec![&out];
+                ins.extend_from_slice(&inputs[2..]);
+                self.epilogue_kernel(e).run_cpu(&ins)
+            }
+        }
+    }
+
+    fn epilogue_kernel(&self, e: &Epilogue) -> ElementwiseKernel {
+        let mut inputs = vec![(self.out.clone(), self.dtype)];
+        inputs.extend(e.extra.iter().cloned());
+        ElementwiseKernel {
+            expr: e.expr.clone(),
+            inputs,
+            out_shape: self.out.clone(),
+            out_dtype: self.dtype,
+        }
+    }
+
+    /// The epilogue function and its argument kinds (empty when there is no epilogue).
+    fn epilogue_wgsl(&self) -> (String, Vec<(EpilogueInput, DType)>) {
+        let Some(e) = &self.epilogue else {
+            return (String::new(), Vec::new());
+        };
+        let mut dtypes = vec![self.dtype];
+        dtypes.extend(e.extra.iter().map(|(_, d)| *d));
+        let params: Vec<String> = dtypes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
+            .collect();
+        let func = format!(
+            "fn wgf_epi({}) -> {} {{\n    return {};\n}}",
+            params.join(", "),
+            self.dtype.wgsl(),
+            expr_wgsl(&e.expr, &dtypes)
+        );
+        let kinds = e
+            .extra
+            .iter()
+            .map(|(s, d)| {
+                (
+                    EpilogueInput::of(s, &self.out).unwrap_or(EpilogueInput::Full),
+                    *d,
+                )
+            })
+            .collect();
+        (func, kinds)
+    }
+
+    fn product_cpu(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
         let (m, k, n) = self.mkn();
         let (bd, sa, sb) = self.batch();
         let batches: usize = bd.iter().product();
@@ -145,10 +238,29 @@ impl MatMulKernel {
         }
         let (m, k, n) = self.mkn();
         let (bd, sa, sb) = self.batch();
+        let (func, extra) = self.epilogue_wgsl();
         let mut bindings = Writer::new();
         codegen::storage_binding(&mut bindings, 0, "in0", self.dtype);
         codegen::storage_binding(&mut bindings, 1, "in1", self.dtype);
-        codegen::storage_binding(&mut bindings, 2, "out", self.dtype);
+        for (j, (_, d)) in extra.iter().enumerate() {
+            codegen::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
+        }
+        codegen::storage_binding(&mut bindings, 2 + extra.len(), "out", self.dtype);
+        let store = if self.epilogue.is_some() {
+            let args: Vec<String> = std::iter::once("acc".to_string())
+                .chain(extra.iter().enumerate().map(|(j, (kind, d))| {
+                    let idx = match kind {
+                        EpilogueInput::Full => "o",
+                        EpilogueInput::Row => "n",
+                        EpilogueInput::Scalar => "0u",
+                    };
+                    codegen::load(&format!("in{}", 2 + j), idx, *d)
+                }))
+                .collect();
+            format!("    out[o] = wgf_epi({});", args.join(", "))
+        } else {
+            "    out[o] = acc;".to_string()
+        };
         let mut batch = Writer::new();
         batch.indent(1);
         codegen::strided_index(&mut batch, "a_base", "batch", &bd, &sa);
@@ -164,6 +276,8 @@ impl MatMulKernel {
                 ("K", k.to_string()),
                 ("BATCH", batch.finish()),
                 ("ZERO", codegen::literal(self.dtype, 0)),
+                ("FUNC", func),
+                ("STORE", store),
             ],
         )
     }
@@ -178,11 +292,21 @@ impl MatMulKernel {
         let (bd, sa, sb) = self.batch();
         let t = self.dtype.wgsl();
         let cols = tn / 4;
+        let (func, extra) = self.epilogue_wgsl();
         let mut w = Writer::new();
         w.line("// wgflow register-blocked matmul: each invocation computes a block of outputs.");
         codegen::storage_binding_vec(&mut w, 0, "in0", self.dtype, true);
         codegen::storage_binding_vec(&mut w, 1, "in1", self.dtype, true);
-        codegen::storage_binding_vec(&mut w, 2, "out", self.dtype, true);
+        for (j, (kind, d)) in extra.iter().enumerate() {
+            let vec = *kind != EpilogueInput::Scalar;
+            codegen::storage_binding_vec(&mut w, 2 + j, &format!("in{}", 2 + j), *d, vec);
+        }
+        codegen::storage_binding_vec(&mut w, 2 + extra.len(), "out", self.dtype, true);
+        if self.epilogue.is_some() {
+            for line in codegen::PRELUDE.lines().chain(func.lines()) {
+                w.line(line);
+            }
+        }
         w.line("");
         w.line("@compute @workgroup_size(64)");
         w.line("fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {");
@@ -227,11 +351,46 @@ impl MatMulKernel {
         }
         w.indent(1);
         w.line("}");
+        for (j, (kind, _)) in extra.iter().enumerate() {
+            let b = 2 + j;
+            match kind {
+                EpilogueInput::Scalar => w.line(&format!("let e{j} = in{b}[0];")),
+                EpilogueInput::Row => {
+                    for c in 0..cols {
+                        w.line(&format!("let e{j}_{c} = in{b}[n0 / 4u + {c}u];"));
+                    }
+                }
+                EpilogueInput::Full => {}
+            }
+        }
         for r in 0..tm {
             for c in 0..cols {
-                w.line(&format!(
-                    "out[(o_base + (m0 + {r}u) * {n}u + n0) / 4u + {c}u] = acc_{r}_{c};"
-                ));
+                let at = format!("(o_base + (m0 + {r}u) * {n}u + n0) / 4u + {c}u");
+                let value = if self.epilogue.is_some() {
+                    let lanes: Vec<String> = ["x", "y", "z", "w"]
+                        .iter()
+                        .map(|lane| {
+                            let mut args = vec![format!("acc_{r}_{c}.{lane}")];
+                            for (j, (kind, d)) in extra.iter().enumerate() {
+                                let v = match kind {
+                                    EpilogueInput::Scalar => format!("e{j}"),
+                                    EpilogueInput::Row => format!("e{j}_{c}.{lane}"),
+                                    EpilogueInput::Full => format!("in{}[{at}].{lane}", 2 + j),
+                                };
+                                args.push(if *d == DType::Bool {
+                                    format!("({v} != 0u)")
+                                } else {
+                                    v
+                                });
+                            }
+                            format!("wgf_epi({})", args.join(", "))
+                        })
+                        .collect();
+                    format!("vec4<{t}>({})", lanes.join(", "))
+                } else {
+                    format!("acc_{r}_{c}")
+                };
+                w.line(&format!("out[{at}] = {value};"));
             }
         }
         w.indent(0);

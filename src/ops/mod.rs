@@ -8,7 +8,7 @@ pub mod movement;
 pub mod reduce;
 
 pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, UnaryOp};
-pub use matmul::MatMulKernel;
+pub use matmul::{Epilogue, EpilogueInput, MatMulKernel};
 pub use movement::PermuteKernel;
 pub use reduce::{ReduceKernel, ReduceOp};
 
@@ -89,7 +89,10 @@ impl Kernel {
             Kernel::Reduce(k) => {
                 format!("{} over axes {:?} of {}", k.op.name(), k.axes, k.in_shape)
             }
-            Kernel::MatMul(k) => format!("matmul {} @ {}", k.a, k.b),
+            Kernel::MatMul(k) => match &k.epilogue {
+                None => format!("matmul {} @ {}", k.a, k.b),
+                Some(e) => format!("matmul {} @ {} then {}", k.a, k.b, e.expr.describe()),
+            },
             Kernel::Permute(k) => format!("transpose {:?} of {}", k.perm, k.in_shape),
         }
     }
@@ -109,7 +112,7 @@ impl Kernel {
         match self {
             Kernel::Elementwise(k) => k.run_cpu(inputs),
             Kernel::Reduce(k) => k.run_cpu(inputs[0]),
-            Kernel::MatMul(k) => k.run_cpu(inputs[0], inputs[1]),
+            Kernel::MatMul(k) => k.run_cpu(inputs),
             Kernel::Permute(k) => k.run_cpu(inputs[0]),
         }
     }
