@@ -6,6 +6,9 @@
 //! fetched, is not read through a view, and sits on the same device as its consumer; so no
 //! work is ever duplicated. A merge that would need more storage bindings than the device
 //! allows (`max_storage_buffers_per_shader_stage`) is skipped.
+//!
+//! Then elementwise work after a matmul becomes the matmul's epilogue (bias, activation,
+//! scaling, residual) under the same single-consumer rule: the product never reaches memory.
 
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel};
