@@ -263,3 +263,48 @@ fn planned_peak_is_close_to_the_lower_bound_on_an_mlp() {
     );
     assert!(m.no_reuse_bytes > m.peak_bytes);
 }
+
+/// Built breadth-first, two branches would keep both big temporaries alive; the planner tries
+/// other topological orders and finishes one branch before starting the next.
+#[test]
+fn schedule_search_finishes_one_branch_before_the_next() {
+    let n = 1 << 16;
+    let big = (n * 4) as u64;
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [n], DType::F32).unwrap();
+    let a1 = g.exp(x).unwrap();
+    let a2 = g.tanh(x).unwrap();
+    let s1 = g.sum(a1, Axes::All, false).unwrap();
+    let s2 = g.sum(a2, Axes::All, false).unwrap();
+    let y = g.add(s1, s2).unwrap();
+    let plan = compile::compile(&g, &[y], &fake_gpu_target(true)).unwrap();
+    let m = plan.memory(Device::Gpu(0)).unwrap();
+    check_invariants(&plan, "branches");
+    // x and one temporary (plus small scalars), not x and both temporaries.
+    assert!(
+        m.peak_bytes < 3 * big,
+        "peak {} with schedule:\n{}",
+        m.peak_bytes,
+        plan.describe()
+    );
+    let names: Vec<String> = plan.steps.iter().map(|s| s.nodes.join("+")).collect();
+    let pos = |n: &str| names.iter().position(|x| x == n).unwrap();
+    assert!(
+        pos("sum") < pos("tanh") || pos("sum_1") < pos("exp"),
+        "{names:?}"
+    );
+    let mut s = wgflow::Session::new(
+        &g,
+        wgflow::SessionOptions {
+            default_device: Some(Device::Cpu),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let xs: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.1).collect();
+    let want: f32 = xs.iter().map(|v| v.exp() + v.tanh()).sum();
+    let got = s.run(&[(x, HostTensor::from(xs))], &[y]).unwrap()[0]
+        .item::<f32>()
+        .unwrap();
+    assert!((got - want).abs() <= 1e-3 * want.abs(), "{got} vs {want}");
+}

@@ -205,6 +205,15 @@ pub fn compile(graph: &Graph, fetches: &[Tensor], target: &Target) -> Result<Pla
     } else {
         lowered
     };
-    let scheduled = schedule::schedule(fused)?;
-    memory::plan_memory(scheduled, target)
+    // The schedule decides which values are alive together: plan memory for each candidate
+    // order and keep the lowest total peak (ties keep the earlier, default order).
+    let mut best: Option<Plan> = None;
+    for candidate in schedule::candidates(fused)? {
+        let planned = memory::plan_memory(candidate, target)?;
+        let peak = |p: &Plan| p.memory.values().map(|m| m.peak_bytes).sum::<u64>();
+        if best.as_ref().is_none_or(|b| peak(&planned) < peak(b)) {
+            best = Some(planned);
+        }
+    }
+    best.ok_or_else(|| crate::Error::Internal("no schedule".into()))
 }
