@@ -279,3 +279,43 @@ fn help_covers_every_subcommand() {
         );
     }
 }
+
+#[test]
+fn dot_has_one_cluster_per_device_and_escapes_names() {
+    let mut g = wgflow::Graph::new();
+    let x = g.placeholder("in\"put", [2], wgflow::DType::F32).unwrap();
+    let y = g.device("cpu:0", |g| g.exp(x)).unwrap();
+    let z = g.relu(y).unwrap();
+    let unused = g.neg(x).unwrap();
+    let default = common::gpus().first().copied().unwrap_or(Device::Cpu);
+    let mut s = common::session_on(&g, default);
+    let plan = s.plan(&[z]).unwrap();
+    let dot = wgflow::trace::dot(&g, &plan);
+    assert!(
+        dot.contains("label=\"in\\\"put\\nplaceholder f32 [2]\""),
+        "{dot}"
+    );
+    assert!(dot.contains("subgraph cluster_cpu_0 {"), "{dot}");
+    let expected_clusters = if default == Device::Cpu { 1 } else { 2 };
+    assert_eq!(
+        dot.matches("subgraph cluster_").count(),
+        expected_clusters,
+        "{dot}"
+    );
+    // The cpu:0 cluster holds exactly the scoped node.
+    let cpu = dot.split("subgraph cluster_cpu_0 {").nth(1).unwrap();
+    let cpu = &cpu[..cpu.find("  }").unwrap()];
+    assert!(cpu.contains(&format!("n{} [", y.index())), "{dot}");
+    if default != Device::Cpu {
+        assert!(!cpu.contains(&format!("n{} [", z.index())), "{dot}");
+    }
+    // A pruned node is drawn dashed, outside every cluster.
+    assert!(
+        dot.contains(&format!(
+            "n{} [label=\"neg\\nneg f32 [2]\", style=dashed];",
+            unused.index()
+        )),
+        "{dot}"
+    );
+    assert!(dot.contains(&format!("n{} -> n{} [label=\"0\"];", y.index(), z.index())));
+}
