@@ -314,6 +314,7 @@ const BAD: &[(&str, &str)] = &[
         "deep_nesting.json",
         "invalid JSON: recursion limit exceeded",
     ),
+    ("long_name.json", "aaaa…'.op: unknown op 'conv9d'"),
     ("empty_name.json", ": nodes[0].name: is empty"),
 ];
 

@@ -2,8 +2,8 @@
 //! every error. The format itself is documented in the parent module.
 
 use super::{
-    binary_name, check_declared, err, op_name, reduce_name, unary_name, GraphDef, NodeDef, BINARY,
-    FORMAT, INLINE_MAX, MAX_ELEMENTS, MAX_RANK, REDUCE, UNARY, VERSION,
+    binary_name, check_declared, err, node_at, op_name, reduce_name, unary_name, GraphDef, NodeDef,
+    BINARY, FORMAT, INLINE_MAX, MAX_ELEMENTS, MAX_RANK, REDUCE, UNARY, VERSION,
 };
 use crate::device::DeviceSpec;
 use crate::ops::Op;
@@ -272,7 +272,7 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
         }
         None => return Err(err(format!("nodes[{i}].name"), "missing")),
     };
-    let at = format!("nodes[{i}] '{name}'");
+    let at = node_at(i, &name);
     let field = |f: &str| format!("{at}.{f}");
     let opname = match obj.get("op") {
         Some(Value::String(s)) => s.as_str(),

@@ -98,6 +98,18 @@ pub struct NodeDef {
     pub device: Option<DeviceSpec>,
 }
 
+/// `nodes[i] 'name'`, with a hostile multi-megabyte name cut short.
+fn node_at(i: usize, name: &str) -> String {
+    if name.chars().count() > 64 {
+        format!(
+            "nodes[{i}] '{}…'",
+            name.chars().take(64).collect::<String>()
+        )
+    } else {
+        format!("nodes[{i}] '{name}'")
+    }
+}
+
 fn err(at: impl Into<String>, message: impl Into<String>) -> Error {
     Error::GraphDef {
         at: at.into(),
@@ -217,7 +229,7 @@ impl Graph {
     pub fn from_def(def: &GraphDef) -> Result<Graph> {
         let mut g = Graph::new();
         for (i, nd) in def.nodes.iter().enumerate() {
-            let at = format!("nodes[{i}] '{}'", nd.name);
+            let at = node_at(i, &nd.name);
             check_declared(&at, &nd.shape)?;
             if nd.name.is_empty() {
                 return Err(err(
