@@ -314,6 +314,10 @@ const BAD: &[(&str, &str)] = &[
         "deep_nesting.json",
         "invalid JSON: recursion limit exceeded",
     ),
+    (
+        "just_over.json",
+        ": nodes[0] 'x'.shape: shape [2, 1073741825] has more than 2^31 elements",
+    ),
     ("long_name.json", "aaaa…'.op: unknown op 'conv9d'"),
     ("empty_name.json", ": nodes[0].name: is empty"),
 ];
@@ -343,6 +347,17 @@ fn bad_files_are_errors_naming_the_place() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_largest_declarable_placeholder_loads_without_allocating_for_it() {
+    let text = r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+        {"name": "x", "op": "placeholder", "shape": [65536, 32768], "dtype": "f32"},
+        {"name": "y", "op": "relu", "inputs": ["x"], "shape": [65536, 32768], "dtype": "f32"}]}"#;
+    let start = Instant::now();
+    let g = Graph::from_json(text).unwrap();
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(g.shape(g.tensor("y").unwrap()).numel(), 1 << 31);
 }
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.

@@ -535,3 +535,47 @@ fn json_word(x: &Value, dtype: DType) -> Option<u32> {
         DType::Bool => x.as_bool().map(u32::from),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_every_padding() {
+        let data: Vec<u8> = (0..=255u8).rev().collect();
+        for n in 0..12 {
+            let enc = base64_encode(&data[..n]);
+            assert_eq!(enc.len(), n.div_ceil(3) * 4);
+            assert_eq!(base64_decode(&enc).unwrap(), &data[..n], "{n} bytes");
+        }
+        // RFC 4648 test vectors.
+        assert_eq!(base64_encode(b"foob"), "Zm9vYg==");
+        assert_eq!(base64_encode(b"fooba"), "Zm9vYmE=");
+        assert_eq!(base64_decode("Zm9vYmFy").unwrap(), b"foobar");
+        assert!(base64_decode("Zm9").unwrap_err().contains("multiple of 4"));
+        assert!(base64_decode("Zg==Zg==").unwrap_err().contains("offset 2"));
+        assert!(base64_decode("Z=9v").unwrap_err().contains("offset 1"));
+        assert!(base64_decode("Zm9v\n").is_err());
+    }
+
+    #[test]
+    fn floats_are_written_short_and_read_back_exactly() {
+        for x in [
+            0.1f32,
+            1.0 / 3.0,
+            -0.0,
+            1e-45,
+            f32::MAX,
+            16777216.0,
+            2.5e-38,
+        ] {
+            let s = f32_json(x);
+            let back = (s.parse::<f64>().unwrap()) as f32;
+            assert_eq!(back.to_bits(), x.to_bits(), "{x} written as {s}");
+        }
+        assert_eq!(f32_json(0.1), "0.1");
+        assert_eq!(f32_json(1.0), "1.0");
+        assert_eq!(f32_json(f32::NAN), "\"nan\"");
+        assert_eq!(f32_json(f32::NEG_INFINITY), "\"-inf\"");
+    }
+}
