@@ -57,6 +57,10 @@ pub enum Error {
     /// WGSL text failed to parse or validate.
     #[error("invalid WGSL in {kernel}: {message}")]
     Shader { kernel: String, message: String },
+    /// A graph file (GraphDef JSON) is malformed; `at` names the place in the file
+    /// (`line L, column C`, or the node and field such as `nodes[3] 'add'.inputs[1]`).
+    #[error("graph file at {at}: {message}")]
+    GraphDef { at: String, message: String },
     /// A host tensor was constructed or viewed inconsistently.
     #[error("host tensor: {0}")]
     Host(String),

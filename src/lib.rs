@@ -36,9 +36,11 @@ pub mod dtype;
 pub mod error;
 pub mod graph;
 pub mod host;
+pub mod npy;
 pub mod ops;
 pub mod session;
 pub mod shape;
+pub mod trace;
 
 pub use device::{devices, visible_devices, Device, DeviceSpec, PhysicalDevice};
 pub use dtype::DType;

@@ -1,7 +1,11 @@
 //! The wgflow command-line tool.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use std::collections::HashSet;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
+use wgflow::{Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +26,46 @@ enum Command {
         #[arg(long)]
         visible: bool,
     },
+    /// Run a saved graph: read feeds from .npy files, write fetches as .npy, print a summary.
+    Run {
+        #[command(flatten)]
+        common: GraphArgs,
+        /// Feed a placeholder from a NumPy file: NAME=FILE.npy (repeatable). Every
+        /// placeholder the fetches need must be fed.
+        #[arg(long = "feed", value_name = "NAME=FILE.npy")]
+        feeds: Vec<String>,
+        /// Directory for the fetched values, one NAME.npy per fetch ('/' in names becomes '_').
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        out: PathBuf,
+    },
+    /// Print the compiled plan: placement, schedule (kernels after fusion) and memory
+    /// (peak, lower bound, no-reuse).
+    Plan {
+        #[command(flatten)]
+        common: GraphArgs,
+    },
+    /// Print the graph as Graphviz DOT, one cluster per device of the plan's placement
+    /// (render with `dot -Tsvg`).
+    Dot {
+        #[command(flatten)]
+        common: GraphArgs,
+    },
+}
+
+#[derive(Args)]
+struct GraphArgs {
+    /// The graph file (JSON written by Graph::save).
+    #[arg(value_name = "GRAPH.json")]
+    graph: PathBuf,
+    /// A node to fetch (repeatable). Default: the graph's sinks (nodes no other node uses).
+    #[arg(long = "fetch", value_name = "NAME")]
+    fetches: Vec<String>,
+    /// Device for nodes without a device scope: gpu:N or cpu:0. Default: the best GPU, else cpu:0.
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<String>,
+    /// Place nodes whose scope names a missing device on the default device instead of failing.
+    #[arg(long)]
+    soft_placement: bool,
 }
 
 fn main() -> ExitCode {
@@ -29,6 +73,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Devices { visible } => devices(visible),
+        Command::Run { common, feeds, out } => run(&common, &feeds, &out),
+        Command::Plan { common } => open(&common).and_then(|(mut s, fetches)| {
+            print!("{}", s.plan(&fetches)?.describe());
+            Ok(())
+        }),
+        Command::Dot { common } => open(&common).and_then(|(mut s, fetches)| {
+            let plan = s.plan(&fetches)?;
+            print!("{}", wgflow::trace::dot(s.graph(), &plan));
+            Ok(())
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -80,4 +134,110 @@ fn truncate(s: &str, n: usize) -> String {
     } else {
         s.chars().take(n - 1).collect::<String>() + "…"
     }
+}
+
+/// Load the graph, make a session on the requested default device, resolve the fetches.
+fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
+    let graph = Graph::load(&args.graph)?;
+    let default_device = args.device.as_deref().map(Device::parse).transpose()?;
+    let options = SessionOptions {
+        default_device,
+        soft_placement: args.soft_placement,
+        ..Default::default()
+    };
+    let fetches = if args.fetches.is_empty() {
+        sinks(&graph)
+    } else {
+        args.fetches
+            .iter()
+            .map(|n| {
+                graph.tensor(n).ok_or_else(|| Error::Fetch {
+                    name: n.clone(),
+                    message: format!("no node has this name in {}", args.graph.display()),
+                })
+            })
+            .collect::<wgflow::Result<Vec<_>>>()?
+    };
+    Ok((Session::new(&graph, options)?, fetches))
+}
+
+/// Nodes no other node consumes, in graph order.
+fn sinks(g: &Graph) -> Vec<Tensor> {
+    let used: HashSet<Tensor> = g.tensors().flat_map(|t| g.inputs(t)).collect();
+    g.tensors().filter(|t| !used.contains(t)).collect()
+}
+
+fn run(args: &GraphArgs, feeds: &[String], out: &std::path::Path) -> wgflow::Result<()> {
+    let (mut session, fetches) = open(args)?;
+    let mut fed: Vec<(Tensor, HostTensor)> = Vec::new();
+    for f in feeds {
+        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
+            name: f.clone(),
+            message: "expected NAME=FILE.npy".into(),
+        })?;
+        let t = session.graph().tensor(name).ok_or_else(|| Error::Feed {
+            name: name.into(),
+            message: "no node has this name".into(),
+        })?;
+        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
+            name: name.into(),
+            message: e.to_string(),
+        })?;
+        fed.push((t, value));
+    }
+    let start = Instant::now();
+    let plan = session.plan(&fetches)?;
+    let fed_names: HashSet<&str> = fed.iter().map(|(t, _)| session.graph().name(*t)).collect();
+    let missing: Vec<String> = plan
+        .feeds
+        .iter()
+        .filter(|(n, _)| !fed_names.contains(n.as_str()))
+        .map(|(n, _)| {
+            let node = session.graph().tensor(n).map(|t| session.graph().node(t));
+            match node {
+                Some(node) => format!("{n} ({} {})", node.dtype, node.shape),
+                None => n.clone(),
+            }
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Feed {
+            name: missing.join(", "),
+            message: "needed by the fetches but not fed; pass --feed NAME=FILE.npy for each".into(),
+        });
+    }
+    let values = session.run(&fed, &fetches)?;
+    let first = start.elapsed();
+    let again = Instant::now();
+    session.run(&fed, &fetches)?;
+    let steady = again.elapsed();
+    std::fs::create_dir_all(out).map_err(|e| Error::Host(format!("{}: {e}", out.display())))?;
+    for (t, v) in fetches.iter().zip(&values) {
+        let name = session.graph().name(*t).replace('/', "_");
+        let path = out.join(format!("{name}.npy"));
+        wgflow::npy::write(&path, v)?;
+        println!(
+            "{} {} {} -> {}",
+            session.graph().name(*t),
+            v.dtype(),
+            v.shape(),
+            path.display()
+        );
+    }
+    let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
+    println!("devices: {}", devices.join(", "));
+    println!(
+        "time: compile+run {:.3} ms, run {:.3} ms ({} dispatches, {} transfers)",
+        first.as_secs_f64() * 1e3,
+        steady.as_secs_f64() * 1e3,
+        plan.dispatch_count(),
+        plan.transfer_count()
+    );
+    for (d, m) in &plan.memory {
+        println!(
+            "memory {d}: peak {} B (lower bound {} B, no reuse {} B), constants {} B",
+            m.peak_bytes, m.lower_bound_bytes, m.no_reuse_bytes, m.constant_bytes
+        );
+    }
+    Ok(())
 }

@@ -2,8 +2,10 @@
 //! the name and device scopes that builders consult.
 
 mod build;
+pub mod def;
 
 pub use build::Axes;
+pub use def::{GraphDef, NodeDef};
 
 use crate::device::DeviceSpec;
 use crate::ops::Op;

@@ -1,0 +1,436 @@
+//! GraphDef: a graph as a versioned JSON file, saved with [`Graph::save`] and loaded with
+//! [`Graph::load`].
+//!
+//! # Format (`"format": "wgflow.graph"`, `"version": 1`)
+//!
+//! ```json
+//! {
+//!   "format": "wgflow.graph",
+//!   "version": 1,
+//!   "nodes": [
+//!     {"name": "a", "op": "constant", "shape": [3], "dtype": "f32", "data": [1.0, 2.0, 3.0]},
+//!     {"name": "x", "op": "placeholder", "shape": [3], "dtype": "f32"},
+//!     {"name": "add", "op": "add", "inputs": ["a", "x"], "shape": [3], "dtype": "f32", "device": "gpu:0"}
+//!   ]
+//! }
+//! ```
+//!
+//! * `nodes` are listed in build order; a node's `inputs` name nodes listed **before** it (so a
+//!   file cannot express a cycle), in the op's argument order. Names are unique and non-empty.
+//! * Every node has `name`, `op`, `shape` (list of dimensions; `[]` is a scalar) and `dtype`
+//!   (`f32`, `i32`, `u32`, `bool`). `inputs` may be omitted for leaves; `device` (a device spec
+//!   such as `gpu:0`, `gpu` or `cpu:0`) is present only when the node was built in a device scope.
+//! * `shape` and `dtype` are the node's output, and are **checked** on load: the graph is
+//!   rebuilt through the same builder methods an API user calls, so every shape and dtype rule
+//!   runs again, and a declared shape or dtype that disagrees with the rule is an error.
+//! * Ops and their attributes:
+//!
+//! | `op` | inputs | attributes |
+//! |---|---|---|
+//! | `constant` | 0 | `data` or `data_base64` (below) |
+//! | `placeholder` | 0 | — (fed by its `name` at run time) |
+//! | `neg` `abs` `exp` `log` `sqrt` `tanh` `sigmoid` `relu` | 1 | — |
+//! | `add` `sub` `mul` `div` `maximum` `minimum` `pow` `equal` `less` `greater` | 2 | — |
+//! | `where` | 3 (cond, a, b) | — |
+//! | `cast` | 1 | — (the target is the node's `dtype`) |
+//! | `sum` `mean` `max` `min` | 1 | `axes`: list of axes (non-negative); keepdims is implied by the node's rank |
+//! | `matmul` | 2 | — |
+//! | `reshape` | 1 | — (the target is the node's `shape`) |
+//! | `transpose` | 1 | `perm`: output axis `i` is input axis `perm[i]` |
+//!
+//! Unknown fields are errors, so a typo does not silently change a graph.
+//!
+//! # Constants
+//!
+//! A constant of at most [`INLINE_MAX`] elements is stored inline as `data`, a flat row-major
+//! JSON array: numbers for `f32`/`i32`/`u32` (floats written so that they read back
+//! bit-exactly; non-finite floats as the strings `"nan"`, `"inf"`, `"-inf"`), `true`/`false`
+//! for `bool`. A larger constant is stored as `data_base64`: standard base64 (RFC 4648, with
+//! padding) of its elements as 4-byte little-endian words (`bool` as the words 0 or 1), in the
+//! same file. Either form is accepted on load whatever the size; the element count must match
+//! `shape` exactly.
+//!
+//! # Hostile input
+//!
+//! Loading never panics and never allocates more than a small multiple of the file size:
+//! declared shapes are checked with overflow-checked arithmetic and capped at
+//! [`MAX_ELEMENTS`] elements and [`MAX_RANK`] dimensions before anything is allocated for
+//! them. Every error is an [`Error::GraphDef`] whose `at` names the place: `line L, column C`
+//! for JSON syntax, else the node (`nodes[3] 'add'`) and field (`.inputs[1]`).
+
+use super::Graph;
+use crate::device::DeviceSpec;
+use crate::ops::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::{DType, Error, Result, Shape};
+use std::path::Path;
+
+mod json;
+
+pub use json::{def_from_json, def_to_json};
+
+/// The `format` field of every graph file.
+pub const FORMAT: &str = "wgflow.graph";
+/// The version this build writes and reads.
+pub const VERSION: u64 = 1;
+/// Constants with more elements than this are written as `data_base64`.
+pub const INLINE_MAX: usize = 1024;
+/// The most elements a graph file may declare for one tensor (2^31).
+pub const MAX_ELEMENTS: usize = 1 << 31;
+/// The most dimensions a graph file may declare for one tensor.
+pub const MAX_RANK: usize = 32;
+
+/// A graph as plain data: what a graph file holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphDef {
+    pub nodes: Vec<NodeDef>,
+}
+
+/// One node of a [`GraphDef`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeDef {
+    pub name: String,
+    /// The primitive; for `Reduce`, keepdims follows from `shape`'s rank.
+    pub op: Op,
+    /// Names of earlier nodes, in argument order.
+    pub inputs: Vec<String>,
+    pub shape: Shape,
+    pub dtype: DType,
+    pub device: Option<DeviceSpec>,
+}
+
+/// `nodes[i] 'name'`, with a hostile multi-megabyte name cut short.
+fn node_at(i: usize, name: &str) -> String {
+    if name.chars().count() > 64 {
+        format!(
+            "nodes[{i}] '{}…'",
+            name.chars().take(64).collect::<String>()
+        )
+    } else {
+        format!("nodes[{i}] '{name}'")
+    }
+}
+
+fn err(at: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::GraphDef {
+        at: at.into(),
+        message: message.into(),
+    }
+}
+
+/// The file-format names of the unary ops. Kept apart from `UnaryOp::name` so that renaming an
+/// op in messages cannot change the file format.
+fn unary_name(u: UnaryOp) -> &'static str {
+    match u {
+        UnaryOp::Neg => "neg",
+        UnaryOp::Abs => "abs",
+        UnaryOp::Exp => "exp",
+        UnaryOp::Log => "log",
+        UnaryOp::Sqrt => "sqrt",
+        UnaryOp::Tanh => "tanh",
+        UnaryOp::Sigmoid => "sigmoid",
+        UnaryOp::Relu => "relu",
+    }
+}
+
+const UNARY: [UnaryOp; 8] = [
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Tanh,
+    UnaryOp::Sigmoid,
+    UnaryOp::Relu,
+];
+
+fn binary_name(b: BinaryOp) -> &'static str {
+    match b {
+        BinaryOp::Add => "add",
+        BinaryOp::Sub => "sub",
+        BinaryOp::Mul => "mul",
+        BinaryOp::Div => "div",
+        BinaryOp::Maximum => "maximum",
+        BinaryOp::Minimum => "minimum",
+        BinaryOp::Pow => "pow",
+        BinaryOp::Equal => "equal",
+        BinaryOp::Less => "less",
+        BinaryOp::Greater => "greater",
+    }
+}
+
+const BINARY: [BinaryOp; 10] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Maximum,
+    BinaryOp::Minimum,
+    BinaryOp::Pow,
+    BinaryOp::Equal,
+    BinaryOp::Less,
+    BinaryOp::Greater,
+];
+
+fn reduce_name(r: ReduceOp) -> &'static str {
+    match r {
+        ReduceOp::Sum => "sum",
+        ReduceOp::Mean => "mean",
+        ReduceOp::Max => "max",
+        ReduceOp::Min => "min",
+    }
+}
+
+const REDUCE: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min];
+
+/// The file-format name of an op. Exhaustive on purpose: a new `Op` variant must be given a
+/// file representation here before the crate compiles.
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Constant(_) => "constant",
+        Op::Placeholder => "placeholder",
+        Op::Unary(u) => unary_name(*u),
+        Op::Binary(b) => binary_name(*b),
+        Op::Select => "where",
+        Op::Cast(_) => "cast",
+        Op::Reduce { op, .. } => reduce_name(*op),
+        Op::MatMul => "matmul",
+        Op::Reshape => "reshape",
+        Op::Permute(_) => "transpose",
+    }
+}
+
+impl Graph {
+    /// The graph as plain data, nodes in build order.
+    pub fn to_def(&self) -> GraphDef {
+        let nodes = self
+            .g
+            .node_indices()
+            .map(|n| {
+                let node = &self.g[n];
+                NodeDef {
+                    name: node.name.clone(),
+                    op: node.op.clone(),
+                    inputs: self
+                        .input_nodes(n)
+                        .into_iter()
+                        .map(|i| self.g[i].name.clone())
+                        .collect(),
+                    shape: node.shape.clone(),
+                    dtype: node.dtype,
+                    device: node.device,
+                }
+            })
+            .collect();
+        GraphDef { nodes }
+    }
+
+    /// Rebuild a graph from its definition through the public builders, so every shape and
+    /// dtype rule is checked again; declared shapes and dtypes must agree with the rules.
+    pub fn from_def(def: &GraphDef) -> Result<Graph> {
+        let mut g = Graph::new();
+        for (i, nd) in def.nodes.iter().enumerate() {
+            let at = node_at(i, &nd.name);
+            check_declared(&at, &nd.shape)?;
+            if nd.name.is_empty() {
+                return Err(err(
+                    format!("nodes[{i}].name"),
+                    "a node name cannot be empty",
+                ));
+            }
+            if g.names.contains_key(&nd.name) {
+                return Err(err(
+                    format!("{at}.name"),
+                    format!("duplicate node name '{}'", nd.name),
+                ));
+            }
+            let mut inputs = Vec::with_capacity(nd.inputs.len());
+            for (k, input) in nd.inputs.iter().enumerate() {
+                match g.tensor(input) {
+                    Some(t) => inputs.push(t),
+                    None => {
+                        let later = def.nodes[i..].iter().position(|n| &n.name == input);
+                        let message = match later {
+                            Some(0) => format!("input '{input}' is the node itself (a cycle)"),
+                            Some(d) => format!(
+                                "input '{input}' is nodes[{}], which comes later; inputs must be listed before the nodes that use them, so cycles are impossible",
+                                i + d
+                            ),
+                            None => format!("input '{input}' names no node"),
+                        };
+                        return Err(err(format!("{at}.inputs[{k}]"), message));
+                    }
+                }
+            }
+            let t = build_node(&mut g, nd, &inputs).map_err(|e| {
+                let message = match e {
+                    Error::Build { op, message, .. } => format!("{op}: {message}"),
+                    Error::GraphDef { message, .. } => message,
+                    other => other.to_string(),
+                };
+                err(at.clone(), message)
+            })?;
+            let node = t.node();
+            if g.g[node].shape != nd.shape {
+                return Err(err(
+                    format!("{at}.shape"),
+                    format!(
+                        "declared {} but the op's shape rule gives {}",
+                        nd.shape, g.g[node].shape
+                    ),
+                ));
+            }
+            if g.g[node].dtype != nd.dtype {
+                return Err(err(
+                    format!("{at}.dtype"),
+                    format!(
+                        "declared {} but the op's dtype rule gives {}",
+                        nd.dtype, g.g[node].dtype
+                    ),
+                ));
+            }
+            // The builder named the node after its op; give it the name from the file.
+            let built = std::mem::replace(&mut g.g[node].name, nd.name.clone());
+            g.names.remove(&built);
+            g.names.insert(nd.name.clone(), node);
+            g.g[node].device = nd.device;
+        }
+        Ok(g)
+    }
+
+    /// The graph as JSON text (see the [module docs](self) for the format).
+    pub fn to_json(&self) -> String {
+        def_to_json(&self.to_def())
+    }
+
+    /// Parse and rebuild a graph from JSON text.
+    pub fn from_json(text: &str) -> Result<Graph> {
+        Graph::from_def(&def_from_json(text)?)
+    }
+
+    /// Write the graph to a JSON file.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        std::fs::write(path, self.to_json())
+            .map_err(|e| err(path.display().to_string(), format!("cannot write: {e}")))
+    }
+
+    /// Read a graph from a JSON file written by [`Graph::save`] (or by hand).
+    pub fn load(path: impl AsRef<Path>) -> Result<Graph> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
+        Graph::from_json(&text).map_err(|e| match e {
+            Error::GraphDef { at, message } => err(format!("{}: {at}", path.display()), message),
+            other => other,
+        })
+    }
+}
+
+fn check_declared(at: &str, shape: &Shape) -> Result<()> {
+    if shape.rank() > MAX_RANK {
+        return Err(err(
+            format!("{at}.shape"),
+            format!(
+                "{} dimensions; at most {MAX_RANK} are allowed",
+                shape.rank()
+            ),
+        ));
+    }
+    match shape.checked_numel() {
+        Some(n) if n <= MAX_ELEMENTS => Ok(()),
+        _ => Err(err(
+            format!("{at}.shape"),
+            format!("shape {shape} has more than 2^31 elements, the most a graph file may declare"),
+        )),
+    }
+}
+
+/// One node through the builder an API user would call, inside the node's device scope.
+fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
+    let want = match &nd.op {
+        Op::Constant(_) | Op::Placeholder => 0,
+        Op::Unary(_) | Op::Cast(_) | Op::Reduce { .. } | Op::Reshape | Op::Permute(_) => 1,
+        Op::Binary(_) | Op::MatMul => 2,
+        Op::Select => 3,
+    };
+    if x.len() != want {
+        return Err(err(
+            "",
+            format!(
+                "{} takes {want} input(s), {} given",
+                op_name(&nd.op),
+                x.len()
+            ),
+        ));
+    }
+    g.device_scopes.extend(nd.device);
+    let r = build_op(g, nd, x);
+    if nd.device.is_some() {
+        g.device_scopes.pop();
+    }
+    r
+}
+
+fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
+    match &nd.op {
+        Op::Constant(value) => {
+            if value.shape() != &nd.shape || value.dtype() != nd.dtype {
+                return Err(err(
+                    "",
+                    format!(
+                        "constant data is {} {} but the node declares {} {}",
+                        value.dtype(),
+                        value.shape(),
+                        nd.dtype,
+                        nd.shape
+                    ),
+                ));
+            }
+            g.constant(value.clone())
+        }
+        Op::Placeholder => g.placeholder(&nd.name, nd.shape.clone(), nd.dtype),
+        Op::Unary(u) => match u {
+            UnaryOp::Neg => g.neg(x[0]),
+            UnaryOp::Abs => g.abs(x[0]),
+            UnaryOp::Exp => g.exp(x[0]),
+            UnaryOp::Log => g.log(x[0]),
+            UnaryOp::Sqrt => g.sqrt(x[0]),
+            UnaryOp::Tanh => g.tanh(x[0]),
+            UnaryOp::Sigmoid => g.sigmoid(x[0]),
+            UnaryOp::Relu => g.relu(x[0]),
+        },
+        Op::Binary(b) => match b {
+            BinaryOp::Add => g.add(x[0], x[1]),
+            BinaryOp::Sub => g.sub(x[0], x[1]),
+            BinaryOp::Mul => g.mul(x[0], x[1]),
+            BinaryOp::Div => g.div(x[0], x[1]),
+            BinaryOp::Maximum => g.maximum(x[0], x[1]),
+            BinaryOp::Minimum => g.minimum(x[0], x[1]),
+            BinaryOp::Pow => g.pow(x[0], x[1]),
+            BinaryOp::Equal => g.equal(x[0], x[1]),
+            BinaryOp::Less => g.less(x[0], x[1]),
+            BinaryOp::Greater => g.greater(x[0], x[1]),
+        },
+        Op::Select => g.select(x[0], x[1], x[2]),
+        Op::Cast(d) => g.cast(x[0], *d),
+        Op::Reduce { op, axes } => {
+            let keepdims = nd.shape.rank() == g.shape(x[0]).rank();
+            let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+            match op {
+                ReduceOp::Sum => g.sum(x[0], axes, keepdims),
+                ReduceOp::Mean => g.mean(x[0], axes, keepdims),
+                ReduceOp::Max => g.max(x[0], axes, keepdims),
+                ReduceOp::Min => g.min(x[0], axes, keepdims),
+            }
+        }
+        Op::MatMul => g.matmul(x[0], x[1]),
+        Op::Reshape => {
+            let target: Vec<isize> = nd.shape.dims().iter().map(|&d| d as isize).collect();
+            g.reshape(x[0], &target)
+        }
+        Op::Permute(perm) => {
+            let perm: Vec<isize> = perm.iter().map(|&p| p as isize).collect();
+            g.transpose(x[0], &perm)
+        }
+    }
+}

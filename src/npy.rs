@@ -1,0 +1,262 @@
+//! NumPy `.npy` files: read and write [`HostTensor`]s.
+//!
+//! Supported: format versions 1.0, 2.0 and 3.0 headers, C order, and the dtypes wgflow has:
+//! `<f4` (f32), `<i4` (i32), `<u4` (u32) and `|b1` (bool, one byte per element). Anything else
+//! (big-endian, Fortran order, other widths) is a clear error rather than a silent conversion.
+//! Writing always produces version 1.0 with a header padded to 64 bytes, as NumPy does.
+
+use crate::{DType, Error, HostTensor, Result, Shape};
+use std::path::Path;
+
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// The most elements a `.npy` file may declare (2^31), checked before anything is allocated.
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
+fn bad(what: &str, message: impl std::fmt::Display) -> Error {
+    Error::Host(format!("{what}: {message}"))
+}
+
+/// Read a `.npy` file.
+pub fn read(path: impl AsRef<Path>) -> Result<HostTensor> {
+    let path = path.as_ref();
+    let what = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| bad(&what, format!("cannot read: {e}")))?;
+    from_bytes(&bytes).map_err(|e| match e {
+        Error::Host(m) => bad(&what, m),
+        other => other,
+    })
+}
+
+/// Write a `.npy` file (version 1.0).
+pub fn write(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
+    let path = path.as_ref();
+    std::fs::write(path, to_bytes(t))
+        .map_err(|e| bad(&path.display().to_string(), format!("cannot write: {e}")))
+}
+
+/// The bytes of a `.npy` file holding `t`.
+pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
+    let descr = match t.dtype() {
+        DType::F32 => "<f4",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::Bool => "|b1",
+    };
+    let shape = match t.dims() {
+        [] => "()".to_string(),
+        [d] => format!("({d},)"),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + t.len() * 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for &w in t.words() {
+        match t.dtype() {
+            DType::Bool => out.push(u8::from(w != 0)),
+            _ => out.extend_from_slice(&w.to_le_bytes()),
+        }
+    }
+    out
+}
+
+/// Parse the bytes of a `.npy` file.
+pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
+    if b.len() < 10 || &b[..6] != MAGIC {
+        return Err(Error::Host(
+            "not a .npy file (missing the \\x93NUMPY magic)".into(),
+        ));
+    }
+    let (major, minor) = (b[6], b[7]);
+    let (hlen, start): (usize, usize) = match major {
+        1 => (usize::from(u16::from_le_bytes([b[8], b[9]])), 10),
+        2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
+        _ => {
+            return Err(Error::Host(format!(
+                "unsupported .npy version {major}.{minor} (1.0, 2.0 and 3.0 are read)"
+            )))
+        }
+    };
+    let end = start
+        .checked_add(hlen)
+        .filter(|&e| e <= b.len())
+        .ok_or_else(|| Error::Host("truncated header".into()))?;
+    let header = std::str::from_utf8(&b[start..end])
+        .map_err(|_| Error::Host("header is not text".into()))?;
+    let descr = dict_value(header, "descr")?;
+    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    let (dtype, item) = match descr {
+        "<f4" => (DType::F32, 4),
+        "<i4" => (DType::I32, 4),
+        "<u4" => (DType::U32, 4),
+        "|b1" => (DType::Bool, 1),
+        other => {
+            return Err(Error::Host(format!(
+                "dtype '{other}' is not supported (expected <f4, <i4, <u4 or |b1; convert with arr.astype(np.float32) etc.)"
+            )))
+        }
+    };
+    match dict_value(header, "fortran_order")? {
+        "False" => {}
+        "True" => {
+            return Err(Error::Host(
+                "Fortran-order arrays are not supported; save np.ascontiguousarray(arr)".into(),
+            ))
+        }
+        other => return Err(Error::Host(format!("bad fortran_order value '{other}'"))),
+    }
+    let shape_text = dict_value(header, "shape")?;
+    let inner = shape_text
+        .strip_prefix('(')
+        .and_then(|s| s.strip_suffix(')'))
+        .ok_or_else(|| Error::Host(format!("bad shape '{shape_text}'")))?;
+    let dims = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| Error::Host(format!("bad dimension '{s}' in shape {shape_text}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let shape = Shape(dims);
+    let n = shape
+        .checked_numel()
+        .filter(|&n| n <= MAX_ELEMENTS)
+        .ok_or_else(|| Error::Host(format!("shape {shape} has more than 2^31 elements")))?;
+    let data = &b[end..];
+    if data.len() != n * item {
+        return Err(Error::Host(format!(
+            "shape {shape} of {descr} needs {} data bytes, the file has {}",
+            n * item,
+            data.len()
+        )));
+    }
+    let words: Vec<u32> = if item == 1 {
+        data.iter().map(|&x| u32::from(x != 0)).collect()
+    } else {
+        data.chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    HostTensor::from_words(shape, dtype, words)
+}
+
+/// The text of `key`'s value in the header's Python dict literal (up to the next top-level
+/// comma or the closing brace).
+fn dict_value<'a>(header: &'a str, key: &str) -> Result<&'a str> {
+    let missing = || Error::Host(format!("header has no '{key}': {}", header.trim()));
+    let pos = header
+        .find(&format!("'{key}'"))
+        .or_else(|| header.find(&format!("\"{key}\"")))
+        .ok_or_else(missing)?;
+    let rest = &header[pos + key.len() + 2..];
+    let rest = rest.trim_start().strip_prefix(':').ok_or_else(missing)?;
+    let rest = rest.trim_start();
+    let mut depth = 0usize;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' | '}' if depth == 0 => return Ok(rest[..i].trim()),
+            _ => {}
+        }
+    }
+    Err(missing())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_every_dtype_and_rank() {
+        for t in [
+            HostTensor::from([[1.5f32, -2.0], [f32::NAN, 4.0]]),
+            HostTensor::from(vec![1i32, -2, 3]),
+            HostTensor::scalar(7u32),
+            HostTensor::from(vec![true, false, true]),
+        ] {
+            let b = to_bytes(&t);
+            let header_end = 10 + usize::from(u16::from_le_bytes([b[8], b[9]]));
+            assert_eq!(header_end % 64, 0);
+            let back = from_bytes(&b).unwrap();
+            assert_eq!(back.shape(), t.shape());
+            assert_eq!(back.dtype(), t.dtype());
+            assert_eq!(back.words(), t.words());
+        }
+    }
+
+    fn npy(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&[major, 0]);
+        if major == 1 {
+            b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        } else {
+            b.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        }
+        b.extend_from_slice(header.as_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn reads_numpy_v1_and_v2_headers() {
+        let data: Vec<u8> = [1i32, 2, 3].iter().flat_map(|x| x.to_le_bytes()).collect();
+        // The header np.save writes for np.array([[1, 2, 3]], dtype=np.int32).
+        let h = "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 3), }";
+        for major in [1, 2] {
+            let t = from_bytes(&npy(major, &format!("{h}          \n"), &data)).unwrap();
+            assert_eq!(t.dims(), &[1, 3]);
+            assert_eq!(t.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
+        }
+        let t = from_bytes(&npy(
+            1,
+            "{'descr': '|b1', 'fortran_order': False, 'shape': (), }\n",
+            &[1],
+        ))
+        .unwrap();
+        assert!(t.item::<bool>().unwrap());
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_read() {
+        let t = HostTensor::from(vec![1.0f32, 2.0]);
+        let good = to_bytes(&t);
+        let msg = |b: &[u8]| from_bytes(b).unwrap_err().to_string();
+        assert!(msg(&good[..good.len() - 1]).contains("needs 8 data bytes"));
+        assert!(msg(b"hello").contains("magic"));
+        let swap = |from: &str, to: &str| {
+            let (f, t) = (from.as_bytes(), to.as_bytes());
+            let i = good.windows(f.len()).position(|w| w == f).unwrap();
+            let mut b = good.clone();
+            b[i..i + f.len()].copy_from_slice(t);
+            b
+        };
+        // Same-length substitutions keep the header length valid.
+        assert!(msg(&swap("<f4", ">f4")).contains("'>f4' is not supported"));
+        assert!(msg(&swap("<f4", "<f8")).contains("'<f8' is not supported"));
+        assert!(msg(&swap("False", "True,")).contains("Fortran-order"));
+        let huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }\n";
+        assert!(msg(&npy(1, huge, &[])).contains("more than 2^31"));
+        let overflow =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (18446744073709551615, 2), }\n";
+        assert!(msg(&npy(1, overflow, &[])).contains("more than 2^31"));
+        assert!(msg(&npy(9, "{}", &[])).contains("unsupported .npy version 9.0"));
+        let mut cut = good.clone();
+        cut.truncate(20);
+        assert!(msg(&cut).contains("truncated header"));
+    }
+}

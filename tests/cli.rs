@@ -1,0 +1,321 @@
+//! The `wgflow` binary on the committed graphs: outputs compared with hand-computed values and
+//! with a `cpu:0` session on the graph built through the API; errors exit non-zero with the
+//! message on stderr.
+
+mod common;
+mod example_graphs;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use wgflow::{Device, HostTensor};
+
+fn wgflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(args)
+        .env_remove("WGFLOW_VISIBLE_DEVICES")
+        .output()
+        .expect("run wgflow")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn graph(stem: &str) -> String {
+    example_graphs::dir()
+        .join(format!("{stem}.json"))
+        .display()
+        .to_string()
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wgflow-cli-{}-{name}", std::process::id()));
+    std::fs::remove_dir_all(&d).ok();
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The devices to run the CLI on: cpu:0 and every GPU.
+fn devices() -> Vec<Device> {
+    let mut d = vec![Device::Cpu];
+    d.extend(common::gpus());
+    d
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = wgflow(args);
+    assert!(
+        out.status.success(),
+        "wgflow {args:?} failed:\n{}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn run_add_writes_the_sum() {
+    for dev in devices() {
+        let dir = scratch(&format!("add-{dev}").replace(':', "_"));
+        let d = dev.to_string();
+        let stdout = run_ok(&[
+            "run",
+            &graph("add"),
+            "--device",
+            &d,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        let got = wgflow::npy::read(dir.join("add.npy")).unwrap();
+        assert_eq!(got.dims(), &[3]);
+        assert_eq!(got.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 9.0]);
+        assert!(stdout.contains(&format!("devices: {d}")), "{stdout}");
+        assert!(stdout.contains("time: compile+run"), "{stdout}");
+        assert!(stdout.contains(&format!("memory {d}: peak")), "{stdout}");
+    }
+}
+
+#[test]
+fn run_mlp_with_a_fed_npy_matches_a_cpu_session_and_numpy_math() {
+    let ex = example_graphs::mlp();
+    let (name, x) = &ex.feeds[0];
+    // The expected output computed independently, in plain Rust: relu(x @ w1 + b1) @ w2 + b2.
+    let want = {
+        let mut s = common::session_on(&ex.graph, Device::Cpu);
+        let out = ex.graph.tensor("layer2/add").unwrap();
+        s.run(&[(ex.graph.tensor(name).unwrap(), x.clone())], &[out])
+            .unwrap()
+            .remove(0)
+    };
+    let by_hand = hand_mlp(&ex);
+    common::assert_close("cpu session vs hand", &want, &by_hand, 1e-5, 1e-6);
+    for dev in devices() {
+        let dir = scratch(&format!("mlp-{dev}").replace(':', "_"));
+        let feed = dir.join("x.npy");
+        wgflow::npy::write(&feed, x).unwrap();
+        let d = dev.to_string();
+        run_ok(&[
+            "run",
+            &graph("mlp"),
+            "--feed",
+            &format!("x={}", feed.display()),
+            "--fetch",
+            "layer2/add",
+            "--fetch",
+            "layer1/relu",
+            "--device",
+            &d,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        let got = wgflow::npy::read(dir.join("layer2_add.npy")).unwrap();
+        common::assert_close(&format!("mlp on {dev}"), &got, &by_hand, 1e-5, 1e-5);
+        let hidden = wgflow::npy::read(dir.join("layer1_relu.npy")).unwrap();
+        assert_eq!(hidden.dims(), &[4, 8]);
+        assert!(hidden.to_vec::<f32>().unwrap().iter().all(|&v| v >= 0.0));
+    }
+}
+
+/// The MLP's output computed from the graph's own constants with loops.
+fn hand_mlp(ex: &example_graphs::Example) -> HostTensor {
+    let g = &ex.graph;
+    let c = |n: &str| match &g.node(g.tensor(n).unwrap()).op {
+        wgflow::ops::Op::Constant(v) => v.to_vec::<f32>().unwrap(),
+        other => panic!("{n} is {other:?}"),
+    };
+    let (w1, b1, w2, b2) = (
+        c("layer1/constant"),
+        c("layer1/constant_1"),
+        c("layer2/constant"),
+        c("layer2/constant_1"),
+    );
+    let x = ex.feeds[0].1.to_vec::<f32>().unwrap();
+    let mut out = vec![0.0f32; 8];
+    for r in 0..4 {
+        let h: Vec<f32> = (0..8)
+            .map(|j| {
+                let s: f32 = (0..3).map(|k| x[r * 3 + k] * w1[k * 8 + j]).sum::<f32>() + b1[j];
+                s.max(0.0)
+            })
+            .collect();
+        for j in 0..2 {
+            out[r * 2 + j] = (0..8).map(|k| h[k] * w2[k * 2 + j]).sum::<f32>() + b2[j];
+        }
+    }
+    HostTensor::new([4, 2], out).unwrap()
+}
+
+#[test]
+fn run_softmax_defaults_to_the_sink() {
+    for dev in devices() {
+        let dir = scratch(&format!("softmax-{dev}").replace(':', "_"));
+        let stdout = run_ok(&[
+            "run",
+            &graph("softmax"),
+            "--device",
+            &dev.to_string(),
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(stdout.contains("softmax/div f32 [2, 4]"), "{stdout}");
+        let got = wgflow::npy::read(dir.join("softmax_div.npy")).unwrap();
+        let rows = [[1.0f32, 2.0, 3.0, 4.0], [-1.0, 0.0, 100.0, 0.5]];
+        let mut want = Vec::new();
+        for r in rows {
+            let m = r.iter().cloned().fold(f32::MIN, f32::max);
+            let e: Vec<f32> = r.iter().map(|v| (v - m).exp()).collect();
+            let s: f32 = e.iter().sum();
+            want.extend(e.iter().map(|v| v / s));
+        }
+        let want = HostTensor::new([2, 4], want).unwrap();
+        common::assert_close(&format!("softmax on {dev}"), &got, &want, 1e-5, 1e-7);
+    }
+}
+
+#[test]
+fn plan_and_dot_describe_the_graph() {
+    let stdout = run_ok(&["plan", &graph("mlp"), "--device", "cpu:0"]);
+    for part in [
+        "placement:",
+        "layer1/matmul",
+        "schedule (",
+        "matmul [4, 3] @ [3, 8]",
+        "memory cpu:0: peak",
+    ] {
+        assert!(stdout.contains(part), "{part}: {stdout}");
+    }
+    assert!(
+        stdout.contains("lower bound") && stdout.contains("no reuse"),
+        "{stdout}"
+    );
+    let dot = run_ok(&["dot", &graph("softmax"), "--device", "cpu:0"]);
+    assert!(dot.starts_with("digraph wgflow {"), "{dot}");
+    assert!(dot.contains("subgraph cluster_cpu_0 {"), "{dot}");
+    assert!(dot.contains("softmax/div\\ndiv f32 [2, 4]"), "{dot}");
+    assert!(dot.contains("n0 -> n1"), "{dot}");
+    assert!(dot.trim_end().ends_with('}'));
+}
+
+#[test]
+fn errors_exit_non_zero_with_the_message_on_stderr() {
+    let dir = scratch("errors");
+    let fail = |args: &[&str], fragment: &str| {
+        let out = wgflow(args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = text(&out.stderr);
+        assert!(err.contains(fragment), "{args:?}: stderr was {err}");
+        assert!(
+            err.starts_with("wgflow: ") || err.contains("error:"),
+            "{err}"
+        );
+    };
+    fail(
+        &["run", &graph("mlp"), "--out", dir.to_str().unwrap()],
+        "feed 'x (f32 [4, 3])': needed by the fetches but not fed",
+    );
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        "{\"format\": \"wgflow.graph\", \"version\": 1, \"nodes\": [",
+    )
+    .unwrap();
+    fail(&["run", bad.to_str().unwrap()], "EOF while parsing");
+    fail(&["plan", "/nonexistent/graph.json"], "cannot read");
+    fail(
+        &["run", &graph("add"), "--device", "gpu:99"],
+        "device 'gpu:99'",
+    );
+    fail(&["run", &graph("add"), "--device", "tpu"], "device 'tpu'");
+    fail(&["run", &graph("add"), "--fetch", "nope"], "fetch 'nope'");
+    fail(
+        &["run", &graph("mlp"), "--feed", "x"],
+        "expected NAME=FILE.npy",
+    );
+    let wrong = dir.join("wrong.npy");
+    wgflow::npy::write(&wrong, &HostTensor::from(vec![1.0f32, 2.0])).unwrap();
+    fail(
+        &[
+            "run",
+            &graph("mlp"),
+            "--feed",
+            &format!("x={}", wrong.display()),
+        ],
+        "expected f32 [4, 3], got f32 [2]",
+    );
+    std::fs::write(dir.join("junk.npy"), b"not numpy").unwrap();
+    fail(
+        &[
+            "run",
+            &graph("mlp"),
+            "--feed",
+            &format!("x={}", dir.join("junk.npy").display()),
+        ],
+        "missing the \\x93NUMPY magic",
+    );
+    fail(&["frobnicate"], "unrecognized subcommand");
+}
+
+#[test]
+fn help_covers_every_subcommand() {
+    let top = run_ok(&["--help"]);
+    for sub in ["devices", "run", "plan", "dot"] {
+        assert!(top.contains(sub), "{top}");
+    }
+    let run = run_ok(&["run", "--help"]);
+    for flag in [
+        "--feed <NAME=FILE.npy>",
+        "--fetch <NAME>",
+        "--device <DEVICE>",
+        "--out <DIR>",
+        "GRAPH.json",
+    ] {
+        assert!(run.contains(flag), "{flag}: {run}");
+    }
+    for sub in ["plan", "dot"] {
+        let h = run_ok(&[sub, "--help"]);
+        assert!(
+            h.contains("--fetch <NAME>") && h.contains("--device <DEVICE>"),
+            "{h}"
+        );
+    }
+}
+
+#[test]
+fn dot_has_one_cluster_per_device_and_escapes_names() {
+    let mut g = wgflow::Graph::new();
+    let x = g.placeholder("in\"put", [2], wgflow::DType::F32).unwrap();
+    let y = g.device("cpu:0", |g| g.exp(x)).unwrap();
+    let z = g.relu(y).unwrap();
+    let unused = g.neg(x).unwrap();
+    let default = common::gpus().first().copied().unwrap_or(Device::Cpu);
+    let mut s = common::session_on(&g, default);
+    let plan = s.plan(&[z]).unwrap();
+    let dot = wgflow::trace::dot(&g, &plan);
+    assert!(
+        dot.contains("label=\"in\\\"put\\nplaceholder f32 [2]\""),
+        "{dot}"
+    );
+    assert!(dot.contains("subgraph cluster_cpu_0 {"), "{dot}");
+    let expected_clusters = if default == Device::Cpu { 1 } else { 2 };
+    assert_eq!(
+        dot.matches("subgraph cluster_").count(),
+        expected_clusters,
+        "{dot}"
+    );
+    // The cpu:0 cluster holds exactly the scoped node.
+    let cpu = dot.split("subgraph cluster_cpu_0 {").nth(1).unwrap();
+    let cpu = &cpu[..cpu.find("  }").unwrap()];
+    assert!(cpu.contains(&format!("n{} [", y.index())), "{dot}");
+    if default != Device::Cpu {
+        assert!(!cpu.contains(&format!("n{} [", z.index())), "{dot}");
+    }
+    // A pruned node is drawn dashed, outside every cluster.
+    assert!(
+        dot.contains(&format!(
+            "n{} [label=\"neg\\nneg f32 [2]\", style=dashed];",
+            unused.index()
+        )),
+        "{dot}"
+    );
+    assert!(dot.contains(&format!("n{} -> n{} [label=\"0\"];", y.index(), z.index())));
+}

@@ -1,0 +1,478 @@
+//! GraphDef files: save/load round trips give the same plan and results, the committed
+//! example graphs match the builder API, and hostile files are errors naming the place.
+
+mod common;
+mod example_graphs;
+
+use std::time::{Duration, Instant};
+use wgflow::graph::def::{def_from_json, def_to_json};
+use wgflow::{DType, Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
+
+/// A graph that uses every op, every dtype, scopes, non-finite and base64 constants.
+fn every_op() -> (Graph, Vec<(Tensor, HostTensor)>, Vec<Tensor>) {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2, 3], DType::F32).unwrap();
+    let pos = g.constant([[0.5f32, 1.0, 2.0], [4.0, 0.1, 3.0]]).unwrap();
+    let odd = g
+        .constant([
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            1e-45,
+            3.4e38,
+        ])
+        .unwrap();
+    let big: Vec<f32> = (0..2000).map(|i| (i as f32 * 0.37).sin()).collect();
+    let big = g.constant(big).unwrap();
+    let ints = g.constant([-3i32, 7, i32::MIN]).unwrap();
+    let uints = g.constant([1u32, u32::MAX, 5]).unwrap();
+    let bools = g.constant([true, false, true]).unwrap();
+    let mut fetches = vec![odd, ints, uints, bools];
+    let y = g
+        .name_scope("unary", |g| {
+            let mut y = g.neg(x)?;
+            y = g.abs(y)?;
+            y = g.exp(y)?;
+            y = g.log(y)?;
+            y = g.sqrt(y)?;
+            y = g.tanh(y)?;
+            y = g.sigmoid(y)?;
+            g.relu(y)
+        })
+        .unwrap();
+    fetches.push(y);
+    let b = g
+        .device("gpu:0", |g| {
+            let mut v = vec![g.add(x, pos)?, g.sub(x, pos)?, g.mul(x, pos)?];
+            v.push(g.div(x, pos)?);
+            v.push(g.maximum(x, pos)?);
+            v.push(g.minimum(x, pos)?);
+            v.push(g.pow(pos, x)?);
+            Ok(v)
+        })
+        .unwrap();
+    fetches.extend(&b);
+    let eq = g.equal(x, pos).unwrap();
+    let lt = g.less(x, pos).unwrap();
+    let gt = g.greater(x, pos).unwrap();
+    let sel = g.select(lt, x, pos).unwrap();
+    let cast = g.cast(x, DType::I32).unwrap();
+    let ucast = g.cast(ints, DType::U32).unwrap();
+    fetches.extend([eq, gt, sel, cast, ucast]);
+    let s = g.device("cpu:0", |g| g.sum(x, [1], false)).unwrap();
+    let m = g.mean(x, [0], true).unwrap();
+    let mx = g.max(x, wgflow::Axes::All, false).unwrap();
+    let mn = g.min(ints, [0], true).unwrap();
+    let big_sum = g.sum(big, [0], false).unwrap();
+    let xt = g.transpose(x, &[1, 0]).unwrap();
+    let mm = g.matmul(x, xt).unwrap();
+    let id = g.transpose(x, &[0, 1]).unwrap();
+    let r = g.reshape(id, &[3, -1]).unwrap();
+    let sm = g.softmax(r, -1).unwrap();
+    fetches.extend([s, m, mx, mn, big_sum, mm, sm]);
+    let feed = HostTensor::new([2, 3], vec![-1.5f32, 0.0, 2.25, 3.0, -0.5, 1.0]).unwrap();
+    (g, vec![(x, feed)], fetches)
+}
+
+fn devices() -> Vec<Device> {
+    let mut d = vec![Device::Cpu];
+    d.extend(common::gpus());
+    d
+}
+
+fn session(g: &Graph, device: Device) -> Session {
+    Session::new(
+        g,
+        SessionOptions {
+            default_device: Some(device),
+            soft_placement: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The same tensors by name in a reloaded graph.
+fn rename(from: &Graph, to: &Graph, ts: &[Tensor]) -> Vec<Tensor> {
+    ts.iter()
+        .map(|&t| to.tensor(from.name(t)).expect("same names"))
+        .collect()
+}
+
+#[test]
+fn saved_and_loaded_graph_gives_identical_plan_and_results() {
+    let (g, feeds, fetches) = every_op();
+    let path = std::env::temp_dir().join(format!("wgflow-every-op-{}.json", std::process::id()));
+    g.save(&path).unwrap();
+    let h = Graph::load(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(h.to_def(), g.to_def());
+    assert_eq!(h.to_json(), g.to_json());
+    let text = g.to_json();
+    assert!(
+        text.contains("\"data_base64\": \""),
+        "large constant is base64"
+    );
+    assert!(
+        text.contains("[\"nan\", \"inf\", \"-inf\", -0.0, 1e-45, 3.4e38]"),
+        "{text}"
+    );
+    assert!(text.contains("\"device\": \"gpu:0\""));
+    assert_eq!(h.node(h.tensor("unary/neg").unwrap()).device, None);
+
+    let h_feeds: Vec<(Tensor, HostTensor)> = feeds
+        .iter()
+        .map(|(t, v)| (h.tensor(g.name(*t)).unwrap(), v.clone()))
+        .collect();
+    let h_fetches = rename(&g, &h, &fetches);
+    for dev in devices() {
+        let (mut a, mut b) = (session(&g, dev), session(&h, dev));
+        let (pa, pb) = (a.plan(&fetches).unwrap(), b.plan(&h_fetches).unwrap());
+        assert_eq!(pa.describe(), pb.describe(), "plan on {dev}");
+        let (ra, rb) = (
+            a.run(&feeds, &fetches).unwrap(),
+            b.run(&h_feeds, &h_fetches).unwrap(),
+        );
+        for (k, (x, y)) in ra.iter().zip(&rb).enumerate() {
+            assert_eq!(x.shape(), y.shape());
+            assert_eq!(
+                x.words(),
+                y.words(),
+                "fetch {k} ({}) on {dev}",
+                g.name(fetches[k])
+            );
+        }
+    }
+}
+
+#[test]
+fn constants_round_trip_bit_exactly() {
+    let mut g = Graph::new();
+    let odd: Vec<f32> = vec![
+        0.1,
+        1.0 / 3.0,
+        f32::MIN_POSITIVE,
+        f32::MAX,
+        -f32::MAX,
+        16777217.0,
+    ];
+    let a = g.constant(odd.clone()).unwrap();
+    let b = g.constant(vec![true; 1500]).unwrap();
+    let h = Graph::from_json(&g.to_json()).unwrap();
+    let Op::Constant(va) = &h.node(h.tensor(g.name(a)).unwrap()).op else {
+        panic!("not a constant")
+    };
+    assert_eq!(va.to_vec::<f32>().unwrap(), odd);
+    let Op::Constant(vb) = &h.node(h.tensor(g.name(b)).unwrap()).op else {
+        panic!("not a constant")
+    };
+    assert_eq!(vb.to_vec::<bool>().unwrap(), vec![true; 1500]);
+    assert!(g.to_json().contains("0.1, 0.33333334"));
+}
+
+use wgflow::ops::Op;
+
+#[test]
+fn committed_example_graphs_match_the_builder_api() {
+    let regen = std::env::var("WGFLOW_REGEN").is_ok_and(|v| v == "1");
+    for ex in example_graphs::all() {
+        let path = example_graphs::dir().join(format!("{}.json", ex.stem));
+        let want = ex.graph.to_json();
+        let feed_dir = example_graphs::dir().join(format!("{}.feeds", ex.stem));
+        if regen {
+            std::fs::write(&path, &want).unwrap();
+            if !ex.feeds.is_empty() {
+                std::fs::create_dir_all(&feed_dir).unwrap();
+            }
+            for (name, v) in &ex.feeds {
+                wgflow::npy::write(feed_dir.join(format!("{name}.npy")), v).unwrap();
+            }
+        }
+        let got = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(
+            got,
+            want,
+            "{} is stale: rerun with WGFLOW_REGEN=1",
+            path.display()
+        );
+        for (name, v) in &ex.feeds {
+            let f = wgflow::npy::read(feed_dir.join(format!("{name}.npy"))).unwrap();
+            assert_eq!(&f, v, "feed {name} of {}", ex.stem);
+        }
+        // Loading reproduces the graph exactly.
+        let loaded = Graph::load(&path).unwrap();
+        assert_eq!(loaded.to_def(), ex.graph.to_def());
+    }
+}
+
+/// Every file in tests/graphdef/bad and the fragment its error must contain.
+const BAD: &[(&str, &str)] = &[
+    (
+        "syntax.json",
+        ": line 3, column 14: invalid JSON: expected value",
+    ),
+    ("truncated.json", "invalid JSON: EOF while parsing"),
+    ("not_object.json", ": top level: expected a JSON object"),
+    (
+        "wrong_format.json",
+        ": format: expected \"wgflow.graph\", found \"tensorflow.GraphDef\"",
+    ),
+    ("wrong_version.json", ": version: unsupported version 2"),
+    ("missing_nodes.json", ": nodes: missing"),
+    ("unknown_op.json", ": nodes[1] 'y'.op: unknown op 'conv9d'"),
+    (
+        "dangling_input.json",
+        ": nodes[1] 'y'.inputs[1]: input 'nope' names no node",
+    ),
+    (
+        "cycle.json",
+        ": nodes[0] 'a'.inputs[0]: input 'b' is nodes[1], which comes later",
+    ),
+    (
+        "self_cycle.json",
+        ": nodes[1] 'b'.inputs[0]: input 'b' is the node itself",
+    ),
+    (
+        "duplicate_name.json",
+        ": nodes[1] 'a'.name: duplicate node name 'a'",
+    ),
+    (
+        "huge_placeholder.json",
+        ": nodes[0] 'x'.shape[0]: expected an integer in 0..=2147483648, found 1000000000000",
+    ),
+    (
+        "huge_constant.json",
+        ": nodes[0] 'c'.shape: shape [65536, 65536] has more than 2^31 elements",
+    ),
+    (
+        "float_dim.json",
+        ": nodes[0] 'x'.shape[0]: expected an integer in 0..=2147483648, found 3.5",
+    ),
+    (
+        "deep_rank.json",
+        ": nodes[0] 'x'.shape: 40 entries; at most 32 are allowed",
+    ),
+    (
+        "constant_count.json",
+        ": nodes[0] 'c'.data: 2 values but shape [3] holds 3",
+    ),
+    (
+        "constant_value.json",
+        ": nodes[0] 'c'.data[1]: \"one\" is not a valid f32 value",
+    ),
+    (
+        "i32_range.json",
+        ": nodes[0] 'c'.data[0]: 3000000000 is not a valid i32 value",
+    ),
+    (
+        "f32_range.json",
+        ": nodes[0] 'c'.data[0]: 1e+39 is not a valid f32 value",
+    ),
+    (
+        "base64_char.json",
+        ": nodes[0] 'c'.data_base64: invalid base64 character at offset 3",
+    ),
+    (
+        "base64_length.json",
+        ": nodes[0] 'c'.data_base64: 4 characters but shape [2] needs 12",
+    ),
+    (
+        "bool_word.json",
+        ": nodes[0] 'c'.data_base64: element 0 is 2 but a bool word must be 0 or 1",
+    ),
+    (
+        "attr_type.json",
+        ": nodes[1] 's'.axes: expected an array of integers, found \"0\"",
+    ),
+    (
+        "unknown_dtype.json",
+        ": nodes[0] 'x'.dtype: unknown dtype 'f64'",
+    ),
+    ("unknown_field.json", ": nodes[0] 'x'.shaep: unknown field"),
+    (
+        "bad_device.json",
+        ": nodes[1] 'y'.device: device 'tpu:0': expected gpu:N",
+    ),
+    (
+        "arity.json",
+        ": nodes[1] 'y'.inputs: 'add' takes 2 input(s), 1 given",
+    ),
+    (
+        "declared_shape.json",
+        ": nodes[2] 'y'.shape: declared [4] but the op's shape rule gives [3]",
+    ),
+    (
+        "declared_dtype.json",
+        ": nodes[1] 'y'.dtype: declared f32 but the op's dtype rule gives bool",
+    ),
+    (
+        "broadcast.json",
+        ": nodes[2] 'y': add: shapes [3] and [4] cannot broadcast",
+    ),
+    (
+        "deep_nesting.json",
+        "invalid JSON: recursion limit exceeded",
+    ),
+    (
+        "just_over.json",
+        ": nodes[0] 'x'.shape: shape [2, 1073741825] has more than 2^31 elements",
+    ),
+    ("long_name.json", "aaaa…'.op: unknown op 'conv9d'"),
+    ("empty_name.json", ": nodes[0].name: is empty"),
+];
+
+#[test]
+fn bad_files_are_errors_naming_the_place() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/graphdef/bad");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut listed: Vec<String> = BAD.iter().map(|(f, _)| f.to_string()).collect();
+    listed.sort();
+    assert_eq!(files, listed, "every bad file has an expected message");
+    // Check every file before failing, so one run shows every wrong message.
+    let mut wrong = Vec::new();
+    for (file, fragment) in BAD {
+        let e = Graph::load(dir.join(file)).expect_err(file);
+        let msg = e.to_string();
+        // `load` prefixes the place with the file's path.
+        let ok = matches!(e, Error::GraphDef { .. })
+            && msg.starts_with(&format!("graph file at {}: ", dir.join(file).display()))
+            && msg.contains(fragment);
+        if !ok {
+            wrong.push(format!("{file}: {msg}\n    expected: {fragment}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_largest_declarable_placeholder_loads_without_allocating_for_it() {
+    let text = r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+        {"name": "x", "op": "placeholder", "shape": [65536, 32768], "dtype": "f32"},
+        {"name": "y", "op": "relu", "inputs": ["x"], "shape": [65536, 32768], "dtype": "f32"}]}"#;
+    let start = Instant::now();
+    let g = Graph::from_json(text).unwrap();
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(g.shape(g.tensor("y").unwrap()).numel(), 1 << 31);
+}
+
+/// A small deterministic generator (xorshift64*), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {
+    let mut b = src.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        let len = b.len();
+        match rng.below(6) {
+            0 => b.truncate(rng.below(len)),
+            1 => {
+                let i = rng.below(len);
+                if let Some(x) = b.get_mut(i) {
+                    *x ^= 1 << rng.below(8);
+                }
+            }
+            2 => {
+                // Replace a run of digits with a hostile number.
+                const NUMS: [&str; 8] = [
+                    "1000000000000",
+                    "18446744073709551616",
+                    "-1",
+                    "1e308",
+                    "4294967296",
+                    "0",
+                    "2147483648",
+                    "65536",
+                ];
+                let i = rng.below(len);
+                if let Some(p) = b[i..].iter().position(u8::is_ascii_digit) {
+                    let s = i + p;
+                    let e = s + b[s..].iter().take_while(|c| c.is_ascii_digit()).count();
+                    let n = NUMS[rng.below(NUMS.len())].as_bytes();
+                    b.splice(s..e, n.iter().copied());
+                }
+            }
+            3 => {
+                let (i, j) = (rng.below(len), rng.below(len));
+                let (i, j) = (i.min(j), i.max(j));
+                b.drain(i..j.min(i + 64));
+            }
+            4 => {
+                // Copy a span elsewhere (duplicates names, nodes, brackets).
+                let i = rng.below(len);
+                let span: Vec<u8> = b[i..(i + rng.below(80)).min(len)].to_vec();
+                let at = rng.below(b.len());
+                b.splice(at..at, span);
+            }
+            _ => {
+                let i = rng.below(len);
+                let c = *b"\"[]{},:0-e".get(rng.below(10)).unwrap_or(&b'0');
+                b.insert(i.min(b.len()), c);
+            }
+        }
+    }
+    b
+}
+
+#[test]
+fn arbitrary_mutations_never_panic() {
+    let mut seeds: Vec<String> = example_graphs::all()
+        .iter()
+        .map(|e| e.graph.to_json())
+        .collect();
+    seeds.push(every_op().0.to_json());
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let start = Instant::now();
+    let (mut ok, mut rejected) = (0, 0);
+    for i in 0..2000 {
+        let src = &seeds[i % seeds.len()];
+        let bytes = mutate(&mut rng, src.as_bytes());
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let r = std::panic::catch_unwind(|| Graph::from_json(&text).map(|g| g.len()));
+        match r {
+            Ok(Ok(_)) => ok += 1,
+            Ok(Err(Error::GraphDef { at, .. })) => {
+                assert!(!at.is_empty(), "iteration {i}: an error names a place");
+                rejected += 1
+            }
+            Ok(Err(e)) => panic!("iteration {i}: not a GraphDef error: {e}\n{text}"),
+            Err(_) => panic!("iteration {i}: the loader panicked on:\n{text}"),
+        }
+    }
+    assert!(
+        rejected > 1000,
+        "most mutations are rejected ({ok} accepted)"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "2000 loads took {:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn json_text_and_def_agree() {
+    let ex = example_graphs::mlp();
+    let def = ex.graph.to_def();
+    assert_eq!(def_from_json(&def_to_json(&def)).unwrap(), def);
+    let text = ex.graph.to_json();
+    assert!(text.starts_with("{\n  \"format\": \"wgflow.graph\",\n  \"version\": 1,"));
+    assert!(text.contains(
+        "{\"name\": \"layer1/matmul\", \"op\": \"matmul\", \"inputs\": [\"x\", \"layer1/constant\"], \"shape\": [4, 8], \"dtype\": \"f32\"}"
+    ), "{text}");
+}
