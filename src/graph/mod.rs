@@ -2,8 +2,12 @@
 //! the name and device scopes that builders consult.
 
 mod build;
+mod build_movement;
+mod build_nn;
 
 pub use build::Axes;
+pub use build_movement::PadMode;
+pub use build_nn::Conv2dOptions;
 
 use crate::device::DeviceSpec;
 use crate::ops::Op;

@@ -1,0 +1,92 @@
+//! Reductions (prod, var, std, argmax, argmin, all, any, logsumexp) and NN ops (log_softmax,
+//! layer_norm, linear, conv2d, pooling, batch_norm) against NumPy goldens
+//! (`tests/golden/nn.json`, from `tests/golden/gen_nn.py`) on `cpu:0`, then every GPU
+//! against `cpu:0`.
+
+mod common;
+mod nn_common;
+
+use nn_common::{ints, pair, Case};
+use serde_json::Value as Json;
+use wgflow::{Axes, Conv2dOptions, Graph, Tensor};
+
+const GOLDEN: &str = include_str!("golden/nn.json");
+
+fn build(g: &mut Graph, c: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
+    let a = &c.attrs;
+    let axes = || match &a["axes"] {
+        Json::Null => Axes::All,
+        v => Axes::List(ints(v)),
+    };
+    let keep = || a["keepdims"].as_bool().unwrap();
+    let axis = || a["axis"].as_i64().map(|v| v as isize);
+    let ddof = || a["ddof"].as_u64().unwrap() as usize;
+    let eps = || a["eps"].as_f64().unwrap() as f32;
+    match c.op.as_str() {
+        "prod" => g.prod(x[0], axes(), keep()),
+        "var" => g.var(x[0], axes(), ddof(), keep()),
+        "std" => g.std(x[0], axes(), ddof(), keep()),
+        "logsumexp" => g.logsumexp(x[0], axes(), keep()),
+        "all" => g.all(x[0], axes(), keep()),
+        "any" => g.any(x[0], axes(), keep()),
+        "argmax" => g.argmax(x[0], axis(), keep()),
+        "argmin" => g.argmin(x[0], axis(), keep()),
+        "log_softmax" => g.log_softmax(x[0], axis().unwrap()),
+        "layer_norm" => g.layer_norm(x[0], Some(x[1]), Some(x[2]), axis().unwrap(), eps()),
+        "linear" => g.linear(x[0], x[1], Some(x[2])),
+        "batch_norm" => g.batch_norm(x[0], x[1], x[2], x[3], x[4], eps()),
+        "conv2d" => {
+            let opts = Conv2dOptions {
+                stride: pair(&a["stride"]),
+                padding: pair(&a["padding"]),
+                dilation: pair(&a["dilation"]),
+                groups: a["groups"].as_u64().unwrap() as usize,
+            };
+            g.conv2d(x[0], x[1], x.get(2).copied(), opts)
+        }
+        "max_pool2d" => g.max_pool2d(
+            x[0],
+            pair(&a["kernel"]),
+            pair(&a["stride"]),
+            pair(&a["padding"]),
+        ),
+        "avg_pool2d" => g.avg_pool2d(
+            x[0],
+            pair(&a["kernel"]),
+            pair(&a["stride"]),
+            pair(&a["padding"]),
+        ),
+        other => panic!("golden op {other} has no builder"),
+    }
+}
+
+const OPS: &[&str] = &[
+    "prod",
+    "var",
+    "std",
+    "logsumexp",
+    "all",
+    "any",
+    "argmax",
+    "argmin",
+    "log_softmax",
+    "layer_norm",
+    "linear",
+    "batch_norm",
+    "conv2d",
+    "max_pool2d",
+    "avg_pool2d",
+];
+
+#[test]
+fn nn_ops_on_cpu_match_numpy() {
+    let b = nn_common::build_all(GOLDEN, build);
+    assert!(b.cases.len() > 150, "golden file looks truncated");
+    nn_common::check_cpu(&b, OPS);
+}
+
+#[test]
+fn nn_ops_on_every_gpu_match_cpu() {
+    let b = nn_common::build_all(GOLDEN, build);
+    nn_common::check_gpus(&b);
+}
