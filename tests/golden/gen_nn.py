@@ -374,3 +374,50 @@ for tag, idx, depth in [("vec", [0, 2, 1, 2], 3), ("2d", [[1, 0], [3, 3]], 4), (
     mv.add(f"one_hot_{tag}", "one_hot", {"depth": depth}, [i], want)
 
 mv.dump("movement.json")
+
+# ---------------------------------------------------------------- models (graph-examples/models.rs)
+def det(shape, k, scale):
+    n = int(np.prod(shape))
+    return (np.sin(0.1 * np.arange(n, dtype=np.float64) + k) * scale).astype(F).reshape(shape)
+
+
+def softmax64(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layer_norm64(x, g, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(x.var(-1, keepdims=True) + eps) * g + b
+
+
+def d64(shape, k, scale):
+    return det(shape, k, scale).astype(np.float64)
+
+
+models = Book()
+x = det((2, 1, 8, 8), 0, 1.0)
+c = conv2d_ref(x.astype(np.float64), d64((4, 1, 3, 3), 1, 0.5), d64((4,), 2, 0.1), [1, 1], [1, 1], [1, 1], 1)
+r = np.maximum(c.astype(np.float64), 0)
+p = r.reshape(2, 4, 4, 2, 4, 2).max(axis=(3, 5))
+logits = p.reshape(2, 64) @ d64((64, 10), 3, 0.3) + d64((10,), 4, 0.1)
+models.add("cnn", "cnn", {}, [x], softmax64(logits, -1).astype(F), 1e-4, 1e-6)
+
+x = det((2, 5, 8), 5, 1.0)
+xd = x.astype(np.float64)
+B, S, D, H = 2, 5, 8, 2
+Dh = D // H
+h = layer_norm64(xd, d64((D,), 10, 0.2) + 1, d64((D,), 11, 0.1))
+qkv = []
+for k in range(3):
+    y = h @ d64((D, D), 12 + 2 * k, 0.4) + d64((D,), 13 + 2 * k, 0.1)
+    qkv.append(y.reshape(B, S, H, Dh).transpose(0, 2, 1, 3))
+att = softmax64(qkv[0] @ qkv[1].transpose(0, 1, 3, 2) / math.sqrt(Dh), -1)
+ctx = (att @ qkv[2]).transpose(0, 2, 1, 3).reshape(B, S, D)
+x1 = xd + ctx @ d64((D, D), 18, 0.4) + d64((D,), 19, 0.1)
+h2 = layer_norm64(x1, d64((D,), 20, 0.2) + 1, d64((D,), 21, 0.1))
+hid = h2 @ d64((D, 16), 22, 0.4) + d64((16,), 23, 0.1)
+act = 0.5 * hid * (1 + np.tanh(math.sqrt(2 / math.pi) * (hid + 0.044715 * hid ** 3)))
+out = x1 + act @ d64((16, D), 24, 0.4) + d64((D,), 25, 0.1)
+models.add("transformer", "transformer", {}, [x], out.astype(F), 1e-4, 1e-5)
+models.dump("models.json")
