@@ -7,7 +7,7 @@ mod nn_common;
 
 use nn_common::{ints, Case};
 use serde_json::Value as Json;
-use wgflow::{Axes, Graph, PadMode, SliceArg, Tensor};
+use wgflow::{Axes, Graph, HostTensor, PadMode, SliceArg, Tensor};
 
 const GOLDEN: &str = include_str!("golden/movement.json");
 
@@ -101,4 +101,80 @@ fn movement_ops_on_cpu_match_numpy() {
 fn movement_ops_on_every_gpu_match_cpu() {
     let b = nn_common::build_all(GOLDEN, build);
     nn_common::check_gpus(&b);
+}
+
+/// A movement op whose output exceeds the adapter's largest storage binding fails at plan
+/// time with an error naming the limit (the memory planner checks every value).
+#[test]
+fn a_movement_output_over_the_binding_limit_is_a_clear_error() {
+    for gpu in common::gpus() {
+        let limit = wgflow::devices()
+            .into_iter()
+            .find(|d| d.device == gpu)
+            .unwrap()
+            .limits
+            .max_storage_buffer_binding_size;
+        let n = (limit / 4 / 2 + 1) as usize;
+        let mut g = Graph::new();
+        let x = g.placeholder("half", [n], wgflow::DType::F32).unwrap();
+        let y = g.tile(x, &[2]).unwrap();
+        let mut s = common::session_on(&g, gpu);
+        let err = s.plan(&[y]).unwrap_err().to_string();
+        assert!(err.contains("max_storage_buffer_binding_size"), "{err}");
+    }
+}
+
+#[test]
+fn bad_movement_arguments_are_build_errors_naming_the_op_and_caller() {
+    let mut g = Graph::new();
+    let x = g
+        .constant(HostTensor::new([2, 3], vec![0.0f32; 6]).unwrap())
+        .unwrap();
+    let idx = g
+        .constant(HostTensor::new([2], vec![1i32, 2]).unwrap())
+        .unwrap();
+    let bad_idx = g
+        .constant(HostTensor::new([2], vec![0i32, -3]).unwrap())
+        .unwrap();
+    let errs = [
+        g.take(x, bad_idx, 0).unwrap_err().to_string(),
+        g.take(x, x, 0).unwrap_err().to_string(),
+        g.slice(x, &[SliceArg::range(2, 1)])
+            .unwrap_err()
+            .to_string(),
+        g.slice(x, &[SliceArg::new(None, None, 0)])
+            .unwrap_err()
+            .to_string(),
+        g.squeeze(x, Some(&[0])).unwrap_err().to_string(),
+        g.expand_dims(x, 4).unwrap_err().to_string(),
+        g.broadcast_to(x, &[3, 3]).unwrap_err().to_string(),
+        g.concat(&[x, idx], 0).unwrap_err().to_string(),
+        g.split(x, 2, 1).unwrap_err().to_string(),
+        g.pad(x, &[(2, 0)], PadMode::Reflect)
+            .unwrap_err()
+            .to_string(),
+        g.tile(x, &[0]).unwrap_err().to_string(),
+        g.one_hot(x, 3).unwrap_err().to_string(),
+    ];
+    let ops = [
+        "take",
+        "take",
+        "slice",
+        "slice",
+        "squeeze",
+        "expand_dims",
+        "broadcast_to",
+        "concat",
+        "split",
+        "pad",
+        "tile",
+        "one_hot",
+    ];
+    for (e, op) in errs.iter().zip(ops) {
+        assert!(e.starts_with(op), "{e}");
+        assert!(e.contains("tests/ops_movement.rs"), "{e}");
+    }
+    assert!(errs[0].contains("index -3 is out of range"), "{}", errs[0]);
+    assert!(errs[2].contains("empty"), "{}", errs[2]);
+    assert!(errs[3].contains("step cannot be zero"), "{}", errs[3]);
 }

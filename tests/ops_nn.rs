@@ -90,3 +90,88 @@ fn nn_ops_on_every_gpu_match_cpu() {
     let b = nn_common::build_all(GOLDEN, build);
     nn_common::check_gpus(&b);
 }
+
+mod props {
+    use super::common;
+    use proptest::prelude::*;
+    use wgflow::{Axes, DType, Device, Graph, HostTensor, Session, Shape};
+
+    /// A shape of rank 1..=4, data with occasional NaN/±inf, and an axis subset written with
+    /// randomly negative axes.
+    fn case() -> impl Strategy<Value = (Vec<usize>, Vec<f32>, Vec<isize>, bool, usize)> {
+        prop::collection::vec(1usize..5, 1..=4).prop_flat_map(|dims| {
+            let n: usize = dims.iter().product();
+            let r = dims.len();
+            let value = prop_oneof![
+                20 => -3.0f32..3.0,
+                1 => Just(f32::NAN),
+                1 => Just(f32::INFINITY),
+                1 => Just(f32::NEG_INFINITY),
+            ];
+            (
+                Just(dims),
+                prop::collection::vec(value, n),
+                prop::collection::vec((any::<bool>(), any::<bool>()), r).prop_map(move |picks| {
+                    picks
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (take, _))| *take)
+                        .map(|(k, (_, neg))| {
+                            if *neg {
+                                k as isize - r as isize
+                            } else {
+                                k as isize
+                            }
+                        })
+                        .collect::<Vec<isize>>()
+                }),
+                any::<bool>(),
+                0..r,
+            )
+        })
+    }
+
+    fn run(
+        g: &Graph,
+        device: Device,
+        feeds: &[(wgflow::Tensor, HostTensor)],
+        outs: &[wgflow::Tensor],
+    ) -> Vec<HostTensor> {
+        let mut s: Session = common::session_on(g, device);
+        s.run(feeds, outs).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Every reduction over random axes, with NaN/inf in the data: every GPU equals `cpu:0`.
+        #[test]
+        fn reductions_over_random_axes_agree_on_every_gpu((dims, data, axes, keep, arg_axis) in case()) {
+            let gpus = common::gpus();
+            let mut g = Graph::new();
+            let x = g.placeholder("x", Shape::new(dims.clone()), DType::F32).unwrap();
+            let a = || Axes::List(axes.clone());
+            let outs = vec![
+                g.sum(x, a(), keep).unwrap(),
+                g.mean(x, a(), keep).unwrap(),
+                g.max(x, a(), keep).unwrap(),
+                g.min(x, a(), keep).unwrap(),
+                g.prod(x, a(), keep).unwrap(),
+                g.all(x, a(), keep).unwrap(),
+                g.any(x, a(), keep).unwrap(),
+                g.var(x, a(), 0, keep).unwrap(),
+                g.logsumexp(x, a(), keep).unwrap(),
+                g.argmax(x, Some(arg_axis as isize), keep).unwrap(),
+                g.argmin(x, None, keep).unwrap(),
+            ];
+            let feeds = [(x, HostTensor::new(dims.clone(), data.clone()).unwrap())];
+            let cpu = run(&g, Device::Cpu, &feeds, &outs);
+            for gpu in gpus {
+                let got = run(&g, gpu, &feeds, &outs);
+                for (k, (o, w)) in got.iter().zip(&cpu).enumerate() {
+                    common::assert_close(&format!("{gpu} reduction #{k} of {dims:?} over {axes:?}"), o, w, 1e-5, 1e-6);
+                }
+            }
+        }
+    }
+}

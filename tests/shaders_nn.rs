@@ -34,8 +34,14 @@ fn reductions_validate_for_every_dtype_and_axes() {
             (ReduceOp::Prod, vec![DType::F32, DType::I32, DType::U32]),
             (ReduceOp::ArgMax, vec![DType::F32, DType::I32, DType::U32]),
             (ReduceOp::ArgMin, vec![DType::F32, DType::I32, DType::U32]),
-            (ReduceOp::All, vec![DType::Bool]),
-            (ReduceOp::Any, vec![DType::Bool]),
+            (
+                ReduceOp::All,
+                vec![DType::Bool, DType::F32, DType::I32, DType::U32],
+            ),
+            (
+                ReduceOp::Any,
+                vec![DType::Bool, DType::F32, DType::I32, DType::U32],
+            ),
         ];
         for (op, dtypes) in cases {
             for dtype in dtypes {

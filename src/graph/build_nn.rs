@@ -385,14 +385,8 @@ impl Graph {
         };
         let (axes, shape) = reduce::reduce_shape(self.shape(x), list, keepdims)
             .map_err(|m| Error::build(op.name(), loc, m))?;
-        let b = if self.dtype(x) == DType::Bool {
-            x
-        } else {
-            let n = self.check(x, op.name(), loc)?;
-            let s = self.shape(x).clone();
-            self.push(Op::Cast(DType::Bool), &[n], s, DType::Bool, "cast", loc)
-        };
-        let n = self.check(b, op.name(), loc)?;
+        // Non-bool input is tested in the kernel (NaN-safe), not through a cast.
+        let n = self.check(x, op.name(), loc)?;
         Ok(self.push(
             Op::Reduce { op, axes },
             &[n],

@@ -146,8 +146,8 @@ impl ReduceKernel {
             ReduceOp::Prod => BinaryOp::Mul,
             ReduceOp::Max => BinaryOp::Maximum,
             ReduceOp::Min => BinaryOp::Minimum,
-            ReduceOp::All => return vals.all(|v| v != 0) as u32,
-            ReduceOp::Any => return vals.any(|v| v != 0) as u32,
+            ReduceOp::All => return vals.all(|v| truthy(d, v)) as u32,
+            ReduceOp::Any => return vals.any(|v| truthy(d, v)) as u32,
             ReduceOp::ArgMax | ReduceOp::ArgMin => {
                 let better = if self.op == ReduceOp::ArgMax {
                     BinaryOp::Greater
@@ -240,8 +240,11 @@ impl ReduceKernel {
         let combine = match (self.op, d.is_float()) {
             (ReduceOp::Sum | ReduceOp::Mean, _) => "acc + v",
             (ReduceOp::Prod, _) => "acc * v",
-            (ReduceOp::All, _) => "acc && v",
-            (ReduceOp::Any, _) => "acc || v",
+            // NaN is true; the bit test keeps fast-math drivers from folding `NaN != 0` to false.
+            (ReduceOp::All, true) => "acc && (v != 0.0 || wgf_isnan(v))",
+            (ReduceOp::Any, true) => "acc || (v != 0.0 || wgf_isnan(v))",
+            (ReduceOp::All, false) => "acc && (v != OTHER_ZERO)",
+            (ReduceOp::Any, false) => "acc || (v != OTHER_ZERO)",
             (ReduceOp::Max, true) => "wgf_max(acc, v)",
             (ReduceOp::Min, true) => "wgf_min(acc, v)",
             (ReduceOp::Max, false) => "max(acc, v)",
@@ -264,7 +267,7 @@ impl ReduceKernel {
             ("INIT", init),
             ("START", start.to_string()),
             ("LOAD", codegen::load("in0", "base + off", d)),
-            ("COMBINE", combine.to_string()),
+            ("COMBINE", combine.replace("OTHER_ZERO", &zero_of(d))),
             ("STORE", codegen::store("out", "o", &finish, out_d)),
         ]);
         codegen::fill_template(include_str!("../../shaders/reduce.wgsl"), &values)
@@ -280,6 +283,22 @@ fn offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
         rem /= dims[k];
     }
     off
+}
+
+/// NumPy truthiness of one element: non-zero, with NaN true and -0.0 false.
+fn truthy(d: DType, w: u32) -> bool {
+    match d {
+        DType::F32 => f32::from_bits(w) != 0.0,
+        _ => w != 0,
+    }
+}
+
+/// The zero literal compared against in `all`/`any` (bools load as `bool`).
+fn zero_of(d: DType) -> String {
+    match d {
+        DType::Bool => "false".into(),
+        _ => codegen::literal(d, 0),
+    }
 }
 
 fn one_word(d: DType) -> u32 {

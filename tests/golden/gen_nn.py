@@ -125,9 +125,12 @@ for tag, shape, axes in RED_SHAPES:
 # all/any on ones and f32 input (x != 0, NaN is true)
 ones = np.ones((2, 3), np.bool_)
 nn.add("all_true", "all", {"axes": None, "keepdims": False}, [ones], np.all(ones))
-xf = np.array([[0.0, np.nan, 2.0], [0.0, 0.0, 0.0]], F)
+xf = np.array([[0.0, np.nan, 2.0], [0.0, 0.0, 0.0], [np.nan, np.nan, np.nan], [-0.0, -0.0, 1.0]], F)
 nn.add("any_f32", "any", {"axes": [1], "keepdims": False}, [xf], np.any(xf, axis=1))
 nn.add("all_f32", "all", {"axes": [1], "keepdims": False}, [xf], np.all(xf, axis=1))
+xi = np.array([[0, -1], [3, 3]], np.int32)
+nn.add("all_i32", "all", {"axes": [1], "keepdims": False}, [xi], np.all(xi, axis=1))
+nn.add("any_i32", "any", {"axes": [0], "keepdims": True}, [xi], np.any(xi, axis=0, keepdims=True))
 # logsumexp edge values: large, all -inf, +inf, NaN rows
 xe = np.array([[1e4, 1e4 - 1, 0], [-np.inf, -np.inf, -np.inf], [np.inf, 0, 1], [np.nan, 0, 1]], F)
 want = np.array([1e4 + math.log(1 + math.exp(-1)), -np.inf, np.inf, np.nan], F)
