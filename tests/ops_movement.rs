@@ -178,3 +178,15 @@ fn bad_movement_arguments_are_build_errors_naming_the_op_and_caller() {
     assert!(errs[2].contains("empty"), "{}", errs[2]);
     assert!(errs[3].contains("step cannot be zero"), "{}", errs[3]);
 }
+
+/// Every op this file tests has a row in docs/ops_nn.md.
+#[test]
+fn every_tested_op_has_a_docs_row() {
+    let doc = include_str!("../docs/ops_nn.md");
+    for op in OPS {
+        assert!(
+            doc.contains(&format!("| `{op}` |")),
+            "docs/ops_nn.md has no row for {op}"
+        );
+    }
+}

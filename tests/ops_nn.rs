@@ -175,3 +175,16 @@ mod props {
         }
     }
 }
+
+/// Every op this file tests has a row in docs/ops_nn.md,
+/// so the table cannot drift from the code.
+#[test]
+fn every_tested_op_has_a_docs_row() {
+    let doc = include_str!("../docs/ops_nn.md");
+    for op in OPS {
+        assert!(
+            doc.contains(&format!("| `{op}` |")),
+            "docs/ops_nn.md has no row for {op}"
+        );
+    }
+}
