@@ -188,3 +188,87 @@ fn every_tested_op_has_a_docs_row() {
         );
     }
 }
+
+#[test]
+fn bad_nn_arguments_are_build_errors_naming_the_op_and_caller() {
+    use wgflow::{DType, HostTensor};
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [1, 4, 5, 5], DType::F32).unwrap();
+    let w = g.placeholder("w", [6, 3, 3, 3], DType::F32).unwrap();
+    let c4 = g.placeholder("c4", [4], DType::F32).unwrap();
+    let c3 = g.placeholder("c3", [3], DType::F32).unwrap();
+    let b = g
+        .constant(HostTensor::new([2], vec![true, false]).unwrap())
+        .unwrap();
+    let i = g
+        .constant(HostTensor::new([2], vec![1i32, 2]).unwrap())
+        .unwrap();
+    let mut other = Graph::new();
+    let foreign = other.placeholder("f", [1, 4, 5, 5], DType::F32).unwrap();
+    let big = Conv2dOptions {
+        dilation: [4, 4],
+        ..Default::default()
+    };
+    let w4 = g.placeholder("w4", [6, 4, 9, 1], DType::F32).unwrap();
+    let errs = [
+        g.conv2d(x, w, None, Conv2dOptions::default())
+            .unwrap_err()
+            .to_string(),
+        g.conv2d(
+            x,
+            w,
+            None,
+            Conv2dOptions {
+                groups: 0,
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string(),
+        g.conv2d(x, w4, None, big).unwrap_err().to_string(),
+        g.max_pool2d(x, [2, 2], [2, 2], [2, 0])
+            .unwrap_err()
+            .to_string(),
+        g.avg_pool2d(c4, [2, 2], [1, 1], [0, 0])
+            .unwrap_err()
+            .to_string(),
+        g.argmax(b, None, false).unwrap_err().to_string(),
+        g.argmin(x, Some(4), false).unwrap_err().to_string(),
+        g.var(i, Axes::All, 0, false).unwrap_err().to_string(),
+        g.logsumexp(x, [1, 1], false).unwrap_err().to_string(),
+        g.batch_norm(x, c4, c4, c3, c4, 1e-5)
+            .unwrap_err()
+            .to_string(),
+        g.batch_norm(foreign, c4, c4, c4, c4, 1e-5)
+            .unwrap_err()
+            .to_string(),
+        g.layer_norm(i, None, None, -1, 1e-5)
+            .unwrap_err()
+            .to_string(),
+        g.prod(b, Axes::All, false).unwrap_err().to_string(),
+    ];
+    let ops = [
+        "conv2d",
+        "conv2d",
+        "conv2d",
+        "max_pool2d",
+        "avg_pool2d",
+        "argmax",
+        "argmin",
+        "var",
+        "logsumexp",
+        "batch_norm",
+        "batch_norm",
+        "layer_norm",
+        "prod",
+    ];
+    for (e, op) in errs.iter().zip(ops) {
+        assert!(e.starts_with(op), "{e}");
+        assert!(e.contains("tests/ops_nn.rs"), "{e}");
+    }
+    assert!(errs[0].contains("groups"), "{}", errs[0]);
+    assert!(errs[2].contains("does not fit"), "{}", errs[2]);
+    assert!(errs[3].contains("at most half"), "{}", errs[3]);
+    assert!(errs[8].contains("repeated"), "{}", errs[8]);
+    assert!(errs[10].contains("another graph"), "{}", errs[10]);
+}

@@ -190,6 +190,7 @@ impl Graph {
         eps: f32,
     ) -> Result<Tensor> {
         let loc = Location::caller();
+        self.check(x, "batch_norm", loc)?;
         let shape = self.shape(x).clone();
         if shape.rank() < 2 || self.dtype(x) != DType::F32 {
             return Err(Error::build(
