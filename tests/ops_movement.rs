@@ -190,3 +190,53 @@ fn every_tested_op_has_a_docs_row() {
         );
     }
 }
+
+mod props {
+    use super::common;
+    use proptest::prelude::*;
+    use wgflow::{DType, Device, Graph, HostTensor, PadMode, SliceArg};
+
+    fn arg() -> impl Strategy<Value = SliceArg> {
+        (
+            prop::option::of(-6isize..6),
+            prop::option::of(-6isize..6),
+            prop_oneof![-3isize..0, 1isize..4],
+        )
+            .prop_map(|(a, b, s)| SliceArg::new(a, b, s))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Random slices (any step sign), flips, pads, tiles and concats of a random i32 tensor:
+        /// every GPU equals `cpu:0` word for word. Empty slices must be build errors.
+        #[test]
+        fn random_movement_agrees_on_every_gpu(
+            dims in prop::collection::vec(1usize..5, 1..=3),
+            args in prop::collection::vec(arg(), 0..=3),
+            pad in (0usize..3, 0usize..3),
+            reps in prop::collection::vec(1usize..3, 1..=3),
+        ) {
+            let n: usize = dims.iter().product();
+            let data: Vec<i32> = (0..n as i32).map(|v| v * 7 - 11).collect();
+            let mut g = Graph::new();
+            let x = g.placeholder("x", dims.clone(), DType::I32).unwrap();
+            let mut outs = vec![g.flip(x, -1).unwrap(), g.tile(x, &reps).unwrap()];
+            outs.push(g.pad(x, &[pad], PadMode::Constant(-5.0)).unwrap());
+            outs.push(g.concat(&[x, outs[0], x], 0).unwrap());
+            let args: Vec<SliceArg> = args.into_iter().take(dims.len()).collect();
+            match g.slice(x, &args) {
+                Ok(s) => outs.push(s),
+                Err(e) => prop_assert!(e.to_string().contains("empty"), "{}", e),
+            }
+            let feeds = [(x, HostTensor::new(dims.clone(), data).unwrap())];
+            let cpu = common::session_on(&g, Device::Cpu).run(&feeds, &outs).unwrap();
+            for gpu in common::gpus() {
+                let got = common::session_on(&g, gpu).run(&feeds, &outs).unwrap();
+                for (k, (o, w)) in got.iter().zip(&cpu).enumerate() {
+                    prop_assert_eq!(o.words(), w.words(), "{} output #{} of {:?} {:?}", gpu, k, dims, args);
+                }
+            }
+        }
+    }
+}
