@@ -14,5 +14,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let v = {{LOAD}};
         acc = {{COMBINE}};
     }
-    out[o] = {{FINISH}};
+    {{STORE}};
 }

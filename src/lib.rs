@@ -46,7 +46,9 @@ pub use device::{devices, visible_devices, Device, DeviceSpec, PhysicalDevice};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Axes, Graph, Tensor};
+pub use graph::{Conv2dOptions, PadMode};
 pub use host::{Element, HostTensor};
+pub use ops::SliceArg;
 pub use session::{Counters, Session, SessionOptions};
 pub use shape::Shape;
 

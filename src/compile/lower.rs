@@ -6,7 +6,10 @@ use super::place::Placed;
 use super::{Plan, Source, Step, StepKind, Value, ValueId};
 use crate::device::Device;
 use crate::graph::{Graph, Tensor};
-use crate::ops::{ElementwiseKernel, Expr, Kernel, MatMulKernel, Op, PermuteKernel, ReduceKernel};
+use crate::ops::{
+    ConcatKernel, Conv2dKernel, ElementwiseKernel, Expr, GatherKernel, Kernel, MatMulKernel, Op,
+    PadKernel, PermuteKernel, PoolKernel, ReduceKernel, StridedKernel,
+};
 use crate::{Error, Result};
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
@@ -148,7 +151,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
             Op::Reduce { op, axes } => Kernel::Reduce(ReduceKernel {
                 op: *op,
                 in_shape: in_desc(&l, 0).0,
-                dtype: node.dtype,
+                dtype: in_desc(&l, 0).1,
                 axes: axes.clone(),
                 out_shape: node.shape.clone(),
             }),
@@ -165,6 +168,46 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 perm: perm.clone(),
                 out_shape: node.shape.clone(),
                 dtype: node.dtype,
+            }),
+            Op::Strided {
+                kind,
+                offset,
+                strides,
+            } => Kernel::Strided(StridedKernel {
+                kind: *kind,
+                out_shape: node.shape.clone(),
+                offset: *offset,
+                strides: strides.clone(),
+            }),
+            Op::Concat(axis) => Kernel::Concat(ConcatKernel {
+                in_shapes: (0..inputs.len()).map(|i| in_desc(&l, i).0).collect(),
+                axis: *axis,
+                out_shape: node.shape.clone(),
+            }),
+            Op::Pad { before, value } => Kernel::Pad(PadKernel {
+                in_shape: in_desc(&l, 0).0,
+                before: before.clone(),
+                value: *value,
+                out_shape: node.shape.clone(),
+            }),
+            Op::Gather(axis) => Kernel::Gather(GatherKernel {
+                x_shape: in_desc(&l, 0).0,
+                indices: in_desc(&l, 1).0.numel(),
+                axis: *axis,
+                out_shape: node.shape.clone(),
+            }),
+            Op::Conv2d { window, groups } => Kernel::Conv2d(Conv2dKernel {
+                x: in_desc(&l, 0).0,
+                w: in_desc(&l, 1).0,
+                window: *window,
+                groups: *groups,
+                out: node.shape.clone(),
+            }),
+            Op::Pool { kind, window } => Kernel::Pool(PoolKernel {
+                kind: *kind,
+                x: in_desc(&l, 0).0,
+                window: *window,
+                out: node.shape.clone(),
             }),
             other => {
                 return Err(Error::Internal(format!(

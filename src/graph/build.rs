@@ -255,7 +255,7 @@ impl Graph {
         })
     }
 
-    fn unary(&mut self, op: UnaryOp, x: Tensor, loc: Loc) -> Result<Tensor> {
+    pub(crate) fn unary(&mut self, op: UnaryOp, x: Tensor, loc: Loc) -> Result<Tensor> {
         let n = self.check(x, op.name(), loc)?;
         let dtype = op.result_dtype(self.dtype(x)).map_err(|ok| {
             Error::build(
@@ -268,7 +268,13 @@ impl Graph {
         Ok(self.push(Op::Unary(op), &[n], shape, dtype, op.name(), loc))
     }
 
-    fn binary(&mut self, op: BinaryOp, a: Tensor, b: Tensor, loc: Loc) -> Result<Tensor> {
+    pub(crate) fn binary(
+        &mut self,
+        op: BinaryOp,
+        a: Tensor,
+        b: Tensor,
+        loc: Loc,
+    ) -> Result<Tensor> {
         let (na, nb) = (
             self.check(a, op.name(), loc)?,
             self.check(b, op.name(), loc)?,
@@ -299,7 +305,7 @@ impl Graph {
         Ok(self.push(Op::Binary(op), &[na, nb], shape, dtype, op.name(), loc))
     }
 
-    fn reduce(
+    pub(crate) fn reduce(
         &mut self,
         op: ReduceOp,
         x: Tensor,

@@ -2,9 +2,13 @@
 //! the name and device scopes that builders consult.
 
 mod build;
+mod build_movement;
+mod build_nn;
 pub mod def;
 
 pub use build::Axes;
+pub use build_movement::PadMode;
+pub use build_nn::Conv2dOptions;
 pub use def::{GraphDef, NodeDef};
 
 use crate::device::DeviceSpec;

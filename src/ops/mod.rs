@@ -5,11 +5,15 @@
 pub mod elementwise;
 pub mod matmul;
 pub mod movement;
+pub mod nn;
 pub mod reduce;
 
 pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, UnaryOp};
 pub use matmul::{Epilogue, EpilogueInput, MatMulKernel};
-pub use movement::PermuteKernel;
+pub use movement::{
+    ConcatKernel, GatherKernel, PadKernel, PermuteKernel, SliceArg, StridedKernel, StridedKind,
+};
+pub use nn::{Conv2dKernel, PoolKernel, PoolKind, Window};
 pub use reduce::{ReduceKernel, ReduceOp};
 
 use crate::{DType, HostTensor};
@@ -34,6 +38,30 @@ pub enum Op {
     /// A view with the node's shape: no data moves.
     Reshape,
     Permute(Vec<usize>),
+    /// `out[i] = in[offset + Σ coord_k * strides[k]]` over the contiguous input, signed strides.
+    Strided {
+        kind: StridedKind,
+        offset: i64,
+        strides: Vec<i64>,
+    },
+    /// Concatenate all inputs along an axis.
+    Concat(usize),
+    /// Constant padding: `before[k]` elements ahead of axis `k`; `value` is the raw word.
+    Pad {
+        before: Vec<usize>,
+        value: u32,
+    },
+    /// `take(x, indices, axis)` with i32 indices (clamped; see [`GatherKernel`]).
+    Gather(usize),
+    /// NCHW × OIHW convolution.
+    Conv2d {
+        window: Window,
+        groups: usize,
+    },
+    Pool {
+        kind: PoolKind,
+        window: Window,
+    },
 }
 
 impl Op {
@@ -50,6 +78,12 @@ impl Op {
             Op::MatMul => "matmul",
             Op::Reshape => "reshape",
             Op::Permute(_) => "transpose",
+            Op::Strided { kind, .. } => kind.name(),
+            Op::Concat(_) => "concat",
+            Op::Pad { .. } => "pad",
+            Op::Gather(_) => "take",
+            Op::Conv2d { .. } => "conv2d",
+            Op::Pool { kind, .. } => kind.name(),
         }
     }
 
@@ -79,6 +113,12 @@ pub enum Kernel {
     Reduce(ReduceKernel),
     MatMul(MatMulKernel),
     Permute(PermuteKernel),
+    Strided(StridedKernel),
+    Concat(ConcatKernel),
+    Pad(PadKernel),
+    Gather(GatherKernel),
+    Conv2d(Conv2dKernel),
+    Pool(PoolKernel),
 }
 
 impl Kernel {
@@ -94,6 +134,12 @@ impl Kernel {
                 Some(e) => format!("matmul {} @ {} then {}", k.a, k.b, e.expr.describe()),
             },
             Kernel::Permute(k) => format!("transpose {:?} of {}", k.perm, k.in_shape),
+            Kernel::Strided(k) => format!("{} to {}", k.kind.name(), k.out_shape),
+            Kernel::Concat(k) => format!("concat axis {} to {}", k.axis, k.out_shape),
+            Kernel::Pad(k) => format!("pad {} to {}", k.in_shape, k.out_shape),
+            Kernel::Gather(k) => format!("take axis {} of {}", k.axis, k.x_shape),
+            Kernel::Conv2d(k) => format!("conv2d {} * {}", k.x, k.w),
+            Kernel::Pool(k) => format!("{} {:?} of {}", k.kind.name(), k.window.kernel, k.x),
         }
     }
 
@@ -104,6 +150,12 @@ impl Kernel {
             Kernel::Reduce(k) => k.wgsl(),
             Kernel::MatMul(k) => k.wgsl(),
             Kernel::Permute(k) => k.wgsl(),
+            Kernel::Strided(k) => k.wgsl(),
+            Kernel::Concat(k) => k.wgsl(),
+            Kernel::Pad(k) => k.wgsl(),
+            Kernel::Gather(k) => k.wgsl(),
+            Kernel::Conv2d(k) => k.wgsl(),
+            Kernel::Pool(k) => k.wgsl(),
         }
     }
 
@@ -114,6 +166,12 @@ impl Kernel {
             Kernel::Reduce(k) => k.run_cpu(inputs[0]),
             Kernel::MatMul(k) => k.run_cpu(inputs),
             Kernel::Permute(k) => k.run_cpu(inputs[0]),
+            Kernel::Strided(k) => k.run_cpu(inputs[0]),
+            Kernel::Concat(k) => k.run_cpu(inputs),
+            Kernel::Pad(k) => k.run_cpu(inputs[0]),
+            Kernel::Gather(k) => k.run_cpu(inputs[0], inputs[1]),
+            Kernel::Conv2d(k) => k.run_cpu(inputs[0], inputs[1]),
+            Kernel::Pool(k) => k.run_cpu(inputs[0]),
         }
     }
 
@@ -144,9 +202,15 @@ impl Kernel {
     pub fn invocations(&self) -> u64 {
         match self {
             Kernel::Elementwise(k) => k.invocations(),
-            Kernel::Reduce(k) => k.out_shape.numel() as u64,
             Kernel::MatMul(k) => k.invocations(),
+            Kernel::Reduce(k) => k.out_shape.numel() as u64,
             Kernel::Permute(k) => k.out_shape.numel() as u64,
+            Kernel::Strided(k) => k.out_shape.numel() as u64,
+            Kernel::Concat(k) => k.out_shape.numel() as u64,
+            Kernel::Pad(k) => k.out_shape.numel() as u64,
+            Kernel::Gather(k) => k.out_shape.numel() as u64,
+            Kernel::Conv2d(k) => k.out.numel() as u64,
+            Kernel::Pool(k) => k.out.numel() as u64,
         }
     }
 }

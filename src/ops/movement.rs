@@ -1,4 +1,9 @@
-//! Movement ops: reshape (a view: no kernel, no copy) and transpose/permute (a strided copy).
+//! Movement ops: reshape/squeeze/expand_dims (views: no kernel, no copy), transpose/permute,
+//! and index-math copies: one signed-stride gather (slice with any step, flip, broadcast_to),
+//! concat, constant pad, and gather along an axis. Composites (stack, split, tile, reflect
+//! pad, one_hot) are built from these in `graph/build_movement.rs`.
+//!
+//! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::{DType, Shape};
@@ -115,5 +120,373 @@ impl PermuteKernel {
                 ("BODY", body.finish()),
             ],
         )
+    }
+}
+
+/// What a [`StridedKernel`] node was built as (for names and messages only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StridedKind {
+    Slice,
+    Flip,
+    BroadcastTo,
+}
+
+impl StridedKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StridedKind::Slice => "slice",
+            StridedKind::Flip => "flip",
+            StridedKind::BroadcastTo => "broadcast_to",
+        }
+    }
+}
+
+/// One axis of a slice, Python's `start:stop:step` (`None` takes the default for the step's sign).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceArg {
+    pub start: Option<isize>,
+    pub stop: Option<isize>,
+    pub step: isize,
+}
+
+impl SliceArg {
+    /// `:` (the whole axis).
+    pub fn full() -> Self {
+        SliceArg::new(None, None, 1)
+    }
+
+    /// `start:stop`.
+    pub fn range(start: isize, stop: isize) -> Self {
+        SliceArg::new(Some(start), Some(stop), 1)
+    }
+
+    pub fn new(start: Option<isize>, stop: Option<isize>, step: isize) -> Self {
+        SliceArg { start, stop, step }
+    }
+
+    /// Python's `slice.indices(n)` and the element count: `(start, step, count)`.
+    pub fn resolve(&self, n: usize) -> Result<(isize, isize, usize), String> {
+        let (n, step) = (n as isize, self.step);
+        if step == 0 {
+            return Err("slice step cannot be zero".into());
+        }
+        let fix = |v: isize, lo: isize, hi: isize| {
+            let v = if v < 0 { v + n } else { v };
+            v.clamp(lo, hi)
+        };
+        let (start, stop) = if step > 0 {
+            (
+                self.start.map_or(0, |v| fix(v, 0, n)),
+                self.stop.map_or(n, |v| fix(v, 0, n)),
+            )
+        } else {
+            (
+                self.start.map_or(n - 1, |v| fix(v, -1, n - 1)),
+                self.stop.map_or(-1, |v| fix(v, -1, n - 1)),
+            )
+        };
+        let span = if step > 0 { stop - start } else { start - stop };
+        let count = if span <= 0 {
+            0
+        } else {
+            (span + step.abs() - 1) / step.abs()
+        };
+        Ok((start, step, count as usize))
+    }
+}
+
+/// Shape rule for slice: one [`SliceArg`] per leading axis (missing trailing axes are `:`).
+/// Returns the output shape, the word offset of the first element and the signed strides.
+pub fn slice_plan(input: &Shape, args: &[SliceArg]) -> Result<(Shape, i64, Vec<i64>), String> {
+    if args.len() > input.rank() {
+        return Err(format!(
+            "{} slice arguments for shape {input} of rank {}",
+            args.len(),
+            input.rank()
+        ));
+    }
+    let strides = input.strides();
+    let (mut dims, mut offset, mut out_strides) = (Vec::new(), 0i64, Vec::new());
+    for (k, &n) in input.dims().iter().enumerate() {
+        let arg = args.get(k).copied().unwrap_or_else(SliceArg::full);
+        let (start, step, count) = arg.resolve(n)?;
+        if count == 0 {
+            return Err(format!(
+                "slice {arg:?} of axis {k} (size {n}) is empty: empty tensors are not supported"
+            ));
+        }
+        dims.push(count);
+        offset += start as i64 * strides[k] as i64;
+        out_strides.push(step as i64 * strides[k] as i64);
+    }
+    Ok((Shape(dims), offset, out_strides))
+}
+
+/// Signed-offset addressing: `let name = u32(offset + Σ coord_k(linear) * strides[k])`.
+fn signed_index(
+    w: &mut Writer,
+    name: &str,
+    linear: &str,
+    dims: &[usize],
+    strides: &[i64],
+    offset: i64,
+) {
+    let mut terms = vec![format!("{offset}")];
+    let mut inner = 1usize;
+    for k in (0..dims.len()).rev() {
+        if strides[k] != 0 && dims[k] != 1 {
+            let coord = if inner == 1 {
+                format!("i32({linear} % {}u)", dims[k])
+            } else {
+                format!("i32(({linear} / {inner}u) % {}u)", dims[k])
+            };
+            terms.push(format!("{coord} * {}", strides[k]));
+        }
+        inner *= dims[k];
+    }
+    w.line(&format!("let {name} = u32({});", terms.join(" + ")));
+}
+
+fn copy_kernel(inputs: usize, n: usize, body: Writer) -> String {
+    let mut bindings = Writer::new();
+    for i in 0..inputs {
+        codegen::storage_binding(&mut bindings, i, &format!("in{i}"), DType::U32);
+    }
+    codegen::storage_binding(&mut bindings, inputs, "out", DType::U32);
+    codegen::fill_template(
+        include_str!("../../shaders/gather.wgsl"),
+        &[
+            ("BINDINGS", bindings.finish()),
+            ("WG", codegen::WORKGROUP.to_string()),
+            ("N", format!("{n}u")),
+            ("BODY", body.finish()),
+        ],
+    )
+}
+
+fn coords(i: usize, dims: &[usize]) -> Vec<usize> {
+    let mut c = vec![0; dims.len()];
+    let mut rem = i;
+    for k in (0..dims.len()).rev() {
+        c[k] = rem % dims[k];
+        rem /= dims[k];
+    }
+    c
+}
+
+/// `out[i] = in0[offset + Σ coord_k(i) * strides[k]]` with signed strides over a contiguous
+/// input: slice (any step), flip and broadcast_to (stride 0) are all this kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StridedKernel {
+    pub kind: StridedKind,
+    pub out_shape: Shape,
+    pub offset: i64,
+    pub strides: Vec<i64>,
+}
+
+impl StridedKernel {
+    pub fn run_cpu(&self, input: &[u32]) -> Vec<u32> {
+        let dims = self.out_shape.dims();
+        (0..self.out_shape.numel())
+            .map(|i| {
+                let c = coords(i, dims);
+                let off = self.offset
+                    + c.iter()
+                        .zip(&self.strides)
+                        .map(|(&c, &s)| c as i64 * s)
+                        .sum::<i64>();
+                input[off as usize]
+            })
+            .collect()
+    }
+
+    pub fn wgsl(&self) -> String {
+        let mut body = Writer::new();
+        body.indent(1);
+        signed_index(
+            &mut body,
+            "src",
+            "i",
+            self.out_shape.dims(),
+            &self.strides,
+            self.offset,
+        );
+        body.line("out[i] = in0[src];");
+        copy_kernel(1, self.out_shape.numel(), body)
+    }
+}
+
+/// Concatenation along `axis` of inputs that agree on every other axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConcatKernel {
+    pub in_shapes: Vec<Shape>,
+    pub axis: usize,
+    pub out_shape: Shape,
+}
+
+impl ConcatKernel {
+    fn inner(&self) -> usize {
+        self.out_shape.dims()[self.axis + 1..].iter().product()
+    }
+
+    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let inner = self.inner();
+        let total = self.out_shape.dims()[self.axis];
+        let mut out = Vec::with_capacity(self.out_shape.numel());
+        for outer in 0..self.out_shape.numel() / (inner * total) {
+            for (input, shape) in inputs.iter().zip(&self.in_shapes) {
+                let block = shape.dims()[self.axis] * inner;
+                out.extend_from_slice(&input[outer * block..(outer + 1) * block]);
+            }
+        }
+        out
+    }
+
+    pub fn wgsl(&self) -> String {
+        let inner = self.inner();
+        let total = self.out_shape.dims()[self.axis];
+        let mut body = Writer::new();
+        body.indent(1);
+        body.line(&format!("let inn = i % {inner}u;"));
+        body.line(&format!("let a = (i / {inner}u) % {total}u;"));
+        body.line(&format!("let outer = i / {}u;", inner * total));
+        let mut start = 0;
+        let last = self.in_shapes.len() - 1;
+        for (k, shape) in self.in_shapes.iter().enumerate() {
+            let d = shape.dims()[self.axis];
+            let cond = if k == 0 {
+                format!("if (a < {}u) {{", start + d)
+            } else if k < last {
+                format!("}} else if (a < {}u) {{", start + d)
+            } else {
+                "} else {".to_string()
+            };
+            if last == 0 {
+                body.line("{");
+            } else {
+                body.line(&cond);
+            }
+            body.line(&format!(
+                "    out[i] = in{k}[(outer * {d}u + a - {start}u) * {inner}u + inn];"
+            ));
+            start += d;
+        }
+        body.line("}");
+        copy_kernel(self.in_shapes.len(), self.out_shape.numel(), body)
+    }
+}
+
+/// Constant padding: `before[k]` elements of `value` (its raw word) ahead of axis `k`, the
+/// rest after it up to `out_shape`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PadKernel {
+    pub in_shape: Shape,
+    pub before: Vec<usize>,
+    pub value: u32,
+    pub out_shape: Shape,
+}
+
+impl PadKernel {
+    pub fn run_cpu(&self, input: &[u32]) -> Vec<u32> {
+        let (od, id, st) = (
+            self.out_shape.dims(),
+            self.in_shape.dims(),
+            self.in_shape.strides(),
+        );
+        (0..self.out_shape.numel())
+            .map(|i| {
+                let mut src = 0;
+                for (k, c) in coords(i, od).into_iter().enumerate() {
+                    match c.checked_sub(self.before[k]) {
+                        Some(c) if c < id[k] => src += c * st[k],
+                        _ => return self.value,
+                    }
+                }
+                input[src]
+            })
+            .collect()
+    }
+
+    pub fn wgsl(&self) -> String {
+        let (od, id, st) = (
+            self.out_shape.dims(),
+            self.in_shape.dims(),
+            self.in_shape.strides(),
+        );
+        let mut body = Writer::new();
+        body.indent(1);
+        body.line("var ok = true;");
+        body.line("var src = 0u;");
+        let mut inner = 1usize;
+        for k in (0..od.len()).rev() {
+            body.line(&format!(
+                "let c{k} = i32((i / {inner}u) % {}u) - {};",
+                od[k], self.before[k]
+            ));
+            body.line(&format!("ok = ok && c{k} >= 0 && c{k} < {};", id[k]));
+            body.line(&format!("src = src + u32(max(c{k}, 0)) * {}u;", st[k]));
+            inner *= od[k];
+        }
+        body.line(&format!(
+            "out[i] = select({}u, in0[select(0u, src, ok)], ok);",
+            self.value
+        ));
+        copy_kernel(1, self.out_shape.numel(), body)
+    }
+}
+
+/// `take(x, indices, axis)`: indices are i32; a negative index counts from the end once, and
+/// what is still out of range is clamped to the axis (fed indices cannot be checked at build
+/// time; constant ones are).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatherKernel {
+    pub x_shape: Shape,
+    pub indices: usize,
+    pub axis: usize,
+    pub out_shape: Shape,
+}
+
+impl GatherKernel {
+    fn split(&self) -> (usize, usize) {
+        let d = self.x_shape.dims();
+        (d[self.axis], d[self.axis + 1..].iter().product())
+    }
+
+    /// The clamped row an index word selects.
+    pub fn row(index: u32, n: usize) -> usize {
+        let (k, n) = (index as i32 as i64, n as i64);
+        (if k < 0 { k + n } else { k }).clamp(0, n - 1) as usize
+    }
+
+    pub fn run_cpu(&self, x: &[u32], idx: &[u32]) -> Vec<u32> {
+        let (n, inner) = self.split();
+        (0..self.out_shape.numel())
+            .map(|i| {
+                let (inn, j, outer) = (
+                    i % inner,
+                    (i / inner) % self.indices,
+                    i / (inner * self.indices),
+                );
+                x[(outer * n + Self::row(idx[j], n)) * inner + inn]
+            })
+            .collect()
+    }
+
+    pub fn wgsl(&self) -> String {
+        let (n, inner) = self.split();
+        let mut body = Writer::new();
+        body.indent(1);
+        body.line(&format!("let inn = i % {inner}u;"));
+        body.line(&format!("let j = (i / {inner}u) % {}u;", self.indices));
+        body.line(&format!("let outer = i / {}u;", inner * self.indices));
+        body.line("let k0 = bitcast<i32>(in1[j]);");
+        body.line(&format!(
+            "let k = clamp(select(k0, k0 + {n}, k0 < 0), 0, {});",
+            n - 1
+        ));
+        body.line(&format!(
+            "out[i] = in0[(outer * {n}u + u32(k)) * {inner}u + inn];"
+        ));
+        copy_kernel(2, self.out_shape.numel(), body)
     }
 }

@@ -49,6 +49,31 @@ pub fn def_to_json(def: &GraphDef) -> String {
                 let _ = write!(s, ", \"perm\": {}", usize_list(perm));
             }
             Op::Constant(value) => write_data(&mut s, value),
+            Op::Strided {
+                offset, strides, ..
+            } => {
+                let st: Vec<String> = strides.iter().map(i64::to_string).collect();
+                let _ = write!(
+                    s,
+                    ", \"offset\": {offset}, \"strides\": [{}]",
+                    st.join(", ")
+                );
+            }
+            Op::Concat(axis) | Op::Gather(axis) => {
+                let _ = write!(s, ", \"axis\": {axis}");
+            }
+            Op::Pad { before, value } => {
+                let _ = write!(
+                    s,
+                    ", \"before\": {}, \"value_bits\": {value}",
+                    usize_list(before)
+                );
+            }
+            Op::Conv2d { window, groups } => {
+                write_window(&mut s, window);
+                let _ = write!(s, ", \"groups\": {groups}");
+            }
+            Op::Pool { window, .. } => write_window(&mut s, window),
             Op::Placeholder
             | Op::Unary(_)
             | Op::Binary(_)
@@ -65,6 +90,17 @@ pub fn def_to_json(def: &GraphDef) -> String {
     }
     s.push_str("  ]\n}\n");
     s
+}
+
+fn write_window(s: &mut String, w: &crate::ops::Window) {
+    let _ = write!(
+        s,
+        ", \"kernel\": {}, \"stride\": {}, \"padding\": {}, \"dilation\": {}",
+        usize_list(&w.kernel),
+        usize_list(&w.stride),
+        usize_list(&w.padding),
+        usize_list(&w.dilation)
+    );
 }
 
 fn json_str(s: &str) -> String {

@@ -177,10 +177,25 @@ fn reduce_name(r: ReduceOp) -> &'static str {
         ReduceOp::Mean => "mean",
         ReduceOp::Max => "max",
         ReduceOp::Min => "min",
+        ReduceOp::Prod => "prod",
+        ReduceOp::All => "all",
+        ReduceOp::Any => "any",
+        ReduceOp::ArgMax => "argmax",
+        ReduceOp::ArgMin => "argmin",
     }
 }
 
-const REDUCE: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min];
+const REDUCE: [ReduceOp; 9] = [
+    ReduceOp::Sum,
+    ReduceOp::Mean,
+    ReduceOp::Max,
+    ReduceOp::Min,
+    ReduceOp::Prod,
+    ReduceOp::All,
+    ReduceOp::Any,
+    ReduceOp::ArgMax,
+    ReduceOp::ArgMin,
+];
 
 /// The file-format name of an op. Exhaustive on purpose: a new `Op` variant must be given a
 /// file representation here before the crate compiles.
@@ -196,6 +211,12 @@ fn op_name(op: &Op) -> &'static str {
         Op::MatMul => "matmul",
         Op::Reshape => "reshape",
         Op::Permute(_) => "transpose",
+        Op::Strided { kind, .. } => kind.name(),
+        Op::Concat(_) => "concat",
+        Op::Pad { .. } => "pad",
+        Op::Gather(_) => "take",
+        Op::Conv2d { .. } => "conv2d",
+        Op::Pool { kind, .. } => kind.name(),
     }
 }
 
@@ -352,6 +373,20 @@ fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super:
         Op::Unary(_) | Op::Cast(_) | Op::Reduce { .. } | Op::Reshape | Op::Permute(_) => 1,
         Op::Binary(_) | Op::MatMul => 2,
         Op::Select => 3,
+        Op::Strided { .. }
+        | Op::Concat(_)
+        | Op::Pad { .. }
+        | Op::Gather(_)
+        | Op::Conv2d { .. }
+        | Op::Pool { .. } => {
+            return Err(err(
+                "",
+                format!(
+                    "op '{}' cannot be rebuilt from a graph definition in this version",
+                    op_name(&nd.op)
+                ),
+            ))
+        }
     };
     if x.len() != want {
         return Err(err(
@@ -421,6 +456,21 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
                 ReduceOp::Mean => g.mean(x[0], axes, keepdims),
                 ReduceOp::Max => g.max(x[0], axes, keepdims),
                 ReduceOp::Min => g.min(x[0], axes, keepdims),
+                ReduceOp::Prod => g.prod(x[0], axes, keepdims),
+                ReduceOp::All => g.all(x[0], axes, keepdims),
+                ReduceOp::Any => g.any(x[0], axes, keepdims),
+                ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                    // One axis, or all of them (a flattened index).
+                    let axis = match axes.as_slice() {
+                        [a] => Some(*a),
+                        _ => None,
+                    };
+                    if *op == ReduceOp::ArgMax {
+                        g.argmax(x[0], axis, keepdims)
+                    } else {
+                        g.argmin(x[0], axis, keepdims)
+                    }
+                }
             }
         }
         Op::MatMul => g.matmul(x[0], x[1]),
@@ -432,5 +482,12 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
             let perm: Vec<isize> = perm.iter().map(|&p| p as isize).collect();
             g.transpose(x[0], &perm)
         }
+        other => Err(err(
+            "",
+            format!(
+                "op '{}' cannot be rebuilt from a graph definition in this version",
+                op_name(other)
+            ),
+        )),
     }
 }

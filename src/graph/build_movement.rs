@@ -1,0 +1,502 @@
+//! Movement builders: views (squeeze, expand_dims), index-math copies (slice, flip,
+//! broadcast_to, concat, pad, take) and composites over them (stack, split, tile, reflect pad,
+//! one_hot).
+
+use super::{Axes, Graph, Tensor};
+use crate::ops::movement::{self, SliceArg, StridedKind};
+use crate::ops::{BinaryOp, Op};
+use crate::{DType, Error, HostTensor, Result, Shape};
+use std::panic::Location;
+
+type Loc = &'static Location<'static>;
+
+/// Inputs one concat kernel reads at most; longer lists become a tree of concats, so no kernel
+/// needs more storage bindings than WebGPU's default limit of 8.
+const CONCAT_FAN_IN: usize = 6;
+
+/// How [`Graph::pad`] fills the border.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PadMode {
+    /// A constant, converted to the tensor's dtype like a cast (`as` in Rust).
+    Constant(f64),
+    /// Mirror without repeating the edge (NumPy's `reflect`); each pad must be < the axis size.
+    Reflect,
+}
+
+impl Graph {
+    /// Remove size-1 axes: the listed ones (an error if one is not size 1), or all with `None`.
+    /// A view.
+    #[track_caller]
+    pub fn squeeze(&mut self, x: Tensor, axes: Option<&[isize]>) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(x, "squeeze", loc)?;
+        let shape = self.shape(x).clone();
+        let drop: Vec<usize> = match axes {
+            None => (0..shape.rank())
+                .filter(|&k| shape.dims()[k] == 1)
+                .collect(),
+            Some(list) => {
+                let mut v = Vec::new();
+                for &a in list {
+                    let k = shape.axis(a).ok_or_else(|| {
+                        Error::build(
+                            "squeeze",
+                            loc,
+                            format!("axis {a} is out of range for shape {shape}"),
+                        )
+                    })?;
+                    if shape.dims()[k] != 1 {
+                        return Err(Error::build(
+                            "squeeze",
+                            loc,
+                            format!(
+                                "axis {a} of shape {shape} has size {}, not 1",
+                                shape.dims()[k]
+                            ),
+                        ));
+                    }
+                    v.push(k);
+                }
+                v
+            }
+        };
+        let dims: Vec<usize> = (0..shape.rank())
+            .filter(|k| !drop.contains(k))
+            .map(|k| shape.dims()[k])
+            .collect();
+        self.view(x, Shape(dims), "squeeze", loc)
+    }
+
+    /// Insert a size-1 axis at `axis` (in `-(rank+1)..=rank`). A view.
+    #[track_caller]
+    pub fn expand_dims(&mut self, x: Tensor, axis: isize) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(x, "expand_dims", loc)?;
+        let mut dims = self.shape(x).dims().to_vec();
+        let r = dims.len() as isize;
+        let k = if axis < 0 { axis + r + 1 } else { axis };
+        if !(0..=r).contains(&k) {
+            return Err(Error::build(
+                "expand_dims",
+                loc,
+                format!("axis {axis} is out of range for rank {r} (+1)"),
+            ));
+        }
+        dims.insert(k as usize, 1);
+        self.view(x, Shape(dims), "expand_dims", loc)
+    }
+
+    /// Broadcast to `shape` with NumPy's rules (a copy with stride-0 reads).
+    #[track_caller]
+    pub fn broadcast_to(&mut self, x: Tensor, shape: &[usize]) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(x, "broadcast_to", loc)?;
+        let (from, to) = (self.shape(x).clone(), Shape::new(shape));
+        if Shape::broadcast(&from, &to).as_ref() != Some(&to) {
+            return Err(Error::build(
+                "broadcast_to",
+                loc,
+                format!("shape {from} cannot broadcast to {to}"),
+            ));
+        }
+        if from == to {
+            return self.view(x, to, "broadcast_to", loc);
+        }
+        let strides = from
+            .broadcast_strides(&to)
+            .iter()
+            .map(|&s| s as i64)
+            .collect();
+        self.strided(x, StridedKind::BroadcastTo, to, 0, strides, loc)
+    }
+
+    /// NumPy basic slicing `x[a0, a1, ...]`: one [`SliceArg`] per leading axis, with any
+    /// non-zero step (negative steps walk backwards). An empty result is an error.
+    #[track_caller]
+    pub fn slice(&mut self, x: Tensor, args: &[SliceArg]) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(x, "slice", loc)?;
+        let from = self.shape(x).clone();
+        let (to, offset, strides) =
+            movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;
+        if to == from
+            && offset == 0
+            && strides == from.strides().iter().map(|&s| s as i64).collect::<Vec<_>>()
+        {
+            return self.view(x, to, "slice", loc);
+        }
+        self.strided(x, StridedKind::Slice, to, offset, strides, loc)
+    }
+
+    /// Reverse the order of elements along `axes` (NumPy `flip`).
+    #[track_caller]
+    pub fn flip(&mut self, x: Tensor, axes: impl Into<Axes>) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(x, "flip", loc)?;
+        let shape = self.shape(x).clone();
+        let list = match axes.into() {
+            Axes::All => (0..shape.rank() as isize).collect(),
+            Axes::List(l) => l,
+        };
+        let mut args = vec![SliceArg::full(); shape.rank()];
+        for a in list {
+            let k = shape.axis(a).ok_or_else(|| {
+                Error::build(
+                    "flip",
+                    loc,
+                    format!("axis {a} is out of range for shape {shape}"),
+                )
+            })?;
+            args[k] = SliceArg::new(None, None, -1);
+        }
+        let (to, offset, strides) =
+            movement::slice_plan(&shape, &args).map_err(|m| Error::build("flip", loc, m))?;
+        self.strided(x, StridedKind::Flip, to, offset, strides, loc)
+    }
+
+    /// Join tensors of one dtype along an existing `axis`; other axes must agree.
+    #[track_caller]
+    pub fn concat(&mut self, xs: &[Tensor], axis: isize) -> Result<Tensor> {
+        self.concat_at(xs, axis, Location::caller())
+    }
+
+    /// Join tensors of one shape along a new `axis` (NumPy `stack`).
+    #[track_caller]
+    pub fn stack(&mut self, xs: &[Tensor], axis: isize) -> Result<Tensor> {
+        let loc = Location::caller();
+        let first = *xs
+            .first()
+            .ok_or_else(|| Error::build("stack", loc, "needs at least one tensor"))?;
+        for &x in xs {
+            self.check(x, "stack", loc)?;
+            if self.shape(x) != self.shape(first) {
+                return Err(Error::build(
+                    "stack",
+                    loc,
+                    format!("shapes {} and {} differ", self.shape(first), self.shape(x)),
+                ));
+            }
+        }
+        let expanded = xs
+            .iter()
+            .map(|&x| self.expand_dims(x, axis))
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| relabel(e, "stack", loc))?;
+        self.concat_at(&expanded, axis, loc)
+    }
+
+    /// Split into `sections` equal parts along `axis` (NumPy `split` with an integer).
+    #[track_caller]
+    pub fn split(&mut self, x: Tensor, sections: usize, axis: isize) -> Result<Vec<Tensor>> {
+        let loc = Location::caller();
+        self.check(x, "split", loc)?;
+        let shape = self.shape(x).clone();
+        let k = shape.axis(axis).ok_or_else(|| {
+            Error::build(
+                "split",
+                loc,
+                format!("axis {axis} is out of range for shape {shape}"),
+            )
+        })?;
+        let n = shape.dims()[k];
+        if sections == 0 || !n.is_multiple_of(sections) {
+            return Err(Error::build(
+                "split",
+                loc,
+                format!("axis {axis} of size {n} does not split into {sections} equal sections"),
+            ));
+        }
+        let part = (n / sections) as isize;
+        (0..sections as isize)
+            .map(|s| {
+                let mut args = vec![SliceArg::full(); k + 1];
+                args[k] = SliceArg::range(s * part, (s + 1) * part);
+                self.slice_at(x, &args, loc)
+            })
+            .collect()
+    }
+
+    /// Pad each axis by `(before, after)` elements (NumPy `pad`); `pads` may be shorter than the
+    /// rank, missing axes get no padding.
+    #[track_caller]
+    pub fn pad(&mut self, x: Tensor, pads: &[(usize, usize)], mode: PadMode) -> Result<Tensor> {
+        let loc = Location::caller();
+        let n = self.check(x, "pad", loc)?;
+        let shape = self.shape(x).clone();
+        if pads.len() > shape.rank() {
+            return Err(Error::build(
+                "pad",
+                loc,
+                format!("{} pad widths for shape {shape}", pads.len()),
+            ));
+        }
+        let mut pads = pads.to_vec();
+        pads.resize(shape.rank(), (0, 0));
+        let dtype = self.dtype(x);
+        match mode {
+            PadMode::Constant(v) => {
+                let dims = shape
+                    .dims()
+                    .iter()
+                    .zip(&pads)
+                    .map(|(d, (a, b))| d + a + b)
+                    .collect();
+                let value = match dtype {
+                    DType::F32 => (v as f32).to_bits(),
+                    DType::I32 => v as i32 as u32,
+                    DType::U32 => v as u32,
+                    DType::Bool => (v != 0.0) as u32,
+                };
+                let before = pads.iter().map(|p| p.0).collect();
+                Ok(self.push(
+                    Op::Pad { before, value },
+                    &[n],
+                    Shape(dims),
+                    dtype,
+                    "pad",
+                    loc,
+                ))
+            }
+            PadMode::Reflect => {
+                let mut y = x;
+                for (k, &(a, b)) in pads.iter().enumerate() {
+                    let d = shape.dims()[k];
+                    if a >= d || b >= d {
+                        return Err(Error::build(
+                            "pad",
+                            loc,
+                            format!("reflect padding ({a}, {b}) of axis {k} needs both below its size {d}"),
+                        ));
+                    }
+                    let mut parts = Vec::new();
+                    let axis_slice = |start: Option<isize>, stop: Option<isize>| {
+                        let mut args = vec![SliceArg::full(); k + 1];
+                        args[k] = SliceArg::new(start, stop, -1);
+                        args
+                    };
+                    if a > 0 {
+                        parts.push(self.slice_at(
+                            y,
+                            &axis_slice(Some(a as isize), Some(0)),
+                            loc,
+                        )?);
+                    }
+                    parts.push(y);
+                    if b > 0 {
+                        let (d, b) = (d as isize, b as isize);
+                        // A stop of -1 would wrap around: `None` runs through index 0.
+                        let stop = Some(d - 2 - b).filter(|&s| s >= 0);
+                        parts.push(self.slice_at(y, &axis_slice(Some(d - 2), stop), loc)?);
+                    }
+                    y = self.concat_at(&parts, k as isize, loc)?;
+                }
+                Ok(y)
+            }
+        }
+    }
+
+    /// Repeat `x` `reps[k]` times along each axis (NumPy `tile`; a shorter `reps` applies to the
+    /// trailing axes, a longer one adds leading axes).
+    #[track_caller]
+    pub fn tile(&mut self, x: Tensor, reps: &[usize]) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(x, "tile", loc)?;
+        if reps.contains(&0) {
+            return Err(Error::build(
+                "tile",
+                loc,
+                "zero repetitions give an empty tensor, which is not supported",
+            ));
+        }
+        let mut dims = self.shape(x).dims().to_vec();
+        let mut reps = reps.to_vec();
+        while dims.len() < reps.len() {
+            dims.insert(0, 1);
+        }
+        while reps.len() < dims.len() {
+            reps.insert(0, 1);
+        }
+        // [d0, d1] -> [1, d0, 1, d1] -> broadcast [r0, d0, r1, d1] -> [r0*d0, r1*d1].
+        let paired: Vec<usize> = dims.iter().flat_map(|&d| [1, d]).collect();
+        let wide: Vec<usize> = dims.iter().zip(&reps).flat_map(|(&d, &r)| [r, d]).collect();
+        let out: Vec<usize> = dims.iter().zip(&reps).map(|(&d, &r)| d * r).collect();
+        let v = self.view(x, Shape(paired), "tile", loc)?;
+        let b = self
+            .broadcast_to(v, &wide)
+            .map_err(|e| relabel(e, "tile", loc))?;
+        self.view(b, Shape(out), "tile", loc)
+    }
+
+    /// `take(x, indices, axis)`: the output is `x.shape[:axis] + indices.shape + x.shape[axis+1:]`.
+    /// Indices are i32; negative ones count from the end. Constant indices out of
+    /// `-n..n` are a build error; fed indices are clamped to the axis after wrapping negatives
+    /// once (they cannot be checked before the run, and a GPU kernel cannot raise).
+    #[track_caller]
+    pub fn take(&mut self, x: Tensor, indices: Tensor, axis: isize) -> Result<Tensor> {
+        let loc = Location::caller();
+        let (nx, ni) = (
+            self.check(x, "take", loc)?,
+            self.check(indices, "take", loc)?,
+        );
+        if self.dtype(indices) != DType::I32 {
+            return Err(Error::build(
+                "take",
+                loc,
+                format!("indices must be i32, got {}", self.dtype(indices)),
+            ));
+        }
+        let shape = self.shape(x).clone();
+        let k = shape.axis(axis).ok_or_else(|| {
+            Error::build(
+                "take",
+                loc,
+                format!("axis {axis} is out of range for shape {shape}"),
+            )
+        })?;
+        let n = shape.dims()[k] as i64;
+        if let Op::Constant(t) = &self.node(indices).op {
+            if let Some(&bad) = t
+                .words()
+                .iter()
+                .find(|&&w| !(-n..n).contains(&(w as i32 as i64)))
+            {
+                return Err(Error::build(
+                    "take",
+                    loc,
+                    format!(
+                        "index {} is out of range for axis {axis} of size {n}",
+                        bad as i32
+                    ),
+                ));
+            }
+        }
+        let d = shape.dims();
+        let dims: Vec<usize> = d[..k]
+            .iter()
+            .chain(self.shape(indices).dims())
+            .chain(&d[k + 1..])
+            .copied()
+            .collect();
+        let dtype = self.dtype(x);
+        Ok(self.push(Op::Gather(k), &[nx, ni], Shape(dims), dtype, "take", loc))
+    }
+
+    /// One-hot f32 encoding along a new last axis of size `depth`; an index outside
+    /// `0..depth` gives an all-zero row (TensorFlow's rule). A composite: `equal` + `cast`.
+    #[track_caller]
+    pub fn one_hot(&mut self, indices: Tensor, depth: usize) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(indices, "one_hot", loc)?;
+        if self.dtype(indices) != DType::I32 || depth == 0 || depth > i32::MAX as usize {
+            return Err(Error::build(
+                "one_hot",
+                loc,
+                format!(
+                    "needs i32 indices and a depth in 1..2^31, got {} and {depth}",
+                    self.dtype(indices)
+                ),
+            ));
+        }
+        self.name_scope("one_hot", |g| {
+            let e = g.expand_dims(indices, -1)?;
+            let range = HostTensor::new([depth], (0..depth as i32).collect::<Vec<_>>())?;
+            let r = g.push_constant(range, loc)?;
+            let hit = g.binary(BinaryOp::Equal, e, r, loc)?;
+            g.cast(hit, DType::F32)
+        })
+    }
+
+    pub(crate) fn push_constant(&mut self, t: HostTensor, loc: Loc) -> Result<Tensor> {
+        let (shape, dtype) = (t.shape().clone(), t.dtype());
+        Ok(self.push(Op::Constant(t), &[], shape, dtype, "constant", loc))
+    }
+
+    pub(crate) fn view(&mut self, x: Tensor, shape: Shape, name: &str, loc: Loc) -> Result<Tensor> {
+        let n = self.check(x, name, loc)?;
+        let dtype = self.dtype(x);
+        Ok(self.push(Op::Reshape, &[n], shape, dtype, name, loc))
+    }
+
+    fn strided(
+        &mut self,
+        x: Tensor,
+        kind: StridedKind,
+        shape: Shape,
+        offset: i64,
+        strides: Vec<i64>,
+        loc: Loc,
+    ) -> Result<Tensor> {
+        let n = self.check(x, kind.name(), loc)?;
+        let dtype = self.dtype(x);
+        let op = Op::Strided {
+            kind,
+            offset,
+            strides,
+        };
+        Ok(self.push(op, &[n], shape, dtype, kind.name(), loc))
+    }
+
+    fn slice_at(&mut self, x: Tensor, args: &[SliceArg], loc: Loc) -> Result<Tensor> {
+        let from = self.shape(x).clone();
+        let (to, offset, strides) =
+            movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;
+        self.strided(x, StridedKind::Slice, to, offset, strides, loc)
+    }
+
+    fn concat_at(&mut self, xs: &[Tensor], axis: isize, loc: Loc) -> Result<Tensor> {
+        let first = *xs
+            .first()
+            .ok_or_else(|| Error::build("concat", loc, "needs at least one tensor"))?;
+        let nodes = xs
+            .iter()
+            .map(|&x| self.check(x, "concat", loc))
+            .collect::<Result<Vec<_>>>()?;
+        let base = self.shape(first).clone();
+        let k = base.axis(axis).ok_or_else(|| {
+            Error::build(
+                "concat",
+                loc,
+                format!("axis {axis} is out of range for shape {base}"),
+            )
+        })?;
+        let dtype = self.dtype(first);
+        let mut total = 0;
+        for &x in xs {
+            let s = self.shape(x);
+            let agree = s.rank() == base.rank()
+                && (0..s.rank()).all(|j| j == k || s.dims()[j] == base.dims()[j]);
+            if !agree || self.dtype(x) != dtype {
+                return Err(Error::build(
+                    "concat",
+                    loc,
+                    format!(
+                        "{} {s} does not match {dtype} {base} outside axis {axis}",
+                        self.dtype(x)
+                    ),
+                ));
+            }
+            total += s.dims()[k];
+        }
+        if xs.len() == 1 {
+            return self.view(first, base, "concat", loc);
+        }
+        if xs.len() > CONCAT_FAN_IN {
+            let parts = xs
+                .chunks(CONCAT_FAN_IN)
+                .map(|c| self.concat_at(c, axis, loc))
+                .collect::<Result<Vec<_>>>()?;
+            return self.concat_at(&parts, axis, loc);
+        }
+        let mut dims = base.dims().to_vec();
+        dims[k] = total;
+        Ok(self.push(Op::Concat(k), &nodes, Shape(dims), dtype, "concat", loc))
+    }
+}
+
+/// Report an inner builder's error under the composite the user called.
+fn relabel(e: Error, op: &str, loc: Loc) -> Error {
+    match e {
+        Error::Build { message, .. } => Error::build(op, loc, message),
+        other => other,
+    }
+}

@@ -1,0 +1,247 @@
+//! NN kernels over NCHW tensors: direct 2-D convolution (stride, zero padding, dilation,
+//! groups) and 2-D max/average pooling. Bias, activations and the normalisations are
+//! composites in `graph/build_nn.rs`.
+
+use crate::backend::gpu::codegen::{self, Writer};
+use crate::ops::elementwise::binary_cpu;
+use crate::ops::BinaryOp;
+use crate::{DType, Shape};
+
+/// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Window {
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    /// Zero padding on both sides of each axis.
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+}
+
+impl Window {
+    /// Output size of each spatial axis for an input of `[h, w]`, or why there is none.
+    pub fn out_hw(&self, hw: [usize; 2]) -> Result<[usize; 2], String> {
+        let mut out = [0; 2];
+        for k in 0..2 {
+            if self.stride[k] == 0 || self.dilation[k] == 0 || self.kernel[k] == 0 {
+                return Err(format!(
+                    "kernel {:?}, stride {:?} and dilation {:?} must be positive",
+                    self.kernel, self.stride, self.dilation
+                ));
+            }
+            let span = self.dilation[k] * (self.kernel[k] - 1) + 1;
+            let padded = hw[k] + 2 * self.padding[k];
+            if padded < span {
+                return Err(format!(
+                    "window {:?} (dilation {:?}) does not fit input {:?} padded by {:?}",
+                    self.kernel, self.dilation, hw, self.padding
+                ));
+            }
+            out[k] = (padded - span) / self.stride[k] + 1;
+        }
+        Ok(out)
+    }
+
+    /// Input row/column `o * stride - padding + t * dilation` on axis `k`, if inside `n`.
+    fn at(&self, k: usize, o: usize, t: usize, n: usize) -> Option<usize> {
+        (o * self.stride[k] + t * self.dilation[k])
+            .checked_sub(self.padding[k])
+            .filter(|&v| v < n)
+    }
+
+    fn wgsl_coord(&self, k: usize, o: &str, t: &str) -> String {
+        format!(
+            "i32({o} * {}u + {t} * {}u) - {}",
+            self.stride[k], self.dilation[k], self.padding[k]
+        )
+    }
+}
+
+/// `out[n, o, y, x] = Σ_{c, i, j} in[n, g*C/G + c, y*s - p + i*d, x*s - p + j*d] * w[o, c, i, j]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conv2dKernel {
+    /// `[N, C, H, W]`.
+    pub x: Shape,
+    /// `[O, C / groups, KH, KW]`.
+    pub w: Shape,
+    pub window: Window,
+    pub groups: usize,
+    /// `[N, O, OH, OW]`.
+    pub out: Shape,
+}
+
+impl Conv2dKernel {
+    pub fn run_cpu(&self, x: &[u32], w: &[u32]) -> Vec<u32> {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [_, cg, kh, kw] = dims4(&self.w);
+        let [_, o_all, oh, ow] = dims4(&self.out);
+        let og = o_all / self.groups;
+        let f = f32::from_bits;
+        (0..self.out.numel())
+            .map(|i| {
+                let (ox, oy, o, n) = (
+                    i % ow,
+                    (i / ow) % oh,
+                    (i / (ow * oh)) % o_all,
+                    i / (ow * oh * o_all),
+                );
+                let g = o / og;
+                let mut acc = 0f32;
+                for c in 0..cg {
+                    for ki in 0..kh {
+                        let Some(y) = self.window.at(0, oy, ki, h) else {
+                            continue;
+                        };
+                        for kj in 0..kw {
+                            let Some(xx) = self.window.at(1, ox, kj, wd) else {
+                                continue;
+                            };
+                            let xv = x[((n * c_all + g * cg + c) * h + y) * wd + xx];
+                            let wv = w[((o * cg + c) * kh + ki) * kw + kj];
+                            acc += f(xv) * f(wv);
+                        }
+                    }
+                }
+                acc.to_bits()
+            })
+            .collect()
+    }
+
+    pub fn wgsl(&self) -> String {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [_, cg, kh, kw] = dims4(&self.w);
+        let [_, o_all, oh, ow] = dims4(&self.out);
+        let og = o_all / self.groups;
+        let mut bindings = Writer::new();
+        codegen::storage_binding(&mut bindings, 0, "in0", DType::F32);
+        codegen::storage_binding(&mut bindings, 1, "in1", DType::F32);
+        codegen::storage_binding(&mut bindings, 2, "out", DType::F32);
+        let v = |s: usize| format!("{s}u");
+        codegen::fill_template(
+            include_str!("../../shaders/conv2d.wgsl"),
+            &[
+                ("BINDINGS", bindings.finish()),
+                ("WG", codegen::WORKGROUP.to_string()),
+                ("TOTAL", v(self.out.numel())),
+                ("OW", v(ow)),
+                ("OH", v(oh)),
+                ("O", v(o_all)),
+                ("OG", v(og)),
+                ("CG", v(cg)),
+                ("C", v(c_all)),
+                ("KH", v(kh)),
+                ("KW", v(kw)),
+                ("H", format!("{h}")),
+                ("W", format!("{wd}")),
+                ("IY", self.window.wgsl_coord(0, "oy", "ki")),
+                ("IX", self.window.wgsl_coord(1, "ox", "kj")),
+            ],
+        )
+    }
+}
+
+/// How a pooling window folds its elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolKind {
+    /// Maximum of the window's in-bounds elements; NaN propagates.
+    Max,
+    /// Mean of the window's in-bounds elements: padding is excluded from the count
+    /// (PyTorch's `count_include_pad=False`).
+    Avg,
+}
+
+impl PoolKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolKind::Max => "max_pool2d",
+            PoolKind::Avg => "avg_pool2d",
+        }
+    }
+}
+
+/// 2-D pooling of `[N, C, H, W]` (f32) with a window whose padding is at most half the kernel,
+/// so every window holds at least one in-bounds element.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolKernel {
+    pub kind: PoolKind,
+    pub x: Shape,
+    pub window: Window,
+    pub out: Shape,
+}
+
+impl PoolKernel {
+    pub fn run_cpu(&self, x: &[u32]) -> Vec<u32> {
+        let [_, _, h, wd] = dims4(&self.x);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let [kh, kw] = self.window.kernel;
+        (0..self.out.numel())
+            .map(|i| {
+                let (ox, oy, nc) = (i % ow, (i / ow) % oh, i / (ow * oh));
+                let mut vals = Vec::with_capacity(kh * kw);
+                for ki in 0..kh {
+                    let Some(y) = self.window.at(0, oy, ki, h) else {
+                        continue;
+                    };
+                    for kj in 0..kw {
+                        let Some(xx) = self.window.at(1, ox, kj, wd) else {
+                            continue;
+                        };
+                        vals.push(x[(nc * h + y) * wd + xx]);
+                    }
+                }
+                match self.kind {
+                    PoolKind::Max => vals.iter().skip(1).fold(vals[0], |a, &v| {
+                        binary_cpu(BinaryOp::Maximum, DType::F32, a, v)
+                    }),
+                    PoolKind::Avg => {
+                        let sum: f32 = vals.iter().map(|&v| f32::from_bits(v)).sum();
+                        (sum / vals.len() as f32).to_bits()
+                    }
+                }
+            })
+            .collect()
+    }
+
+    pub fn wgsl(&self) -> String {
+        let [_, _, h, wd] = dims4(&self.x);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let mut bindings = Writer::new();
+        codegen::storage_binding(&mut bindings, 0, "in0", DType::F32);
+        codegen::storage_binding(&mut bindings, 1, "out", DType::F32);
+        let (init, combine, finish) = match self.kind {
+            // -inf is replaced by the first in-bounds element, which every window has.
+            PoolKind::Max => (
+                "bitcast<f32>(0xff800000u)",
+                "select(wgf_max(acc, v), v, count == 0u)",
+                "acc",
+            ),
+            PoolKind::Avg => ("0.0", "acc + v", "acc / f32(count)"),
+        };
+        let v = |s: usize| format!("{s}u");
+        codegen::fill_template(
+            include_str!("../../shaders/pool2d.wgsl"),
+            &[
+                ("BINDINGS", bindings.finish()),
+                ("WG", codegen::WORKGROUP.to_string()),
+                ("TOTAL", v(self.out.numel())),
+                ("OW", v(ow)),
+                ("OH", v(oh)),
+                ("KH", v(self.window.kernel[0])),
+                ("KW", v(self.window.kernel[1])),
+                ("HU", v(h)),
+                ("WU", v(wd)),
+                ("H", format!("{h}")),
+                ("W", format!("{wd}")),
+                ("IY", self.window.wgsl_coord(0, "oy", "ki")),
+                ("IX", self.window.wgsl_coord(1, "ox", "kj")),
+                ("INIT", init.to_string()),
+                ("COMBINE", combine.to_string()),
+                ("FINISH", finish.to_string()),
+            ],
+        )
+    }
+}
+
+fn dims4(s: &Shape) -> [usize; 4] {
+    let d = s.dims();
+    [d[0], d[1], d[2], d[3]]
+}

@@ -1,0 +1,130 @@
+//! naga parses and validates every WGSL kernel the reduction, movement and NN families emit,
+//! for every dtype each accepts, including edge geometries (scalars, size-1 axes, negative
+//! strides, padding, groups). No GPU needed.
+
+use wgflow::backend::gpu::codegen::validate;
+use wgflow::ops::{
+    ConcatKernel, Conv2dKernel, GatherKernel, Kernel, PadKernel, PoolKernel, PoolKind,
+    ReduceKernel, ReduceOp, StridedKernel, StridedKind, Window,
+};
+use wgflow::{DType, Shape};
+
+fn check(kernel: &Kernel) {
+    let src = kernel.wgsl();
+    if let Err(e) = validate(&kernel.describe(), &src) {
+        panic!("{e}\n--- source ---\n{src}");
+    }
+}
+
+#[test]
+fn reductions_validate_for_every_dtype_and_axes() {
+    let shapes: [(&[usize], &[usize]); 4] = [
+        (&[], &[]),
+        (&[2, 3, 4], &[1]),
+        (&[2, 3, 4], &[0, 2]),
+        (&[5, 1], &[0, 1]),
+    ];
+    for (dims, axes) in shapes {
+        let in_shape = Shape::new(dims.to_vec());
+        let out: Vec<usize> = (0..dims.len())
+            .filter(|k| !axes.contains(k))
+            .map(|k| dims[k])
+            .collect();
+        let cases = [
+            (ReduceOp::Prod, vec![DType::F32, DType::I32, DType::U32]),
+            (ReduceOp::ArgMax, vec![DType::F32, DType::I32, DType::U32]),
+            (ReduceOp::ArgMin, vec![DType::F32, DType::I32, DType::U32]),
+            (
+                ReduceOp::All,
+                vec![DType::Bool, DType::F32, DType::I32, DType::U32],
+            ),
+            (
+                ReduceOp::Any,
+                vec![DType::Bool, DType::F32, DType::I32, DType::U32],
+            ),
+        ];
+        for (op, dtypes) in cases {
+            for dtype in dtypes {
+                check(&Kernel::Reduce(ReduceKernel {
+                    op,
+                    in_shape: in_shape.clone(),
+                    dtype,
+                    axes: axes.to_vec(),
+                    out_shape: Shape::new(out.clone()),
+                }));
+            }
+        }
+    }
+}
+
+#[test]
+fn movement_kernels_validate() {
+    for (kind, out, offset, strides) in [
+        (StridedKind::Slice, vec![3, 2], 7i64, vec![-4i64, 2]),
+        (StridedKind::Flip, vec![4], 3, vec![-1]),
+        (StridedKind::BroadcastTo, vec![2, 3, 4], 0, vec![0, 1, 0]),
+        (StridedKind::Slice, vec![], 2, vec![]),
+    ] {
+        check(&Kernel::Strided(StridedKernel {
+            kind,
+            out_shape: Shape::new(out),
+            offset,
+            strides,
+        }));
+    }
+    for n in 1..=6 {
+        check(&Kernel::Concat(ConcatKernel {
+            in_shapes: (0..n).map(|k| Shape::new(vec![2, k + 1])).collect(),
+            axis: 1,
+            out_shape: Shape::new(vec![2, n * (n + 1) / 2]),
+        }));
+    }
+    check(&Kernel::Pad(PadKernel {
+        in_shape: Shape::new(vec![2, 3]),
+        before: vec![1, 0],
+        value: 1.5f32.to_bits(),
+        out_shape: Shape::new(vec![4, 5]),
+    }));
+    check(&Kernel::Gather(GatherKernel {
+        x_shape: Shape::new(vec![4, 3]),
+        indices: 5,
+        axis: 0,
+        out_shape: Shape::new(vec![5, 3]),
+    }));
+    check(&Kernel::Gather(GatherKernel {
+        x_shape: Shape::new(vec![1]),
+        indices: 1,
+        axis: 0,
+        out_shape: Shape::new(vec![]),
+    }));
+}
+
+#[test]
+fn nn_kernels_validate() {
+    let window = Window {
+        kernel: [3, 2],
+        stride: [2, 1],
+        padding: [1, 0],
+        dilation: [1, 2],
+    };
+    check(&Kernel::Conv2d(Conv2dKernel {
+        x: Shape::new(vec![2, 4, 7, 6]),
+        w: Shape::new(vec![6, 2, 3, 2]),
+        window,
+        groups: 2,
+        out: Shape::new(vec![2, 6, 4, 4]),
+    }));
+    for kind in [PoolKind::Max, PoolKind::Avg] {
+        check(&Kernel::Pool(PoolKernel {
+            kind,
+            x: Shape::new(vec![1, 3, 5, 5]),
+            window: Window {
+                kernel: [3, 3],
+                stride: [2, 2],
+                padding: [1, 1],
+                dilation: [1, 1],
+            },
+            out: Shape::new(vec![1, 3, 3, 3]),
+        }));
+    }
+}
