@@ -37,3 +37,116 @@ fn wgf_f32_to_i32(x: f32) -> i32 {
 fn wgf_f32_to_u32(x: f32) -> u32 {
     return select(u32(clamp(x, 0.0, 4294967040.0)), 0u, wgf_isnan(x));
 }
+
+fn wgf_isinf(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+fn wgf_isfinite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// Ordered float comparisons that are false (and != true) for NaN even under fast-math.
+fn wgf_ne(a: f32, b: f32) -> bool {
+    return wgf_isnan(a) || wgf_isnan(b) || a != b;
+}
+
+fn wgf_le(a: f32, b: f32) -> bool {
+    return !(wgf_isnan(a) || wgf_isnan(b)) && a <= b;
+}
+
+fn wgf_ge(a: f32, b: f32) -> bool {
+    return !(wgf_isnan(a) || wgf_isnan(b)) && a >= b;
+}
+
+// sign with sign(±0) == +0 and sign(NaN) == NaN (NumPy).
+fn wgf_sign(x: f32) -> f32 {
+    return select(select(select(0.0, -1.0, x < 0.0), 1.0, x > 0.0), x, wgf_isnan(x));
+}
+
+// erf: Eigen's rational approximation x*P(x^2)/Q(x^2) on x clamped to [-4, 4]; max abs and
+// relative error 4.2e-7 (see src/ops/elementwise_cpu.rs, which runs the same steps).
+fn wgf_erf(v: f32) -> f32 {
+    let x = clamp(v, -4.0, 4.0);
+    let x2 = x * x;
+    var p = bitcast<f32>(0xaf95df0bu);
+    p = x2 * p + bitcast<f32>(0x32edffeeu);
+    p = x2 * p + bitcast<f32>(0xb60cff51u);
+    p = x2 * p + bitcast<f32>(0xb86ec2d2u);
+    p = x2 * p + bitcast<f32>(0xba40ac63u);
+    p = x2 * p + bitcast<f32>(0xbb41a1f6u);
+    p = x2 * p + bitcast<f32>(0xbc83dbd4u);
+    var q = bitcast<f32>(0xb77460cdu);
+    q = x2 * q + bitcast<f32>(0xb95fbd29u);
+    q = x2 * q + bitcast<f32>(0xbadc924eu);
+    q = x2 * q + bitcast<f32>(0xbbf19bf8u);
+    q = x2 * q + bitcast<f32>(0xbc69b6a7u);
+    return select(x * p / q, v, wgf_isnan(v));
+}
+
+// log1p(x) = log(u) * x / (u - 1) with u = 1 + x (Kahan): exact where u rounds to 1.
+fn wgf_log1p(x: f32) -> f32 {
+    let u = 1.0 + x;
+    let r = log(u) * (x / (u - 1.0));
+    return select(select(r, x, u == 1.0), u, wgf_isinf(u) || wgf_isnan(x));
+}
+
+// expm1(x) = (u - 1) * x / log(u) with u = e^x (Kahan).
+fn wgf_expm1(x: f32) -> f32 {
+    let u = exp(x);
+    let um1 = u - 1.0;
+    var r = um1 * (x / log(u));
+    r = select(r, x, u == 1.0);
+    r = select(r, -1.0, um1 == -1.0);
+    return select(r, u, wgf_isinf(u) || wgf_isnan(x));
+}
+
+// softplus(x) = max(x, 0) + log1p(e^-|x|): never overflows; NaN stays NaN.
+fn wgf_softplus(x: f32) -> f32 {
+    return wgf_relu(x) + wgf_log1p(exp(-abs(x)));
+}
+
+// Integer floor division and remainder with NumPy's sign rules; a divisor of 0 gives 0 and
+// i32::MIN // -1 == i32::MIN (the divisor is guarded because naga's GLSL output is not).
+fn wgf_floordiv_i32(a: i32, b: i32) -> i32 {
+    let bs = select(b, 1, b == 0 || (a == (-2147483647 - 1) && b == -1));
+    let q = a / bs;
+    let r = a - q * bs;
+    return select(select(q, q - 1, r != 0 && ((r < 0) != (bs < 0))), 0, b == 0);
+}
+
+fn wgf_rem_i32(a: i32, b: i32) -> i32 {
+    let bs = select(b, 1, b == 0 || (a == (-2147483647 - 1) && b == -1));
+    let r = a - (a / bs) * bs;
+    return select(select(r, r + bs, r != 0 && ((r < 0) != (bs < 0))), 0, b == 0);
+}
+
+fn wgf_floordiv_u32(a: u32, b: u32) -> u32 {
+    return select(a / select(b, 1u, b == 0u), 0u, b == 0u);
+}
+
+fn wgf_rem_u32(a: u32, b: u32) -> u32 {
+    let bs = select(b, 1u, b == 0u);
+    return select(a - (a / bs) * bs, 0u, b == 0u);
+}
+
+// Integer power by squaring with wrapping products; i32 shares it through the bits.
+fn wgf_pow_u32(a: u32, e: u32) -> u32 {
+    var r = 1u;
+    var b = a;
+    var k = e;
+    while (k != 0u) {
+        if ((k & 1u) == 1u) {
+            r = r * b;
+        }
+        b = b * b;
+        k = k >> 1u;
+    }
+    return r;
+}
+
+// A negative exponent gives the truncated real result: 1, ±1 for base -1, else 0.
+fn wgf_pow_i32(a: i32, e: i32) -> i32 {
+    let neg = select(select(0, 1, a == 1), select(1, -1, (e & 1) == 1), a == -1);
+    return select(bitcast<i32>(wgf_pow_u32(bitcast<u32>(a), bitcast<u32>(e))), neg, e < 0);
+}

@@ -6,7 +6,9 @@ use super::place::Placed;
 use super::{Plan, Source, Step, StepKind, Value, ValueId};
 use crate::device::Device;
 use crate::graph::{Graph, Tensor};
-use crate::ops::{ElementwiseKernel, Expr, Kernel, MatMulKernel, Op, PermuteKernel, ReduceKernel};
+use crate::ops::{
+    ElementwiseKernel, Expr, Kernel, MatMulKernel, Op, PermuteKernel, RandomKernel, ReduceKernel,
+};
 use crate::{Error, Result};
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
@@ -163,6 +165,10 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 perm: perm.clone(),
                 out_shape: node.shape.clone(),
                 dtype: node.dtype,
+            }),
+            Op::Random(spec) => Kernel::Random(RandomKernel {
+                spec: *spec,
+                out_shape: node.shape.clone(),
             }),
             other => {
                 return Err(Error::Internal(format!(

@@ -3,13 +3,16 @@
 //! Composites (softmax, mean of several axes…) are graph builders over these, in `graph/build.rs`.
 
 pub mod elementwise;
+pub mod elementwise_cpu;
 pub mod matmul;
 pub mod movement;
+pub mod random;
 pub mod reduce;
 
 pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, UnaryOp};
 pub use matmul::MatMulKernel;
 pub use movement::PermuteKernel;
+pub use random::{Distribution, RandomKernel, RandomSpec};
 pub use reduce::{ReduceKernel, ReduceOp};
 
 use crate::{DType, HostTensor};
@@ -34,6 +37,8 @@ pub enum Op {
     /// A view with the node's shape: no data moves.
     Reshape,
     Permute(Vec<usize>),
+    /// An f32 tensor drawn from a seeded counter-based generator (see `ops/random.rs`).
+    Random(RandomSpec),
 }
 
 impl Op {
@@ -50,6 +55,7 @@ impl Op {
             Op::MatMul => "matmul",
             Op::Reshape => "reshape",
             Op::Permute(_) => "transpose",
+            Op::Random(r) => r.name(),
         }
     }
 
@@ -79,6 +85,7 @@ pub enum Kernel {
     Reduce(ReduceKernel),
     MatMul(MatMulKernel),
     Permute(PermuteKernel),
+    Random(RandomKernel),
 }
 
 impl Kernel {
@@ -91,6 +98,12 @@ impl Kernel {
             }
             Kernel::MatMul(k) => format!("matmul {} @ {}", k.a, k.b),
             Kernel::Permute(k) => format!("transpose {:?} of {}", k.perm, k.in_shape),
+            Kernel::Random(k) => format!(
+                "{} of {} (seed {})",
+                k.spec.name(),
+                k.out_shape,
+                k.spec.seed
+            ),
         }
     }
 
@@ -101,6 +114,7 @@ impl Kernel {
             Kernel::Reduce(k) => k.wgsl(),
             Kernel::MatMul(k) => k.wgsl(),
             Kernel::Permute(k) => k.wgsl(),
+            Kernel::Random(k) => k.wgsl(),
         }
     }
 
@@ -111,6 +125,7 @@ impl Kernel {
             Kernel::Reduce(k) => k.run_cpu(inputs[0]),
             Kernel::MatMul(k) => k.run_cpu(inputs[0], inputs[1]),
             Kernel::Permute(k) => k.run_cpu(inputs[0]),
+            Kernel::Random(k) => k.run_cpu(),
         }
     }
 
@@ -121,6 +136,7 @@ impl Kernel {
             Kernel::Reduce(k) => k.out_shape.numel(),
             Kernel::MatMul(k) => k.out.numel(),
             Kernel::Permute(k) => k.out_shape.numel(),
+            Kernel::Random(k) => k.out_shape.numel(),
         }) as u64
     }
 }
