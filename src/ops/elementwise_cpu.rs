@@ -8,9 +8,11 @@
 //!   Python's `math.erf` on a dense grid (200k points on [-6, 6], 22k log-spaced points near 0).
 //!   CPU and GPU run the same operations, so they differ only by rounding (fused
 //!   multiply-adds on some drivers), well under 1e-6.
-//! - `log1p`, `expm1`: the CPU uses the platform's correctly-rounded-ish `ln_1p`/`exp_m1`;
-//!   GPUs use Kahan's tricks `log(u)·x/(u-1)` with `u = 1+x`, and `(u-1)·x/log(u)` with
-//!   `u = e^x`, which are accurate to a few ulp wherever the driver's `log`/`exp` are.
+//! - `log1p`, `expm1`: the CPU uses Rust's `ln_1p`/`exp_m1` (libm). GPUs cannot lean on the
+//!   driver's `log`/`exp` near 1/0 (Vulkan bounds only log's absolute error there, and lavapipe
+//!   is 0.5% off for `log(1 - 1e-5)`), so they use series for small `|x|` (atanh series for
+//!   log1p when `|x| < 0.25`, Taylor to degree 8 for expm1 when `|x| < 0.35`) and `x` itself
+//!   for `|x| < 1e-8`; measured agreement with NumPy within 2e-6 relative.
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
 //!
 //! Integer rules (identical on every backend): arithmetic wraps; `div` truncates with
