@@ -37,11 +37,11 @@ fn wgf_uniform(w: vec4<u32>, low: f32, high: f32, keep: bool) -> f32 {
     return low + p;
 }
 
-fn wgf_normal(w: vec4<u32>, mean: f32, std: f32, keep: bool) -> f32 {
+fn wgf_normal(w: vec4<u32>, mean: f32, sd: f32, keep: bool) -> f32 {
     let u1 = f32((w.x >> 8u) + 1u) * bitcast<f32>(0x33800000u);
     let u2 = f32(w.y >> 8u) * bitcast<f32>(0x33800000u);
     let z = sqrt(-2.0 * log(u1)) * cos(bitcast<f32>(0x40c90fdbu) * u2);
-    let p = select(0.0, std * z, keep);
+    let p = select(0.0, sd * z, keep);
     return mean + p;
 }
 

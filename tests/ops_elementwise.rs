@@ -229,3 +229,168 @@ fn every_elementwise_op_on_every_gpu_matches_cpu_and_numpy() {
     }
     assert!(failed.is_empty(), "mismatches: {failed:?}");
 }
+
+// ---------------------------------------------------------------- random
+
+fn random_graph() -> (Graph, Vec<Tensor>) {
+    let mut g = Graph::new();
+    let ts = vec![
+        g.random_uniform([1000, 7], 0.0, 1.0, 42).unwrap(),
+        g.random_uniform([3, 5, 11], -2.0, 3.0, 0xdead_beef_1234)
+            .unwrap(),
+        g.random_normal([1000, 7], 0.0, 1.0, 42).unwrap(),
+        g.random_normal([257], 1.5, 0.25, 7).unwrap(),
+        g.random_uniform([], 0.0, 1.0, 42).unwrap(),
+    ];
+    (g, ts)
+}
+
+fn moments(v: &[f32]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+    (mean, var)
+}
+
+#[test]
+fn random_on_cpu_has_sane_moments_and_is_seeded() {
+    let (g, ts) = random_graph();
+    let mut s = common::session_on(&g, Device::Cpu);
+    let out = s.run(&[], &ts).unwrap();
+    let u = out[0].to_f32().unwrap();
+    assert!(u.iter().all(|&x| (0.0..1.0).contains(&x)));
+    let (m, v) = moments(&u);
+    // 7000 samples: standard errors 0.0035 (mean) and 0.001 (variance).
+    assert!(
+        (m - 0.5).abs() < 0.02 && (v - 1.0 / 12.0).abs() < 0.006,
+        "{m} {v}"
+    );
+    let u2 = out[1].to_f32().unwrap();
+    assert!(u2.iter().all(|&x| (-2.0..3.0).contains(&x)));
+    let n = out[2].to_f32().unwrap();
+    let (m, v) = moments(&n);
+    assert!(m.abs() < 0.05 && (v - 1.0).abs() < 0.07, "{m} {v}");
+    let within_1sd = n.iter().filter(|x| x.abs() < 1.0).count() as f64 / n.len() as f64;
+    assert!((within_1sd - 0.6827).abs() < 0.03, "{within_1sd}");
+    let (m, v) = moments(&out[3].to_f32().unwrap());
+    assert!(
+        (m - 1.5).abs() < 0.06 && (v.sqrt() - 0.25).abs() < 0.04,
+        "{m} {v}"
+    );
+    // The scalar is element 0 of the same stream as the first tensor.
+    assert_eq!(out[4].words()[0], out[0].words()[0]);
+    // Same seed, same numbers on a second run; another seed, other numbers.
+    let again = s.run(&[], &ts[..1]).unwrap();
+    assert_eq!(again[0].words(), out[0].words());
+    let mut g2 = Graph::new();
+    let other = g2.random_uniform([1000, 7], 0.0, 1.0, 43).unwrap();
+    let o = common::session_on(&g2, Device::Cpu)
+        .run(&[], &[other])
+        .unwrap();
+    let same = o[0]
+        .words()
+        .iter()
+        .zip(out[0].words())
+        .filter(|(a, b)| a == b)
+        .count();
+    assert!(same < 10, "{same} equal draws across seeds");
+}
+
+#[test]
+fn random_on_every_gpu_matches_cpu() {
+    let (g, ts) = random_graph();
+    let cpu = common::session_on(&g, Device::Cpu).run(&[], &ts).unwrap();
+    for gpu in common::gpus() {
+        let got = common::session_on(&g, gpu).run(&[], &ts).unwrap();
+        for i in [0, 1, 4] {
+            assert_eq!(
+                got[i].words(),
+                cpu[i].words(),
+                "{gpu} uniform #{i} bit-exact"
+            );
+        }
+        for i in [2, 3] {
+            // log/sqrt/cos differ between implementations; the largest gap is where cos(2πu2)
+            // crosses 0 and a driver's cos is only accurate in absolute terms (~1e-6 seen).
+            let (g, c) = (got[i].to_f32().unwrap(), cpu[i].to_f32().unwrap());
+            let worst = g
+                .iter()
+                .zip(&c)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                worst <= 1e-5,
+                "{gpu} normal #{i}: max |gpu - cpu| = {worst}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- errors
+
+fn build_err(r: wgflow::Result<Tensor>) -> String {
+    let e = r.expect_err("builder should fail").to_string();
+    assert!(
+        e.contains("ops_elementwise.rs"),
+        "no caller location in: {e}"
+    );
+    e
+}
+
+/// No implicit promotion: every binary family rejects mixed dtypes and names both.
+#[test]
+fn mixed_dtypes_are_rejected_for_every_binary_family() {
+    let mut g = Graph::new();
+    let f = g.constant([1.0f32, 2.0]).unwrap();
+    let i = g.constant([1i32, 2]).unwrap();
+    let u = g.constant([1u32, 2]).unwrap();
+    let b = g
+        .constant(HostTensor::from_words([2].into(), DType::Bool, vec![1, 0]).unwrap())
+        .unwrap();
+    type Bin = fn(&mut Graph, Tensor, Tensor) -> wgflow::Result<Tensor>;
+    let families: [(&str, Bin, Tensor, Tensor); 9] = [
+        ("add", |g, a, b| g.add(a, b), f, i),
+        ("pow", |g, a, b| g.pow(a, b), i, u),
+        ("not_equal", |g, a, b| g.not_equal(a, b), f, u),
+        ("less_equal", |g, a, b| g.less_equal(a, b), i, f),
+        ("greater_equal", |g, a, b| g.greater_equal(a, b), u, i),
+        ("logical_and", |g, a, b| g.logical_and(a, b), b, i),
+        ("logical_xor", |g, a, b| g.logical_xor(a, b), f, b),
+        ("floor_divide", |g, a, b| g.floor_divide(a, b), i, u),
+        ("remainder", |g, a, b| g.remainder(a, b), u, f),
+    ];
+    for (name, op, x, y) in families {
+        let e = build_err(op(&mut g, x, y));
+        let (dx, dy) = (g.dtype(x).to_string(), g.dtype(y).to_string());
+        assert!(
+            e.starts_with(name) && e.contains(&dx) && e.contains(&dy) && e.contains("cast"),
+            "{e}"
+        );
+    }
+    // Unsupported (but matching) dtypes name what the op accepts.
+    assert!(build_err(g.logical_or(f, f)).contains("expects bool"));
+    assert!(build_err(g.floor_divide(f, f)).contains("expects i32 or u32"));
+    assert!(build_err(g.erf(i)).contains("expects f32"));
+    assert!(build_err(g.logical_not(u)).contains("expects bool"));
+    assert!(build_err(g.less_equal(b, b)).contains("expects f32, i32 or u32"));
+    assert!(build_err(g.gelu(i, false)).contains("expects f32"));
+    let s3 = g.constant([1.0f32, 2.0, 3.0]).unwrap();
+    assert!(build_err(g.not_equal(f, s3)).contains("cannot broadcast"));
+}
+
+#[test]
+fn bad_creation_arguments_are_clear_errors() {
+    let mut g = Graph::new();
+    assert!(build_err(g.zeros([2, 0], DType::F32)).contains("zero-size"));
+    assert!(build_err(g.random_uniform([0], 0.0, 1.0, 1)).contains("zero-size"));
+    assert!(build_err(g.eye(0, 3, 0, DType::F32)).contains("zero-size"));
+    assert!(build_err(g.arange(0.0, 0.0, 1.0, DType::I32)).contains("empty"));
+    assert!(build_err(g.arange(0.0, 5.0, 0.0, DType::F32)).contains("nonzero step"));
+    assert!(build_err(g.arange(0.0, 5.0, 0.5, DType::I32)).contains("not representable"));
+    assert!(build_err(g.linspace(0.0, 1.0, 0, true)).contains("empty"));
+    assert!(build_err(g.full([2], DType::U32, -1.0)).contains("not representable"));
+    assert!(build_err(g.random_uniform([2], 1.0, 0.0, 1)).contains("low <= high"));
+    assert!(build_err(g.random_normal([2], 0.0, f32::NAN, 1)).contains("std"));
+    let x = g.constant([1i32, 2]).unwrap();
+    assert!(build_err(g.clip(x, 0.5, 3.0)).contains("not representable"));
+}

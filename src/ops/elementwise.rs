@@ -133,20 +133,28 @@ impl UnaryOp {
         )
     }
 
+    /// Defined on every numeric dtype (not only f32).
+    fn accepts_integers(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Abs
+                | UnaryOp::Relu
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::Sign
+                | UnaryOp::IsNan
+                | UnaryOp::IsInf
+                | UnaryOp::IsFinite
+        )
+    }
+
     /// The dtype rule: `Err` names the dtypes this op accepts.
     pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
         let ok = match self {
             UnaryOp::Neg => x.is_signed(),
-            UnaryOp::Abs
-            | UnaryOp::Relu
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Round
-            | UnaryOp::Sign
-            | UnaryOp::IsNan
-            | UnaryOp::IsInf
-            | UnaryOp::IsFinite => x.is_numeric(),
             UnaryOp::LogicalNot => x == DType::Bool,
+            op if op.accepts_integers() => x.is_numeric(),
             _ => x.is_float(),
         };
         match (ok, self) {
@@ -154,7 +162,7 @@ impl UnaryOp {
             (true, _) => Ok(x),
             (false, UnaryOp::Neg) => Err("f32 or i32"),
             (false, UnaryOp::LogicalNot) => Err("bool"),
-            (false, op) if op.result_dtype(DType::I32).is_ok() => Err("f32, i32 or u32"),
+            (false, op) if op.accepts_integers() => Err("f32, i32 or u32"),
             (false, _) => Err("f32"),
         }
     }
