@@ -394,3 +394,49 @@ fn bad_creation_arguments_are_clear_errors() {
     let x = g.constant([1i32, 2]).unwrap();
     assert!(build_err(g.clip(x, 0.5, 3.0)).contains("not representable"));
 }
+
+// ---------------------------------------------------------------- fusion
+
+/// Composites are primitives plus scalar literals, so each one fuses into a single kernel
+/// (here with its consumer too), and random tensors feed fused kernels like any value.
+#[test]
+fn composites_fuse_into_one_kernel() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2, 5], DType::F32).unwrap();
+    let outs = [
+        g.gelu(x, false).unwrap(),
+        g.gelu(x, true).unwrap(),
+        g.silu(x).unwrap(),
+        g.elu(x, 1.0).unwrap(),
+        g.leaky_relu(x, 0.01).unwrap(),
+        g.clip(x, -1.0, 1.0).unwrap(),
+    ];
+    for (i, &y) in outs.iter().enumerate() {
+        let z = g.square(y).unwrap();
+        let plan = common::session_on(&g, Device::Cpu).plan(&[z]).unwrap();
+        assert_eq!(
+            plan.dispatch_count(),
+            1,
+            "composite #{i}:\n{}",
+            plan.describe()
+        );
+    }
+    let r = g.random_uniform([2, 5], 0.0, 1.0, 9).unwrap();
+    let two = g.full([], DType::F32, 2.0).unwrap();
+    let r2 = g.mul(r, two).unwrap();
+    let y = g.add(r2, x).unwrap();
+    let feed = HostTensor::new([2, 5], (0..10).map(|i| i as f32 * 0.25).collect()).unwrap();
+    let mut cpu = common::session_on(&g, Device::Cpu);
+    assert_eq!(cpu.plan(&[y]).unwrap().dispatch_count(), 2);
+    let want = cpu.run(&[(x, feed.clone())], &[y, r]).unwrap();
+    let (yw, rw) = (want[0].to_f32().unwrap(), want[1].to_f32().unwrap());
+    for (k, (a, b)) in yw.iter().zip(&rw).enumerate() {
+        assert_eq!(*a, 2.0 * b + k as f32 * 0.25);
+    }
+    for gpu in common::gpus() {
+        let got = common::session_on(&g, gpu)
+            .run(&[(x, feed.clone())], &[y, r])
+            .unwrap();
+        assert_eq!(got[0].words(), want[0].words(), "{gpu}");
+    }
+}
