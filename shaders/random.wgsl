@@ -37,10 +37,25 @@ fn wgf_uniform(w: vec4<u32>, low: f32, high: f32, keep: bool) -> f32 {
     return low + p;
 }
 
+// cos(2π·u) for u in [0, 1): the same steps as `cos_turns` in src/ops/random.rs (exact
+// quarter-turn reduction, then Taylor polynomials), so no driver cos is involved.
+fn wgf_cos_turns(u: f32) -> f32 {
+    let q = round(u * 4.0);
+    let x = (u - q * 0.25) * bitcast<f32>(0x40c90fdbu);
+    let x2 = x * x;
+    let c = 1.0 + x2 * (bitcast<f32>(0xbf000000u) + x2 * (bitcast<f32>(0x3d2aaaabu)
+        + x2 * (bitcast<f32>(0xbab60b61u) + x2 * (bitcast<f32>(0x37d00d01u)
+        + x2 * bitcast<f32>(0xb493f27eu)))));
+    let s = x * (1.0 + x2 * (bitcast<f32>(0xbe2aaaabu) + x2 * (bitcast<f32>(0x3c088889u)
+        + x2 * (bitcast<f32>(0xb9500d01u) + x2 * bitcast<f32>(0x3638ef1du)))));
+    let k = u32(q) & 3u;
+    return select(select(select(s, -c, k == 2u), -s, k == 1u), c, k == 0u);
+}
+
 fn wgf_normal(w: vec4<u32>, mean: f32, sd: f32, keep: bool) -> f32 {
     let u1 = f32((w.x >> 8u) + 1u) * bitcast<f32>(0x33800000u);
     let u2 = f32(w.y >> 8u) * bitcast<f32>(0x33800000u);
-    let z = sqrt(-2.0 * log(u1)) * cos(bitcast<f32>(0x40c90fdbu) * u2);
+    let z = sqrt(-2.0 * wgf_log1p(u1 - 1.0)) * wgf_cos_turns(u2);
     let p = select(0.0, sd * z, keep);
     return mean + p;
 }

@@ -310,8 +310,8 @@ fn random_on_every_gpu_matches_cpu() {
             );
         }
         for i in [2, 3] {
-            // log/sqrt/cos differ between implementations; the largest gap is where cos(2πu2)
-            // crosses 0 and a driver's cos is only accurate in absolute terms (~1e-6 seen).
+            // log1p and sqrt may differ in the last bits between implementations (max 2.4e-7
+            // seen on lavapipe and llvmpipe); uniform bits and cos are computed identically.
             let (g, c) = (got[i].to_f32().unwrap(), cpu[i].to_f32().unwrap());
             let worst = g
                 .iter()
@@ -319,7 +319,7 @@ fn random_on_every_gpu_matches_cpu() {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0, f32::max);
             assert!(
-                worst <= 1e-5,
+                worst <= 1e-6,
                 "{gpu} normal #{i}: max |gpu - cpu| = {worst}"
             );
         }

@@ -332,7 +332,7 @@ impl Graph {
     }
 
     /// f32 values from the normal distribution `N(mean, std²)` by Box-Muller from `seed`;
-    /// devices agree to about 1e-6 relative (their `log`/`cos` differ in the last bits).
+    /// devices agree within 1e-6·std (their `log1p`/`sqrt` may differ in the last bit).
     #[track_caller]
     pub fn random_normal(
         &mut self,

@@ -7,12 +7,15 @@
 //!    giving four words `w0..w3`.
 //! 2. Uniform: `u = (w0 >> 8) · 2^-24` in `[0, 1)` (exact), `out = low + (high - low) · u`.
 //! 3. Normal (Box-Muller, one of the pair): `u1 = ((w0 >> 8) + 1) · 2^-24` in `(0, 1]`,
-//!    `u2 = (w1 >> 8) · 2^-24`, `out = mean + std · sqrt(-2 ln u1) · cos(2π u2)`.
+//!    `u2 = (w1 >> 8) · 2^-24`, `out = mean + std · sqrt(-2 ln u1) · cos(2π u2)`, with
+//!    `ln u1` evaluated as `log1p(u1 - 1)` (the subtraction is exact) and `cos(2π u2)` by
+//!    [`cos_turns`] on every device.
 //!
 //! Uniform numbers are bit-identical everywhere: steps 1–2 are integer work plus one
 //! multiply and one add, each correctly rounded (the kernel keeps the driver from fusing them).
-//! Normal numbers go through `log`, `sqrt` and `cos`, whose last bits differ between
-//! implementations; they agree to about 1e-6 relative.
+//! Normal numbers also go through `log1p` (libm on the CPU, the prelude's series or the
+//! driver's `log` on GPUs) and `sqrt`, whose last bits differ between implementations; devices
+//! agree within 1e-6 absolute (for `std = 1`).
 //!
 //! Random ops are stateless: a plan produces the same tensor on every run (like a constant
 //! that is computed on the device instead of uploaded). Use a different seed for new numbers.
@@ -80,6 +83,31 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
 
 const TWO_POW_M24: f32 = 1.0 / 16_777_216.0;
 
+// Taylor coefficients of cos and sin (1/2!, 1/3!, … with signs), as f32 words shared with
+// `shaders/random.wgsl`.
+const COS_C: [u32; 5] = [0xbf000000, 0x3d2aaaab, 0xbab60b61, 0x37d00d01, 0xb493f27e];
+const SIN_C: [u32; 4] = [0xbe2aaaab, 0x3c088889, 0xb9500d01, 0x3638ef1d];
+
+/// `cos(2π·u)` for `u` in `[0, 1)` with the same f32 operations as the WGSL kernel, so that
+/// devices differ only where the driver's `log`/`sqrt` do: reduce exactly to a quarter turn
+/// `t` in `[-1/8, 1/8]` (`u` is a multiple of 2^-24), then a degree-10/11 Taylor polynomial
+/// (truncation < 2e-9).
+pub fn cos_turns(u: f32) -> f32 {
+    let q = (u * 4.0).round_ties_even();
+    let x = (u - q * 0.25) * std::f32::consts::TAU;
+    let x2 = x * x;
+    let c = |i: usize| f32::from_bits(COS_C[i]);
+    let s = |i: usize| f32::from_bits(SIN_C[i]);
+    let cos = 1.0 + x2 * (c(0) + x2 * (c(1) + x2 * (c(2) + x2 * (c(3) + x2 * c(4)))));
+    let sin = x * (1.0 + x2 * (s(0) + x2 * (s(1) + x2 * (s(2) + x2 * s(3)))));
+    match (q as u32) & 3 {
+        0 => cos,
+        1 => -sin,
+        2 => -cos,
+        _ => sin,
+    }
+}
+
 impl RandomKernel {
     fn key(&self) -> [u32; 2] {
         [self.spec.seed as u32, (self.spec.seed >> 32) as u32]
@@ -99,7 +127,9 @@ impl RandomKernel {
                     Distribution::Normal { mean, std } => {
                         let u1 = ((w[0] >> 8) + 1) as f32 * TWO_POW_M24;
                         let u2 = (w[1] >> 8) as f32 * TWO_POW_M24;
-                        let z = (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos();
+                        // ln u1 as log1p(u1 - 1) (exact subtraction): accurate near u1 = 1,
+                        // where a driver's log is not (see `UnaryOp::Log1p`).
+                        let z = (-2.0 * (u1 - 1.0).ln_1p()).sqrt() * cos_turns(u2);
                         mean + std * z
                     }
                 };
@@ -139,6 +169,18 @@ mod tests {
     use super::*;
 
     /// Known-answer tests from Random123's `kat_vectors` for philox4x32_10.
+    #[test]
+    fn cos_turns_is_accurate() {
+        let worst = (0..1u32 << 16)
+            .map(|k| {
+                let u = (k << 8) as f32 * TWO_POW_M24;
+                let want = (std::f64::consts::TAU * u as f64).cos();
+                (cos_turns(u) as f64 - want).abs()
+            })
+            .fold(0.0, f64::max);
+        assert!(worst < 3e-7, "{worst}");
+    }
+
     #[test]
     fn philox_matches_random123_known_answers() {
         assert_eq!(
