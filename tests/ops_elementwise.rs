@@ -374,6 +374,9 @@ fn mixed_dtypes_are_rejected_for_every_binary_family() {
     assert!(build_err(g.logical_not(u)).contains("expects bool"));
     assert!(build_err(g.less_equal(b, b)).contains("expects f32, i32 or u32"));
     assert!(build_err(g.gelu(i, false)).contains("expects f32"));
+    assert!(build_err(g.silu(u)).starts_with("silu"));
+    assert!(build_err(g.clip(b, 0.0, 1.0)).starts_with("clip"));
+    assert!(build_err(g.elu(i, 1.0)).starts_with("elu"));
     let s3 = g.constant([1.0f32, 2.0, 3.0]).unwrap();
     assert!(build_err(g.not_equal(f, s3)).contains("cannot broadcast"));
 }

@@ -126,6 +126,7 @@ impl Graph {
     #[track_caller]
     pub fn silu(&mut self, x: Tensor) -> Result<Tensor> {
         let loc = Location::caller();
+        self.float_only("silu", x, loc)?;
         self.name_scope("silu", |g| {
             let s = g.ew_unary(UnaryOp::Sigmoid, x, loc)?;
             g.ew_binary(BinaryOp::Mul, x, s, loc)
@@ -197,6 +198,13 @@ impl Graph {
         let loc = Location::caller();
         self.check(x, "clip", loc)?;
         let d = self.dtype(x);
+        if !d.is_numeric() {
+            return Err(Error::build(
+                "clip",
+                loc,
+                format!("dtype {d} is not supported (expects f32, i32 or u32)"),
+            ));
+        }
         self.name_scope("clip", |g| {
             let lo = g.lit(d, min, loc)?;
             let hi = g.lit(d, max, loc)?;
