@@ -77,6 +77,7 @@ fn build(g: &mut Graph, c: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
             .collect()
     };
     match c.op.as_str() {
+        "log" => g.log(x[0]),
         "floor" => g.floor(x[0]),
         "ceil" => g.ceil(x[0]),
         "round" => g.round(x[0]),

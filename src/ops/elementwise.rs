@@ -494,7 +494,7 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
                 UnaryOp::Abs if d == DType::U32 => x,
                 UnaryOp::Abs => format!("abs({x})"),
                 UnaryOp::Exp => format!("exp({x})"),
-                UnaryOp::Log => format!("log({x})"),
+                UnaryOp::Log => format!("wgf_log({x})"),
                 UnaryOp::Sqrt => format!("sqrt({x})"),
                 // Clamped because some drivers evaluate tanh as a ratio of exponentials that
                 // overflows to inf/inf = NaN for |x| > ~44; tanh(±15) is ±1 in f32.
