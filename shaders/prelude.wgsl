@@ -162,6 +162,18 @@ fn wgf_pow_i32(a: i32, e: i32) -> i32 {
 
 // Natural log that keeps its relative accuracy near 1, where drivers only bound the absolute
 // error (lavapipe is 0.5% off at 1 - 1e-5): x - 1 is exact there (Sterbenz), so use log1p.
+// Subnormal inputs (which lavapipe's log misreads as ~2^-127) are taken from their bits:
+// x = b · 2^-149 exactly, so log(x) = log(f32(b)) - 149·ln 2.
 fn wgf_log(x: f32) -> f32 {
-    return select(log(x), wgf_log1p(x - 1.0), abs(x - 1.0) < 0.25);
+    let b = bitcast<u32>(x);
+    let r = select(log(x), wgf_log1p(x - 1.0), abs(x - 1.0) < 0.25);
+    return select(r, log(f32(b)) - 103.27892990343185, b > 0u && b < 0x00800000u);
+}
+
+// tanh(x) = t / (t + 2) with t = expm1(2x), x clamped to ±15 (tanh(±15) is ±1 in f32): the
+// drivers' own tanh loses all relative accuracy for small |x| (lavapipe: tanh(1e-40) = 3e-8)
+// and some overflow to inf/inf for large |x|. NaN and tiny |x| (tanh(x) = x) pass through.
+fn wgf_tanh(x: f32) -> f32 {
+    let t = wgf_expm1(2.0 * clamp(x, -15.0, 15.0));
+    return select(t / (t + 2.0), x, abs(x) < 1e-8 || wgf_isnan(x));
 }

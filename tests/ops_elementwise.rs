@@ -78,6 +78,7 @@ fn build(g: &mut Graph, c: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
     };
     match c.op.as_str() {
         "log" => g.log(x[0]),
+        "tanh" => g.tanh(x[0]),
         "floor" => g.floor(x[0]),
         "ceil" => g.ceil(x[0]),
         "round" => g.round(x[0]),

@@ -7,7 +7,7 @@
 mod common;
 
 use proptest::prelude::*;
-use wgflow::ops::BinaryOp;
+use wgflow::ops::{BinaryOp, UnaryOp};
 use wgflow::{DType, Device, Graph, HostTensor, Shape, Tensor};
 
 /// Two shapes that broadcast: an output shape, and each operand a suffix of it with some
@@ -135,6 +135,86 @@ proptest! {
             for ((o, c), label) in got.iter().zip(&cpu).zip(&labels) {
                 // Exact: every op here is correctly rounded (or integer) on both sides.
                 common::assert_close(&format!("{gpu} {label}"), o, c, 0.0, 0.0);
+            }
+        }
+    }
+}
+
+/// Tolerance (rtol, atol) of each f32 unary primitive on GPUs vs `cpu:0` over [-30, 30].
+fn unary_tolerance(op: UnaryOp) -> (f32, f32) {
+    match op {
+        UnaryOp::Sin | UnaryOp::Cos => (0.0, 4e-6),
+        UnaryOp::Erf => (1e-6, 1e-7),
+        UnaryOp::Neg
+        | UnaryOp::Abs
+        | UnaryOp::Relu
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::Sign => (0.0, 0.0),
+        _ => (2e-6, 1e-30),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Every f32 unary primitive over random values (and the usual specials): GPU ≈ cpu:0.
+    #[test]
+    fn unary_f32_ops_on_every_gpu_match_cpu(
+        mut xs in prop::collection::vec(-30.0f32..30.0, 1..40),
+        special in prop::sample::select(vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, 1e-40]),
+    ) {
+        xs.push(special);
+        let gpus = common::gpus();
+        let mut g = Graph::new();
+        let feed = HostTensor::new([xs.len()], xs.clone()).unwrap();
+        let x = g.placeholder("x", [xs.len()], DType::F32).unwrap();
+        let mut outs = Vec::new();
+        let mut ops = Vec::new();
+        for op in UnaryOp::ALL {
+            if op.result_dtype(DType::F32).is_err() {
+                continue;
+            }
+            let y = match op {
+                UnaryOp::Neg => g.neg(x),
+                UnaryOp::Abs => g.abs(x),
+                UnaryOp::Exp => g.exp(x),
+                UnaryOp::Log => g.log(x),
+                UnaryOp::Sqrt => g.sqrt(x),
+                UnaryOp::Tanh => g.tanh(x),
+                UnaryOp::Sigmoid => g.sigmoid(x),
+                UnaryOp::Relu => g.relu(x),
+                UnaryOp::Floor => g.floor(x),
+                UnaryOp::Ceil => g.ceil(x),
+                UnaryOp::Round => g.round(x),
+                UnaryOp::Sign => g.sign(x),
+                UnaryOp::Reciprocal => g.reciprocal(x),
+                UnaryOp::Rsqrt => g.rsqrt(x),
+                UnaryOp::Log1p => g.log1p(x),
+                UnaryOp::Expm1 => g.expm1(x),
+                // ±inf are outside the documented GPU contract of sin/cos.
+                UnaryOp::Sin | UnaryOp::Cos if special.is_infinite() => continue,
+                UnaryOp::Sin => g.sin(x),
+                UnaryOp::Cos => g.cos(x),
+                UnaryOp::Erf => g.erf(x),
+                UnaryOp::Softplus => g.softplus(x),
+                UnaryOp::IsNan => g.isnan(x),
+                UnaryOp::IsInf => g.isinf(x),
+                UnaryOp::IsFinite => g.isfinite(x),
+                UnaryOp::LogicalNot => continue,
+            }
+            .unwrap();
+            outs.push(y);
+            ops.push(op);
+        }
+        let feeds = [(x, feed)];
+        let cpu = run(&g, Device::Cpu, &feeds, &outs);
+        for gpu in gpus {
+            let got = run(&g, gpu, &feeds, &outs);
+            for ((o, c), op) in got.iter().zip(&cpu).zip(&ops) {
+                let (rtol, atol) = unary_tolerance(*op);
+                common::assert_close(&format!("{gpu} {} of {xs:?}", op.name()), o, c, rtol, atol);
             }
         }
     }

@@ -496,9 +496,8 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
                 UnaryOp::Exp => format!("exp({x})"),
                 UnaryOp::Log => format!("wgf_log({x})"),
                 UnaryOp::Sqrt => format!("sqrt({x})"),
-                // Clamped because some drivers evaluate tanh as a ratio of exponentials that
-                // overflows to inf/inf = NaN for |x| > ~44; tanh(±15) is ±1 in f32.
-                UnaryOp::Tanh => format!("tanh(clamp({x}, -15.0, 15.0))"),
+                // Not the builtin: see wgf_tanh in the prelude (small |x|, overflow, NaN).
+                UnaryOp::Tanh => format!("wgf_tanh({x})"),
                 UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-{x})))"),
                 UnaryOp::Relu if d == DType::U32 => x,
                 UnaryOp::Relu if d == DType::F32 => format!("wgf_relu({x})"),

@@ -123,6 +123,12 @@ for op, (ref, extra, rtol, atol) in UNARY_F32.items():
 x = np.array([0.99999, 1.00001, 0.9, 1.1, 0.75, 1.25, 0.7499, 1.2501, 1.0, 0.5, 2.0, 1e-30, 1e30,
               0.0, -0.0, -1.0, np.inf, np.nan], dtype=F)
 add_case("log_f32_near_one", "log", {}, [x], f64(np.log)(x), 2e-6, 0)
+# Existing ops whose GPU builtins fail at edges: log of subnormals, tanh of tiny/NaN/huge x.
+x = np.array([DENORM, 1e-45, 1.1754942e-38, 1.1754944e-38], dtype=F)
+add_case("log_f32_subnormal", "log", {}, [x], f64(np.log)(x), 2e-6, 0)
+x = np.array([np.nan, np.inf, -np.inf, -0.0, DENORM, 1e-10, -1e-5, 1e-3, 0.1, -0.3, 0.5, 1.0,
+              -3.0, 9.0, 15.5, -44.0, 100.0, 1e30], dtype=F)
+add_case("tanh_f32_edges", "tanh", {}, [x], f64(np.tanh)(x), 2e-6, 0)
 
 INT_VALUES = {"i32": np.array([-2147483648, -7, -1, 0, 1, 5, 2147483647], dtype=np.int32),
               "u32": np.array([0, 1, 7, 2147483648, 4294967295], dtype=np.uint32)}
