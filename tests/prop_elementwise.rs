@@ -33,7 +33,7 @@ fn shapes() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
     })
 }
 
-const F32_POOL: [f32; 12] = [
+const F32_POOL: [f32; 15] = [
     0.0,
     -0.0,
     1.0,
@@ -46,6 +46,9 @@ const F32_POOL: [f32; 12] = [
     f32::NAN,
     f32::INFINITY,
     -2.0,
+    1e-40,
+    3e38,
+    -1.5e-39,
 ];
 
 fn values(dtype: DType, shape: &[usize], seed: &[u32]) -> HostTensor {
@@ -56,7 +59,7 @@ fn values(dtype: DType, shape: &[usize], seed: &[u32]) -> HostTensor {
                 .wrapping_mul(2_654_435_761)
                 .wrapping_add(i as u32 * 40_503);
             match dtype {
-                DType::F32 => F32_POOL[(r % 12) as usize].to_bits(),
+                DType::F32 => F32_POOL[(r % 15) as usize].to_bits(),
                 DType::I32 => ((r % 41) as i32 - 20) as u32,
                 DType::U32 => r % 21,
                 DType::Bool => r % 2,
