@@ -37,3 +37,143 @@ fn wgf_f32_to_i32(x: f32) -> i32 {
 fn wgf_f32_to_u32(x: f32) -> u32 {
     return select(u32(clamp(x, 0.0, 4294967040.0)), 0u, wgf_isnan(x));
 }
+
+fn wgf_isinf(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+fn wgf_isfinite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// Ordered float comparisons that are false (and != true) for NaN even under fast-math.
+fn wgf_ne(a: f32, b: f32) -> bool {
+    return wgf_isnan(a) || wgf_isnan(b) || a != b;
+}
+
+fn wgf_le(a: f32, b: f32) -> bool {
+    return !(wgf_isnan(a) || wgf_isnan(b)) && a <= b;
+}
+
+fn wgf_ge(a: f32, b: f32) -> bool {
+    return !(wgf_isnan(a) || wgf_isnan(b)) && a >= b;
+}
+
+// sign with sign(±0) == +0 and sign(NaN) == NaN (NumPy). Built from the bits with integer ops
+// only: float forms get pattern-matched into a driver sign() that returns -0.0 for zeros
+// (lavapipe and llvmpipe both do).
+fn wgf_sign(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let bits = select(0u, (b & 0x80000000u) | 0x3f800000u, (b & 0x7fffffffu) != 0u);
+    return select(bitcast<f32>(bits), x, wgf_isnan(x));
+}
+
+// erf: Eigen's rational approximation x*P(x^2)/Q(x^2) on x clamped to [-4, 4]; max abs and
+// relative error 4.2e-7 (see src/ops/elementwise_cpu.rs, which runs the same steps).
+fn wgf_erf(v: f32) -> f32 {
+    let x = clamp(v, -4.0, 4.0);
+    let x2 = x * x;
+    var p = bitcast<f32>(0xaf95df0bu);
+    p = x2 * p + bitcast<f32>(0x32edffeeu);
+    p = x2 * p + bitcast<f32>(0xb60cff51u);
+    p = x2 * p + bitcast<f32>(0xb86ec2d2u);
+    p = x2 * p + bitcast<f32>(0xba40ac63u);
+    p = x2 * p + bitcast<f32>(0xbb41a1f6u);
+    p = x2 * p + bitcast<f32>(0xbc83dbd4u);
+    var q = bitcast<f32>(0xb77460cdu);
+    q = x2 * q + bitcast<f32>(0xb95fbd29u);
+    q = x2 * q + bitcast<f32>(0xbadc924eu);
+    q = x2 * q + bitcast<f32>(0xbbf19bf8u);
+    q = x2 * q + bitcast<f32>(0xbc69b6a7u);
+    return select(x * p / q, v, wgf_isnan(v));
+}
+
+// log1p and expm1 avoid the driver's log/exp near their ill-conditioned points: Vulkan only
+// bounds log's absolute error (2^-21) near 1, which lavapipe really does lose. Small |x| use
+// series; tiny |x| (and denormals, which drivers may flush) return x itself.
+// log1p: 2·atanh(s) = 2(s + s³/3 + … + s⁹/9) with s = x/(2+x) for |x| < 0.25 (|s| < 0.143,
+// truncation < 2e-8 relative); log(1 + x) elsewhere (|log(1+x)| > 0.22 there).
+fn wgf_log1p(x: f32) -> f32 {
+    let s = x / (2.0 + x);
+    let s2 = s * s;
+    let series = 2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (0.2 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0)))));
+    let r = select(log(1.0 + x), series, abs(x) < 0.25);
+    return select(r, x, abs(x) < 1e-8 || wgf_isnan(x));
+}
+
+// expm1: Taylor x + x²/2! + … + x⁸/8! for |x| < 0.35 (truncation < 2e-8 relative);
+// exp(x) - 1 elsewhere (|result| > 0.29 there, so the subtraction loses little).
+fn wgf_expm1(x: f32) -> f32 {
+    let p = 1.0 + x * (1.0 / 2.0 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0
+        + x * (1.0 / 720.0 + x * (1.0 / 5040.0 + x * (1.0 / 40320.0)))))));
+    let r = select(exp(x) - 1.0, x * p, abs(x) < 0.35);
+    return select(r, x, abs(x) < 1e-8 || wgf_isnan(x));
+}
+
+// softplus(x) = max(x, 0) + log1p(e^-|x|): never overflows; NaN stays NaN.
+fn wgf_softplus(x: f32) -> f32 {
+    return wgf_relu(x) + wgf_log1p(exp(-abs(x)));
+}
+
+// Integer floor division and remainder with NumPy's sign rules; a divisor of 0 gives 0 and
+// i32::MIN // -1 == i32::MIN (the divisor is guarded because naga's GLSL output is not).
+fn wgf_floordiv_i32(a: i32, b: i32) -> i32 {
+    let bs = select(b, 1, b == 0 || (a == (-2147483647 - 1) && b == -1));
+    let q = a / bs;
+    let r = a - q * bs;
+    return select(select(q, q - 1, r != 0 && ((r < 0) != (bs < 0))), 0, b == 0);
+}
+
+fn wgf_rem_i32(a: i32, b: i32) -> i32 {
+    let bs = select(b, 1, b == 0 || (a == (-2147483647 - 1) && b == -1));
+    let r = a - (a / bs) * bs;
+    return select(select(r, r + bs, r != 0 && ((r < 0) != (bs < 0))), 0, b == 0);
+}
+
+fn wgf_floordiv_u32(a: u32, b: u32) -> u32 {
+    return select(a / select(b, 1u, b == 0u), 0u, b == 0u);
+}
+
+fn wgf_rem_u32(a: u32, b: u32) -> u32 {
+    let bs = select(b, 1u, b == 0u);
+    return select(a - (a / bs) * bs, 0u, b == 0u);
+}
+
+// Integer power by squaring with wrapping products; i32 shares it through the bits.
+fn wgf_pow_u32(a: u32, e: u32) -> u32 {
+    var r = 1u;
+    var b = a;
+    var k = e;
+    while (k != 0u) {
+        if ((k & 1u) == 1u) {
+            r = r * b;
+        }
+        b = b * b;
+        k = k >> 1u;
+    }
+    return r;
+}
+
+// A negative exponent gives the truncated real result: 1, ±1 for base -1, else 0.
+fn wgf_pow_i32(a: i32, e: i32) -> i32 {
+    let neg = select(select(0, 1, a == 1), select(1, -1, (e & 1) == 1), a == -1);
+    return select(bitcast<i32>(wgf_pow_u32(bitcast<u32>(a), bitcast<u32>(e))), neg, e < 0);
+}
+
+// Natural log that keeps its relative accuracy near 1, where drivers only bound the absolute
+// error (lavapipe is 0.5% off at 1 - 1e-5): x - 1 is exact there (Sterbenz), so use log1p.
+// Subnormal inputs (which lavapipe's log misreads as ~2^-127) are taken from their bits:
+// x = b · 2^-149 exactly, so log(x) = log(f32(b)) - 149·ln 2.
+fn wgf_log(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let r = select(log(x), wgf_log1p(x - 1.0), abs(x - 1.0) < 0.25);
+    return select(r, log(f32(b)) - 103.27892990343185, b > 0u && b < 0x00800000u);
+}
+
+// tanh(x) = t / (t + 2) with t = expm1(2x), x clamped to ±15 (tanh(±15) is ±1 in f32): the
+// drivers' own tanh loses all relative accuracy for small |x| (lavapipe: tanh(1e-40) = 3e-8)
+// and some overflow to inf/inf for large |x|. NaN and tiny |x| (tanh(x) = x) pass through.
+fn wgf_tanh(x: f32) -> f32 {
+    let t = wgf_expm1(2.0 * clamp(x, -15.0, 15.0));
+    return select(t / (t + 2.0), x, abs(x) < 1e-8 || wgf_isnan(x));
+}

@@ -8,7 +8,7 @@ use crate::device::Device;
 use crate::graph::{Graph, Tensor};
 use crate::ops::{
     ConcatKernel, Conv2dKernel, ElementwiseKernel, Expr, GatherKernel, Kernel, MatMulKernel, Op,
-    PadKernel, PermuteKernel, PoolKernel, ReduceKernel, StridedKernel,
+    PadKernel, PermuteKernel, PoolKernel, RandomKernel, ReduceKernel, StridedKernel,
 };
 use crate::{Error, Result};
 use petgraph::graph::NodeIndex;
@@ -208,6 +208,10 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 x: in_desc(&l, 0).0,
                 window: *window,
                 out: node.shape.clone(),
+            }),
+            Op::Random(spec) => Kernel::Random(RandomKernel {
+                spec: *spec,
+                out_shape: node.shape.clone(),
             }),
             other => {
                 return Err(Error::Internal(format!(

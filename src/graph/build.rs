@@ -104,7 +104,9 @@ impl Graph {
         maximum => Maximum;
         /// Elementwise minimum; NaN propagates.
         minimum => Minimum;
-        /// `a ^ b` (f32). Negative bases give NaN on GPUs; avoid them.
+        /// `a ^ b` (f32, i32, u32). f32: negative bases give NaN on GPUs; avoid them.
+        /// Integers wrap; a negative i32 exponent gives the truncated real result
+        /// (1 for base 1, ±1 for base -1, else 0) where NumPy raises.
         pow => Pow;
         /// `a == b` → bool.
         equal => Equal;

@@ -6,7 +6,12 @@
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::{DType, Shape};
 
+pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
+
 /// Unary elementwise primitives.
+///
+/// `erf`, `log1p`, `expm1` and `softplus` have no WGSL builtin; both backends evaluate them
+/// with the algorithms documented in [`elementwise_cpu`](super::elementwise_cpu).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     Neg,
@@ -17,6 +22,24 @@ pub enum UnaryOp {
     Tanh,
     Sigmoid,
     Relu,
+    Floor,
+    Ceil,
+    /// Round half to even (NumPy's `round`/`rint`).
+    Round,
+    Sign,
+    Reciprocal,
+    Rsqrt,
+    Log1p,
+    Expm1,
+    Sin,
+    Cos,
+    Erf,
+    /// `log(1 + e^x)`, evaluated as `max(x, 0) + log1p(e^-|x|)` so it never overflows.
+    Softplus,
+    IsNan,
+    IsInf,
+    IsFinite,
+    LogicalNot,
 }
 
 /// Binary elementwise primitives (both operands share one dtype).
@@ -32,9 +55,47 @@ pub enum BinaryOp {
     Equal,
     Less,
     Greater,
+    NotEqual,
+    LessEqual,
+    GreaterEqual,
+    LogicalAnd,
+    LogicalOr,
+    LogicalXor,
+    /// Integer division rounding toward negative infinity (NumPy's `//`).
+    FloorDiv,
+    /// Integer remainder with the sign of the divisor (NumPy's `%`).
+    Remainder,
 }
 
 impl UnaryOp {
+    /// Every unary primitive (for exhaustive tests).
+    pub const ALL: [UnaryOp; 24] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Sign,
+        UnaryOp::Reciprocal,
+        UnaryOp::Rsqrt,
+        UnaryOp::Log1p,
+        UnaryOp::Expm1,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Erf,
+        UnaryOp::Softplus,
+        UnaryOp::IsNan,
+        UnaryOp::IsInf,
+        UnaryOp::IsFinite,
+        UnaryOp::LogicalNot,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             UnaryOp::Neg => "neg",
@@ -45,28 +106,91 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Relu => "relu",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Reciprocal => "reciprocal",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Log1p => "log1p",
+            UnaryOp::Expm1 => "expm1",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Softplus => "softplus",
+            UnaryOp::IsNan => "isnan",
+            UnaryOp::IsInf => "isinf",
+            UnaryOp::IsFinite => "isfinite",
+            UnaryOp::LogicalNot => "logical_not",
         }
+    }
+
+    /// Produces bool whatever its operand's dtype.
+    pub fn is_predicate(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::IsFinite | UnaryOp::LogicalNot
+        )
+    }
+
+    /// Defined on every numeric dtype (not only f32).
+    fn accepts_integers(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Abs
+                | UnaryOp::Relu
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::Sign
+                | UnaryOp::IsNan
+                | UnaryOp::IsInf
+                | UnaryOp::IsFinite
+        )
     }
 
     /// The dtype rule: `Err` names the dtypes this op accepts.
     pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
         let ok = match self {
             UnaryOp::Neg => x.is_signed(),
-            UnaryOp::Abs | UnaryOp::Relu => x.is_numeric(),
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid => {
-                x.is_float()
-            }
+            UnaryOp::LogicalNot => x == DType::Bool,
+            op if op.accepts_integers() => x.is_numeric(),
+            _ => x.is_float(),
         };
         match (ok, self) {
+            (true, op) if op.is_predicate() => Ok(DType::Bool),
             (true, _) => Ok(x),
             (false, UnaryOp::Neg) => Err("f32 or i32"),
-            (false, UnaryOp::Abs | UnaryOp::Relu) => Err("f32, i32 or u32"),
+            (false, UnaryOp::LogicalNot) => Err("bool"),
+            (false, op) if op.accepts_integers() => Err("f32, i32 or u32"),
             (false, _) => Err("f32"),
         }
     }
 }
 
 impl BinaryOp {
+    /// Every binary primitive (for exhaustive tests).
+    pub const ALL: [BinaryOp; 18] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Pow,
+        BinaryOp::Equal,
+        BinaryOp::Less,
+        BinaryOp::Greater,
+        BinaryOp::NotEqual,
+        BinaryOp::LessEqual,
+        BinaryOp::GreaterEqual,
+        BinaryOp::LogicalAnd,
+        BinaryOp::LogicalOr,
+        BinaryOp::LogicalXor,
+        BinaryOp::FloorDiv,
+        BinaryOp::Remainder,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             BinaryOp::Add => "add",
@@ -79,26 +203,60 @@ impl BinaryOp {
             BinaryOp::Equal => "equal",
             BinaryOp::Less => "less",
             BinaryOp::Greater => "greater",
+            BinaryOp::NotEqual => "not_equal",
+            BinaryOp::LessEqual => "less_equal",
+            BinaryOp::GreaterEqual => "greater_equal",
+            BinaryOp::LogicalAnd => "logical_and",
+            BinaryOp::LogicalOr => "logical_or",
+            BinaryOp::LogicalXor => "logical_xor",
+            BinaryOp::FloorDiv => "floor_divide",
+            BinaryOp::Remainder => "remainder",
         }
     }
 
+    /// Produces bool from operands of any (shared) dtype.
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater)
+        matches!(
+            self,
+            BinaryOp::Equal
+                | BinaryOp::Less
+                | BinaryOp::Greater
+                | BinaryOp::NotEqual
+                | BinaryOp::LessEqual
+                | BinaryOp::GreaterEqual
+        )
+    }
+
+    pub fn is_logical(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor
+        )
     }
 
     pub fn is_commutative(self) -> bool {
         matches!(
             self,
-            BinaryOp::Add | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Equal
+            BinaryOp::Add
+                | BinaryOp::Mul
+                | BinaryOp::Maximum
+                | BinaryOp::Minimum
+                | BinaryOp::Equal
+                | BinaryOp::NotEqual
+                | BinaryOp::LogicalAnd
+                | BinaryOp::LogicalOr
+                | BinaryOp::LogicalXor
         )
     }
 
     /// The dtype rule for operands of dtype `x` (both operands must already agree).
     pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
         match self {
-            BinaryOp::Pow if !x.is_float() => Err("f32"),
-            BinaryOp::Equal => Ok(DType::Bool),
-            BinaryOp::Less | BinaryOp::Greater if x.is_numeric() => Ok(DType::Bool),
+            BinaryOp::Equal | BinaryOp::NotEqual => Ok(DType::Bool),
+            op if op.is_comparison() && x.is_numeric() => Ok(DType::Bool),
+            op if op.is_logical() && x == DType::Bool => Ok(DType::Bool),
+            op if op.is_logical() => Err("bool"),
+            BinaryOp::FloorDiv | BinaryOp::Remainder if !x.is_int() => Err("i32 or u32"),
             _ if !x.is_numeric() => Err("f32, i32 or u32"),
             _ => Ok(x),
         }
@@ -125,11 +283,9 @@ impl Expr {
         match self {
             Expr::Input(i) => inputs[*i],
             Expr::Lit(d, _) => *d,
+            Expr::Unary(op, _) if op.is_predicate() => DType::Bool,
             Expr::Unary(_, a) => a.dtype(inputs),
-            Expr::Binary(op, a, _) if op.is_comparison() => {
-                let _ = a;
-                DType::Bool
-            }
+            Expr::Binary(op, _, _) if op.is_comparison() => DType::Bool,
             Expr::Binary(_, a, _) => a.dtype(inputs),
             Expr::Select(_, a, _) => a.dtype(inputs),
             Expr::Cast(d, _) => *d,
@@ -275,125 +431,6 @@ impl ElementwiseKernel {
     }
 }
 
-fn f(w: u32) -> f32 {
-    f32::from_bits(w)
-}
-
-fn fw(x: f32) -> u32 {
-    x.to_bits()
-}
-
-/// One unary op on one element, with the semantics the WGSL kernel has.
-pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
-    match (d, op) {
-        (DType::F32, UnaryOp::Neg) => fw(-f(w)),
-        (DType::F32, UnaryOp::Abs) => fw(f(w).abs()),
-        (DType::F32, UnaryOp::Exp) => fw(f(w).exp()),
-        (DType::F32, UnaryOp::Log) => fw(f(w).ln()),
-        (DType::F32, UnaryOp::Sqrt) => fw(f(w).sqrt()),
-        (DType::F32, UnaryOp::Tanh) => fw(f(w).tanh()),
-        (DType::F32, UnaryOp::Sigmoid) => fw(1.0 / (1.0 + (-f(w)).exp())),
-        // max(NaN, 0) is 0 in WGSL's max on most adapters; we define relu(NaN) = NaN by
-        // comparing instead, which both backends implement the same way.
-        (DType::F32, UnaryOp::Relu) => {
-            if f(w) < 0.0 {
-                fw(0.0)
-            } else {
-                w
-            }
-        }
-        (DType::I32, UnaryOp::Neg) => (w as i32).wrapping_neg() as u32,
-        (DType::I32, UnaryOp::Abs) => (w as i32).wrapping_abs() as u32,
-        (DType::I32, UnaryOp::Relu) => (w as i32).max(0) as u32,
-        (DType::U32, UnaryOp::Abs | UnaryOp::Relu) => w,
-        _ => w,
-    }
-}
-
-/// One binary op on one element pair of dtype `d`, with the semantics the WGSL kernel has:
-/// integer arithmetic wraps, integer division truncates toward zero and `x / 0 == x`
-/// (WGSL's defined result), `i32::MIN / -1 == i32::MIN`.
-pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
-    let b = |v: bool| v as u32;
-    match d {
-        DType::F32 => {
-            let (a, c) = (f(x), f(y));
-            match op {
-                BinaryOp::Add => fw(a + c),
-                BinaryOp::Sub => fw(a - c),
-                BinaryOp::Mul => fw(a * c),
-                BinaryOp::Div => fw(a / c),
-                BinaryOp::Maximum => fw(if a.is_nan() || c.is_nan() {
-                    f32::NAN
-                } else {
-                    a.max(c)
-                }),
-                BinaryOp::Minimum => fw(if a.is_nan() || c.is_nan() {
-                    f32::NAN
-                } else {
-                    a.min(c)
-                }),
-                BinaryOp::Pow => fw(a.powf(c)),
-                BinaryOp::Equal => b(a == c),
-                BinaryOp::Less => b(a < c),
-                BinaryOp::Greater => b(a > c),
-            }
-        }
-        DType::I32 => {
-            let (a, c) = (x as i32, y as i32);
-            let r = match op {
-                BinaryOp::Add => a.wrapping_add(c),
-                BinaryOp::Sub => a.wrapping_sub(c),
-                BinaryOp::Mul => a.wrapping_mul(c),
-                BinaryOp::Div => {
-                    if c == 0 {
-                        a
-                    } else {
-                        a.wrapping_div(c)
-                    }
-                }
-                BinaryOp::Maximum => a.max(c),
-                BinaryOp::Minimum => a.min(c),
-                BinaryOp::Pow => a,
-                BinaryOp::Equal => return b(a == c),
-                BinaryOp::Less => return b(a < c),
-                BinaryOp::Greater => return b(a > c),
-            };
-            r as u32
-        }
-        DType::U32 | DType::Bool => match op {
-            BinaryOp::Add => x.wrapping_add(y),
-            BinaryOp::Sub => x.wrapping_sub(y),
-            BinaryOp::Mul => x.wrapping_mul(y),
-            BinaryOp::Div => x.checked_div(y).unwrap_or(x),
-            BinaryOp::Maximum => x.max(y),
-            BinaryOp::Minimum => x.min(y),
-            BinaryOp::Pow => x,
-            BinaryOp::Equal => b(x == y),
-            BinaryOp::Less => b(x < y),
-            BinaryOp::Greater => b(x > y),
-        },
-    }
-}
-
-/// Casts: float→int truncates toward zero and saturates (NaN → 0); x→bool is `x != 0`.
-pub fn cast_cpu(from: DType, to: DType, w: u32) -> u32 {
-    match (from, to) {
-        (a, b) if a == b => w,
-        (DType::F32, DType::I32) => (f(w) as i32) as u32,
-        (DType::F32, DType::U32) => f(w) as u32,
-        (DType::F32, DType::Bool) => (f(w) != 0.0) as u32,
-        (DType::I32, DType::F32) => fw(w as i32 as f32),
-        (DType::U32, DType::F32) => fw(w as f32),
-        (DType::Bool, DType::F32) => fw(if w != 0 { 1.0 } else { 0.0 }),
-        (DType::I32 | DType::U32 | DType::Bool, DType::Bool) => (w != 0) as u32,
-        (DType::Bool, _) => (w != 0) as u32,
-        // i32 <-> u32 reinterpret the two's-complement bits, as WGSL's conversions do.
-        (DType::I32, DType::U32) | (DType::U32, DType::I32) => w,
-        _ => w,
-    }
-}
-
 // ---------------------------------------------------------------- WGSL kernel
 
 impl ElementwiseKernel {
@@ -527,15 +564,37 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
                 UnaryOp::Abs if d == DType::U32 => x,
                 UnaryOp::Abs => format!("abs({x})"),
                 UnaryOp::Exp => format!("exp({x})"),
-                UnaryOp::Log => format!("log({x})"),
+                UnaryOp::Log => format!("wgf_log({x})"),
                 UnaryOp::Sqrt => format!("sqrt({x})"),
-                // Clamped because some drivers evaluate tanh as a ratio of exponentials that
-                // overflows to inf/inf = NaN for |x| > ~44; tanh(±15) is ±1 in f32.
-                UnaryOp::Tanh => format!("tanh(clamp({x}, -15.0, 15.0))"),
+                // Not the builtin: see wgf_tanh in the prelude (small |x|, overflow, NaN).
+                UnaryOp::Tanh => format!("wgf_tanh({x})"),
                 UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-{x})))"),
                 UnaryOp::Relu if d == DType::U32 => x,
                 UnaryOp::Relu if d == DType::F32 => format!("wgf_relu({x})"),
                 UnaryOp::Relu => format!("max({x}, {zero})"),
+                UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round if d != DType::F32 => x,
+                UnaryOp::Floor => format!("floor({x})"),
+                UnaryOp::Ceil => format!("ceil({x})"),
+                // WGSL's round is specified as ties-to-even.
+                UnaryOp::Round => format!("round({x})"),
+                UnaryOp::Sign if d == DType::F32 => format!("wgf_sign({x})"),
+                UnaryOp::Sign if d == DType::U32 => format!("select(0u, 1u, {x} != 0u)"),
+                UnaryOp::Sign => format!("select(select(0, -1, {x} < 0), 1, {x} > 0)"),
+                UnaryOp::Reciprocal => format!("(1.0 / {x})"),
+                // Not inverseSqrt: its result at 0 and its precision are left to the driver.
+                UnaryOp::Rsqrt => format!("(1.0 / sqrt({x}))"),
+                UnaryOp::Log1p => format!("wgf_log1p({x})"),
+                UnaryOp::Expm1 => format!("wgf_expm1({x})"),
+                UnaryOp::Sin => format!("sin({x})"),
+                UnaryOp::Cos => format!("cos({x})"),
+                UnaryOp::Erf => format!("wgf_erf({x})"),
+                UnaryOp::Softplus => format!("wgf_softplus({x})"),
+                UnaryOp::IsNan if d == DType::F32 => format!("wgf_isnan({x})"),
+                UnaryOp::IsInf if d == DType::F32 => format!("wgf_isinf({x})"),
+                UnaryOp::IsFinite if d == DType::F32 => format!("wgf_isfinite({x})"),
+                UnaryOp::IsNan | UnaryOp::IsInf => "false".to_string(),
+                UnaryOp::IsFinite => "true".to_string(),
+                UnaryOp::LogicalNot => format!("(!{x})"),
             }
         }
         Expr::Binary(op, a, b) => {
@@ -552,10 +611,25 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
                 BinaryOp::Minimum if d.is_float() => format!("wgf_min({x}, {y})"),
                 BinaryOp::Maximum => format!("max({x}, {y})"),
                 BinaryOp::Minimum => format!("min({x}, {y})"),
+                BinaryOp::Pow if d == DType::I32 => format!("wgf_pow_i32({x}, {y})"),
+                BinaryOp::Pow if d == DType::U32 => format!("wgf_pow_u32({x}, {y})"),
                 BinaryOp::Pow => format!("pow({x}, {y})"),
                 BinaryOp::Equal => format!("({x} == {y})"),
                 BinaryOp::Less => format!("({x} < {y})"),
                 BinaryOp::Greater => format!("({x} > {y})"),
+                BinaryOp::NotEqual if d == DType::F32 => format!("wgf_ne({x}, {y})"),
+                BinaryOp::LessEqual if d == DType::F32 => format!("wgf_le({x}, {y})"),
+                BinaryOp::GreaterEqual if d == DType::F32 => format!("wgf_ge({x}, {y})"),
+                BinaryOp::NotEqual | BinaryOp::LogicalXor => format!("({x} != {y})"),
+                BinaryOp::LessEqual => format!("({x} <= {y})"),
+                BinaryOp::GreaterEqual => format!("({x} >= {y})"),
+                // Non-short-circuit forms: both operands are plain values.
+                BinaryOp::LogicalAnd => format!("({x} & {y})"),
+                BinaryOp::LogicalOr => format!("({x} | {y})"),
+                BinaryOp::FloorDiv if d == DType::I32 => format!("wgf_floordiv_i32({x}, {y})"),
+                BinaryOp::FloorDiv => format!("wgf_floordiv_u32({x}, {y})"),
+                BinaryOp::Remainder if d == DType::I32 => format!("wgf_rem_i32({x}, {y})"),
+                BinaryOp::Remainder => format!("wgf_rem_u32({x}, {y})"),
             }
         }
         Expr::Select(c, a, b) => format!(

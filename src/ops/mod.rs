@@ -3,9 +3,11 @@
 //! Composites (softmax, mean of several axes…) are graph builders over these, in `graph/build.rs`.
 
 pub mod elementwise;
+pub mod elementwise_cpu;
 pub mod matmul;
 pub mod movement;
 pub mod nn;
+pub mod random;
 pub mod reduce;
 
 pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, UnaryOp};
@@ -14,6 +16,7 @@ pub use movement::{
     ConcatKernel, GatherKernel, PadKernel, PermuteKernel, SliceArg, StridedKernel, StridedKind,
 };
 pub use nn::{Conv2dKernel, PoolKernel, PoolKind, Window};
+pub use random::{Distribution, RandomKernel, RandomSpec};
 pub use reduce::{ReduceKernel, ReduceOp};
 
 use crate::{DType, HostTensor};
@@ -62,6 +65,8 @@ pub enum Op {
         kind: PoolKind,
         window: Window,
     },
+    /// An f32 tensor drawn from a seeded counter-based generator (see `ops/random.rs`).
+    Random(RandomSpec),
 }
 
 impl Op {
@@ -84,6 +89,7 @@ impl Op {
             Op::Gather(_) => "take",
             Op::Conv2d { .. } => "conv2d",
             Op::Pool { kind, .. } => kind.name(),
+            Op::Random(r) => r.name(),
         }
     }
 
@@ -119,6 +125,7 @@ pub enum Kernel {
     Gather(GatherKernel),
     Conv2d(Conv2dKernel),
     Pool(PoolKernel),
+    Random(RandomKernel),
 }
 
 impl Kernel {
@@ -140,6 +147,12 @@ impl Kernel {
             Kernel::Gather(k) => format!("take axis {} of {}", k.axis, k.x_shape),
             Kernel::Conv2d(k) => format!("conv2d {} * {}", k.x, k.w),
             Kernel::Pool(k) => format!("{} {:?} of {}", k.kind.name(), k.window.kernel, k.x),
+            Kernel::Random(k) => format!(
+                "{} of {} (seed {})",
+                k.spec.name(),
+                k.out_shape,
+                k.spec.seed
+            ),
         }
     }
 
@@ -156,6 +169,7 @@ impl Kernel {
             Kernel::Gather(k) => k.wgsl(),
             Kernel::Conv2d(k) => k.wgsl(),
             Kernel::Pool(k) => k.wgsl(),
+            Kernel::Random(k) => k.wgsl(),
         }
     }
 
@@ -172,6 +186,7 @@ impl Kernel {
             Kernel::Gather(k) => k.run_cpu(inputs[0], inputs[1]),
             Kernel::Conv2d(k) => k.run_cpu(inputs[0], inputs[1]),
             Kernel::Pool(k) => k.run_cpu(inputs[0]),
+            Kernel::Random(k) => k.run_cpu(),
         }
     }
 
@@ -211,6 +226,7 @@ impl Kernel {
             Kernel::Gather(k) => k.out_shape.numel() as u64,
             Kernel::Conv2d(k) => k.out.numel() as u64,
             Kernel::Pool(k) => k.out.numel() as u64,
+            Kernel::Random(k) => k.out_shape.numel() as u64,
         }
     }
 }

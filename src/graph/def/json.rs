@@ -74,6 +74,19 @@ pub fn def_to_json(def: &GraphDef) -> String {
                 let _ = write!(s, ", \"groups\": {groups}");
             }
             Op::Pool { window, .. } => write_window(&mut s, window),
+            Op::Random(spec) => {
+                let (a, b) = match spec.dist {
+                    crate::ops::Distribution::Uniform { low, high } => (low, high),
+                    crate::ops::Distribution::Normal { mean, std } => (mean, std),
+                };
+                let _ = write!(
+                    s,
+                    ", \"seed\": {}, \"params\": [{}, {}]",
+                    spec.seed,
+                    f32_json(a),
+                    f32_json(b)
+                );
+            }
             Op::Placeholder
             | Op::Unary(_)
             | Op::Binary(_)

@@ -120,56 +120,16 @@ fn err(at: impl Into<String>, message: impl Into<String>) -> Error {
 /// The file-format names of the unary ops. Kept apart from `UnaryOp::name` so that renaming an
 /// op in messages cannot change the file format.
 fn unary_name(u: UnaryOp) -> &'static str {
-    match u {
-        UnaryOp::Neg => "neg",
-        UnaryOp::Abs => "abs",
-        UnaryOp::Exp => "exp",
-        UnaryOp::Log => "log",
-        UnaryOp::Sqrt => "sqrt",
-        UnaryOp::Tanh => "tanh",
-        UnaryOp::Sigmoid => "sigmoid",
-        UnaryOp::Relu => "relu",
-    }
+    u.name()
 }
 
-const UNARY: [UnaryOp; 8] = [
-    UnaryOp::Neg,
-    UnaryOp::Abs,
-    UnaryOp::Exp,
-    UnaryOp::Log,
-    UnaryOp::Sqrt,
-    UnaryOp::Tanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Relu,
-];
+const UNARY: [UnaryOp; UnaryOp::ALL.len()] = UnaryOp::ALL;
 
 fn binary_name(b: BinaryOp) -> &'static str {
-    match b {
-        BinaryOp::Add => "add",
-        BinaryOp::Sub => "sub",
-        BinaryOp::Mul => "mul",
-        BinaryOp::Div => "div",
-        BinaryOp::Maximum => "maximum",
-        BinaryOp::Minimum => "minimum",
-        BinaryOp::Pow => "pow",
-        BinaryOp::Equal => "equal",
-        BinaryOp::Less => "less",
-        BinaryOp::Greater => "greater",
-    }
+    b.name()
 }
 
-const BINARY: [BinaryOp; 10] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Maximum,
-    BinaryOp::Minimum,
-    BinaryOp::Pow,
-    BinaryOp::Equal,
-    BinaryOp::Less,
-    BinaryOp::Greater,
-];
+const BINARY: [BinaryOp; BinaryOp::ALL.len()] = BinaryOp::ALL;
 
 fn reduce_name(r: ReduceOp) -> &'static str {
     match r {
@@ -212,6 +172,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::Reshape => "reshape",
         Op::Permute(_) => "transpose",
         Op::Strided { kind, .. } => kind.name(),
+        Op::Random(spec) => spec.name(),
         Op::Concat(_) => "concat",
         Op::Pad { .. } => "pad",
         Op::Gather(_) => "take",
@@ -373,6 +334,12 @@ fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super:
         Op::Unary(_) | Op::Cast(_) | Op::Reduce { .. } | Op::Reshape | Op::Permute(_) => 1,
         Op::Binary(_) | Op::MatMul => 2,
         Op::Select => 3,
+        Op::Random(_) => {
+            return Err(err(
+                "",
+                "random ops cannot be rebuilt from a graph definition in this version",
+            ))
+        }
         Op::Strided { .. }
         | Op::Concat(_)
         | Op::Pad { .. }
@@ -424,28 +391,8 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
             g.constant(value.clone())
         }
         Op::Placeholder => g.placeholder(&nd.name, nd.shape.clone(), nd.dtype),
-        Op::Unary(u) => match u {
-            UnaryOp::Neg => g.neg(x[0]),
-            UnaryOp::Abs => g.abs(x[0]),
-            UnaryOp::Exp => g.exp(x[0]),
-            UnaryOp::Log => g.log(x[0]),
-            UnaryOp::Sqrt => g.sqrt(x[0]),
-            UnaryOp::Tanh => g.tanh(x[0]),
-            UnaryOp::Sigmoid => g.sigmoid(x[0]),
-            UnaryOp::Relu => g.relu(x[0]),
-        },
-        Op::Binary(b) => match b {
-            BinaryOp::Add => g.add(x[0], x[1]),
-            BinaryOp::Sub => g.sub(x[0], x[1]),
-            BinaryOp::Mul => g.mul(x[0], x[1]),
-            BinaryOp::Div => g.div(x[0], x[1]),
-            BinaryOp::Maximum => g.maximum(x[0], x[1]),
-            BinaryOp::Minimum => g.minimum(x[0], x[1]),
-            BinaryOp::Pow => g.pow(x[0], x[1]),
-            BinaryOp::Equal => g.equal(x[0], x[1]),
-            BinaryOp::Less => g.less(x[0], x[1]),
-            BinaryOp::Greater => g.greater(x[0], x[1]),
-        },
+        Op::Unary(u) => g.unary(*u, x[0], std::panic::Location::caller()),
+        Op::Binary(b) => g.binary(*b, x[0], x[1], std::panic::Location::caller()),
         Op::Select => g.select(x[0], x[1], x[2]),
         Op::Cast(d) => g.cast(x[0], *d),
         Op::Reduce { op, axes } => {

@@ -1,0 +1,473 @@
+//! Builders of the elementwise family: math, comparisons, logic and integer arithmetic;
+//! composites (`square`, `silu`, `gelu`, `leaky_relu`, `elu`, `clip`) over those primitives;
+//! creation ops (`zeros`, `ones`, `full`, `arange`, `linspace`, `eye`); seeded random tensors.
+//!
+//! # dtype policy
+//! wgflow never promotes implicitly: both operands of a binary op must have the same dtype, or
+//! the builder fails with an error naming both dtypes and asking for an explicit
+//! [`cast`](Graph::cast). Each op then accepts the dtypes its docs list (f32, i32, u32, bool);
+//! logical ops take bool only, comparisons return bool.
+//!
+//! # Creation ops are constants
+//! `zeros`, `ones`, `full`, `arange`, `linspace` and `eye` are computed on the host at build
+//! time and stored in the graph as constants (uploaded once per plan; one-element ones become
+//! literals inside fused kernels). `random_uniform`/`random_normal` instead run a kernel on the
+//! device; see [`crate::ops::random`] for the exact algorithm.
+
+use super::{Graph, Tensor};
+use crate::ops::{BinaryOp, Distribution, Op, RandomSpec, UnaryOp};
+use crate::{DType, Error, HostTensor, Result, Shape};
+use std::panic::Location;
+
+type Loc = &'static Location<'static>;
+
+macro_rules! unary {
+    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $fn(&mut self, x: Tensor) -> Result<Tensor> {
+            self.ew_unary(UnaryOp::$op, x, Location::caller())
+        }
+    )*};
+}
+
+macro_rules! binary {
+    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $fn(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+            self.ew_binary(BinaryOp::$op, a, b, Location::caller())
+        }
+    )*};
+}
+
+/// The word of `v` in `dtype`; integers must be integral and in range.
+fn scalar_word(dtype: DType, v: f64) -> std::result::Result<u32, String> {
+    let int = |lo: f64, hi: f64| {
+        if v.fract() != 0.0 || !(lo..=hi).contains(&v) {
+            Err(format!("{v} is not representable as {dtype}"))
+        } else {
+            Ok(())
+        }
+    };
+    match dtype {
+        DType::F32 => Ok((v as f32).to_bits()),
+        DType::I32 => int(i32::MIN as f64, i32::MAX as f64).map(|_| v as i32 as u32),
+        DType::U32 => int(0.0, u32::MAX as f64).map(|_| v as u32),
+        DType::Bool => Ok((v != 0.0) as u32),
+    }
+}
+
+impl Graph {
+    unary! {
+        /// Largest integer ≤ x (f32; identity on i32/u32).
+        floor => Floor;
+        /// Smallest integer ≥ x (f32; identity on i32/u32).
+        ceil => Ceil;
+        /// Round half to even, like NumPy's `round`/`rint` (f32; identity on i32/u32).
+        round => Round;
+        /// -1, 0 or 1 (f32, i32, u32); `sign(±0.0) == +0.0`, `sign(NaN)` is NaN.
+        sign => Sign;
+        /// `1 / x` (f32).
+        reciprocal => Reciprocal;
+        /// `1 / sqrt(x)` (f32).
+        rsqrt => Rsqrt;
+        /// `ln(1 + x)`, accurate for small x (f32).
+        log1p => Log1p;
+        /// `e^x - 1`, accurate for small x (f32).
+        expm1 => Expm1;
+        /// Sine (f32). GPUs may lose accuracy for |x| far beyond 2π.
+        sin => Sin;
+        /// Cosine (f32).
+        cos => Cos;
+        /// The error function (f32): a rational approximation with max error 4.2e-7
+        /// (see `ops/elementwise_cpu.rs`).
+        erf => Erf;
+        /// `ln(1 + e^x)`, computed without overflow (f32).
+        softplus => Softplus;
+        /// NaN test → bool (f32; always false for integers).
+        isnan => IsNan;
+        /// ±inf test → bool (f32; always false for integers).
+        isinf => IsInf;
+        /// Neither NaN nor ±inf → bool (f32; always true for integers).
+        isfinite => IsFinite;
+        /// `!x` (bool).
+        logical_not => LogicalNot;
+    }
+
+    binary! {
+        /// `a != b` → bool (any dtype); NaN != anything.
+        not_equal => NotEqual;
+        /// `a <= b` → bool (f32, i32, u32); false if either is NaN.
+        less_equal => LessEqual;
+        /// `a >= b` → bool (f32, i32, u32); false if either is NaN.
+        greater_equal => GreaterEqual;
+        /// `a && b` (bool).
+        logical_and => LogicalAnd;
+        /// `a || b` (bool).
+        logical_or => LogicalOr;
+        /// `a != b` on bools (bool).
+        logical_xor => LogicalXor;
+        /// `⌊a / b⌋` (i32, u32), NumPy's `//` for negatives. `x // 0 == 0` (NumPy's result,
+        /// without its warning); `i32::MIN // -1 == i32::MIN` (wraps).
+        floor_divide => FloorDiv;
+        /// `a - b·⌊a / b⌋` (i32, u32): the sign of the divisor, like NumPy's `%`.
+        /// `x % 0 == 0`.
+        remainder => Remainder;
+    }
+
+    /// `x * x` (f32, i32, u32; integers wrap).
+    #[track_caller]
+    pub fn square(&mut self, x: Tensor) -> Result<Tensor> {
+        self.ew_binary(BinaryOp::Mul, x, x, Location::caller())
+    }
+
+    /// `x · sigmoid(x)` (f32).
+    #[track_caller]
+    pub fn silu(&mut self, x: Tensor) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.float_only("silu", x, loc)?;
+        self.name_scope("silu", |g| {
+            let s = g.ew_unary(UnaryOp::Sigmoid, x, loc)?;
+            g.ew_binary(BinaryOp::Mul, x, s, loc)
+        })
+    }
+
+    /// GELU (f32): `0.5·x·(1 + erf(x/√2))`, or with `approximate` the tanh form
+    /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    #[track_caller]
+    pub fn gelu(&mut self, x: Tensor, approximate: bool) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.float_only("gelu", x, loc)?;
+        self.name_scope("gelu", |g| {
+            let inner = if approximate {
+                let x3 = g.ew_binary(BinaryOp::Mul, x, x, loc)?;
+                let x3 = g.ew_binary(BinaryOp::Mul, x3, x, loc)?;
+                let c = g.lit(DType::F32, 0.044715, loc)?;
+                let t = g.ew_binary(BinaryOp::Mul, x3, c, loc)?;
+                let t = g.ew_binary(BinaryOp::Add, x, t, loc)?;
+                let k = g.lit(DType::F32, (2.0 / std::f64::consts::PI).sqrt(), loc)?;
+                let t = g.ew_binary(BinaryOp::Mul, t, k, loc)?;
+                g.ew_unary(UnaryOp::Tanh, t, loc)?
+            } else {
+                let k = g.lit(DType::F32, std::f64::consts::FRAC_1_SQRT_2, loc)?;
+                let t = g.ew_binary(BinaryOp::Mul, x, k, loc)?;
+                g.ew_unary(UnaryOp::Erf, t, loc)?
+            };
+            let one = g.lit(DType::F32, 1.0, loc)?;
+            let half = g.lit(DType::F32, 0.5, loc)?;
+            let t = g.ew_binary(BinaryOp::Add, inner, one, loc)?;
+            let hx = g.ew_binary(BinaryOp::Mul, x, half, loc)?;
+            g.ew_binary(BinaryOp::Mul, hx, t, loc)
+        })
+    }
+
+    /// `x` where `x >= 0`, else `alpha·x` (f32); NaN stays NaN.
+    #[track_caller]
+    pub fn leaky_relu(&mut self, x: Tensor, alpha: f32) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.float_only("leaky_relu", x, loc)?;
+        self.name_scope("leaky_relu", |g| {
+            let zero = g.lit(DType::F32, 0.0, loc)?;
+            let a = g.lit(DType::F32, alpha as f64, loc)?;
+            let neg = g.ew_binary(BinaryOp::Less, x, zero, loc)?;
+            let ax = g.ew_binary(BinaryOp::Mul, x, a, loc)?;
+            g.select(neg, ax, x)
+        })
+    }
+
+    /// `x` where `x > 0`, else `alpha·(e^x - 1)` (f32); NaN stays NaN.
+    #[track_caller]
+    pub fn elu(&mut self, x: Tensor, alpha: f32) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.float_only("elu", x, loc)?;
+        self.name_scope("elu", |g| {
+            let zero = g.lit(DType::F32, 0.0, loc)?;
+            let a = g.lit(DType::F32, alpha as f64, loc)?;
+            let pos = g.ew_binary(BinaryOp::Greater, x, zero, loc)?;
+            let e = g.ew_unary(UnaryOp::Expm1, x, loc)?;
+            let ae = g.ew_binary(BinaryOp::Mul, e, a, loc)?;
+            g.select(pos, x, ae)
+        })
+    }
+
+    /// `minimum(maximum(x, min), max)` like NumPy's `clip` (f32, i32, u32); NaN propagates.
+    /// The bounds must be representable in `x`'s dtype.
+    #[track_caller]
+    pub fn clip(&mut self, x: Tensor, min: f64, max: f64) -> Result<Tensor> {
+        let loc = Location::caller();
+        self.check(x, "clip", loc)?;
+        let d = self.dtype(x);
+        if !d.is_numeric() {
+            return Err(Error::build(
+                "clip",
+                loc,
+                format!("dtype {d} is not supported (expects f32, i32 or u32)"),
+            ));
+        }
+        self.name_scope("clip", |g| {
+            let lo = g.lit(d, min, loc)?;
+            let hi = g.lit(d, max, loc)?;
+            let t = g.ew_binary(BinaryOp::Maximum, x, lo, loc)?;
+            g.ew_binary(BinaryOp::Minimum, t, hi, loc)
+        })
+    }
+
+    /// A constant of `shape` filled with 0.
+    #[track_caller]
+    pub fn zeros(&mut self, shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        self.filled("zeros", shape.into(), dtype, 0.0, Location::caller())
+    }
+
+    /// A constant of `shape` filled with 1.
+    #[track_caller]
+    pub fn ones(&mut self, shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        self.filled("ones", shape.into(), dtype, 1.0, Location::caller())
+    }
+
+    /// A constant of `shape` filled with `value` (which must be representable in `dtype`).
+    #[track_caller]
+    pub fn full(&mut self, shape: impl Into<Shape>, dtype: DType, value: f64) -> Result<Tensor> {
+        self.filled("full", shape.into(), dtype, value, Location::caller())
+    }
+
+    /// `[start, start + step, …]` up to but excluding `stop` (NumPy `arange`: length
+    /// `ceil((stop - start) / step)`, element `i` is `start + i·step` computed in f64 and then
+    /// converted). f32, i32 or u32; integer dtypes need integral arguments.
+    #[track_caller]
+    pub fn arange(&mut self, start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        let loc = Location::caller();
+        let err = |m: String| Error::build("arange", loc, m);
+        if !dtype.is_numeric() {
+            return Err(err(format!(
+                "dtype {dtype} is not supported (expects f32, i32 or u32)"
+            )));
+        }
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+            return Err(err(format!(
+                "start {start}, stop {stop} and step {step} must be finite with a nonzero step"
+            )));
+        }
+        let n = ((stop - start) / step).ceil();
+        if n < 1.0 || n > u32::MAX as f64 {
+            return Err(err(format!(
+                "arange({start}, {stop}, {step}) has {} elements: empty tensors are not supported",
+                n.max(0.0)
+            )));
+        }
+        let words = (0..n as usize)
+            .map(|i| scalar_word(dtype, start + i as f64 * step))
+            .collect::<std::result::Result<Vec<u32>, String>>()
+            .map_err(err)?;
+        self.host_constant("arange", Shape::from([n as usize]), dtype, words, loc)
+    }
+
+    /// `num` evenly spaced f32 values from `start` to `stop` (inclusive when `endpoint`),
+    /// computed in f64 like NumPy's `linspace` and rounded once to f32.
+    #[track_caller]
+    pub fn linspace(
+        &mut self,
+        start: f64,
+        stop: f64,
+        num: usize,
+        endpoint: bool,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        if num == 0 {
+            return Err(Error::build(
+                "linspace",
+                loc,
+                "num is 0: empty tensors are not supported",
+            ));
+        }
+        let div = if endpoint { num - 1 } else { num } as f64;
+        let step = (stop - start) / div;
+        let words = (0..num)
+            .map(|i| {
+                let v = if endpoint && num > 1 && i == num - 1 {
+                    stop
+                } else if div > 0.0 {
+                    start + i as f64 * step
+                } else {
+                    start
+                };
+                (v as f32).to_bits()
+            })
+            .collect();
+        self.host_constant("linspace", Shape::from([num]), DType::F32, words, loc)
+    }
+
+    /// An `n × m` matrix with ones on diagonal `k` (0 main, > 0 above, < 0 below) and zeros
+    /// elsewhere, like NumPy's `eye(n, m, k)`.
+    #[track_caller]
+    pub fn eye(&mut self, n: usize, m: usize, k: isize, dtype: DType) -> Result<Tensor> {
+        let loc = Location::caller();
+        let one = scalar_word(dtype, 1.0).map_err(|e| Error::build("eye", loc, e))?;
+        check_shape("eye", &Shape::from([n, m]), loc)?;
+        let words = (0..n * m)
+            .map(|i| {
+                let (r, c) = ((i / m) as isize, (i % m) as isize);
+                if c - r == k {
+                    one
+                } else {
+                    0
+                }
+            })
+            .collect();
+        self.host_constant("eye", Shape::from([n, m]), dtype, words, loc)
+    }
+
+    /// f32 values uniform in `[low, high)` from `seed`; the same seed gives bit-identical
+    /// values on every device (Philox4x32-10, see [`crate::ops::random`]).
+    #[track_caller]
+    pub fn random_uniform(
+        &mut self,
+        shape: impl Into<Shape>,
+        low: f32,
+        high: f32,
+        seed: u64,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        if !(low.is_finite() && high.is_finite() && low <= high) {
+            return Err(Error::build(
+                "random_uniform",
+                loc,
+                format!("needs finite low <= high, got [{low}, {high})"),
+            ));
+        }
+        let dist = Distribution::Uniform { low, high };
+        self.random(RandomSpec { dist, seed }, shape.into(), loc)
+    }
+
+    /// f32 values from the normal distribution `N(mean, std²)` by Box-Muller from `seed`;
+    /// devices agree within 1e-6·std (their `log1p`/`sqrt` may differ in the last bit).
+    #[track_caller]
+    pub fn random_normal(
+        &mut self,
+        shape: impl Into<Shape>,
+        mean: f32,
+        std: f32,
+        seed: u64,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
+            return Err(Error::build(
+                "random_normal",
+                loc,
+                format!("needs a finite mean and std >= 0, got mean {mean}, std {std}"),
+            ));
+        }
+        let dist = Distribution::Normal { mean, std };
+        self.random(RandomSpec { dist, seed }, shape.into(), loc)
+    }
+
+    fn random(&mut self, spec: RandomSpec, shape: Shape, loc: Loc) -> Result<Tensor> {
+        check_shape(spec.name(), &shape, loc)?;
+        Ok(self.push(Op::Random(spec), &[], shape, DType::F32, spec.name(), loc))
+    }
+
+    fn filled(&mut self, op: &str, shape: Shape, dtype: DType, v: f64, loc: Loc) -> Result<Tensor> {
+        let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e))?;
+        check_shape(op, &shape, loc)?;
+        let words = vec![w; shape.numel()];
+        self.host_constant(op, shape, dtype, words, loc)
+    }
+
+    fn host_constant(
+        &mut self,
+        op: &str,
+        shape: Shape,
+        dtype: DType,
+        words: Vec<u32>,
+        loc: Loc,
+    ) -> Result<Tensor> {
+        check_shape(op, &shape, loc)?;
+        let t = HostTensor::from_words(shape.clone(), dtype, words)
+            .map_err(|e| Error::build(op, loc, e.to_string()))?;
+        Ok(self.push(Op::Constant(t), &[], shape, dtype, op, loc))
+    }
+
+    /// A scalar constant (fusion turns it into a literal).
+    fn lit(&mut self, dtype: DType, v: f64, loc: Loc) -> Result<Tensor> {
+        let w = scalar_word(dtype, v).map_err(|e| Error::build("literal", loc, e))?;
+        self.host_constant("literal", Shape::from([]), dtype, vec![w], loc)
+    }
+
+    fn float_only(&self, op: &str, x: Tensor, loc: Loc) -> Result<()> {
+        self.check(x, op, loc)?;
+        let d = self.dtype(x);
+        if d.is_float() {
+            Ok(())
+        } else {
+            Err(Error::build(
+                op,
+                loc,
+                format!("dtype {d} is not supported (expects f32)"),
+            ))
+        }
+    }
+
+    fn ew_unary(&mut self, op: UnaryOp, x: Tensor, loc: Loc) -> Result<Tensor> {
+        let n = self.check(x, op.name(), loc)?;
+        let d = self.dtype(x);
+        let dtype = op.result_dtype(d).map_err(|ok| {
+            Error::build(
+                op.name(),
+                loc,
+                format!("dtype {d} is not supported (expects {ok})"),
+            )
+        })?;
+        let shape = self.shape(x).clone();
+        Ok(self.push(Op::Unary(op), &[n], shape, dtype, op.name(), loc))
+    }
+
+    fn ew_binary(&mut self, op: BinaryOp, a: Tensor, b: Tensor, loc: Loc) -> Result<Tensor> {
+        let (na, nb) = (
+            self.check(a, op.name(), loc)?,
+            self.check(b, op.name(), loc)?,
+        );
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        let shape = Shape::broadcast(sa, sb).ok_or_else(|| {
+            Error::build(
+                op.name(),
+                loc,
+                format!("shapes {sa} and {sb} cannot broadcast"),
+            )
+        })?;
+        let (da, db) = (self.dtype(a), self.dtype(b));
+        if da != db {
+            return Err(Error::build(
+                op.name(),
+                loc,
+                format!("dtypes {da} and {db} differ; wgflow does not promote implicitly, cast one operand"),
+            ));
+        }
+        let dtype = op.result_dtype(da).map_err(|ok| {
+            Error::build(
+                op.name(),
+                loc,
+                format!("dtype {da} is not supported (expects {ok})"),
+            )
+        })?;
+        Ok(self.push(Op::Binary(op), &[na, nb], shape, dtype, op.name(), loc))
+    }
+}
+
+/// Creation ops reject zero-size and oversized shapes like `constant` does.
+fn check_shape(op: &str, shape: &Shape, loc: Loc) -> Result<()> {
+    if shape.dims().contains(&0) {
+        return Err(Error::build(
+            op,
+            loc,
+            format!("shape {shape} has a zero-size dimension: empty tensors are not supported"),
+        ));
+    }
+    if shape.checked_numel().is_none_or(|n| n > u32::MAX as usize) {
+        return Err(Error::build(
+            op,
+            loc,
+            format!("shape {shape} has more than 2^32 - 1 elements"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! naga validates every WGSL kernel of the elementwise family: each unary and binary primitive
+//! on each dtype it accepts, a fused composite, and the random kernel for both distributions.
+//! Also checks that the `erf` coefficients in `shaders/prelude.wgsl` are the CPU's.
+
+use wgflow::backend::gpu::codegen::{validate, PRELUDE};
+use wgflow::ops::elementwise_cpu::erf_coefficients;
+use wgflow::ops::{
+    BinaryOp, Distribution, ElementwiseKernel, Expr, Kernel, RandomKernel, RandomSpec, UnaryOp,
+};
+use wgflow::{DType, Shape};
+
+const DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::U32, DType::Bool];
+
+fn check(kernel: &Kernel) {
+    let src = kernel.wgsl();
+    if let Err(e) = validate(&kernel.describe(), &src) {
+        panic!("{e}\n--- source ---\n{src}");
+    }
+}
+
+fn ew(expr: Expr, inputs: Vec<(Shape, DType)>, out: Shape, out_dtype: DType) -> Kernel {
+    Kernel::Elementwise(ElementwiseKernel {
+        expr,
+        inputs,
+        out_shape: out,
+        out_dtype,
+    })
+}
+
+#[test]
+fn every_unary_and_binary_op_and_dtype_validates() {
+    let s = Shape::from([2, 3]);
+    let (mut unary, mut binary) = (0, 0);
+    for d in DTYPES {
+        for op in UnaryOp::ALL {
+            if let Ok(out) = op.result_dtype(d) {
+                let e = Expr::Unary(op, Box::new(Expr::Input(0)));
+                assert_eq!(e.dtype(&[d]), out, "{} on {d}", op.name());
+                check(&ew(e, vec![(s.clone(), d)], s.clone(), out));
+                unary += 1;
+            }
+        }
+        for op in BinaryOp::ALL {
+            if let Ok(out) = op.result_dtype(d) {
+                let inputs = vec![(Shape::from([3]), d), (Shape::from([2, 1]), d)];
+                let e = Expr::Binary(op, Box::new(Expr::Input(0)), Box::new(Expr::Input(1)));
+                assert_eq!(e.dtype(&[d, d]), out, "{} on {d}", op.name());
+                check(&ew(e, inputs, s.clone(), out));
+                binary += 1;
+            }
+        }
+    }
+    // Every primitive is accepted by at least one dtype, and the counts match the dtype rules
+    // (a changed rule shows here and in docs/ops_elementwise.md).
+    for op in UnaryOp::ALL {
+        assert!(
+            DTYPES.iter().any(|&d| op.result_dtype(d).is_ok()),
+            "{}",
+            op.name()
+        );
+    }
+    assert_eq!((unary, binary), (43, 48));
+}
+
+#[test]
+fn fused_predicate_chain_validates() {
+    // isnan(x) || (floor_divide(i, j) >= 0) with a literal: bool results feeding logic.
+    let s = Shape::from([4]);
+    let x = Expr::Unary(UnaryOp::IsNan, Box::new(Expr::Input(0)));
+    let q = Expr::Binary(
+        BinaryOp::FloorDiv,
+        Box::new(Expr::Input(1)),
+        Box::new(Expr::Input(2)),
+    );
+    let ge = Expr::Binary(
+        BinaryOp::GreaterEqual,
+        Box::new(q),
+        Box::new(Expr::Lit(DType::I32, 0)),
+    );
+    let e = Expr::Binary(BinaryOp::LogicalOr, Box::new(x), Box::new(ge));
+    let inputs = vec![
+        (s.clone(), DType::F32),
+        (s.clone(), DType::I32),
+        (Shape::from([]), DType::I32),
+    ];
+    check(&ew(e, inputs, s, DType::Bool));
+}
+
+#[test]
+fn random_kernels_validate() {
+    for dist in [
+        Distribution::Uniform {
+            low: -1.5,
+            high: 2.0,
+        },
+        Distribution::Normal {
+            mean: 0.0,
+            std: 1.0,
+        },
+    ] {
+        for seed in [0, u64::MAX, 0x1234_5678_9abc_def0] {
+            check(&Kernel::Random(RandomKernel {
+                spec: RandomSpec { dist, seed },
+                out_shape: Shape::from([3, 7]),
+            }));
+        }
+    }
+}
+
+#[test]
+fn prelude_erf_coefficients_match_the_cpu() {
+    let body = PRELUDE
+        .split("fn wgf_erf")
+        .nth(1)
+        .and_then(|s| s.split("\n}").next())
+        .expect("wgf_erf in the prelude");
+    let words: Vec<u32> = body
+        .split("bitcast<f32>(0x")
+        .skip(1)
+        .map(|s| u32::from_str_radix(&s[..8], 16).unwrap())
+        .collect();
+    let (p, q) = erf_coefficients();
+    assert_eq!(words, [p, q].concat());
+}
