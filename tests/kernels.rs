@@ -210,3 +210,18 @@ fn bias_and_activation_become_a_matmul_epilogue() {
     assert_eq!(s2.plan(&[m, r]).unwrap().dispatch_count(), 2);
     agree(&g2, &[m, r], 1e-5);
 }
+
+#[test]
+fn nan_casts_to_true_on_every_device() {
+    let mut g = Graph::new();
+    let x = g.constant([f32::NAN, 0.0, -0.0, 1.0]).unwrap();
+    let b = g.cast(x, DType::Bool).unwrap();
+    for dev in std::iter::once(Device::Cpu).chain(common::gpus()) {
+        let out = common::session_on(&g, dev).run(&[], &[b]).unwrap();
+        assert_eq!(
+            out[0].to_vec::<bool>().unwrap(),
+            vec![true, false, false, true],
+            "{dev}"
+        );
+    }
+}

@@ -643,6 +643,8 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
             let x = expr_wgsl(a, dtypes);
             match (from, *to) {
                 (f, t) if f == t => x,
+                // NaN is truthy; drivers may fold `NaN != 0.0` to false, so test the bits.
+                (DType::F32, DType::Bool) => format!("(({x} != 0.0) || wgf_isnan({x}))"),
                 (_, DType::Bool) => format!("({x} != {})", codegen::literal(from, 0)),
                 (DType::Bool, t) => format!(
                     "select({}, {}, {x})",
