@@ -225,3 +225,66 @@ fn nan_casts_to_true_on_every_device() {
         );
     }
 }
+
+/// Reductions pick a strategy by shape (vec4 rows, workgroup tree, or a plain loop); the CPU
+/// kernel follows the same order, so every GPU matches cpu:0 bit for bit.
+#[test]
+fn reduction_strategies_match_cpu_exactly() {
+    use wgflow::ops::{ReduceOp, ReduceStrategy};
+    let mut g = Graph::new();
+    let mut outs = Vec::new();
+    let mut strategies = Vec::new();
+    for (shape, axes) in [
+        (vec![64usize, 128], vec![1isize]),
+        (vec![2, 8192], vec![1]),
+        (vec![16384], vec![0]),
+        (vec![3, 5, 8], vec![1, 2]),
+        (vec![64, 6], vec![1]),
+        (vec![6, 64], vec![0]),
+    ] {
+        let x = konst(&mut g, &shape, shape.iter().sum::<usize>() as u32);
+        let xi = g.cast(x, DType::I32).unwrap();
+        for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min] {
+            let y = match op {
+                ReduceOp::Sum => g.sum(x, axes.clone(), false),
+                ReduceOp::Mean => g.mean(x, axes.clone(), false),
+                ReduceOp::Max => g.max(x, axes.clone(), false),
+                _ => g.min(x, axes.clone(), false),
+            }
+            .unwrap();
+            outs.push(y);
+        }
+        outs.push(g.sum(xi, axes.clone(), true).unwrap());
+    }
+    let mut s = common::session_on(&g, Device::Cpu);
+    let plan = s.plan(&outs).unwrap();
+    for st in &plan.steps {
+        if let StepKind::Dispatch {
+            kernel: Kernel::Reduce(k),
+            ..
+        } = &st.kind
+        {
+            strategies.push(k.strategy());
+        }
+    }
+    for want in [
+        ReduceStrategy::RowsVec4,
+        ReduceStrategy::Tree,
+        ReduceStrategy::Loop,
+    ] {
+        assert!(
+            strategies.contains(&want),
+            "{want:?} not exercised: {strategies:?}"
+        );
+    }
+    agree(&g, &outs, 0.0);
+    // And the orders stay close to a plain sequential sum.
+    let cpu = s.run(&[], &outs).unwrap();
+    let row: Vec<f32> = data(16384, 16384);
+    let plain: f32 = row.iter().sum();
+    let got = cpu[2 * 5].to_f32().unwrap()[0];
+    assert!(
+        (got - plain).abs() <= 1e-3 * plain.abs().max(1.0),
+        "{got} vs {plain}"
+    );
+}

@@ -17,7 +17,7 @@ pub use movement::{
 };
 pub use nn::{Conv2dKernel, PoolKernel, PoolKind, Window};
 pub use random::{Distribution, RandomKernel, RandomSpec};
-pub use reduce::{ReduceKernel, ReduceOp};
+pub use reduce::{ReduceKernel, ReduceOp, ReduceStrategy};
 
 use crate::{DType, HostTensor};
 
@@ -218,7 +218,7 @@ impl Kernel {
         match self {
             Kernel::Elementwise(k) => k.invocations(),
             Kernel::MatMul(k) => k.invocations(),
-            Kernel::Reduce(k) => k.out_shape.numel() as u64,
+            Kernel::Reduce(k) => k.invocations(),
             Kernel::Permute(k) => k.out_shape.numel() as u64,
             Kernel::Strided(k) => k.out_shape.numel() as u64,
             Kernel::Concat(k) => k.out_shape.numel() as u64,

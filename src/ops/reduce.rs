@@ -126,6 +126,11 @@ impl ReduceKernel {
     }
 
     pub fn run_cpu(&self, input: &[u32]) -> Vec<u32> {
+        if let Some((strategy, r)) = self.fast_path() {
+            return (0..self.out_shape.numel())
+                .map(|o| self.fold_row_cpu(strategy, &input[o * r..(o + 1) * r]))
+                .collect();
+        }
         let (kd, ks, rd, rs) = self.split();
         let outer: usize = kd.iter().product();
         let count = self.reduced_count();
@@ -187,6 +192,9 @@ impl ReduceKernel {
     /// WGSL (templates `shaders/reduce.wgsl`, `shaders/arg_reduce.wgsl`): one invocation per
     /// output element looping over the reduced elements in row-major order.
     pub fn wgsl(&self) -> String {
+        if let Some((strategy, r)) = self.fast_path() {
+            return self.wgsl_rows(strategy, r);
+        }
         let (kd, ks, rd, rs) = self.split();
         let count = self.reduced_count();
         let d = self.dtype;
@@ -305,5 +313,229 @@ fn one_word(d: DType) -> u32 {
     match d {
         DType::F32 => 1.0f32.to_bits(),
         _ => 1,
+    }
+}
+
+/// How a reduction walks its input. The CPU kernel follows the same order as the WGSL one,
+/// so sums agree bit for bit between `cpu:0` and every GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceStrategy {
+    /// One invocation per output, looping over the reduced axes in row-major order.
+    Loop,
+    /// Contiguous rows whose length divides by 4: one invocation per row with vec4 loads into
+    /// four lane accumulators, folded as `(l0 ∘ l1) ∘ (l2 ∘ l3)`. Many short rows.
+    RowsVec4,
+    /// Few long contiguous rows: a workgroup of 256 per row; thread `t` folds elements `t`,
+    /// `t + 256`, … (coalesced), then a tree in workgroup memory.
+    Tree,
+}
+
+/// Rows at least this long, when there are at most [`TREE_MAX_ROWS`] of them, use a tree.
+const TREE_MIN_LEN: usize = 4096;
+const TREE_MAX_ROWS: usize = 64;
+const TREE_WG: usize = 256;
+
+impl ReduceKernel {
+    /// The strategy this kernel uses (chosen by shape; the same on every device).
+    pub fn strategy(&self) -> ReduceStrategy {
+        self.fast_path().map_or(ReduceStrategy::Loop, |(s, _)| s)
+    }
+
+    /// Invocations of the WGSL kernel.
+    pub fn invocations(&self) -> u64 {
+        let n = self.out_shape.numel() as u64;
+        match self.strategy() {
+            ReduceStrategy::Tree => n * TREE_WG as u64,
+            _ => n,
+        }
+    }
+
+    /// A vectorised or tree strategy and the row length, when the reduced axes are the
+    /// trailing ones (each output folds one contiguous row) and the op folds values.
+    fn fast_path(&self) -> Option<(ReduceStrategy, usize)> {
+        let rank = self.in_shape.rank();
+        let trailing = self
+            .axes
+            .iter()
+            .enumerate()
+            .all(|(i, &a)| a == rank - self.axes.len() + i);
+        let folds = matches!(
+            self.op,
+            ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min
+        );
+        if self.axes.is_empty() || !trailing || !folds || !self.dtype.is_numeric() {
+            return None;
+        }
+        let r = self.reduced_count();
+        let rows = self.out_shape.numel();
+        if r >= TREE_MIN_LEN && rows <= TREE_MAX_ROWS {
+            Some((ReduceStrategy::Tree, r))
+        } else if r >= 8 && r.is_multiple_of(4) {
+            Some((ReduceStrategy::RowsVec4, r))
+        } else {
+            None
+        }
+    }
+
+    fn combine_op(&self) -> BinaryOp {
+        match self.op {
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Maximum,
+            ReduceOp::Min => BinaryOp::Minimum,
+            _ => BinaryOp::Add,
+        }
+    }
+
+    fn finish_cpu(&self, acc: u32, count: usize) -> u32 {
+        if self.op != ReduceOp::Mean {
+            return acc;
+        }
+        let n = match self.dtype {
+            DType::F32 => (count as f32).to_bits(),
+            _ => count as u32,
+        };
+        binary_cpu(BinaryOp::Div, self.dtype, acc, n)
+    }
+
+    fn fold_row_cpu(&self, strategy: ReduceStrategy, row: &[u32]) -> u32 {
+        let (d, op) = (self.dtype, self.combine_op());
+        let c = |a: u32, b: u32| binary_cpu(op, d, a, b);
+        let acc = match strategy {
+            ReduceStrategy::RowsVec4 => {
+                let mut lanes = [row[0], row[1], row[2], row[3]];
+                for chunk in row[4..].chunks_exact(4) {
+                    for (l, &v) in lanes.iter_mut().zip(chunk) {
+                        *l = c(*l, v);
+                    }
+                }
+                c(c(lanes[0], lanes[1]), c(lanes[2], lanes[3]))
+            }
+            _ => {
+                let mut part: Vec<u32> = row[..TREE_WG].to_vec();
+                for (i, &v) in row.iter().enumerate().skip(TREE_WG) {
+                    part[i % TREE_WG] = c(part[i % TREE_WG], v);
+                }
+                let mut s = TREE_WG / 2;
+                while s > 0 {
+                    for t in 0..s {
+                        part[t] = c(part[t], part[t + s]);
+                    }
+                    s /= 2;
+                }
+                part[0]
+            }
+        };
+        self.finish_cpu(acc, row.len())
+    }
+
+    /// WGSL of the row strategies.
+    fn wgsl_rows(&self, strategy: ReduceStrategy, r: usize) -> String {
+        let d = self.dtype;
+        let t = d.wgsl();
+        let n = self.out_shape.numel();
+        let comb = |a: &str, b: &str| -> String {
+            match (self.combine_op(), d.is_float()) {
+                (BinaryOp::Add, _) => format!("({a} + {b})"),
+                (BinaryOp::Mul, _) => format!("({a} * {b})"),
+                (BinaryOp::Maximum, true) => format!("wgf_max({a}, {b})"),
+                (BinaryOp::Minimum, true) => format!("wgf_min({a}, {b})"),
+                (BinaryOp::Maximum, false) => format!("max({a}, {b})"),
+                _ => format!("min({a}, {b})"),
+            }
+        };
+        let finish = match (self.op, d) {
+            (ReduceOp::Mean, DType::F32) => {
+                format!("acc / {}", codegen::literal(d, (r as f32).to_bits()))
+            }
+            (ReduceOp::Mean, DType::I32) => {
+                format!("wgf_div_i32(acc, {})", codegen::literal(d, r as u32))
+            }
+            (ReduceOp::Mean, _) => format!("wgf_div_u32(acc, {})", codegen::literal(d, r as u32)),
+            _ => "acc".to_string(),
+        };
+        let mut w = Writer::new();
+        let vec = strategy == ReduceStrategy::RowsVec4;
+        w.line(&format!(
+            "// wgflow reduction ({strategy:?}): {} of rows of {r}.",
+            self.op.name()
+        ));
+        codegen::storage_binding_vec(&mut w, 0, "in0", d, vec);
+        codegen::storage_binding(&mut w, 1, "out", d);
+        for line in codegen::PRELUDE.lines() {
+            w.line(line);
+        }
+        if vec {
+            let lanes = |a: &str, b: &str| -> String {
+                match self.combine_op() {
+                    BinaryOp::Add | BinaryOp::Mul => comb(a, b),
+                    _ => {
+                        let l: Vec<String> = ["x", "y", "z", "w"]
+                            .iter()
+                            .map(|c| comb(&format!("{a}.{c}"), &format!("{b}.{c}")))
+                            .collect();
+                        format!("vec4<{t}>({})", l.join(", "))
+                    }
+                }
+            };
+            w.line(&format!("@compute @workgroup_size({})", codegen::WORKGROUP));
+            w.line("fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {");
+            w.indent(1);
+            w.line(&format!(
+                "let o = gid.x + gid.y * nwg.x * {}u;",
+                codegen::WORKGROUP
+            ));
+            w.line(&format!("if (o >= {n}u) {{"));
+            w.line("    return;");
+            w.line("}");
+            w.line(&format!("let base = o * {}u;", r / 4));
+            w.line("var v4 = in0[base];");
+            w.line(&format!("for (var j = 1u; j < {}u; j = j + 1u) {{", r / 4));
+            w.line("    let v = in0[base + j];");
+            w.line(&format!("    v4 = {};", lanes("v4", "v")));
+            w.line("}");
+            w.line(&format!(
+                "let acc = {};",
+                comb(&comb("v4.x", "v4.y"), &comb("v4.z", "v4.w"))
+            ));
+            w.line(&format!("out[o] = {finish};"));
+            w.indent(0);
+            w.line("}");
+            return w.finish();
+        }
+        w.line(&format!("var<workgroup> part: array<{t}, {TREE_WG}>;"));
+        w.line("");
+        w.line(&format!("@compute @workgroup_size({TREE_WG})"));
+        w.line("fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {");
+        w.indent(1);
+        // No early return: every invocation must reach the barriers.
+        w.line("let o = wid.x + wid.y * nwg.x;");
+        w.line("let t = lid.x;");
+        w.line(&format!("let base = min(o, {}u) * {r}u;", n - 1));
+        w.line("var p = in0[base + t];");
+        w.line(&format!(
+            "for (var i = t + {TREE_WG}u; i < {r}u; i = i + {TREE_WG}u) {{"
+        ));
+        w.line(&format!("    p = {};", comb("p", "in0[base + i]")));
+        w.line("}");
+        w.line("part[t] = p;");
+        w.line("workgroupBarrier();");
+        let mut s = TREE_WG / 2;
+        while s > 0 {
+            w.line(&format!("if (t < {s}u) {{"));
+            w.line(&format!(
+                "    part[t] = {};",
+                comb("part[t]", &format!("part[t + {s}u]"))
+            ));
+            w.line("}");
+            w.line("workgroupBarrier();");
+            s /= 2;
+        }
+        w.line(&format!("if (t == 0u && o < {n}u) {{"));
+        w.line("    let acc = part[0];");
+        w.line(&format!("    out[o] = {finish};"));
+        w.line("}");
+        w.indent(0);
+        w.line("}");
+        w.finish()
     }
 }
