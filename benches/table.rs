@@ -424,6 +424,14 @@ fn memory_zoo() {
         let y = g.softmax(h, -1).unwrap();
         zoo.push(("mlp 784-512-512-10".into(), g, vec![y]));
     }
+    {
+        let (g, y) = mobilenet_v2_like();
+        zoo.push(("mobilenet-v2 1x3x224x224".into(), g, vec![y]));
+    }
+    {
+        let (g, y) = transformer_block(128, 256, 4);
+        zoo.push(("transformer block 128x256".into(), g, vec![y]));
+    }
     for seed in 0..50u64 {
         let (g, outs) = random_dag(seed);
         zoo.push((format!("random dag {seed}"), g, outs));
@@ -455,6 +463,108 @@ fn memory_zoo() {
         100.0 * at_bound as f64 / ratios.len() as f64,
         worst
     );
+}
+
+fn zeros(g: &mut Graph, shape: &[usize]) -> Tensor {
+    g.constant(HostTensor::zeros(shape.to_vec(), DType::F32))
+        .unwrap()
+}
+
+/// A MobileNet-v2-shaped CNN: a strided stem, inverted residual blocks (1x1 expand ×6,
+/// 3x3 depthwise, 1x1 project, residual when shapes match), global pooling, a classifier.
+fn mobilenet_v2_like() -> (Graph, Tensor) {
+    use wgflow::graph::Conv2dOptions;
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [1, 3, 224, 224], DType::F32).unwrap();
+    let conv = |g: &mut Graph,
+                x: Tensor,
+                cin: usize,
+                cout: usize,
+                k: usize,
+                stride: usize,
+                groups: usize| {
+        let w = zeros(g, &[cout, cin / groups, k, k]);
+        let opts = Conv2dOptions {
+            stride: [stride, stride],
+            padding: [k / 2, k / 2],
+            dilation: [1, 1],
+            groups,
+        };
+        let y = g.conv2d(x, w, None, opts).unwrap();
+        g.clip(y, 0.0, 6.0).unwrap()
+    };
+    let mut h = conv(&mut g, x, 3, 32, 3, 2, 1);
+    let mut c = 32;
+    for (cout, stride, repeats) in [
+        (16, 1, 1),
+        (24, 2, 2),
+        (32, 2, 3),
+        (64, 2, 4),
+        (96, 1, 3),
+        (160, 2, 3),
+        (320, 1, 1),
+    ] {
+        for i in 0..repeats {
+            let s = if i == 0 { stride } else { 1 };
+            let e = conv(&mut g, h, c, c * 6, 1, 1, 1);
+            let d = conv(&mut g, e, c * 6, c * 6, 3, s, c * 6);
+            let w = zeros(&mut g, &[cout, c * 6, 1, 1]);
+            let p = g.conv2d(d, w, None, Conv2dOptions::default()).unwrap();
+            h = if s == 1 && c == cout {
+                g.add(h, p).unwrap()
+            } else {
+                p
+            };
+            c = cout;
+        }
+    }
+    let h = conv(&mut g, h, c, 1280, 1, 1, 1);
+    let pooled = g.mean(h, [2, 3], false).unwrap();
+    let w = zeros(&mut g, &[1280, 1000]);
+    let logits = g.matmul(pooled, w).unwrap();
+    let y = g.softmax(logits, -1).unwrap();
+    (g, y)
+}
+
+/// A pre-norm transformer block: attention with `heads` heads and a GELU MLP, residuals.
+fn transformer_block(seq: usize, dim: usize, heads: usize) -> (Graph, Tensor) {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [seq, dim], DType::F32).unwrap();
+    let hd = dim / heads;
+    let h = g.layer_norm(x, None, None, -1, 1e-5).unwrap();
+    let proj = |g: &mut Graph, h: Tensor, n: usize| {
+        let w = zeros(g, &[dim, n]);
+        g.matmul(h, w).unwrap()
+    };
+    let split = |g: &mut Graph, t: Tensor| {
+        let r = g
+            .reshape(t, &[seq as isize, heads as isize, hd as isize])
+            .unwrap();
+        g.transpose(r, &[1, 0, 2]).unwrap()
+    };
+    let (q, k, v) = (
+        proj(&mut g, h, dim),
+        proj(&mut g, h, dim),
+        proj(&mut g, h, dim),
+    );
+    let (q, k, v) = (split(&mut g, q), split(&mut g, k), split(&mut g, v));
+    let kt = g.transpose(k, &[0, 2, 1]).unwrap();
+    let scores = g.matmul(q, kt).unwrap();
+    let scale = g.constant(1.0 / (hd as f32).sqrt()).unwrap();
+    let scores = g.mul(scores, scale).unwrap();
+    let p = g.softmax(scores, -1).unwrap();
+    let a = g.matmul(p, v).unwrap();
+    let a = g.transpose(a, &[1, 0, 2]).unwrap();
+    let a = g.reshape(a, &[seq as isize, dim as isize]).unwrap();
+    let o = proj(&mut g, a, dim);
+    let x1 = g.add(x, o).unwrap();
+    let h2 = g.layer_norm(x1, None, None, -1, 1e-5).unwrap();
+    let up = proj(&mut g, h2, 4 * dim);
+    let act = g.gelu(up, true).unwrap();
+    let w = zeros(&mut g, &[4 * dim, dim]);
+    let down = g.matmul(act, w).unwrap();
+    let y = g.add(x1, down).unwrap();
+    (g, y)
 }
 
 fn random_dag(seed: u64) -> (Graph, Vec<Tensor>) {
