@@ -26,7 +26,7 @@ macro_rules! unary {
         $(#[$doc])*
         #[track_caller]
         pub fn $fn(&mut self, x: Tensor) -> Result<Tensor> {
-            self.ew_unary(UnaryOp::$op, x, Location::caller())
+            self.unary(UnaryOp::$op, x, Location::caller())
         }
     )*};
 }
@@ -36,7 +36,7 @@ macro_rules! binary {
         $(#[$doc])*
         #[track_caller]
         pub fn $fn(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-            self.ew_binary(BinaryOp::$op, a, b, Location::caller())
+            self.binary(BinaryOp::$op, a, b, Location::caller())
         }
     )*};
 }
@@ -119,7 +119,7 @@ impl Graph {
     /// `x * x` (f32, i32, u32; integers wrap).
     #[track_caller]
     pub fn square(&mut self, x: Tensor) -> Result<Tensor> {
-        self.ew_binary(BinaryOp::Mul, x, x, Location::caller())
+        self.binary(BinaryOp::Mul, x, x, Location::caller())
     }
 
     /// `x · sigmoid(x)` (f32).
@@ -128,8 +128,8 @@ impl Graph {
         let loc = Location::caller();
         self.float_only("silu", x, loc)?;
         self.name_scope("silu", |g| {
-            let s = g.ew_unary(UnaryOp::Sigmoid, x, loc)?;
-            g.ew_binary(BinaryOp::Mul, x, s, loc)
+            let s = g.unary(UnaryOp::Sigmoid, x, loc)?;
+            g.binary(BinaryOp::Mul, x, s, loc)
         })
     }
 
@@ -141,24 +141,24 @@ impl Graph {
         self.float_only("gelu", x, loc)?;
         self.name_scope("gelu", |g| {
             let inner = if approximate {
-                let x3 = g.ew_binary(BinaryOp::Mul, x, x, loc)?;
-                let x3 = g.ew_binary(BinaryOp::Mul, x3, x, loc)?;
+                let x3 = g.binary(BinaryOp::Mul, x, x, loc)?;
+                let x3 = g.binary(BinaryOp::Mul, x3, x, loc)?;
                 let c = g.lit(DType::F32, 0.044715, loc)?;
-                let t = g.ew_binary(BinaryOp::Mul, x3, c, loc)?;
-                let t = g.ew_binary(BinaryOp::Add, x, t, loc)?;
+                let t = g.binary(BinaryOp::Mul, x3, c, loc)?;
+                let t = g.binary(BinaryOp::Add, x, t, loc)?;
                 let k = g.lit(DType::F32, (2.0 / std::f64::consts::PI).sqrt(), loc)?;
-                let t = g.ew_binary(BinaryOp::Mul, t, k, loc)?;
-                g.ew_unary(UnaryOp::Tanh, t, loc)?
+                let t = g.binary(BinaryOp::Mul, t, k, loc)?;
+                g.unary(UnaryOp::Tanh, t, loc)?
             } else {
                 let k = g.lit(DType::F32, std::f64::consts::FRAC_1_SQRT_2, loc)?;
-                let t = g.ew_binary(BinaryOp::Mul, x, k, loc)?;
-                g.ew_unary(UnaryOp::Erf, t, loc)?
+                let t = g.binary(BinaryOp::Mul, x, k, loc)?;
+                g.unary(UnaryOp::Erf, t, loc)?
             };
             let one = g.lit(DType::F32, 1.0, loc)?;
             let half = g.lit(DType::F32, 0.5, loc)?;
-            let t = g.ew_binary(BinaryOp::Add, inner, one, loc)?;
-            let hx = g.ew_binary(BinaryOp::Mul, x, half, loc)?;
-            g.ew_binary(BinaryOp::Mul, hx, t, loc)
+            let t = g.binary(BinaryOp::Add, inner, one, loc)?;
+            let hx = g.binary(BinaryOp::Mul, x, half, loc)?;
+            g.binary(BinaryOp::Mul, hx, t, loc)
         })
     }
 
@@ -170,8 +170,8 @@ impl Graph {
         self.name_scope("leaky_relu", |g| {
             let zero = g.lit(DType::F32, 0.0, loc)?;
             let a = g.lit(DType::F32, alpha as f64, loc)?;
-            let neg = g.ew_binary(BinaryOp::Less, x, zero, loc)?;
-            let ax = g.ew_binary(BinaryOp::Mul, x, a, loc)?;
+            let neg = g.binary(BinaryOp::Less, x, zero, loc)?;
+            let ax = g.binary(BinaryOp::Mul, x, a, loc)?;
             g.select(neg, ax, x)
         })
     }
@@ -184,9 +184,9 @@ impl Graph {
         self.name_scope("elu", |g| {
             let zero = g.lit(DType::F32, 0.0, loc)?;
             let a = g.lit(DType::F32, alpha as f64, loc)?;
-            let pos = g.ew_binary(BinaryOp::Greater, x, zero, loc)?;
-            let e = g.ew_unary(UnaryOp::Expm1, x, loc)?;
-            let ae = g.ew_binary(BinaryOp::Mul, e, a, loc)?;
+            let pos = g.binary(BinaryOp::Greater, x, zero, loc)?;
+            let e = g.unary(UnaryOp::Expm1, x, loc)?;
+            let ae = g.binary(BinaryOp::Mul, e, a, loc)?;
             g.select(pos, x, ae)
         })
     }
@@ -208,8 +208,8 @@ impl Graph {
         self.name_scope("clip", |g| {
             let lo = g.lit(d, min, loc)?;
             let hi = g.lit(d, max, loc)?;
-            let t = g.ew_binary(BinaryOp::Maximum, x, lo, loc)?;
-            g.ew_binary(BinaryOp::Minimum, t, hi, loc)
+            let t = g.binary(BinaryOp::Maximum, x, lo, loc)?;
+            g.binary(BinaryOp::Minimum, t, hi, loc)
         })
     }
 
@@ -405,51 +405,6 @@ impl Graph {
                 format!("dtype {d} is not supported (expects f32)"),
             ))
         }
-    }
-
-    fn ew_unary(&mut self, op: UnaryOp, x: Tensor, loc: Loc) -> Result<Tensor> {
-        let n = self.check(x, op.name(), loc)?;
-        let d = self.dtype(x);
-        let dtype = op.result_dtype(d).map_err(|ok| {
-            Error::build(
-                op.name(),
-                loc,
-                format!("dtype {d} is not supported (expects {ok})"),
-            )
-        })?;
-        let shape = self.shape(x).clone();
-        Ok(self.push(Op::Unary(op), &[n], shape, dtype, op.name(), loc))
-    }
-
-    fn ew_binary(&mut self, op: BinaryOp, a: Tensor, b: Tensor, loc: Loc) -> Result<Tensor> {
-        let (na, nb) = (
-            self.check(a, op.name(), loc)?,
-            self.check(b, op.name(), loc)?,
-        );
-        let (sa, sb) = (self.shape(a), self.shape(b));
-        let shape = Shape::broadcast(sa, sb).ok_or_else(|| {
-            Error::build(
-                op.name(),
-                loc,
-                format!("shapes {sa} and {sb} cannot broadcast"),
-            )
-        })?;
-        let (da, db) = (self.dtype(a), self.dtype(b));
-        if da != db {
-            return Err(Error::build(
-                op.name(),
-                loc,
-                format!("dtypes {da} and {db} differ; wgflow does not promote implicitly, cast one operand"),
-            ));
-        }
-        let dtype = op.result_dtype(da).map_err(|ok| {
-            Error::build(
-                op.name(),
-                loc,
-                format!("dtype {da} is not supported (expects {ok})"),
-            )
-        })?;
-        Ok(self.push(Op::Binary(op), &[na, nb], shape, dtype, op.name(), loc))
     }
 }
 
