@@ -2,6 +2,7 @@
 //! the name and device scopes that builders consult.
 
 mod build;
+mod build_custom;
 pub mod def;
 
 pub use build::Axes;

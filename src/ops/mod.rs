@@ -2,6 +2,7 @@
 //! implement them. Each family file holds its shape/dtype rule, CPU reference kernel and WGSL.
 //! Composites (softmax, mean of several axes…) are graph builders over these, in `graph/build.rs`.
 
+pub mod custom;
 pub mod elementwise;
 pub mod matmul;
 pub mod movement;
@@ -13,6 +14,7 @@ pub use movement::PermuteKernel;
 pub use reduce::{ReduceKernel, ReduceOp};
 
 use crate::{DType, HostTensor};
+use std::sync::Arc;
 
 /// A primitive op: the closed set every pass understands.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +36,10 @@ pub enum Op {
     /// A view with the node's shape: no data moves.
     Reshape,
     Permute(Vec<usize>),
+    /// A user's typed elementwise function, applied (see [`custom::ElementwiseFn`]).
+    Custom(Box<custom::CustomElementwise>),
+    /// A user's raw WGSL kernel (GPU only; see [`custom::RawWgsl`]).
+    RawWgsl(Arc<custom::RawWgsl>),
 }
 
 impl Op {
@@ -50,6 +56,8 @@ impl Op {
             Op::MatMul => "matmul",
             Op::Reshape => "reshape",
             Op::Permute(_) => "transpose",
+            Op::Custom(_) => "custom",
+            Op::RawWgsl(_) => "raw_wgsl",
         }
     }
 
@@ -57,13 +65,18 @@ impl Op {
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
-            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_)
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) | Op::Custom(_)
         )
     }
 
     /// Produces no new data: its output aliases its input's storage.
     pub fn is_view(&self) -> bool {
         matches!(self, Op::Reshape)
+    }
+
+    /// Runs only on a GPU.
+    pub fn is_gpu_only(&self) -> bool {
+        matches!(self, Op::RawWgsl(_))
     }
 
     /// Has no inputs.
@@ -79,6 +92,7 @@ pub enum Kernel {
     Reduce(ReduceKernel),
     MatMul(MatMulKernel),
     Permute(PermuteKernel),
+    RawWgsl(custom::RawKernel),
 }
 
 impl Kernel {
@@ -94,6 +108,7 @@ impl Kernel {
                 Some(e) => format!("matmul {} @ {} then {}", k.a, k.b, e.expr.describe()),
             },
             Kernel::Permute(k) => format!("transpose {:?} of {}", k.perm, k.in_shape),
+            Kernel::RawWgsl(k) => format!("raw WGSL '{}' ({})", k.name, k.entry_point),
         }
     }
 
@@ -104,12 +119,28 @@ impl Kernel {
             Kernel::Reduce(k) => k.wgsl(),
             Kernel::MatMul(k) => k.wgsl(),
             Kernel::Permute(k) => k.wgsl(),
+            Kernel::RawWgsl(k) => k.source.clone(),
         }
     }
 
-    /// Run on the CPU; `inputs` are the input tensors' words in binding order.
+    /// The WGSL entry point.
+    pub fn entry_point(&self) -> &str {
+        match self {
+            Kernel::RawWgsl(k) => &k.entry_point,
+            _ => "main",
+        }
+    }
+
+    /// Whether [`Kernel::run_cpu`] can run it (raw WGSL kernels are GPU only).
+    pub fn has_cpu(&self) -> bool {
+        !matches!(self, Kernel::RawWgsl(_))
+    }
+
+    /// Run on the CPU; `inputs` are the input tensors' words in binding order. A kernel
+    /// without a CPU implementation ([`Kernel::has_cpu`]) yields nothing; callers check first.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         match self {
+            Kernel::RawWgsl(_) => Vec::new(),
             Kernel::Elementwise(k) => k.run_cpu(inputs),
             Kernel::Reduce(k) => k.run_cpu(inputs[0]),
             Kernel::MatMul(k) => k.run_cpu(inputs),
@@ -127,6 +158,7 @@ impl Kernel {
     pub fn workgroup_size(&self) -> u32 {
         match self {
             Kernel::MatMul(k) => k.workgroup_size(),
+            Kernel::RawWgsl(k) => k.workgroup_size,
             _ => crate::backend::gpu::codegen::WORKGROUP,
         }
     }
@@ -147,6 +179,7 @@ impl Kernel {
             Kernel::Reduce(k) => k.out_shape.numel() as u64,
             Kernel::MatMul(k) => k.invocations(),
             Kernel::Permute(k) => k.out_shape.numel() as u64,
+            Kernel::RawWgsl(k) => k.invocations,
         }
     }
 }
