@@ -22,7 +22,7 @@ fn main() -> wgflow::Result<()> {
     let n: i32 = 8;
     let xf = g.constant((0..n).map(|i| i as f32 * 0.5).collect::<Vec<_>>())?;
     let yf = g.constant((0..n).map(|i| 1.0 - i as f32).collect::<Vec<_>>())?;
-    let xi = g.constant((0..n).map(|i| i).collect::<Vec<_>>())?;
+    let xi = g.constant((0..n).collect::<Vec<_>>())?;
     let yi = g.constant((0..n).map(|i| 10 * i).collect::<Vec<_>>())?;
 
     let (zf, zi, fused) = g.device("gpu:0", |g| {
