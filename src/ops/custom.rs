@@ -567,6 +567,9 @@ pub enum Invocations {
 /// holds exactly its tensor, so `arrayLength(&x)` is its element count; shapes are known
 /// when the node is built, so write them into the source if the kernel needs them. There is
 /// no other binding: a shader declaring any other one is rejected when the node is built.
+/// Inputs are `read_write` only because several bindings may be slices of one arena buffer
+/// (see [`crate::backend::gpu::codegen::storage_binding`]): a kernel must write its output
+/// only, never an input, or it corrupts values other kernels still read.
 ///
 /// **Dispatch.** The entry point's `@workgroup_size(X)` must be one-dimensional. The kernel
 /// is dispatched with `ceil(invocations / X)` workgroups, folded into a 2-D grid when that
