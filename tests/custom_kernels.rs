@@ -253,3 +253,66 @@ fn saved_custom_kernels_load_with_identical_results() {
         "{e}"
     );
 }
+
+#[test]
+fn hostile_user_kernel_nodes_in_files_are_errors_naming_the_place() {
+    let file = |node: &str| {
+        format!(
+            r#"{{"format": "wgflow.graph", "version": 1, "nodes": [
+  {{"name": "x", "op": "placeholder", "shape": [2], "dtype": "f32"}},
+  {node}
+]}}"#
+        )
+    };
+    let deep = format!(
+        "{}[\"in\", 0]{}",
+        "[\"unary\", \"neg\", ".repeat(300),
+        "]".repeat(300)
+    );
+    let cases = [
+        (
+            r#"{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "k", "expr": ["lit", "f32", 4294967296]}"#.to_string(),
+            "nodes[1] 'k'.expr",
+        ),
+        (
+            r#"{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "k", "expr": ["binary", "add", ["in", 0]]}"#.to_string(),
+            "nodes[1] 'k'.expr",
+        ),
+        (
+            r#"{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "i32", "kernel": "k", "expr": ["in", 0]}"#.to_string(),
+            "nodes[1] 'k'.dtype",
+        ),
+        (
+            r#"{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "bool", "kernel": "k", "expr": ["lit", "bool", 5]}"#.to_string(),
+            "word is 0 or 1",
+        ),
+        (
+            r#"{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "k"}"#.to_string(),
+            "nodes[1] 'k'.expr: missing",
+        ),
+        (
+            r#"{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "k", "expr": ["in", 0], "source": ""}"#.to_string(),
+            "source",
+        ),
+        (
+            r#"{"name": "r", "op": "raw_wgsl", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "r", "entry_point": "main", "source": "fn main() {"}"#.to_string(),
+            "nodes[1] 'r'",
+        ),
+        (
+            r#"{"name": "r", "op": "raw_wgsl", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "r", "entry_point": "main", "invocations": -1, "source": ""}"#.to_string(),
+            "nodes[1] 'r'.invocations",
+        ),
+        (
+            format!(r#"{{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "k", "expr": {deep}}}"#),
+            "graph file at",
+        ),
+    ];
+    for (node, want) in cases {
+        let e = Graph::from_json(&file(&node)).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            matches!(e, Error::GraphDef { .. }) && m.contains(want),
+            "want '{want}' in: {m}"
+        );
+    }
+}

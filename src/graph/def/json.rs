@@ -136,10 +136,14 @@ fn parse_expr(v: &Value, at: &str) -> Result<Expr> {
                 .and_then(|i| usize::try_from(i).ok())
                 .ok_or_else(|| bad("expected an input index"))?,
         ),
-        ("lit", 3) => Expr::Lit(
-            dtype(1).ok_or_else(|| bad("unknown literal dtype"))?,
-            word(2).ok_or_else(|| bad("expected a 32-bit word"))?,
-        ),
+        ("lit", 3) => {
+            let d = dtype(1).ok_or_else(|| bad("unknown literal dtype"))?;
+            let w = word(2).ok_or_else(|| bad("expected a 32-bit word"))?;
+            if d == DType::Bool && w > 1 {
+                return Err(bad("a bool literal's word is 0 or 1"));
+            }
+            Expr::Lit(d, w)
+        }
         ("unary", 3) => {
             let name = a[1].as_str().unwrap_or("");
             let op = UNARY
