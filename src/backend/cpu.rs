@@ -59,6 +59,14 @@ impl CpuState {
         inputs: &[ValueId],
         output: ValueId,
     ) -> Result<()> {
+        if !kernel.has_cpu() {
+            return Err(Error::Placement {
+                node: plan.values[output].name.clone(),
+                op: kernel.describe(),
+                requested: "cpu:0".into(),
+                message: "this kernel has no CPU implementation; place it on a GPU".into(),
+            });
+        }
         let out = {
             let ins = inputs
                 .iter()

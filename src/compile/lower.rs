@@ -6,6 +6,7 @@ use super::place::Placed;
 use super::{Plan, Source, Step, StepKind, Value, ValueId};
 use crate::device::Device;
 use crate::graph::{Graph, Tensor};
+use crate::ops::custom::{Invocations, RawKernel};
 use crate::ops::{
     ConcatKernel, Conv2dKernel, ElementwiseKernel, Expr, GatherKernel, Kernel, MatMulKernel, Op,
     PadKernel, PermuteKernel, PoolKernel, RandomKernel, ReduceKernel, StridedKernel,
@@ -139,6 +140,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                         }
                     }
                     Op::Cast(d) => Expr::Cast(*d, Box::new(Expr::Input(0))),
+                    Op::Custom(c) => c.expr.clone(),
                     _ => return Err(Error::Internal(format!("{} is not elementwise", node.name))),
                 };
                 Kernel::Elementwise(ElementwiseKernel {
@@ -213,6 +215,19 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 spec: *spec,
                 out_shape: node.shape.clone(),
             }),
+            Op::RawWgsl(r) => {
+                let workgroup_size = r.check(inputs.len())?;
+                Kernel::RawWgsl(RawKernel {
+                    name: r.name.clone(),
+                    source: r.source.clone(),
+                    entry_point: r.entry_point.clone(),
+                    workgroup_size,
+                    invocations: match r.invocations {
+                        Invocations::PerOutputElement => node.shape.numel() as u64,
+                        Invocations::Fixed(n) => n,
+                    },
+                })
+            }
             other => {
                 return Err(Error::Internal(format!(
                     "op {} of node '{}' has no lowering",

@@ -53,6 +53,7 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
             }
             None => target.default_device,
         };
+        let d = gpu_only(graph, n, d, target)?;
         device.insert(n, d);
     }
     for n in deferred {
@@ -116,4 +117,38 @@ fn resolve(
             node.location
         ),
     })
+}
+
+/// A GPU-only op (a raw WGSL kernel) headed for `cpu:0` moves to the first visible GPU with
+/// soft placement on (logged); otherwise, or with no GPU visible, it is an error.
+fn gpu_only(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<Device> {
+    let node = &graph.g[n];
+    if d.is_gpu() || !node.op.is_gpu_only() {
+        return Ok(d);
+    }
+    let gpu = target.devices.iter().map(|(d, _)| *d).find(|d| d.is_gpu());
+    match gpu {
+        Some(g) if target.soft_placement => {
+            log::warn!(
+                "soft placement: node '{}' ({}) runs only on a GPU; placed on {g} instead of {d}",
+                node.name,
+                node.op.name()
+            );
+            Ok(g)
+        }
+        _ => Err(Error::Placement {
+            node: node.name.clone(),
+            op: node.op.name().into(),
+            requested: d.to_string(),
+            message: format!(
+                "a raw WGSL kernel runs only on a GPU (built at {}); {}",
+                node.location,
+                if gpu.is_some() {
+                    "place it on a GPU or enable soft placement"
+                } else {
+                    "no GPU is visible"
+                }
+            ),
+        }),
+    }
 }

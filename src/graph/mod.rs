@@ -2,6 +2,7 @@
 //! the name and device scopes that builders consult.
 
 mod build;
+mod build_custom;
 mod build_elementwise;
 mod build_movement;
 mod build_nn;

@@ -2,6 +2,7 @@
 //! implement them. Each family file holds its shape/dtype rule, CPU reference kernel and WGSL.
 //! Composites (softmax, mean of several axes…) are graph builders over these, in `graph/build.rs`.
 
+pub mod custom;
 pub mod elementwise;
 pub mod elementwise_cpu;
 pub mod matmul;
@@ -20,6 +21,7 @@ pub use random::{Distribution, RandomKernel, RandomSpec};
 pub use reduce::{ReduceKernel, ReduceOp, ReduceStrategy};
 
 use crate::{DType, HostTensor};
+use std::sync::Arc;
 
 /// A primitive op: the closed set every pass understands.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +69,10 @@ pub enum Op {
     },
     /// An f32 tensor drawn from a seeded counter-based generator (see `ops/random.rs`).
     Random(RandomSpec),
+    /// A user's typed elementwise function, applied (see [`custom::ElementwiseFn`]).
+    Custom(Box<custom::CustomElementwise>),
+    /// A user's raw WGSL kernel (GPU only; see [`custom::RawWgsl`]).
+    RawWgsl(Arc<custom::RawWgsl>),
 }
 
 impl Op {
@@ -90,6 +96,8 @@ impl Op {
             Op::Conv2d { .. } => "conv2d",
             Op::Pool { kind, .. } => kind.name(),
             Op::Random(r) => r.name(),
+            Op::Custom(_) => "custom",
+            Op::RawWgsl(_) => "raw_wgsl",
         }
     }
 
@@ -97,13 +105,18 @@ impl Op {
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
-            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_)
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) | Op::Custom(_)
         )
     }
 
     /// Produces no new data: its output aliases its input's storage.
     pub fn is_view(&self) -> bool {
         matches!(self, Op::Reshape)
+    }
+
+    /// Runs only on a GPU.
+    pub fn is_gpu_only(&self) -> bool {
+        matches!(self, Op::RawWgsl(_))
     }
 
     /// Has no inputs.
@@ -126,6 +139,7 @@ pub enum Kernel {
     Conv2d(Conv2dKernel),
     Pool(PoolKernel),
     Random(RandomKernel),
+    RawWgsl(custom::RawKernel),
 }
 
 impl Kernel {
@@ -153,6 +167,7 @@ impl Kernel {
                 k.out_shape,
                 k.spec.seed
             ),
+            Kernel::RawWgsl(k) => format!("raw WGSL '{}' ({})", k.name, k.entry_point),
         }
     }
 
@@ -170,12 +185,28 @@ impl Kernel {
             Kernel::Conv2d(k) => k.wgsl(),
             Kernel::Pool(k) => k.wgsl(),
             Kernel::Random(k) => k.wgsl(),
+            Kernel::RawWgsl(k) => k.source.clone(),
         }
     }
 
-    /// Run on the CPU; `inputs` are the input tensors' words in binding order.
+    /// The WGSL entry point.
+    pub fn entry_point(&self) -> &str {
+        match self {
+            Kernel::RawWgsl(k) => &k.entry_point,
+            _ => "main",
+        }
+    }
+
+    /// Whether [`Kernel::run_cpu`] can run it (raw WGSL kernels are GPU only).
+    pub fn has_cpu(&self) -> bool {
+        !matches!(self, Kernel::RawWgsl(_))
+    }
+
+    /// Run on the CPU; `inputs` are the input tensors' words in binding order. A kernel
+    /// without a CPU implementation ([`Kernel::has_cpu`]) yields nothing; callers check first.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         match self {
+            Kernel::RawWgsl(_) => Vec::new(),
             Kernel::Elementwise(k) => k.run_cpu(inputs),
             Kernel::Reduce(k) => k.run_cpu(inputs[0]),
             Kernel::MatMul(k) => k.run_cpu(inputs),
@@ -200,6 +231,7 @@ impl Kernel {
     pub fn workgroup_size(&self) -> u32 {
         match self {
             Kernel::MatMul(k) => k.workgroup_size(),
+            Kernel::RawWgsl(k) => k.workgroup_size,
             _ => crate::backend::gpu::codegen::WORKGROUP,
         }
     }
@@ -227,6 +259,7 @@ impl Kernel {
             Kernel::Conv2d(k) => k.out.numel() as u64,
             Kernel::Pool(k) => k.out.numel() as u64,
             Kernel::Random(k) => k.out_shape.numel() as u64,
+            Kernel::RawWgsl(k) => k.invocations,
         }
     }
 }

@@ -271,6 +271,25 @@ impl GpuContext {
         wgsl: &str,
         bindings: usize,
     ) -> Result<(Arc<CachedPipeline>, bool)> {
+        self.pipeline_at(label, wgsl, "main", bindings)
+    }
+
+    /// [`GpuContext::pipeline`] with the entry point named `entry`.
+    pub fn pipeline_at(
+        &self,
+        label: &str,
+        wgsl: &str,
+        entry: &str,
+        bindings: usize,
+    ) -> Result<(Arc<CachedPipeline>, bool)> {
+        // Generated kernels all use "main"; only raw kernels need the entry in the key.
+        let key = if entry == "main" {
+            wgsl.to_string()
+        } else {
+            format!("{entry}\n{wgsl}")
+        };
+        let wgsl_src = wgsl;
+        let wgsl = key.as_str();
         let mut cache = self
             .pipelines
             .lock()
@@ -281,7 +300,7 @@ impl GpuContext {
         let created = self.scoped(&format!("creating pipeline {label}"), |device| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
-                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                source: wgpu::ShaderSource::Wgsl(wgsl_src.into()),
             });
             let entries: Vec<wgpu::BindGroupLayoutEntry> = (0..bindings as u32)
                 .map(|b| wgpu::BindGroupLayoutEntry {
@@ -308,7 +327,7 @@ impl GpuContext {
                 label: Some(label),
                 layout: Some(&pipeline_layout),
                 module: &module,
-                entry_point: Some("main"),
+                entry_point: Some(entry),
                 compilation_options: Default::default(),
                 cache: self.disk_cache.as_ref().map(|c| &c.cache),
             });

@@ -115,7 +115,8 @@ impl GpuPlan {
             let kernel = &kernel.for_adapter(&ctx.adapter_kind());
             let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
             let wgsl = kernel.wgsl();
-            let (pipeline, created) = ctx.pipeline(&label, &wgsl, inputs.len() + 1)?;
+            let (pipeline, created) =
+                ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), inputs.len() + 1)?;
             counters.pipelines_created += created as u64;
             let grid = kernel
                 .workgroups(ctx.limits.max_compute_workgroups_per_dimension)

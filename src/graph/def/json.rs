@@ -6,7 +6,8 @@ use super::{
     BINARY, FORMAT, INLINE_MAX, MAX_ELEMENTS, MAX_RANK, REDUCE, UNARY, VERSION,
 };
 use crate::device::DeviceSpec;
-use crate::ops::Op;
+use crate::ops::custom::{CustomElementwise, Invocations, OutputRule, RawWgsl};
+use crate::ops::{Expr, Op};
 use crate::{DType, HostTensor, Result, Shape};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -87,6 +88,29 @@ pub fn def_to_json(def: &GraphDef) -> String {
                     f32_json(b)
                 );
             }
+            Op::Custom(c) => {
+                let _ = write!(
+                    s,
+                    ", \"kernel\": {}, \"expr\": {}",
+                    json_str(&c.name),
+                    expr_json(&c.expr)
+                );
+            }
+            Op::RawWgsl(r) => {
+                let _ = write!(
+                    s,
+                    ", \"kernel\": {}, \"entry_point\": {}, \"source\": {}",
+                    json_str(&r.name),
+                    json_str(&r.entry_point),
+                    json_str(&r.source)
+                );
+                if let OutputRule::LikeInput(k) = r.output {
+                    let _ = write!(s, ", \"output_like_input\": {k}");
+                }
+                if let Invocations::Fixed(n) = r.invocations {
+                    let _ = write!(s, ", \"invocations\": {n}");
+                }
+            }
             Op::Placeholder
             | Op::Unary(_)
             | Op::Binary(_)
@@ -114,6 +138,89 @@ fn write_window(s: &mut String, w: &crate::ops::Window) {
         usize_list(&w.padding),
         usize_list(&w.dilation)
     );
+}
+
+/// A typed expression as nested JSON arrays (format in the parent module).
+fn expr_json(e: &Expr) -> String {
+    match e {
+        Expr::Input(i) => format!("[\"in\", {i}]"),
+        Expr::Lit(d, w) => format!("[\"lit\", \"{d}\", {w}]"),
+        Expr::Unary(op, a) => format!("[\"unary\", \"{}\", {}]", unary_name(*op), expr_json(a)),
+        Expr::Binary(op, a, b) => format!(
+            "[\"binary\", \"{}\", {}, {}]",
+            binary_name(*op),
+            expr_json(a),
+            expr_json(b)
+        ),
+        Expr::Select(c, a, b) => format!(
+            "[\"where\", {}, {}, {}]",
+            expr_json(c),
+            expr_json(a),
+            expr_json(b)
+        ),
+        Expr::Cast(d, a) => format!("[\"cast\", \"{d}\", {}]", expr_json(a)),
+    }
+}
+
+/// Parse [`expr_json`]'s form; serde_json's recursion limit bounds the depth.
+fn parse_expr(v: &Value, at: &str) -> Result<Expr> {
+    let bad = |m: &str| err(at, format!("{m}, found {}", short(v)));
+    let a = v
+        .as_array()
+        .ok_or_else(|| bad("expected an expression array"))?;
+    let tag = a.first().and_then(Value::as_str).unwrap_or("");
+    let word = |k: usize| {
+        a.get(k)
+            .and_then(Value::as_u64)
+            .and_then(|w| u32::try_from(w).ok())
+    };
+    let dtype = |k: usize| a.get(k).and_then(Value::as_str).and_then(DType::parse);
+    let sub = |k: usize| match a.get(k) {
+        Some(x) => parse_expr(x, &format!("{at}[{k}]")),
+        None => Err(bad("missing operand")),
+    };
+    let e = match (tag, a.len()) {
+        ("in", 2) => Expr::Input(
+            a[1].as_u64()
+                .and_then(|i| usize::try_from(i).ok())
+                .ok_or_else(|| bad("expected an input index"))?,
+        ),
+        ("lit", 3) => {
+            let d = dtype(1).ok_or_else(|| bad("unknown literal dtype"))?;
+            let w = word(2).ok_or_else(|| bad("expected a 32-bit word"))?;
+            if d == DType::Bool && w > 1 {
+                return Err(bad("a bool literal's word is 0 or 1"));
+            }
+            Expr::Lit(d, w)
+        }
+        ("unary", 3) => {
+            let name = a[1].as_str().unwrap_or("");
+            let op = UNARY
+                .iter()
+                .find(|u| unary_name(**u) == name)
+                .ok_or_else(|| bad("unknown unary op"))?;
+            Expr::Unary(*op, Box::new(sub(2)?))
+        }
+        ("binary", 4) => {
+            let name = a[1].as_str().unwrap_or("");
+            let op = BINARY
+                .iter()
+                .find(|b| binary_name(**b) == name)
+                .ok_or_else(|| bad("unknown binary op"))?;
+            Expr::Binary(*op, Box::new(sub(2)?), Box::new(sub(3)?))
+        }
+        ("where", 4) => Expr::Select(Box::new(sub(1)?), Box::new(sub(2)?), Box::new(sub(3)?)),
+        ("cast", 3) => Expr::Cast(
+            dtype(1).ok_or_else(|| bad("unknown cast dtype"))?,
+            Box::new(sub(2)?),
+        ),
+        _ => {
+            return Err(bad(
+                "expected [\"in\"|\"lit\"|\"unary\"|\"binary\"|\"where\"|\"cast\", ...]",
+            ))
+        }
+    };
+    Ok(e)
 }
 
 fn json_str(s: &str) -> String {
@@ -412,6 +519,54 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
                 let perm = usize_array(obj.get("perm"), &field("perm"), false)?;
                 (Op::Permute(perm), with(&["perm"]), 1)
             }
+            "custom" => {
+                let name = string_field(obj, "kernel", &field("kernel"))?;
+                let expr = match obj.get("expr") {
+                    Some(v) => parse_expr(v, &field("expr"))?,
+                    None => return Err(err(field("expr"), "missing")),
+                };
+                let c = CustomElementwise { name, expr };
+                (
+                    Op::Custom(Box::new(c)),
+                    with(&["kernel", "expr"]),
+                    inputs.len(),
+                )
+            }
+            "raw_wgsl" => {
+                let name = string_field(obj, "kernel", &field("kernel"))?;
+                let source = string_field(obj, "source", &field("source"))?;
+                let entry = string_field(obj, "entry_point", &field("entry_point"))?;
+                let output = match obj.get("output_like_input") {
+                    None => OutputRule::Fixed(shape.clone(), dtype),
+                    Some(v) => OutputRule::LikeInput(
+                        v.as_u64()
+                            .and_then(|k| usize::try_from(k).ok())
+                            .ok_or_else(|| {
+                                err(field("output_like_input"), "expected an input index")
+                            })?,
+                    ),
+                };
+                let invocations = match obj.get("invocations") {
+                    None => Invocations::PerOutputElement,
+                    Some(v) => Invocations::Fixed(
+                        v.as_u64()
+                            .ok_or_else(|| err(field("invocations"), "expected a count"))?,
+                    ),
+                };
+                let r = RawWgsl::new(&name, &source, &entry, output, invocations);
+                let extra = [
+                    "kernel",
+                    "source",
+                    "entry_point",
+                    "output_like_input",
+                    "invocations",
+                ];
+                (
+                    Op::RawWgsl(std::sync::Arc::new(r)),
+                    with(&extra),
+                    inputs.len(),
+                )
+            }
             other => {
                 return Err(err(
                     field("op"),
@@ -438,6 +593,17 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
         dtype,
         device,
     })
+}
+
+fn string_field(obj: &Map<String, Value>, key: &str, at: &str) -> Result<String> {
+    match obj.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(err(
+            at,
+            format!("expected a string, found {}", short(other)),
+        )),
+        None => Err(err(at, "missing")),
+    }
 }
 
 /// A JSON array of non-negative integers; dims (`is_shape`) are capped at [`MAX_ELEMENTS`],

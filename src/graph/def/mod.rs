@@ -37,6 +37,14 @@
 //! | `matmul` | 2 | — |
 //! | `reshape` | 1 | — (the target is the node's `shape`) |
 //! | `transpose` | 1 | `perm`: output axis `i` is input axis `perm[i]` |
+//! | `custom` | any | `kernel` (name), `expr`: the typed expression (below) |
+//! | `raw_wgsl` | any | `kernel` (name), `source`, `entry_point`; optional `output_like_input` (input index; absent: the node's `shape`/`dtype` are fixed) and `invocations` (absent: one per output element) |
+//!
+//! A `custom` node's `expr` is a JSON tree of arrays: `["in", i]`, `["lit", dtype, word]`
+//! (the literal's 32-bit pattern as an unsigned integer), `["unary", op, e]`,
+//! `["binary", op, a, b]`, `["where", c, a, b]`, `["cast", dtype, e]`, with the op names of
+//! the table above. It is type-checked against the inputs on load. A raw kernel's shader is
+//! validated on load like one built with the API.
 //!
 //! Unknown fields are errors, so a typo does not silently change a graph.
 //!
@@ -178,18 +186,29 @@ fn op_name(op: &Op) -> &'static str {
         Op::Gather(_) => "take",
         Op::Conv2d { .. } => "conv2d",
         Op::Pool { kind, .. } => kind.name(),
+        Op::Custom(_) => "custom",
+        Op::RawWgsl(_) => "raw_wgsl",
     }
 }
 
 impl Graph {
-    /// The graph as plain data, nodes in build order.
-    pub fn to_def(&self) -> GraphDef {
+    /// The graph as plain data, nodes in build order. A raw WGSL kernel whose output rule
+    /// is a closure cannot be saved: that is an error naming the node.
+    pub fn to_def(&self) -> Result<GraphDef> {
         let nodes = self
             .g
             .node_indices()
             .map(|n| {
                 let node = &self.g[n];
-                NodeDef {
+                if let Op::RawWgsl(r) = &node.op {
+                    if matches!(r.output, crate::ops::custom::OutputRule::Fn(_)) {
+                        return Err(err(
+                            node_at(n.index(), &node.name),
+                            format!("raw kernel '{}' has a closure as its output rule, which cannot be saved; use OutputRule::Fixed or LikeInput", r.name),
+                        ));
+                    }
+                }
+                Ok(NodeDef {
                     name: node.name.clone(),
                     op: node.op.clone(),
                     inputs: self
@@ -200,10 +219,10 @@ impl Graph {
                     shape: node.shape.clone(),
                     dtype: node.dtype,
                     device: node.device,
-                }
+                })
             })
-            .collect();
-        GraphDef { nodes }
+            .collect::<Result<Vec<_>>>()?;
+        Ok(GraphDef { nodes })
     }
 
     /// Rebuild a graph from its definition through the public builders, so every shape and
@@ -279,9 +298,10 @@ impl Graph {
         Ok(g)
     }
 
-    /// The graph as JSON text (see the [module docs](self) for the format).
-    pub fn to_json(&self) -> String {
-        def_to_json(&self.to_def())
+    /// The graph as JSON text (see the [module docs](self) for the format); fails as
+    /// [`Graph::to_def`] does.
+    pub fn to_json(&self) -> Result<String> {
+        Ok(def_to_json(&self.to_def()?))
     }
 
     /// Parse and rebuild a graph from JSON text.
@@ -292,7 +312,7 @@ impl Graph {
     /// Write the graph to a JSON file.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_json())
+        std::fs::write(path, self.to_json()?)
             .map_err(|e| err(path.display().to_string(), format!("cannot write: {e}")))
     }
 
@@ -354,6 +374,7 @@ fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super:
                 ),
             ))
         }
+        Op::Custom(_) | Op::RawWgsl(_) => x.len(),
     };
     if x.len() != want {
         return Err(err(
@@ -428,6 +449,14 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
         Op::Permute(perm) => {
             let perm: Vec<isize> = perm.iter().map(|&p| p as isize).collect();
             g.transpose(x[0], &perm)
+        }
+        Op::Custom(c) => g.apply_expr(&c.name, c.expr.clone(), x),
+        Op::RawWgsl(r) => {
+            let mut r = (**r).clone();
+            if let crate::ops::custom::OutputRule::Fixed(..) = r.output {
+                r.output = crate::ops::custom::OutputRule::Fixed(nd.shape.clone(), nd.dtype);
+            }
+            g.raw_kernel(&r, x)
         }
         other => Err(err(
             "",

@@ -1,0 +1,752 @@
+//! User kernels: typed elementwise functions (Numba `@vectorize`, CuPy `ElementwiseKernel`)
+//! and raw WGSL kernels (CuPy `RawKernel`).
+//!
+//! A typed elementwise function is a Rust closure over [`Var`]s, traced once into an
+//! expression tree. Applying it picks the signature matching the input dtypes, types the
+//! tree's literals, and stores the resulting [`Expr`] in one graph node, so it lowers to an
+//! ordinary elementwise kernel: it fuses with its neighbours and runs on every device.
+//!
+//! A raw WGSL kernel is the user's shader, validated by naga when the node is built and run
+//! as-is on a GPU. See [`RawWgsl`] for the binding convention.
+
+use super::elementwise::{BinaryOp, Expr, UnaryOp};
+use crate::{DType, Shape};
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::Arc;
+
+// ---------------------------------------------------------------------------------------
+// Typed elementwise functions
+// ---------------------------------------------------------------------------------------
+
+/// An untyped trace of the closure: literals stay "weak" until a signature gives them a type.
+#[derive(Debug, Clone, PartialEq)]
+enum Term {
+    Input(usize),
+    Float(f64),
+    Int(i64),
+    Bool(bool),
+    Unary(UnaryOp, usize),
+    Binary(BinaryOp, usize, usize),
+    Select(usize, usize, usize),
+    Cast(DType, usize),
+}
+
+struct Tape {
+    generation: u64,
+    terms: Vec<Term>,
+}
+
+thread_local! {
+    static TAPE: RefCell<Tape> = const { RefCell::new(Tape { generation: 0, terms: Vec::new() }) };
+}
+
+/// A value inside an elementwise function: an input, a literal, or an operation on them.
+///
+/// `Var` is a cheap `Copy` handle valid only while its function is being traced by
+/// [`ElementwiseFn::new`]; use it with the operators `+ - * /` and unary `-` (also with `f32`
+/// and `i32` literals on either side) and the methods below. Literals take the dtype of the
+/// operand they meet (see [`ElementwiseFn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Var {
+    generation: u64,
+    index: usize,
+}
+
+fn push(term: Term) -> Var {
+    TAPE.with(|t| {
+        let mut t = t.borrow_mut();
+        t.terms.push(term);
+        Var {
+            generation: t.generation,
+            index: t.terms.len() - 1,
+        }
+    })
+}
+
+impl From<f32> for Var {
+    fn from(v: f32) -> Var {
+        push(Term::Float(v as f64))
+    }
+}
+
+impl From<i32> for Var {
+    fn from(v: i32) -> Var {
+        push(Term::Int(v as i64))
+    }
+}
+
+impl From<u32> for Var {
+    fn from(v: u32) -> Var {
+        push(Term::Int(v as i64))
+    }
+}
+
+impl From<bool> for Var {
+    fn from(v: bool) -> Var {
+        push(Term::Bool(v))
+    }
+}
+
+macro_rules! var_binary_ops {
+    ($($trait:ident $method:ident => $op:ident;)*) => {$(
+        impl std::ops::$trait<Var> for Var {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                self.binary(BinaryOp::$op, rhs)
+            }
+        }
+        impl std::ops::$trait<f32> for Var {
+            type Output = Var;
+            fn $method(self, rhs: f32) -> Var {
+                self.binary(BinaryOp::$op, rhs)
+            }
+        }
+        impl std::ops::$trait<i32> for Var {
+            type Output = Var;
+            fn $method(self, rhs: i32) -> Var {
+                self.binary(BinaryOp::$op, rhs)
+            }
+        }
+        impl std::ops::$trait<Var> for f32 {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                Var::from(self).binary(BinaryOp::$op, rhs)
+            }
+        }
+        impl std::ops::$trait<Var> for i32 {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                Var::from(self).binary(BinaryOp::$op, rhs)
+            }
+        }
+    )*};
+}
+
+var_binary_ops! {
+    Add add => Add;
+    Sub sub => Sub;
+    Mul mul => Mul;
+    Div div => Div;
+}
+
+impl std::ops::Neg for Var {
+    type Output = Var;
+    fn neg(self) -> Var {
+        self.unary(UnaryOp::Neg)
+    }
+}
+
+impl Var {
+    /// Marks the result invalid if an operand came from another trace (checked when the
+    /// trace ends, so operators need not return `Result`).
+    fn checked(self, operands: &[Var]) -> Var {
+        match operands.iter().find(|o| o.generation != self.generation) {
+            Some(_) => Var {
+                generation: u64::MAX,
+                index: self.index,
+            },
+            None => self,
+        }
+    }
+
+    fn unary(self, op: UnaryOp) -> Var {
+        push(Term::Unary(op, self.index)).checked(&[self])
+    }
+
+    fn binary(self, op: BinaryOp, rhs: impl Into<Var>) -> Var {
+        let rhs = rhs.into();
+        push(Term::Binary(op, self.index, rhs.index)).checked(&[self, rhs])
+    }
+
+    /// `e^x`.
+    pub fn exp(self) -> Var {
+        self.unary(UnaryOp::Exp)
+    }
+    /// Natural logarithm.
+    pub fn log(self) -> Var {
+        self.unary(UnaryOp::Log)
+    }
+    /// Square root.
+    pub fn sqrt(self) -> Var {
+        self.unary(UnaryOp::Sqrt)
+    }
+    /// Hyperbolic tangent.
+    pub fn tanh(self) -> Var {
+        self.unary(UnaryOp::Tanh)
+    }
+    /// `1 / (1 + e^-x)`.
+    pub fn sigmoid(self) -> Var {
+        self.unary(UnaryOp::Sigmoid)
+    }
+    /// `max(x, 0)`.
+    pub fn relu(self) -> Var {
+        self.unary(UnaryOp::Relu)
+    }
+    /// `|x|`.
+    pub fn abs(self) -> Var {
+        self.unary(UnaryOp::Abs)
+    }
+    /// Elementwise maximum (NaN propagates).
+    pub fn max(self, other: impl Into<Var>) -> Var {
+        self.binary(BinaryOp::Maximum, other)
+    }
+    /// Elementwise minimum (NaN propagates).
+    pub fn min(self, other: impl Into<Var>) -> Var {
+        self.binary(BinaryOp::Minimum, other)
+    }
+    /// `self ^ other` (f32).
+    pub fn pow(self, other: impl Into<Var>) -> Var {
+        self.binary(BinaryOp::Pow, other)
+    }
+    /// `self == other` → bool.
+    pub fn equal(self, other: impl Into<Var>) -> Var {
+        self.binary(BinaryOp::Equal, other)
+    }
+    /// `self < other` → bool.
+    pub fn less(self, other: impl Into<Var>) -> Var {
+        self.binary(BinaryOp::Less, other)
+    }
+    /// `self > other` → bool.
+    pub fn greater(self, other: impl Into<Var>) -> Var {
+        self.binary(BinaryOp::Greater, other)
+    }
+    /// Convert to `dtype` with [`crate::Graph::cast`]'s rules.
+    pub fn cast(self, dtype: DType) -> Var {
+        push(Term::Cast(dtype, self.index)).checked(&[self])
+    }
+}
+
+/// `where(cond, a, b)` inside an elementwise function.
+pub fn select(cond: Var, a: impl Into<Var>, b: impl Into<Var>) -> Var {
+    let (a, b) = (a.into(), b.into());
+    push(Term::Select(cond.index, a.index, b.index)).checked(&[cond, a, b])
+}
+
+/// One typed signature, e.g. `f32(f32, f32)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    pub ret: DType,
+    pub args: Vec<DType>,
+}
+
+impl Signature {
+    /// Parse `ret(arg, arg, ...)` with dtype names `f32 i32 u32 bool` (Numba's `float32`,
+    /// `int32`, `uint32` are accepted too).
+    pub fn parse(s: &str) -> Result<Signature, String> {
+        let bad = |why: &str| format!("bad signature '{s}': {why} (expected e.g. 'f32(f32, f32)')");
+        let s2 = s.trim();
+        let open = s2.find('(').ok_or_else(|| bad("no '('"))?;
+        let inner = s2[open + 1..]
+            .strip_suffix(')')
+            .ok_or_else(|| bad("it must end with ')'"))?;
+        let dtype = |name: &str| {
+            let name = name.trim();
+            let canon = match name {
+                "float32" => "f32",
+                "int32" => "i32",
+                "uint32" => "u32",
+                "boolean" => "bool",
+                other => other,
+            };
+            DType::parse(canon).ok_or_else(|| bad(&format!("unknown dtype '{name}'")))
+        };
+        let ret = dtype(&s2[..open])?;
+        let args = if inner.trim().is_empty() {
+            Vec::new()
+        } else {
+            inner.split(',').map(dtype).collect::<Result<Vec<_>, _>>()?
+        };
+        Ok(Signature { ret, args })
+    }
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let args: Vec<String> = self.args.iter().map(|d| d.to_string()).collect();
+        write!(f, "{}({})", self.ret, args.join(", "))
+    }
+}
+
+/// A user-defined elementwise function with typed signatures (Numba's
+/// `@vectorize(['float32(float32, float32)', 'int32(int32, int32)'])`).
+///
+/// The closure is traced once, here. Literals in it are *weak*: each takes the dtype of the
+/// operand it meets under the chosen signature (NumPy's rule for Python scalars), so
+/// `|[a, b]| a * b + 1.0` serves both `f32(f32, f32)` and `i32(i32, i32)`. A float literal
+/// becomes an integer only if it is a whole number in range (`1.0` → `1`; `0.5` with an
+/// `i32` operand is an error when applied), an integer literal becomes `f32` only if it is
+/// exactly representable (|v| ≤ 2^24). A literal meeting only literals is `f32` (float)
+/// or `i32` (integer). The result is cast to the signature's return dtype if it differs
+/// (Numba's rule), e.g. a comparison under `f32(f32, f32)` yields `0.0`/`1.0`.
+///
+/// ```
+/// # fn main() -> wgflow::Result<()> {
+/// use wgflow::ops::custom::ElementwiseFn;
+/// let fma1 = ElementwiseFn::new("fma1", |[a, b]| a * b + 1.0)
+///     .signature("f32(f32, f32)")?
+///     .signature("i32(i32, i32)")?;
+/// let mut g = wgflow::Graph::new();
+/// let a = g.constant([1i32, 2, 3])?;
+/// let y = g.apply(&fma1, &[a, a])?;
+/// let mut s = wgflow::Session::new(&g, Default::default())?;
+/// assert_eq!(s.run(&[], &[y])?[0].to_vec::<i32>()?, vec![2, 5, 10]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElementwiseFn {
+    name: String,
+    arity: usize,
+    terms: Vec<Term>,
+    /// Set when the closure used a `Var` of another trace.
+    foreign: bool,
+    signatures: Vec<Signature>,
+}
+
+impl ElementwiseFn {
+    /// Trace `body`, a closure over an array of `N` [`Var`]s: `|[a, b]| a * b + 1.0`.
+    pub fn new<const N: usize>(name: &str, body: impl Fn([Var; N]) -> Var) -> ElementwiseFn {
+        let arity = N;
+        let generation = TAPE.with(|t| {
+            let mut t = t.borrow_mut();
+            t.generation += 1;
+            t.terms.clear();
+            t.generation
+        });
+        let out = body(std::array::from_fn(|i| push(Term::Input(i))));
+        let mut terms = TAPE.with(|t| std::mem::take(&mut t.borrow_mut().terms));
+        let foreign = out.generation != generation || out.index >= terms.len();
+        // The result is the last term; keep the trace compact by moving it there.
+        if !foreign && out.index + 1 != terms.len() {
+            let t = terms[out.index].clone();
+            terms.push(t);
+        }
+        ElementwiseFn {
+            name: name.to_string(),
+            arity,
+            terms,
+            foreign,
+            signatures: Vec::new(),
+        }
+    }
+
+    /// Add a typed signature such as `"f32(f32, f32)"`; its argument count must match the
+    /// closure's.
+    #[track_caller]
+    pub fn signature(mut self, sig: &str) -> crate::Result<ElementwiseFn> {
+        let location = std::panic::Location::caller();
+        let bad = |m: String| crate::Error::Build {
+            op: format!("kernel '{}'", self.name),
+            location,
+            message: m,
+        };
+        let s = Signature::parse(sig).map_err(bad)?;
+        if s.args.len() != self.arity {
+            return Err(bad(format!(
+                "signature '{s}' has {} argument(s) but the function takes {}",
+                s.args.len(),
+                self.arity
+            )));
+        }
+        if self.signatures.contains(&s) {
+            return Err(bad(format!("signature '{s}' was given twice")));
+        }
+        self.signatures.push(s);
+        Ok(self)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn arity(&self) -> usize {
+        self.arity
+    }
+
+    pub fn signatures(&self) -> &[Signature] {
+        &self.signatures
+    }
+
+    /// The signature whose arguments are `dtypes` and the typed expression for it.
+    pub fn resolve(&self, dtypes: &[DType]) -> Result<(Signature, Expr), String> {
+        if self.foreign {
+            return Err("the function used a Var that was not created while tracing it".into());
+        }
+        if dtypes.len() != self.arity {
+            return Err(format!(
+                "takes {} input(s), got {}",
+                self.arity,
+                dtypes.len()
+            ));
+        }
+        let sig = self
+            .signatures
+            .iter()
+            .find(|s| s.args == dtypes)
+            .ok_or_else(|| {
+                let given: Vec<String> = dtypes.iter().map(|d| d.to_string()).collect();
+                let have: Vec<String> = self.signatures.iter().map(|s| s.to_string()).collect();
+                format!(
+                    "no signature matches input dtypes ({}); signatures: [{}]",
+                    given.join(", "),
+                    have.join(", ")
+                )
+            })?;
+        let root = self.terms.len().checked_sub(1).ok_or("empty trace")?;
+        let mut expr = self.typed(root, None, dtypes)?;
+        if expr.dtype(dtypes) != sig.ret {
+            expr = Expr::Cast(sig.ret, Box::new(expr));
+        }
+        Ok((sig.clone(), expr))
+    }
+
+    fn is_literal(&self, i: usize) -> bool {
+        matches!(self.terms[i], Term::Float(_) | Term::Int(_) | Term::Bool(_))
+    }
+
+    /// Type term `i`; a weak literal takes `want` if given.
+    fn typed(&self, i: usize, want: Option<DType>, ins: &[DType]) -> Result<Expr, String> {
+        let term = self.terms.get(i).ok_or("broken trace")?;
+        let pair = |a: usize, b: usize| -> Result<(Expr, Expr), String> {
+            let (x, y) = match (self.is_literal(a), self.is_literal(b)) {
+                (true, false) => {
+                    let y = self.typed(b, None, ins)?;
+                    (self.typed(a, Some(y.dtype(ins)), ins)?, y)
+                }
+                (false, true) | (true, true) => {
+                    let x = self.typed(a, None, ins)?;
+                    (x.clone(), self.typed(b, Some(x.dtype(ins)), ins)?)
+                }
+                (false, false) => (self.typed(a, None, ins)?, self.typed(b, None, ins)?),
+            };
+            Ok((x, y))
+        };
+        Ok(match *term {
+            Term::Input(k) => Expr::Input(k),
+            Term::Float(v) => lit_float(v, want.unwrap_or(DType::F32))?,
+            Term::Int(v) => lit_int(v, want.unwrap_or(DType::I32))?,
+            Term::Bool(v) => match want {
+                None | Some(DType::Bool) => Expr::Lit(DType::Bool, v as u32),
+                Some(d) => return Err(format!("literal {v} used where a {d} is expected")),
+            },
+            Term::Unary(op, a) => {
+                let x = self.typed(a, want, ins)?;
+                let d = x.dtype(ins);
+                op.result_dtype(d).map_err(|ok| {
+                    format!("{} of {d} is not supported (expects {ok})", op.name())
+                })?;
+                Expr::Unary(op, Box::new(x))
+            }
+            Term::Binary(op, a, b) => {
+                let (x, y) = pair(a, b)?;
+                let (dx, dy) = (x.dtype(ins), y.dtype(ins));
+                if dx != dy {
+                    return Err(format!(
+                        "{} of {dx} and {dy}: operands must share a dtype; use .cast()",
+                        op.name()
+                    ));
+                }
+                op.result_dtype(dx).map_err(|ok| {
+                    format!("{} of {dx} is not supported (expects {ok})", op.name())
+                })?;
+                Expr::Binary(op, Box::new(x), Box::new(y))
+            }
+            Term::Select(c, a, b) => {
+                let c = self.typed(c, Some(DType::Bool), ins)?;
+                if c.dtype(ins) != DType::Bool {
+                    return Err(format!(
+                        "select condition must be bool, got {}",
+                        c.dtype(ins)
+                    ));
+                }
+                let (x, y) = pair(a, b)?;
+                if x.dtype(ins) != y.dtype(ins) {
+                    return Err(format!(
+                        "select branches have dtypes {} and {}; use .cast()",
+                        x.dtype(ins),
+                        y.dtype(ins)
+                    ));
+                }
+                Expr::Select(Box::new(c), Box::new(x), Box::new(y))
+            }
+            Term::Cast(d, a) => Expr::Cast(d, Box::new(self.typed(a, None, ins)?)),
+        })
+    }
+}
+
+fn lit_float(v: f64, d: DType) -> Result<Expr, String> {
+    match d {
+        DType::F32 => Ok(Expr::Lit(d, (v as f32).to_bits())),
+        DType::I32 if v.fract() == 0.0 && v >= i32::MIN as f64 && v <= i32::MAX as f64 => {
+            Ok(Expr::Lit(d, v as i32 as u32))
+        }
+        DType::U32 if v.fract() == 0.0 && v >= 0.0 && v <= u32::MAX as f64 => {
+            Ok(Expr::Lit(d, v as u32))
+        }
+        _ => Err(format!(
+            "literal {v} cannot be {d} without losing its value; write a {d} literal or use .cast()"
+        )),
+    }
+}
+
+fn lit_int(v: i64, d: DType) -> Result<Expr, String> {
+    match d {
+        DType::F32 if v.unsigned_abs() <= 1 << 24 => Ok(Expr::Lit(d, (v as f32).to_bits())),
+        DType::I32 if i32::try_from(v).is_ok() => Ok(Expr::Lit(d, v as i32 as u32)),
+        DType::U32 if u32::try_from(v).is_ok() => Ok(Expr::Lit(d, v as u32)),
+        _ => Err(format!(
+            "literal {v} cannot be {d} without losing its value; use .cast()"
+        )),
+    }
+}
+
+/// The op payload of an applied typed elementwise function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomElementwise {
+    /// The function's name.
+    pub name: String,
+    /// The expression over the node's inputs, typed for the chosen signature.
+    pub expr: Expr,
+}
+
+// ---------------------------------------------------------------------------------------
+// Raw WGSL kernels
+// ---------------------------------------------------------------------------------------
+
+/// The output shape and dtype of a raw kernel, from the inputs' `(shape, dtype)`.
+pub type OutputFn =
+    dyn Fn(&[(Shape, DType)]) -> Result<(Shape, DType), String> + Send + Sync + 'static;
+
+/// How a raw kernel's output shape and dtype are found.
+#[derive(Clone)]
+pub enum OutputRule {
+    /// Always this shape and dtype.
+    Fixed(Shape, DType),
+    /// The shape and dtype of input `i`.
+    LikeInput(usize),
+    /// Computed from the inputs. A graph holding such a kernel cannot be saved as a GraphDef.
+    Fn(Arc<OutputFn>),
+}
+
+impl fmt::Debug for OutputRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OutputRule::Fixed(s, d) => write!(f, "Fixed({s}, {d})"),
+            OutputRule::LikeInput(i) => write!(f, "LikeInput({i})"),
+            OutputRule::Fn(_) => write!(f, "Fn(..)"),
+        }
+    }
+}
+
+impl PartialEq for OutputRule {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (OutputRule::Fixed(a, b), OutputRule::Fixed(c, d)) => a == c && b == d,
+            (OutputRule::LikeInput(a), OutputRule::LikeInput(b)) => a == b,
+            (OutputRule::Fn(a), OutputRule::Fn(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// How many invocations a raw kernel is dispatched with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invocations {
+    /// One per output element.
+    PerOutputElement,
+    /// Exactly this many.
+    Fixed(u64),
+}
+
+/// A raw WGSL compute kernel (CuPy's `RawKernel`), GPU only.
+///
+/// **Binding convention.** Everything is in `@group(0)`. Input `i` (in the order passed to
+/// [`crate::Graph::raw_kernel`]) is `@binding(i)`, the single output is `@binding(n)` for `n`
+/// inputs; each is declared `var<storage, read_write>` as a runtime-sized `array<T>` with `T`
+/// the tensor's dtype (`f32`, `i32`, `u32`; bool tensors are `u32` words 0/1). Each binding
+/// holds exactly its tensor, so `arrayLength(&x)` is its element count; shapes are known
+/// when the node is built, so write them into the source if the kernel needs them. There is
+/// no other binding: a shader declaring any other one is rejected when the node is built.
+/// Inputs are `read_write` only because several bindings may be slices of one arena buffer
+/// (see [`crate::backend::gpu::codegen::storage_binding`]): a kernel must write its output
+/// only, never an input, or it corrupts values other kernels still read.
+///
+/// **Dispatch.** The entry point's `@workgroup_size(X)` must be one-dimensional. The kernel
+/// is dispatched with `ceil(invocations / X)` workgroups, folded into a 2-D grid when that
+/// exceeds the adapter's per-dimension limit (65535 workgroups by default): recover the
+/// linear index as `gid.x + gid.y * nwg.x * X` and guard it against the invocation count.
+///
+/// ```
+/// # fn main() -> wgflow::Result<()> {
+/// use wgflow::ops::custom::{Invocations, OutputRule, RawWgsl};
+/// let reverse = RawWgsl::new(
+///     "reverse",
+///     r#"
+/// @group(0) @binding(0) var<storage, read_write> x: array<f32>;
+/// @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+/// @compute @workgroup_size(64)
+/// fn reverse(@builtin(global_invocation_id) gid: vec3<u32>) {
+///     let n = arrayLength(&y);
+///     if (gid.x < n) { y[gid.x] = -x[n - 1u - gid.x]; }
+/// }"#,
+///     "reverse",
+///     OutputRule::LikeInput(0),
+///     Invocations::PerOutputElement,
+/// );
+/// let mut g = wgflow::Graph::new();
+/// let x = g.constant([1.0f32, 2.0, 3.0])?;
+/// let y = g.raw_kernel(&reverse, &[x])?; // validated here; runs on a GPU only
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawWgsl {
+    pub name: String,
+    pub source: String,
+    pub entry_point: String,
+    pub output: OutputRule,
+    pub invocations: Invocations,
+}
+
+impl RawWgsl {
+    pub fn new(
+        name: &str,
+        source: &str,
+        entry_point: &str,
+        output: OutputRule,
+        invocations: Invocations,
+    ) -> RawWgsl {
+        RawWgsl {
+            name: name.to_string(),
+            source: source.to_string(),
+            entry_point: entry_point.to_string(),
+            output,
+            invocations,
+        }
+    }
+
+    /// Validate the source with naga and check the entry point and bindings against the
+    /// convention for `inputs` inputs; returns the workgroup size.
+    pub fn check(&self, inputs: usize) -> crate::Result<u32> {
+        let module = crate::backend::gpu::codegen::validate(&self.name, &self.source)?;
+        let bad = |m: String| crate::Error::Shader {
+            kernel: self.name.clone(),
+            message: m,
+        };
+        let ep = module
+            .entry_points
+            .iter()
+            .find(|e| e.name == self.entry_point)
+            .ok_or_else(|| {
+                let names: Vec<&str> = module
+                    .entry_points
+                    .iter()
+                    .map(|e| e.name.as_str())
+                    .collect();
+                bad(format!(
+                    "no entry point '{}' (the shader has: {})",
+                    self.entry_point,
+                    names.join(", ")
+                ))
+            })?;
+        if ep.stage != naga::ShaderStage::Compute {
+            return Err(bad(format!(
+                "entry point '{}' is not @compute",
+                self.entry_point
+            )));
+        }
+        let [x, y, z] = ep.workgroup_size;
+        if y != 1 || z != 1 || x == 0 {
+            return Err(bad(format!(
+                "@workgroup_size({x}, {y}, {z}) must be one-dimensional, e.g. @workgroup_size(64)"
+            )));
+        }
+        for (_, var) in module.global_variables.iter() {
+            let Some(b) = &var.binding else { continue };
+            let name = var.name.as_deref().unwrap_or("?");
+            if b.group != 0 || b.binding as usize > inputs {
+                return Err(bad(format!(
+                    "'{name}' is declared at @group({}) @binding({}), but the convention provides only @group(0) @binding(0..={inputs}) ({inputs} input(s) then the output)",
+                    b.group, b.binding
+                )));
+            }
+            let storage_rw = matches!(
+                var.space,
+                naga::AddressSpace::Storage { access } if access.contains(naga::StorageAccess::STORE)
+            );
+            if !storage_rw {
+                return Err(bad(format!(
+                    "'{name}' at @binding({}) must be declared var<storage, read_write>",
+                    b.binding
+                )));
+            }
+        }
+        Ok(x)
+    }
+
+    /// The output shape and dtype for inputs `ins`.
+    pub fn output_for(&self, ins: &[(Shape, DType)]) -> Result<(Shape, DType), String> {
+        match &self.output {
+            OutputRule::Fixed(s, d) => Ok((s.clone(), *d)),
+            OutputRule::LikeInput(i) => ins.get(*i).cloned().ok_or_else(|| {
+                format!(
+                    "output is like input {i}, but there are {} inputs",
+                    ins.len()
+                )
+            }),
+            OutputRule::Fn(f) => f(ins),
+        }
+    }
+}
+
+/// A raw kernel as lowered: the shader and its resolved dispatch size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawKernel {
+    pub name: String,
+    pub source: String,
+    pub entry_point: String,
+    pub workgroup_size: u32,
+    pub invocations: u64,
+}
+
+/// Type-check a typed expression over inputs of `ins` dtypes; returns its dtype.
+pub fn check_expr(e: &Expr, ins: &[DType]) -> Result<DType, String> {
+    Ok(match e {
+        Expr::Input(i) => *ins
+            .get(*i)
+            .ok_or_else(|| format!("input {i} is used but there are {} inputs", ins.len()))?,
+        Expr::Lit(d, _) => *d,
+        Expr::Unary(op, a) => {
+            let d = check_expr(a, ins)?;
+            op.result_dtype(d)
+                .map_err(|ok| format!("{} of {d} is not supported (expects {ok})", op.name()))?
+        }
+        Expr::Binary(op, a, b) => {
+            let (x, y) = (check_expr(a, ins)?, check_expr(b, ins)?);
+            if x != y {
+                return Err(format!(
+                    "{} of {x} and {y}: operands must share a dtype",
+                    op.name()
+                ));
+            }
+            op.result_dtype(x)
+                .map_err(|ok| format!("{} of {x} is not supported (expects {ok})", op.name()))?
+        }
+        Expr::Select(c, a, b) => {
+            let (c, x, y) = (
+                check_expr(c, ins)?,
+                check_expr(a, ins)?,
+                check_expr(b, ins)?,
+            );
+            if c != DType::Bool || x != y {
+                return Err(format!(
+                    "where({c}, {x}, {y}) needs a bool condition and equal branches"
+                ));
+            }
+            x
+        }
+        Expr::Cast(d, a) => {
+            check_expr(a, ins)?;
+            *d
+        }
+    })
+}
