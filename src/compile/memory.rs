@@ -2,8 +2,9 @@
 //! greedy by size with best fit (TFLite's arena planner), honouring the device's storage
 //! offset alignment and binding-size limits.
 
-use super::{Plan, Source, Target, ValueId};
+use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::device::Device;
+use crate::ops::Kernel;
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 
@@ -27,6 +28,48 @@ pub struct MemoryPlan {
     pub alignment: u64,
     /// Lifetime `[first, last]` step of each arena value (for reports and tests).
     pub lifetimes: BTreeMap<ValueId, (usize, usize)>,
+    /// Values written in place over the input whose slot they take (output → input).
+    pub in_place: BTreeMap<ValueId, ValueId>,
+}
+
+/// Elementwise outputs that can overwrite a dying input: the input is read at the very index
+/// the output is written (same shape, no broadcasting through any view of it), it is last
+/// used by this step, is not fetched, and sits in the same arena. Each invocation reads its
+/// element before writing it, so sharing the slot is safe.
+fn in_place_pairs(plan: &Plan, last: &HashMap<ValueId, usize>) -> HashMap<ValueId, ValueId> {
+    let mut pairs = HashMap::new();
+    let mut taken = std::collections::HashSet::new();
+    for (i, s) in plan.steps.iter().enumerate() {
+        let StepKind::Dispatch {
+            kernel: Kernel::Elementwise(k),
+            inputs,
+        } = &s.kind
+        else {
+            continue;
+        };
+        let out = &plan.values[s.output];
+        for (j, &v) in inputs.iter().enumerate() {
+            let r = plan.root(v);
+            let same_index = inputs
+                .iter()
+                .zip(&k.inputs)
+                .filter(|(&x, _)| plan.root(x) == r)
+                .all(|(_, (shape, _))| shape == &out.shape);
+            let ok = k.inputs[j].0 == out.shape
+                && same_index
+                && last.get(&r) == Some(&i)
+                && plan.values[r].device == out.device
+                && plan.values[r].bytes() == out.bytes()
+                && matches!(plan.values[r].source, Source::Step | Source::Feed(_))
+                && !taken.contains(&r);
+            if ok {
+                pairs.insert(s.output, r);
+                taken.insert(r);
+                break;
+            }
+        }
+    }
+    pairs
 }
 
 fn align(x: u64, a: u64) -> u64 {
@@ -57,6 +100,7 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
             last.insert(r, n);
         }
     }
+    let inplace = in_place_pairs(&plan, &last);
 
     for device in plan.devices() {
         let limits = target
@@ -104,23 +148,42 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
             }
         }
         let size = |v: ValueId| align(plan.values[v].bytes(), alignment);
-        let items: Vec<Item> = roots
+        // A value written in place over a dying input shares that input's slot: the pair (or
+        // chain) is placed as one item spanning both lifetimes.
+        let group = |mut v: ValueId| {
+            while let Some(&prev) = inplace.get(&v) {
+                v = prev;
+            }
+            v
+        };
+        let mut spans: BTreeMap<ValueId, (u64, usize, usize)> = BTreeMap::new();
+        for &v in &roots {
+            let e = spans.entry(group(v)).or_insert((0, usize::MAX, 0));
+            e.0 = e.0.max(size(v));
+            e.1 = e.1.min(first[&v]);
+            e.2 = e.2.max(last[&v]);
+        }
+        let items: Vec<Item> = spans
             .iter()
-            .map(|&v| Item {
+            .map(|(&v, &(size, first, last))| Item {
                 v,
-                size: size(v),
-                first: first[&v],
-                last: last[&v],
+                size,
+                first,
+                last,
             })
             .collect();
         let (offsets, peak) = best_assignment(&items);
         let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // (offset, size, first, last)
         for it in &items {
-            let offset = offsets[&it.v];
-            placed.push((offset, it.size, it.first, it.last));
-            mp.offsets.insert(it.v, offset);
-            mp.lifetimes.insert(it.v, (it.first, it.last));
-            mp.no_reuse_bytes += it.size;
+            placed.push((offsets[&it.v], it.size, it.first, it.last));
+        }
+        for &v in &roots {
+            mp.offsets.insert(v, offsets[&group(v)]);
+            mp.lifetimes.insert(v, (first[&v], last[&v]));
+            mp.no_reuse_bytes += size(v);
+            if let Some(&prev) = inplace.get(&v) {
+                mp.in_place.insert(v, prev);
+            }
         }
         mp.peak_bytes = peak;
         for t in 0..=n {
@@ -258,7 +321,10 @@ pub fn overlaps(mp: &MemoryPlan, sizes: &dyn Fn(ValueId) -> u64) -> Vec<(ValueId
     let mut bad = Vec::new();
     for (i, a) in items.iter().enumerate() {
         for b in &items[i + 1..] {
-            let time = a.3 <= b.4 && b.3 <= a.4;
+            // An in-place pair shares its slot by design at the step that hands it over.
+            let handover = mp.in_place.get(&a.0) == Some(&b.0) && b.4 == a.3
+                || mp.in_place.get(&b.0) == Some(&a.0) && a.4 == b.3;
+            let time = a.3 <= b.4 && b.3 <= a.4 && !handover;
             let space = a.1 < b.2 && b.1 < a.2;
             if time && space {
                 bad.push((a.0, b.0));
