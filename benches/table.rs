@@ -495,20 +495,25 @@ fn mobilenet_v2_like() -> (Graph, Tensor) {
     };
     let mut h = conv(&mut g, x, 3, 32, 3, 2, 1);
     let mut c = 32;
-    for (cout, stride, repeats) in [
-        (16, 1, 1),
-        (24, 2, 2),
-        (32, 2, 3),
-        (64, 2, 4),
-        (96, 1, 3),
-        (160, 2, 3),
-        (320, 1, 1),
+    // (expansion t, output channels, first stride, repeats): MobileNet-v2's table.
+    for (t, cout, stride, repeats) in [
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 2, 3),
+        (6, 64, 2, 4),
+        (6, 96, 1, 3),
+        (6, 160, 2, 3),
+        (6, 320, 1, 1),
     ] {
         for i in 0..repeats {
             let s = if i == 0 { stride } else { 1 };
-            let e = conv(&mut g, h, c, c * 6, 1, 1, 1);
-            let d = conv(&mut g, e, c * 6, c * 6, 3, s, c * 6);
-            let w = zeros(&mut g, &[cout, c * 6, 1, 1]);
+            let e = if t == 1 {
+                h
+            } else {
+                conv(&mut g, h, c, c * t, 1, 1, 1)
+            };
+            let d = conv(&mut g, e, c * t, c * t, 3, s, c * t);
+            let w = zeros(&mut g, &[cout, c * t, 1, 1]);
             let p = g.conv2d(d, w, None, Conv2dOptions::default()).unwrap();
             h = if s == 1 && c == cout {
                 g.add(h, p).unwrap()
