@@ -2,7 +2,6 @@
 //! (`tests/golden/models.json`, from `tests/golden/gen_nn.py`) on `cpu:0` and every GPU.
 
 mod common;
-mod nn_common;
 
 include!("../graph-examples/models.rs");
 
@@ -11,7 +10,7 @@ use wgflow::Device;
 type Build = fn(&mut Graph, Tensor) -> wgflow::Result<Tensor>;
 
 fn check_model(name: &str, input: &[usize], input_k: usize, build: Build) {
-    let cases = nn_common::cases(include_str!("golden/models.json"));
+    let cases = common::golden::cases(include_str!("golden/models.json"));
     let case = cases.iter().find(|c| c.name == name).expect("golden case");
     // The Rust and NumPy weight formulas agree bit for bit on the input they both generate.
     let x_host = det_weights(input, input_k, 1.0);

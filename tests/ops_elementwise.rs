@@ -5,63 +5,8 @@
 
 mod common;
 
-use serde_json::Value as Json;
+use common::golden::{build_all as build_golden, run_on, Case};
 use wgflow::{DType, Device, Graph, HostTensor, Tensor};
-
-struct Case {
-    name: String,
-    op: String,
-    attrs: Json,
-    inputs: Vec<HostTensor>,
-    want: HostTensor,
-    rtol: f32,
-    atol: f32,
-}
-
-fn tensor(j: &Json) -> HostTensor {
-    let shape: Vec<usize> = j["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let dtype = DType::parse(j["dtype"].as_str().unwrap()).unwrap();
-    let words: Vec<u32> = j["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| match dtype {
-            DType::F32 => match v.as_str() {
-                Some("nan") => f32::NAN.to_bits(),
-                Some("inf") => f32::INFINITY.to_bits(),
-                Some("-inf") => f32::NEG_INFINITY.to_bits(),
-                _ => (v.as_f64().unwrap() as f32).to_bits(),
-            },
-            DType::I32 => v.as_i64().unwrap() as i32 as u32,
-            DType::U32 | DType::Bool => v.as_u64().unwrap() as u32,
-        })
-        .collect();
-    HostTensor::from_words(wgflow::Shape::new(shape), dtype, words).unwrap()
-}
-
-fn cases() -> Vec<Case> {
-    let doc: Json = serde_json::from_str(include_str!("golden/elementwise.json")).unwrap();
-    assert_eq!(doc["version"], 1);
-    doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| Case {
-            name: c["name"].as_str().unwrap().to_string(),
-            op: c["op"].as_str().unwrap().to_string(),
-            attrs: c["attrs"].clone(),
-            inputs: c["inputs"].as_array().unwrap().iter().map(tensor).collect(),
-            want: tensor(&c["output"]),
-            rtol: c["rtol"].as_f64().unwrap() as f32,
-            atol: c["atol"].as_f64().unwrap() as f32,
-        })
-        .collect()
-}
 
 fn build(g: &mut Graph, c: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
     let a = &c.attrs;
@@ -130,51 +75,6 @@ fn build(g: &mut Graph, c: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
     }
 }
 
-struct Built {
-    graph: Graph,
-    feeds: Vec<(Tensor, HostTensor)>,
-    outputs: Vec<Tensor>,
-    cases: Vec<Case>,
-}
-
-fn build_all() -> Built {
-    let mut graph = Graph::new();
-    let (mut feeds, mut outputs) = (Vec::new(), Vec::new());
-    let cases = cases();
-    for case in &cases {
-        let xs: Vec<Tensor> = case
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let p = graph
-                    .placeholder(
-                        &format!("{}/in{i}", case.name),
-                        t.shape().clone(),
-                        t.dtype(),
-                    )
-                    .unwrap();
-                feeds.push((p, t.clone()));
-                p
-            })
-            .collect();
-        let y = build(&mut graph, case, &xs).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-        outputs.push(y);
-    }
-    Built {
-        graph,
-        feeds,
-        outputs,
-        cases,
-    }
-}
-
-fn run_on(b: &Built, device: Device) -> Vec<HostTensor> {
-    let mut s = common::session_on(&b.graph, device);
-    s.run(&b.feeds, &b.outputs)
-        .unwrap_or_else(|e| panic!("run on {device}: {e}"))
-}
-
 /// Floats must also agree on the sign of zero (sign, round, floor of -0.0…).
 fn assert_golden(what: &str, got: &HostTensor, want: &HostTensor, rtol: f32, atol: f32) {
     common::assert_close(what, got, want, rtol, atol);
@@ -189,7 +89,7 @@ fn assert_golden(what: &str, got: &HostTensor, want: &HostTensor, rtol: f32, ato
 
 #[test]
 fn every_elementwise_op_on_cpu_matches_numpy() {
-    let b = build_all();
+    let b = build_golden(include_str!("golden/elementwise.json"), build);
     assert!(b.cases.len() > 150, "golden file looks truncated");
     let got = run_on(&b, Device::Cpu);
     for (case, out) in b.cases.iter().zip(&got) {
@@ -206,7 +106,7 @@ fn every_elementwise_op_on_cpu_matches_numpy() {
 #[test]
 fn every_elementwise_op_on_every_gpu_matches_cpu_and_numpy() {
     let gpus = common::gpus();
-    let b = build_all();
+    let b = build_golden(include_str!("golden/elementwise.json"), build);
     let cpu = run_on(&b, Device::Cpu);
     // Every mismatch is reported (each panics with its message), then the test fails.
     let mut failed = Vec::new();

@@ -6,76 +6,12 @@
 
 mod common;
 
+use common::golden::{build_all, check_cpu, check_gpus, ints, Case};
 use serde_json::Value as Json;
-use wgflow::{Axes, DType, Device, Graph, HostTensor, Tensor};
+use wgflow::{Axes, DType, Graph, Tensor};
 
-struct Case {
-    name: String,
-    op: String,
-    inputs: Vec<HostTensor>,
-    want: HostTensor,
-    rtol: f32,
-    atol: f32,
-}
-
-fn tensor(j: &Json) -> HostTensor {
-    let shape: Vec<usize> = j["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let dtype = DType::parse(j["dtype"].as_str().unwrap()).unwrap();
-    let data = j["data"].as_array().unwrap();
-    let words: Vec<u32> = data
-        .iter()
-        .map(|v| match dtype {
-            DType::F32 => match v.as_str() {
-                Some("nan") => f32::NAN.to_bits(),
-                Some("inf") => f32::INFINITY.to_bits(),
-                Some("-inf") => f32::NEG_INFINITY.to_bits(),
-                _ => (v.as_f64().unwrap() as f32).to_bits(),
-            },
-            DType::I32 => v.as_i64().unwrap() as i32 as u32,
-            DType::U32 | DType::Bool => v.as_u64().unwrap() as u32,
-        })
-        .collect();
-    HostTensor::from_words(wgflow::Shape::new(shape), dtype, words).unwrap()
-}
-
-fn cases() -> Vec<(Case, Json)> {
-    let text = include_str!("golden/ops.json");
-    let doc: Json = serde_json::from_str(text).unwrap();
-    assert_eq!(doc["version"], 1);
-    doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                Case {
-                    name: c["name"].as_str().unwrap().to_string(),
-                    op: c["op"].as_str().unwrap().to_string(),
-                    inputs: c["inputs"].as_array().unwrap().iter().map(tensor).collect(),
-                    want: tensor(&c["output"]),
-                    rtol: c["rtol"].as_f64().unwrap() as f32,
-                    atol: c["atol"].as_f64().unwrap() as f32,
-                },
-                c["attrs"].clone(),
-            )
-        })
-        .collect()
-}
-
-fn ints(j: &Json) -> Vec<isize> {
-    j.as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_i64().unwrap() as isize)
-        .collect()
-}
-
-fn build(g: &mut Graph, op: &str, attrs: &Json, x: &[Tensor]) -> wgflow::Result<Tensor> {
+fn build(g: &mut Graph, case: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
+    let (op, attrs) = (case.op.as_str(), &case.attrs);
     let axes = || match &attrs["axes"] {
         Json::Null => Axes::All,
         a => Axes::List(ints(a)),
@@ -117,130 +53,48 @@ fn build(g: &mut Graph, op: &str, attrs: &Json, x: &[Tensor]) -> wgflow::Result<
     }
 }
 
-struct Built {
-    graph: Graph,
-    feeds: Vec<(Tensor, HostTensor)>,
-    outputs: Vec<Tensor>,
-    cases: Vec<Case>,
-}
-
-fn build_all() -> Built {
-    let mut graph = Graph::new();
-    let mut feeds = Vec::new();
-    let mut outputs = Vec::new();
-    let mut kept = Vec::new();
-    for (case, attrs) in cases() {
-        let xs: Vec<Tensor> = case
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let p = graph
-                    .placeholder(
-                        &format!("{}/in{i}", case.name),
-                        t.shape().clone(),
-                        t.dtype(),
-                    )
-                    .unwrap();
-                feeds.push((p, t.clone()));
-                p
-            })
-            .collect();
-        let y = build(&mut graph, &case.op, &attrs, &xs)
-            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
-        outputs.push(y);
-        kept.push(case);
-    }
-    Built {
-        graph,
-        feeds,
-        outputs,
-        cases: kept,
-    }
-}
-
-fn run_on(b: &Built, device: Device) -> Vec<HostTensor> {
-    let mut s = common::session_on(&b.graph, device);
-    s.run(&b.feeds, &b.outputs)
-        .unwrap_or_else(|e| panic!("run on {device}: {e}"))
-}
+const OPS: [&str; 28] = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "maximum",
+    "minimum",
+    "pow",
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "equal",
+    "less",
+    "greater",
+    "select",
+    "cast",
+    "matmul",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "reshape",
+    "transpose",
+    "softmax",
+];
 
 #[test]
 fn every_op_on_cpu_matches_numpy() {
-    let b = build_all();
+    let b = build_all(include_str!("golden/ops.json"), build);
     assert!(b.cases.len() > 150, "golden file looks truncated");
-    let got = run_on(&b, Device::Cpu);
-    for (case, out) in b.cases.iter().zip(&got) {
-        common::assert_close(
-            &format!("cpu:0 {}", case.name),
-            out,
-            &case.want,
-            case.rtol,
-            case.atol,
-        );
-    }
-    // Every op of the first set has goldens.
-    for op in [
-        "add",
-        "sub",
-        "mul",
-        "div",
-        "maximum",
-        "minimum",
-        "pow",
-        "neg",
-        "abs",
-        "exp",
-        "log",
-        "sqrt",
-        "tanh",
-        "sigmoid",
-        "relu",
-        "equal",
-        "less",
-        "greater",
-        "select",
-        "cast",
-        "matmul",
-        "sum",
-        "mean",
-        "max",
-        "min",
-        "reshape",
-        "transpose",
-        "softmax",
-    ] {
-        assert!(
-            b.cases.iter().any(|c| c.op == op),
-            "no golden case for {op}"
-        );
-    }
+    check_cpu(&b, &OPS);
 }
 
 /// Tolerance on GPUs vs `cpu:0`: the golden tolerance of each case. Transcendentals may differ
-/// by a few ulp between drivers; sums accumulate in the same order on both.
+/// by a few ulp between drivers.
 #[test]
 fn every_op_on_every_gpu_matches_cpu() {
-    let gpus = common::gpus();
-    let b = build_all();
-    let cpu = run_on(&b, Device::Cpu);
-    for gpu in gpus {
-        let got = run_on(&b, gpu);
-        for ((case, out), want) in b.cases.iter().zip(&got).zip(&cpu) {
-            common::assert_close(
-                &format!("{gpu} {}", case.name),
-                out,
-                want,
-                case.rtol,
-                case.atol,
-            );
-            common::assert_close(
-                &format!("{gpu} {} vs numpy", case.name),
-                out,
-                &case.want,
-                case.rtol,
-                case.atol,
-            );
-        }
-    }
+    let b = build_all(include_str!("golden/ops.json"), build);
+    check_gpus(&b);
 }

@@ -3,9 +3,8 @@
 //! `tests/golden/gen_nn.py`) on `cpu:0`, then every GPU against `cpu:0`.
 
 mod common;
-mod nn_common;
 
-use nn_common::{ints, Case};
+use common::golden::{ints, Case};
 use serde_json::Value as Json;
 use wgflow::{Axes, Graph, HostTensor, PadMode, SliceArg, Tensor};
 
@@ -92,15 +91,15 @@ const OPS: &[&str] = &[
 
 #[test]
 fn movement_ops_on_cpu_match_numpy() {
-    let b = nn_common::build_all(GOLDEN, build);
+    let b = common::golden::build_all(GOLDEN, build);
     assert!(b.cases.len() > 50, "golden file looks truncated");
-    nn_common::check_cpu(&b, OPS);
+    common::golden::check_cpu(&b, OPS);
 }
 
 #[test]
 fn movement_ops_on_every_gpu_match_cpu() {
-    let b = nn_common::build_all(GOLDEN, build);
-    nn_common::check_gpus(&b);
+    let b = common::golden::build_all(GOLDEN, build);
+    common::golden::check_gpus(&b);
 }
 
 /// A movement op whose output exceeds the adapter's largest storage binding fails at plan

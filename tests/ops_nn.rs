@@ -4,9 +4,8 @@
 //! against `cpu:0`.
 
 mod common;
-mod nn_common;
 
-use nn_common::{ints, pair, Case};
+use common::golden::{ints, pair, Case};
 use serde_json::Value as Json;
 use wgflow::{Axes, Conv2dOptions, Graph, Tensor};
 
@@ -80,15 +79,15 @@ const OPS: &[&str] = &[
 
 #[test]
 fn nn_ops_on_cpu_match_numpy() {
-    let b = nn_common::build_all(GOLDEN, build);
+    let b = common::golden::build_all(GOLDEN, build);
     assert!(b.cases.len() > 150, "golden file looks truncated");
-    nn_common::check_cpu(&b, OPS);
+    common::golden::check_cpu(&b, OPS);
 }
 
 #[test]
 fn nn_ops_on_every_gpu_match_cpu() {
-    let b = nn_common::build_all(GOLDEN, build);
-    nn_common::check_gpus(&b);
+    let b = common::golden::build_all(GOLDEN, build);
+    common::golden::check_gpus(&b);
 }
 
 mod props {

@@ -1,6 +1,8 @@
 //! Shared test helpers: the devices to test on, sessions pinned to one device, comparisons.
 #![allow(dead_code)]
 
+pub mod golden;
+
 use wgflow::{Device, Graph, HostTensor, Session, SessionOptions};
 
 /// Every GPU adapter present. Under `WGFLOW_REQUIRE_GPU=1` an empty list is a failure.

@@ -1,9 +1,8 @@
-//! The golden harness shared by `ops_nn.rs` and `ops_movement.rs`: load a golden JSON file
+//! The golden harness shared by the op tests: load a golden JSON file
 //! (format in `tests/golden/README.md`), build every case into one graph with placeholder
 //! inputs, run it on `cpu:0` against NumPy and on every GPU against `cpu:0` and NumPy.
 #![allow(dead_code)]
 
-use crate::common;
 use serde_json::Value as Json;
 use wgflow::{DType, Device, Graph, HostTensor, Tensor};
 
@@ -126,7 +125,7 @@ pub fn build_all(text: &str, build: Builder) -> Built {
 }
 
 pub fn run_on(b: &Built, device: Device) -> Vec<HostTensor> {
-    let mut s = common::session_on(&b.graph, device);
+    let mut s = super::session_on(&b.graph, device);
     s.run(&b.feeds, &b.outputs)
         .unwrap_or_else(|e| panic!("run on {device}: {e}"))
 }
@@ -135,7 +134,7 @@ pub fn run_on(b: &Built, device: Device) -> Vec<HostTensor> {
 pub fn check_cpu(b: &Built, ops: &[&str]) {
     let got = run_on(b, Device::Cpu);
     for (case, out) in b.cases.iter().zip(&got) {
-        common::assert_close(
+        super::assert_close(
             &format!("cpu:0 {}", case.name),
             out,
             &case.want,
@@ -153,19 +152,19 @@ pub fn check_cpu(b: &Built, ops: &[&str]) {
 
 /// Every GPU against `cpu:0` and NumPy, with each case's tolerance.
 pub fn check_gpus(b: &Built) {
-    let gpus = common::gpus();
+    let gpus = super::gpus();
     let cpu = run_on(b, Device::Cpu);
     for gpu in gpus {
         let got = run_on(b, gpu);
         for ((case, out), want) in b.cases.iter().zip(&got).zip(&cpu) {
-            common::assert_close(
+            super::assert_close(
                 &format!("{gpu} {}", case.name),
                 out,
                 want,
                 case.rtol,
                 case.atol,
             );
-            common::assert_close(
+            super::assert_close(
                 &format!("{gpu} {} vs numpy", case.name),
                 out,
                 &case.want,
