@@ -8,28 +8,8 @@ use wgflow::ops::{
 };
 use wgflow::{DType, Shape};
 
-const UNARY: [UnaryOp; 8] = [
-    UnaryOp::Neg,
-    UnaryOp::Abs,
-    UnaryOp::Exp,
-    UnaryOp::Log,
-    UnaryOp::Sqrt,
-    UnaryOp::Tanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Relu,
-];
-const BINARY: [BinaryOp; 10] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Maximum,
-    BinaryOp::Minimum,
-    BinaryOp::Pow,
-    BinaryOp::Equal,
-    BinaryOp::Less,
-    BinaryOp::Greater,
-];
+const UNARY: [UnaryOp; UnaryOp::ALL.len()] = UnaryOp::ALL;
+const BINARY: [BinaryOp; BinaryOp::ALL.len()] = BinaryOp::ALL;
 const DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::U32, DType::Bool];
 
 fn check(kernel: &Kernel) {

@@ -40,26 +40,6 @@ impl<const N: usize> From<[isize; N]> for Axes {
     }
 }
 
-macro_rules! unary_builders {
-    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $fn(&mut self, x: Tensor) -> Result<Tensor> {
-            self.unary(UnaryOp::$op, x, Location::caller())
-        }
-    )*};
-}
-
-macro_rules! binary_builders {
-    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $fn(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-            self.binary(BinaryOp::$op, a, b, Location::caller())
-        }
-    )*};
-}
-
 macro_rules! reduce_builders {
     ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
         $(#[$doc])*

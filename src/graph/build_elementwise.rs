@@ -21,26 +21,6 @@ use std::panic::Location;
 
 type Loc = &'static Location<'static>;
 
-macro_rules! unary {
-    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $fn(&mut self, x: Tensor) -> Result<Tensor> {
-            self.unary(UnaryOp::$op, x, Location::caller())
-        }
-    )*};
-}
-
-macro_rules! binary {
-    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $fn(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-            self.binary(BinaryOp::$op, a, b, Location::caller())
-        }
-    )*};
-}
-
 /// The word of `v` in `dtype`; integers must be integral and in range.
 fn scalar_word(dtype: DType, v: f64) -> std::result::Result<u32, String> {
     let int = |lo: f64, hi: f64| {
@@ -59,7 +39,7 @@ fn scalar_word(dtype: DType, v: f64) -> std::result::Result<u32, String> {
 }
 
 impl Graph {
-    unary! {
+    unary_builders! {
         /// Largest integer ≤ x (f32; identity on i32/u32).
         floor => Floor;
         /// Smallest integer ≥ x (f32; identity on i32/u32).
@@ -95,7 +75,7 @@ impl Graph {
         logical_not => LogicalNot;
     }
 
-    binary! {
+    binary_builders! {
         /// `a != b` → bool (any dtype); NaN != anything.
         not_equal => NotEqual;
         /// `a <= b` → bool (f32, i32, u32); false if either is NaN.

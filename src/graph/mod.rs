@@ -1,6 +1,27 @@
 //! The graph: an append-only `petgraph` DAG of op nodes, cheap `Tensor` handles into it, and
 //! the name and device scopes that builders consult.
 
+/// Builders that forward to `Graph::unary` / `Graph::binary`, keeping the caller's location.
+macro_rules! unary_builders {
+    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $fn(&mut self, x: Tensor) -> Result<Tensor> {
+            self.unary(UnaryOp::$op, x, Location::caller())
+        }
+    )*};
+}
+
+macro_rules! binary_builders {
+    ($($(#[$doc:meta])* $fn:ident => $op:ident;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $fn(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+            self.binary(BinaryOp::$op, a, b, Location::caller())
+        }
+    )*};
+}
+
 mod build;
 mod build_custom;
 mod build_elementwise;
