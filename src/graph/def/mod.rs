@@ -65,6 +65,7 @@ use crate::{DType, Error, Result, Shape};
 use std::path::Path;
 
 mod json;
+mod rebuild;
 
 pub use json::{def_from_json, def_to_json};
 
@@ -78,6 +79,10 @@ pub const INLINE_MAX: usize = 1024;
 pub const MAX_ELEMENTS: usize = 1 << 31;
 /// The most dimensions a graph file may declare for one tensor.
 pub const MAX_RANK: usize = 32;
+/// The largest magnitude of a `strides` entry of `slice`, `flip` and `broadcast_to` (2^53).
+pub const MAX_STRIDE: i64 = 1 << 53;
+/// The largest `stride`, `padding` or `dilation` entry of `conv2d` and the pools (2^20).
+pub const MAX_WINDOW: usize = 1 << 20;
 
 /// A graph as plain data: what a graph file holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -330,47 +335,55 @@ fn check_declared(at: &str, shape: &Shape) -> Result<()> {
 /// One node through the builder an API user would call, inside the node's device scope.
 fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
     let want = match &nd.op {
-        Op::Constant(_) | Op::Placeholder => 0,
-        Op::Unary(_) | Op::Cast(_) | Op::Reduce { .. } | Op::Reshape | Op::Permute(_) => 1,
-        Op::Binary(_) | Op::MatMul => 2,
-        Op::Select => 3,
-        Op::Random(_) => {
-            return Err(err(
-                "",
-                "random ops cannot be rebuilt from a graph definition in this version",
-            ))
-        }
-        Op::Strided { .. }
-        | Op::Concat(_)
+        Op::Constant(_) | Op::Placeholder | Op::Random(_) => 0,
+        Op::Unary(_)
+        | Op::Cast(_)
+        | Op::Reduce { .. }
+        | Op::Reshape
+        | Op::Permute(_)
+        | Op::Strided { .. }
         | Op::Pad { .. }
-        | Op::Gather(_)
-        | Op::Conv2d { .. }
-        | Op::Pool { .. } => {
-            return Err(err(
-                "",
-                format!(
-                    "op '{}' cannot be rebuilt from a graph definition in this version",
-                    op_name(&nd.op)
-                ),
-            ))
-        }
+        | Op::Pool { .. } => 1,
+        Op::Binary(_) | Op::MatMul | Op::Gather(_) | Op::Conv2d { .. } => 2,
+        Op::Select => 3,
+        Op::Concat(_) => x.len().max(2),
     };
     if x.len() != want {
         return Err(err(
             "",
             format!(
-                "{} takes {want} input(s), {} given",
+                "{} takes {} input(s), {} given",
                 op_name(&nd.op),
+                if matches!(nd.op, Op::Concat(_)) {
+                    "2 or more".to_string()
+                } else {
+                    want.to_string()
+                },
                 x.len()
             ),
         ));
     }
     g.device_scopes.extend(nd.device);
+    let before = g.len();
     let r = build_op(g, nd, x);
     if nd.device.is_some() {
         g.device_scopes.pop();
     }
-    r
+    let t = r?;
+    // A file holds primitive nodes: one node in, one node out. A builder that made more (a
+    // wide concat becomes a tree) or a different op (a view) means the file cannot be exact.
+    if g.len() != before + 1 {
+        return Err(err(
+            "",
+            format!(
+                "{} rebuilds as {} nodes; a graph file holds one primitive op per node",
+                op_name(&nd.op),
+                g.len() - before
+            ),
+        ));
+    }
+    rebuild::check_same_op(&nd.op, &g.g[t.node()].op)?;
+    Ok(t)
 }
 
 fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
@@ -429,12 +442,12 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
             let perm: Vec<isize> = perm.iter().map(|&p| p as isize).collect();
             g.transpose(x[0], &perm)
         }
-        other => Err(err(
-            "",
-            format!(
-                "op '{}' cannot be rebuilt from a graph definition in this version",
-                op_name(other)
-            ),
-        )),
+        Op::Strided { .. }
+        | Op::Concat(_)
+        | Op::Pad { .. }
+        | Op::Gather(_)
+        | Op::Conv2d { .. }
+        | Op::Pool { .. }
+        | Op::Random(_) => rebuild::build_op(g, nd, x),
     }
 }
