@@ -75,6 +75,154 @@ fn every_op() -> (Graph, Vec<(Tensor, HostTensor)>, Vec<Tensor>) {
     (g, vec![(x, feed)], fetches)
 }
 
+type Unary = fn(&mut Graph, Tensor) -> wgflow::Result<Tensor>;
+type Binary = fn(&mut Graph, Tensor, Tensor) -> wgflow::Result<Tensor>;
+
+/// A graph with every op family added after the first graph format: elementwise math, logic,
+/// integer ops, creation, random, reductions, movement, NN ops and their composites.
+fn every_new_op() -> (Graph, Vec<(Tensor, HostTensor)>, Vec<Tensor>) {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2, 4, 5, 5], DType::F32).unwrap();
+    let v = g.placeholder("v", [2, 3], DType::F32).unwrap();
+    let fetches = build_every_new_op(&mut g, x, v).unwrap();
+    let xs: Vec<f32> = (0..200).map(|i| (i as f32 * 0.731).sin() * 3.0).collect();
+    let feeds = vec![
+        (x, HostTensor::new([2, 4, 5, 5], xs).unwrap()),
+        (
+            v,
+            HostTensor::new([2, 3], vec![-1.5f32, 0.0, 2.25, 3.0, -0.5, 1.0]).unwrap(),
+        ),
+    ];
+    (g, feeds, fetches)
+}
+
+fn build_every_new_op(g: &mut Graph, x: Tensor, v: Tensor) -> wgflow::Result<Vec<Tensor>> {
+    use wgflow::{Conv2dOptions, PadMode, SliceArg};
+    let mut f = Vec::new();
+    let unary: [Unary; 13] = [
+        Graph::floor,
+        Graph::ceil,
+        Graph::round,
+        Graph::sign,
+        Graph::reciprocal,
+        Graph::log1p,
+        Graph::expm1,
+        Graph::sin,
+        Graph::cos,
+        Graph::erf,
+        Graph::softplus,
+        Graph::square,
+        Graph::silu,
+    ];
+    for op in unary {
+        f.push(op(g, v)?);
+    }
+    let pos = g.abs(v)?;
+    f.push(g.rsqrt(pos)?);
+    let nan = g.isnan(v)?;
+    let inf = g.isinf(v)?;
+    let fin = g.isfinite(v)?;
+    f.extend([nan, inf, fin, g.logical_not(fin)?]);
+    let c = g.constant([[1.0f32, 0.0, -2.0], [3.0, 0.5, 1.0]])?;
+    let cmp: [Binary; 3] = [Graph::not_equal, Graph::less_equal, Graph::greater_equal];
+    for op in cmp {
+        f.push(op(g, v, c)?);
+    }
+    let (lt, ge) = (g.less(v, c)?, g.greater_equal(v, c)?);
+    let logic: [Binary; 3] = [Graph::logical_and, Graph::logical_or, Graph::logical_xor];
+    for op in logic {
+        f.push(op(g, lt, ge)?);
+    }
+    let ia = g.constant([7i32, -7, 9, i32::MIN])?;
+    let ib = g.constant([2i32, 2, -4, 3])?;
+    let ua = g.constant([7u32, u32::MAX, 0])?;
+    let ub = g.constant([2u32, 10, 3])?;
+    for (a, b) in [(ia, ib), (ua, ub)] {
+        f.push(g.floor_divide(a, b)?);
+        f.push(g.remainder(a, b)?);
+    }
+    f.push(g.gelu(v, false)?);
+    f.push(g.gelu(v, true)?);
+    f.push(g.leaky_relu(v, 0.1)?);
+    f.push(g.elu(v, 1.5)?);
+    f.push(g.clip(v, -1.0, 2.0)?);
+    // Creation and random.
+    f.push(g.zeros([2, 2], DType::I32)?);
+    f.push(g.ones([3], DType::Bool)?);
+    f.push(g.full([2], DType::U32, 7.0)?);
+    f.push(g.arange(0.0, 5.0, 1.5, DType::F32)?);
+    f.push(g.linspace(-1.0, 1.0, 5, false)?);
+    f.push(g.eye(3, 4, 1, DType::F32)?);
+    f.push(g.random_uniform([4, 3], -2.0, 5.0, 42)?);
+    f.push(g.random_normal([3, 5], 1.0, 0.5, u64::MAX)?);
+    // Reductions.
+    f.push(g.prod(v, [1], false)?);
+    f.push(g.all(lt, [0], true)?);
+    f.push(g.any(lt, wgflow::Axes::All, false)?);
+    f.push(g.argmax(v, Some(1), false)?);
+    f.push(g.argmin(v, None, false)?);
+    f.push(g.argmax(ia, Some(0), true)?);
+    f.push(g.var(x, [2, 3], 1, false)?);
+    f.push(g.std(v, [0], 0, true)?);
+    f.push(g.logsumexp(v, [1], false)?);
+    f.push(g.log_softmax(v, -1)?);
+    // Movement.
+    let e = g.expand_dims(v, 0)?;
+    f.push(g.squeeze(e, None)?);
+    f.push(g.broadcast_to(c, &[4, 2, 3])?);
+    f.push(g.slice(
+        x,
+        &[
+            SliceArg::new(None, None, -1),
+            SliceArg::range(1, 4),
+            SliceArg::new(Some(4), Some(0), -2),
+            SliceArg::new(Some(1), None, 3),
+        ],
+    )?);
+    f.push(g.slice(v, &[SliceArg::new(Some(1), Some(2), 9)])?);
+    f.push(g.flip(x, [1, 3])?);
+    f.push(g.flip(v, wgflow::Axes::All)?);
+    f.push(g.concat(&[v, c, v], 0)?);
+    f.push(g.stack(&[v, c], 1)?);
+    f.extend(g.split(x, 2, 1)?);
+    f.push(g.pad(v, &[(1, 0), (2, 3)], PadMode::Constant(-0.5))?);
+    f.push(g.pad(ia, &[(0, 2)], PadMode::Constant(-9.0))?);
+    f.push(g.pad(lt, &[(1, 1)], PadMode::Constant(1.0))?);
+    f.push(g.pad(v, &[(1, 1), (2, 2)], PadMode::Reflect)?);
+    f.push(g.tile(v, &[2, 1, 2])?);
+    let idx = g.constant([[2i32, -1], [0, 1]])?;
+    f.push(g.take(x, idx, 2)?);
+    let small = g.constant([0i32, 2, 1])?;
+    f.push(g.take(v, small, 1)?);
+    f.push(g.one_hot(small, 4)?);
+    // NN.
+    let gamma = g.constant([1.0f32, 2.0, 0.5])?;
+    let beta = g.constant([0.0f32, -1.0, 1.0])?;
+    f.push(g.layer_norm(v, Some(gamma), Some(beta), -1, 1e-5)?);
+    f.push(g.layer_norm(v, None, None, -1, 1e-3)?);
+    let w = g.constant([[1.0f32, 0.5], [-1.0, 2.0], [0.25, 0.0]])?;
+    let b = g.constant([0.5f32, -0.5])?;
+    f.push(g.linear(v, w, Some(b))?);
+    let ch = |g: &mut Graph, s: f32| g.constant([s, 2.0 * s, 0.5, 1.0]);
+    let (bm, bv, bg, bb) = (ch(g, 0.1)?, ch(g, 1.0)?, ch(g, 1.5)?, ch(g, -0.2)?);
+    f.push(g.batch_norm(x, bm, bv, bg, bb, 1e-5)?);
+    let kw: Vec<f32> = (0..48).map(|i| (i as f32 * 0.37).cos()).collect();
+    let kw = g.constant(HostTensor::new([6, 2, 2, 2], kw)?)?;
+    let kb = g.constant([0.1f32, 0.2, 0.3, -0.1, -0.2, -0.3])?;
+    let opts = Conv2dOptions {
+        stride: [1, 2],
+        padding: [1, 1],
+        dilation: [2, 1],
+        groups: 2,
+    };
+    f.push(g.conv2d(x, kw, Some(kb), opts)?);
+    let kw1 = g.constant(HostTensor::new([3, 4, 1, 1], vec![0.5f32; 12])?)?;
+    f.push(g.conv2d(x, kw1, None, Conv2dOptions::default())?);
+    f.push(g.max_pool2d(x, [2, 2], [2, 2], [1, 1])?);
+    f.push(g.avg_pool2d(x, [3, 2], [1, 2], [1, 0])?);
+    Ok(f)
+}
+
 fn devices() -> Vec<Device> {
     let mut d = vec![Device::Cpu];
     d.extend(common::gpus());
@@ -101,6 +249,47 @@ fn rename(from: &Graph, to: &Graph, ts: &[Tensor]) -> Vec<Tensor> {
 }
 
 #[test]
+fn every_new_op_round_trips_with_identical_plan_and_results() {
+    let (g, feeds, fetches) = every_new_op();
+    let text = g.to_json();
+    for op in [
+        "slice",
+        "flip",
+        "broadcast_to",
+        "concat",
+        "pad",
+        "take",
+        "conv2d",
+        "max_pool2d",
+        "avg_pool2d",
+        "random_uniform",
+        "random_normal",
+        "prod",
+        "all",
+        "any",
+        "argmax",
+        "argmin",
+        "floor_divide",
+        "remainder",
+        "logical_xor",
+        "erf",
+    ] {
+        assert!(
+            text.contains(&format!("\"op\": \"{op}\"")),
+            "no {op} node in\n{text}"
+        );
+    }
+    assert!(text.contains("\"strides\": [-"), "a negative stride");
+    assert!(text.contains("\"groups\": 2"), "grouped conv2d");
+    assert!(text.contains("\"dilation\": [2, 1]"), "dilated conv2d");
+    assert!(text.contains("\"seed\": 18446744073709551615"), "u64 seed");
+    let h = Graph::from_json(&text).unwrap();
+    assert_eq!(h.to_def(), g.to_def());
+    assert_eq!(h.to_json(), text);
+    assert_same_plan_and_results(&g, &h, &feeds, &fetches);
+}
+
+#[test]
 fn saved_and_loaded_graph_gives_identical_plan_and_results() {
     let (g, feeds, fetches) = every_op();
     let path = std::env::temp_dir().join(format!("wgflow-every-op-{}.json", std::process::id()));
@@ -121,17 +310,27 @@ fn saved_and_loaded_graph_gives_identical_plan_and_results() {
     assert!(text.contains("\"device\": \"gpu:0\""));
     assert_eq!(h.node(h.tensor("unary/neg").unwrap()).device, None);
 
+    assert_same_plan_and_results(&g, &h, &feeds, &fetches);
+}
+
+/// `h` (a reloaded `g`) plans and computes bit-identically on cpu:0 and every GPU.
+fn assert_same_plan_and_results(
+    g: &Graph,
+    h: &Graph,
+    feeds: &[(Tensor, HostTensor)],
+    fetches: &[Tensor],
+) {
     let h_feeds: Vec<(Tensor, HostTensor)> = feeds
         .iter()
         .map(|(t, v)| (h.tensor(g.name(*t)).unwrap(), v.clone()))
         .collect();
-    let h_fetches = rename(&g, &h, &fetches);
+    let h_fetches = rename(g, h, fetches);
     for dev in devices() {
-        let (mut a, mut b) = (session(&g, dev), session(&h, dev));
-        let (pa, pb) = (a.plan(&fetches).unwrap(), b.plan(&h_fetches).unwrap());
+        let (mut a, mut b) = (session(g, dev), session(h, dev));
+        let (pa, pb) = (a.plan(fetches).unwrap(), b.plan(&h_fetches).unwrap());
         assert_eq!(pa.describe(), pb.describe(), "plan on {dev}");
         let (ra, rb) = (
-            a.run(&feeds, &fetches).unwrap(),
+            a.run(feeds, fetches).unwrap(),
             b.run(&h_feeds, &h_fetches).unwrap(),
         );
         for (k, (x, y)) in ra.iter().zip(&rb).enumerate() {
@@ -320,6 +519,83 @@ const BAD: &[(&str, &str)] = &[
     ),
     ("long_name.json", "aaaa…'.op: unknown op 'conv9d'"),
     ("empty_name.json", ": nodes[0].name: is empty"),
+    (
+        "slice_out_of_bounds.json",
+        ": nodes[1] 's': slice reads index 5 of axis 0 (start 1, step 2, 3 elements), outside input [4, 3]",
+    ),
+    (
+        "negative_stride.json",
+        ": nodes[1] 's': slice reads index -2 of axis 0 (start 2, step -2, 3 elements), outside input [5]",
+    ),
+    (
+        "flip_stride.json",
+        ": nodes[1] 'f': the file's flip attributes (offset 2, strides [-5]) are not what the op's rules give (flip offset 2, strides [-1])",
+    ),
+    (
+        "slice_offset.json",
+        ": nodes[1] 's': slice offset 3 is outside input [3] (3 elements)",
+    ),
+    (
+        "huge_stride.json",
+        ": nodes[1] 's'.strides[0]: expected an integer in -9007199254740992..=9007199254740992, found -9223372036854775808",
+    ),
+    (
+        "broadcast_stride.json",
+        ": nodes[1] 'b': the file's broadcast_to attributes (offset 0, strides [3, 1]) are not what the op's rules give (broadcast_to offset 0, strides [0, 1])",
+    ),
+    (
+        "conv_kernel.json",
+        ": nodes[2] 'y': conv2d: window [5, 5] (dilation [1, 1]) does not fit input [3, 3] padded by [0, 0]",
+    ),
+    (
+        "conv_huge_dilation.json",
+        ": nodes[2] 'y'.dilation[1]: expected an integer in 0..=1048576, found 4294967296",
+    ),
+    (
+        "pool_stride.json",
+        ": nodes[1] 'y': max_pool2d: kernel [2, 2], stride [0, 2] and dilation [1, 1] must be positive",
+    ),
+    (
+        "pool_dilation.json",
+        ": nodes[1] 'y': the file's avg_pool2d attributes (Window",
+    ),
+    (
+        "window_rank.json",
+        ": nodes[1] 'y'.kernel: expected 2 entries ([h, w]), found 3",
+    ),
+    (
+        "random_nan.json",
+        ": nodes[0] 'r': random_uniform: needs finite low <= high, got [NaN, 1)",
+    ),
+    (
+        "random_params.json",
+        ": nodes[0] 'r'.params[1]: \"wide\" is not a valid f32 value",
+    ),
+    (
+        "random_seed.json",
+        ": nodes[0] 'r'.seed: expected an integer in 0..=18446744073709551615, found -1",
+    ),
+    (
+        "strides_type.json",
+        ": nodes[1] 's'.strides: expected an array of integers, found \"1\"",
+    ),
+    (
+        "axis_type.json",
+        ": nodes[1] 'c'.axis: expected an integer in 0..=32, found 0.5",
+    ),
+    (
+        "concat_arity.json",
+        ": nodes[1] 'c'.inputs: 'concat' takes 2 or more inputs, 1 given",
+    ),
+    (
+        "pad_shape.json",
+        ": nodes[1] 'p': pad of axis 0 (size 3) by 2 before cannot give size 4",
+    ),
+    (
+        "pad_bits.json",
+        ": nodes[1] 'p': the file's pad attributes (before [1], value_bits 2) are not what the op's rules give (pad before [1], value_bits 1)",
+    ),
+    ("take_field.json", ": nodes[2] 't'.mode: unknown field"),
 ];
 
 #[test]
@@ -436,6 +712,7 @@ fn arbitrary_mutations_never_panic() {
         .map(|e| e.graph.to_json())
         .collect();
     seeds.push(every_op().0.to_json());
+    seeds.push(every_new_op().0.to_json());
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let start = Instant::now();
     let (mut ok, mut rejected) = (0, 0);
