@@ -596,6 +596,10 @@ const BAD: &[(&str, &str)] = &[
         ": nodes[1] 'p': the file's pad attributes (before [1], value_bits 2) are not what the op's rules give (pad before [1], value_bits 1)",
     ),
     ("take_field.json", ": nodes[2] 't'.mode: unknown field"),
+    (
+        "concat_wide.json",
+        ": nodes[1] 'c': concat rebuilds as 3 nodes; a graph file holds one primitive op per node",
+    ),
 ];
 
 #[test]

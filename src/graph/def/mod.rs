@@ -29,14 +29,30 @@
 //! |---|---|---|
 //! | `constant` | 0 | `data` or `data_base64` (below) |
 //! | `placeholder` | 0 | — (fed by its `name` at run time) |
-//! | `neg` `abs` `exp` `log` `sqrt` `tanh` `sigmoid` `relu` | 1 | — |
-//! | `add` `sub` `mul` `div` `maximum` `minimum` `pow` `equal` `less` `greater` | 2 | — |
+//! | `neg` `abs` `exp` `log` `sqrt` `tanh` `sigmoid` `relu` `floor` `ceil` `round` `sign` `reciprocal` `rsqrt` `log1p` `expm1` `sin` `cos` `erf` `softplus` `isnan` `isinf` `isfinite` `logical_not` | 1 | — |
+//! | `add` `sub` `mul` `div` `maximum` `minimum` `pow` `equal` `less` `greater` `not_equal` `less_equal` `greater_equal` `logical_and` `logical_or` `logical_xor` `floor_divide` `remainder` | 2 | — |
 //! | `where` | 3 (cond, a, b) | — |
 //! | `cast` | 1 | — (the target is the node's `dtype`) |
-//! | `sum` `mean` `max` `min` | 1 | `axes`: list of axes (non-negative); keepdims is implied by the node's rank |
+//! | `sum` `mean` `max` `min` `prod` `all` `any` | 1 | `axes`: list of axes (non-negative); keepdims is implied by the node's rank |
+//! | `argmax` `argmin` | 1 | `axes`: one axis, or every axis for the index into the flattened input |
 //! | `matmul` | 2 | — |
 //! | `reshape` | 1 | — (the target is the node's `shape`) |
 //! | `transpose` | 1 | `perm`: output axis `i` is input axis `perm[i]` |
+//! | `slice` `flip` `broadcast_to` | 1 | `offset` (0..2^31) and `strides` (one signed integer per axis, magnitude at most [`MAX_STRIDE`]): `out[c] = in[offset + Σ c_k·strides[k]]` over the contiguous input; must be what the builder gives (below) |
+//! | `concat` | 2 to 6 | `axis` |
+//! | `take` | 2 (x, i32 indices) | `axis` |
+//! | `pad` | 1 | `before`: elements ahead of each axis (the count after follows from `shape`); `value_bits`: the pad value as the raw 32-bit word of the node's dtype |
+//! | `conv2d` | 2 (x, w) | `kernel`, `stride`, `padding`, `dilation`: `[h, w]` each; `groups`. The bias of [`Graph::conv2d`] is a separate `add` |
+//! | `max_pool2d` `avg_pool2d` | 1 | `kernel`, `stride`, `padding`, `dilation` (always `[1, 1]`) |
+//! | `random_uniform` `random_normal` | 0 | `seed` (a u64); `params`: `[low, high]` or `[mean, std]` as f32 values |
+//!
+//! Composites (`softmax`, `layer_norm`, `one_hot`, `stack`, `split`, reflect `pad`, `tile`, ...)
+//! are saved as the primitive nodes they build. Window entries other than `kernel` are at most
+//! [`MAX_WINDOW`]. The attributes of `slice` to `random_normal` are not taken on trust: the
+//! builder's arguments are derived from them (for `slice`, the start, stop and step of every
+//! axis, after checking that the first and last index read lie inside the input), the public
+//! builder runs every shape rule again, and the attributes it produces must equal the file's.
+//! So a file describes only nodes the API can build, and no strided read leaves its input.
 //!
 //! Unknown fields are errors, so a typo does not silently change a graph.
 //!
