@@ -757,3 +757,79 @@ fn json_text_and_def_agree() {
         "{\"name\": \"layer1/matmul\", \"op\": \"matmul\", \"inputs\": [\"x\", \"layer1/constant\"], \"shape\": [4, 8], \"dtype\": \"f32\"}"
     ), "{text}");
 }
+
+/// Hostile `slice`/`flip`/`broadcast_to` attributes: a file either is rejected or loads a node
+/// whose every read lies inside its input and whose values match the strided formula.
+#[test]
+fn random_strided_attributes_never_read_outside_the_input() {
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let input: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let feed = HostTensor::new([3, 4], input.clone()).unwrap();
+    let (mut loaded, mut rejected) = (0, 0);
+    for i in 0..3000 {
+        let kind = ["slice", "flip", "broadcast_to"][rng.below(3)];
+        // Mostly rank 2 with multiples of the input's element strides, so that many load.
+        let rank = if rng.below(6) == 0 {
+            1 + 2 * rng.below(2)
+        } else {
+            2
+        };
+        let out: Vec<usize> = (0..rank).map(|_| 1 + rng.below(4)).collect();
+        let strides: Vec<i64> = (0..rank)
+            .map(|k| match rng.below(4) {
+                0 => rng.below(19) as i64 - 9,
+                _ => (rng.below(9) as i64 - 4) * [4, 1, 1][k],
+            })
+            .collect();
+        let offset = rng.below(14);
+        let (in_shape, numel) = if kind == "broadcast_to" && rng.below(2) == 0 {
+            ("[1, 4]", 4)
+        } else {
+            ("[3, 4]", 12)
+        };
+        let text = format!(
+            r#"{{"format": "wgflow.graph", "version": 1, "nodes": [
+            {{"name": "x", "op": "placeholder", "shape": {in_shape}, "dtype": "f32"}},
+            {{"name": "y", "op": "{kind}", "inputs": ["x"], "shape": {out:?}, "dtype": "f32", "offset": {offset}, "strides": {strides:?}}}]}}"#
+        );
+        let g = match Graph::from_json(&text) {
+            Ok(g) => g,
+            Err(Error::GraphDef { .. }) => {
+                rejected += 1;
+                continue;
+            }
+            Err(e) => panic!("iteration {i}: not a GraphDef error: {e}"),
+        };
+        loaded += 1;
+        let feed = if numel == 4 {
+            HostTensor::new([1, 4], input[..4].to_vec()).unwrap()
+        } else {
+            feed.clone()
+        };
+        let (xt, yt) = (g.tensor("x").unwrap(), g.tensor("y").unwrap());
+        let got = session(&g, Device::Cpu)
+            .run(&[(xt, feed)], &[yt])
+            .unwrap()
+            .remove(0)
+            .to_vec::<f32>()
+            .unwrap();
+        let total: usize = out.iter().product();
+        assert_eq!(got.len(), total);
+        for (lin, v) in got.iter().enumerate() {
+            let (mut rem, mut at) = (lin, offset as i64);
+            for k in (0..rank).rev() {
+                at += (rem % out[k]) as i64 * strides[k];
+                rem /= out[k];
+            }
+            assert!(
+                (0..numel as i64).contains(&at),
+                "iteration {i}: {kind} reads {at} of {numel}:\n{text}"
+            );
+            assert_eq!(*v, input[at as usize], "iteration {i}:\n{text}");
+        }
+    }
+    assert!(
+        loaded > 25 && rejected > 1000,
+        "{loaded} loaded, {rejected} rejected"
+    );
+}
