@@ -2,8 +2,11 @@
 //! example graphs match the builder API, and hostile files are errors naming the place.
 
 mod common;
+#[path = "graphdef/every_new_op.rs"]
+mod every_new_op;
 mod example_graphs;
 
+use every_new_op::every_new_op;
 use std::time::{Duration, Instant};
 use wgflow::graph::def::{def_from_json, def_to_json};
 use wgflow::{DType, Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
@@ -101,6 +104,47 @@ fn rename(from: &Graph, to: &Graph, ts: &[Tensor]) -> Vec<Tensor> {
 }
 
 #[test]
+fn every_new_op_round_trips_with_identical_plan_and_results() {
+    let (g, feeds, fetches) = every_new_op();
+    let text = g.to_json().unwrap();
+    for op in [
+        "slice",
+        "flip",
+        "broadcast_to",
+        "concat",
+        "pad",
+        "take",
+        "conv2d",
+        "max_pool2d",
+        "avg_pool2d",
+        "random_uniform",
+        "random_normal",
+        "prod",
+        "all",
+        "any",
+        "argmax",
+        "argmin",
+        "floor_divide",
+        "remainder",
+        "logical_xor",
+        "erf",
+    ] {
+        assert!(
+            text.contains(&format!("\"op\": \"{op}\"")),
+            "no {op} node in\n{text}"
+        );
+    }
+    assert!(text.contains("\"strides\": [-"), "a negative stride");
+    assert!(text.contains("\"groups\": 2"), "grouped conv2d");
+    assert!(text.contains("\"dilation\": [2, 1]"), "dilated conv2d");
+    assert!(text.contains("\"seed\": 18446744073709551615"), "u64 seed");
+    let h = Graph::from_json(&text).unwrap();
+    assert_eq!(h.to_def().unwrap(), g.to_def().unwrap());
+    assert_eq!(h.to_json().unwrap(), text);
+    assert_same_plan_and_results(&g, &h, &feeds, &fetches);
+}
+
+#[test]
 fn saved_and_loaded_graph_gives_identical_plan_and_results() {
     let (g, feeds, fetches) = every_op();
     let path = std::env::temp_dir().join(format!("wgflow-every-op-{}.json", std::process::id()));
@@ -121,17 +165,27 @@ fn saved_and_loaded_graph_gives_identical_plan_and_results() {
     assert!(text.contains("\"device\": \"gpu:0\""));
     assert_eq!(h.node(h.tensor("unary/neg").unwrap()).device, None);
 
+    assert_same_plan_and_results(&g, &h, &feeds, &fetches);
+}
+
+/// `h` (a reloaded `g`) plans and computes bit-identically on cpu:0 and every GPU.
+fn assert_same_plan_and_results(
+    g: &Graph,
+    h: &Graph,
+    feeds: &[(Tensor, HostTensor)],
+    fetches: &[Tensor],
+) {
     let h_feeds: Vec<(Tensor, HostTensor)> = feeds
         .iter()
         .map(|(t, v)| (h.tensor(g.name(*t)).unwrap(), v.clone()))
         .collect();
-    let h_fetches = rename(&g, &h, &fetches);
+    let h_fetches = rename(g, h, fetches);
     for dev in devices() {
-        let (mut a, mut b) = (session(&g, dev), session(&h, dev));
-        let (pa, pb) = (a.plan(&fetches).unwrap(), b.plan(&h_fetches).unwrap());
+        let (mut a, mut b) = (session(g, dev), session(h, dev));
+        let (pa, pb) = (a.plan(fetches).unwrap(), b.plan(&h_fetches).unwrap());
         assert_eq!(pa.describe(), pb.describe(), "plan on {dev}");
         let (ra, rb) = (
-            a.run(&feeds, &fetches).unwrap(),
+            a.run(feeds, fetches).unwrap(),
             b.run(&h_feeds, &h_fetches).unwrap(),
         );
         for (k, (x, y)) in ra.iter().zip(&rb).enumerate() {
@@ -320,6 +374,87 @@ const BAD: &[(&str, &str)] = &[
     ),
     ("long_name.json", "aaaa…'.op: unknown op 'conv9d'"),
     ("empty_name.json", ": nodes[0].name: is empty"),
+    (
+        "slice_out_of_bounds.json",
+        ": nodes[1] 's': slice reads index 5 of axis 0 (start 1, step 2, 3 elements), outside input [4, 3]",
+    ),
+    (
+        "negative_stride.json",
+        ": nodes[1] 's': slice reads index -2 of axis 0 (start 2, step -2, 3 elements), outside input [5]",
+    ),
+    (
+        "flip_stride.json",
+        ": nodes[1] 'f': the file's flip attributes (offset 2, strides [-5]) are not what the op's rules give (flip offset 2, strides [-1])",
+    ),
+    (
+        "slice_offset.json",
+        ": nodes[1] 's': slice offset 3 is outside input [3] (3 elements)",
+    ),
+    (
+        "huge_stride.json",
+        ": nodes[1] 's'.strides[0]: expected an integer in -9007199254740992..=9007199254740992, found -9223372036854775808",
+    ),
+    (
+        "broadcast_stride.json",
+        ": nodes[1] 'b': the file's broadcast_to attributes (offset 0, strides [3, 1]) are not what the op's rules give (broadcast_to offset 0, strides [0, 1])",
+    ),
+    (
+        "conv_kernel.json",
+        ": nodes[2] 'y': conv2d: window [5, 5] (dilation [1, 1]) does not fit input [3, 3] padded by [0, 0]",
+    ),
+    (
+        "conv_huge_dilation.json",
+        ": nodes[2] 'y'.dilation[1]: expected an integer in 0..=1048576, found 4294967296",
+    ),
+    (
+        "pool_stride.json",
+        ": nodes[1] 'y': max_pool2d: kernel [2, 2], stride [0, 2] and dilation [1, 1] must be positive",
+    ),
+    (
+        "pool_dilation.json",
+        ": nodes[1] 'y': the file's avg_pool2d attributes (Window",
+    ),
+    (
+        "window_rank.json",
+        ": nodes[1] 'y'.kernel: expected 2 entries ([h, w]), found 3",
+    ),
+    (
+        "random_nan.json",
+        ": nodes[0] 'r': random_uniform: needs finite low <= high, got [NaN, 1)",
+    ),
+    (
+        "random_params.json",
+        ": nodes[0] 'r'.params[1]: \"wide\" is not a valid f32 value",
+    ),
+    (
+        "random_seed.json",
+        ": nodes[0] 'r'.seed: expected an integer in 0..=18446744073709551615, found -1",
+    ),
+    (
+        "strides_type.json",
+        ": nodes[1] 's'.strides: expected an array of integers, found \"1\"",
+    ),
+    (
+        "axis_type.json",
+        ": nodes[1] 'c'.axis: expected an integer in 0..=32, found 0.5",
+    ),
+    (
+        "concat_arity.json",
+        ": nodes[1] 'c'.inputs: 'concat' takes 2 or more inputs, 1 given",
+    ),
+    (
+        "pad_shape.json",
+        ": nodes[1] 'p': pad of axis 0 (size 3) by 2 before cannot give size 4",
+    ),
+    (
+        "pad_bits.json",
+        ": nodes[1] 'p': the file's pad attributes (before [1], value_bits 2) are not what the op's rules give (pad before [1], value_bits 1)",
+    ),
+    ("take_field.json", ": nodes[2] 't'.mode: unknown field"),
+    (
+        "concat_wide.json",
+        ": nodes[1] 'c': concat rebuilds as 3 nodes; a graph file holds one primitive op per node",
+    ),
 ];
 
 #[test]
@@ -436,6 +571,7 @@ fn arbitrary_mutations_never_panic() {
         .map(|e| e.graph.to_json().unwrap())
         .collect();
     seeds.push(every_op().0.to_json().unwrap());
+    seeds.push(every_new_op().0.to_json().unwrap());
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let start = Instant::now();
     let (mut ok, mut rejected) = (0, 0);
@@ -475,4 +611,80 @@ fn json_text_and_def_agree() {
     assert!(text.contains(
         "{\"name\": \"layer1/matmul\", \"op\": \"matmul\", \"inputs\": [\"x\", \"layer1/constant\"], \"shape\": [4, 8], \"dtype\": \"f32\"}"
     ), "{text}");
+}
+
+/// Hostile `slice`/`flip`/`broadcast_to` attributes: a file either is rejected or loads a node
+/// whose every read lies inside its input and whose values match the strided formula.
+#[test]
+fn random_strided_attributes_never_read_outside_the_input() {
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let input: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let feed = HostTensor::new([3, 4], input.clone()).unwrap();
+    let (mut loaded, mut rejected) = (0, 0);
+    for i in 0..3000 {
+        let kind = ["slice", "flip", "broadcast_to"][rng.below(3)];
+        // Mostly rank 2 with multiples of the input's element strides, so that many load.
+        let rank = if rng.below(6) == 0 {
+            1 + 2 * rng.below(2)
+        } else {
+            2
+        };
+        let out: Vec<usize> = (0..rank).map(|_| 1 + rng.below(4)).collect();
+        let strides: Vec<i64> = (0..rank)
+            .map(|k| match rng.below(4) {
+                0 => rng.below(19) as i64 - 9,
+                _ => (rng.below(9) as i64 - 4) * [4, 1, 1][k],
+            })
+            .collect();
+        let offset = rng.below(14);
+        let (in_shape, numel) = if kind == "broadcast_to" && rng.below(2) == 0 {
+            ("[1, 4]", 4)
+        } else {
+            ("[3, 4]", 12)
+        };
+        let text = format!(
+            r#"{{"format": "wgflow.graph", "version": 1, "nodes": [
+            {{"name": "x", "op": "placeholder", "shape": {in_shape}, "dtype": "f32"}},
+            {{"name": "y", "op": "{kind}", "inputs": ["x"], "shape": {out:?}, "dtype": "f32", "offset": {offset}, "strides": {strides:?}}}]}}"#
+        );
+        let g = match Graph::from_json(&text) {
+            Ok(g) => g,
+            Err(Error::GraphDef { .. }) => {
+                rejected += 1;
+                continue;
+            }
+            Err(e) => panic!("iteration {i}: not a GraphDef error: {e}"),
+        };
+        loaded += 1;
+        let feed = if numel == 4 {
+            HostTensor::new([1, 4], input[..4].to_vec()).unwrap()
+        } else {
+            feed.clone()
+        };
+        let (xt, yt) = (g.tensor("x").unwrap(), g.tensor("y").unwrap());
+        let got = session(&g, Device::Cpu)
+            .run(&[(xt, feed)], &[yt])
+            .unwrap()
+            .remove(0)
+            .to_vec::<f32>()
+            .unwrap();
+        let total: usize = out.iter().product();
+        assert_eq!(got.len(), total);
+        for (lin, v) in got.iter().enumerate() {
+            let (mut rem, mut at) = (lin, offset as i64);
+            for k in (0..rank).rev() {
+                at += (rem % out[k]) as i64 * strides[k];
+                rem /= out[k];
+            }
+            assert!(
+                (0..numel as i64).contains(&at),
+                "iteration {i}: {kind} reads {at} of {numel}:\n{text}"
+            );
+            assert_eq!(*v, input[at as usize], "iteration {i}:\n{text}");
+        }
+    }
+    assert!(
+        loaded > 25 && rejected > 1000,
+        "{loaded} loaded, {rejected} rejected"
+    );
 }

@@ -12,6 +12,10 @@ use crate::{DType, HostTensor, Result, Shape};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
+mod attrs;
+
+use attrs::{parse_new_op, CONCAT};
+
 // ---------------------------------------------------------------- writing
 
 /// JSON text of a definition: one node per line, constants inline or as base64.
@@ -504,6 +508,17 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
     } else if let Some(&r) = REDUCE.iter().find(|r| reduce_name(**r) == opname) {
         let axes = usize_array(obj.get("axes"), &field("axes"), false)?;
         (Op::Reduce { op: r, axes }, with(&["axes"]), 1)
+    } else if let Some(op) = parse_new_op(obj, opname, &field)? {
+        let (allowed, arity): (&[&'static str], usize) = match &op {
+            Op::Strided { .. } => (&["offset", "strides"], 1),
+            Op::Concat(_) => (&["axis"], CONCAT),
+            Op::Gather(_) => (&["axis"], 2),
+            Op::Pad { .. } => (&["before", "value_bits"], 1),
+            Op::Conv2d { .. } => (&["kernel", "stride", "padding", "dilation", "groups"], 2),
+            Op::Pool { .. } => (&["kernel", "stride", "padding", "dilation"], 1),
+            _ => (&["seed", "params"], 0),
+        };
+        (op, with(allowed), arity)
     } else {
         match opname {
             "constant" => {
@@ -579,7 +594,14 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
         }
     };
     check_fields(obj, &at, &allowed)?;
-    if inputs.len() != arity {
+    if arity == CONCAT {
+        if inputs.len() < 2 {
+            return Err(err(
+                field("inputs"),
+                format!("'{opname}' takes 2 or more inputs, {} given", inputs.len()),
+            ));
+        }
+    } else if inputs.len() != arity {
         return Err(err(
             field("inputs"),
             format!("'{opname}' takes {arity} input(s), {} given", inputs.len()),

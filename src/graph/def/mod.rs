@@ -29,14 +29,30 @@
 //! |---|---|---|
 //! | `constant` | 0 | `data` or `data_base64` (below) |
 //! | `placeholder` | 0 | — (fed by its `name` at run time) |
-//! | `neg` `abs` `exp` `log` `sqrt` `tanh` `sigmoid` `relu` | 1 | — |
-//! | `add` `sub` `mul` `div` `maximum` `minimum` `pow` `equal` `less` `greater` | 2 | — |
+//! | `neg` `abs` `exp` `log` `sqrt` `tanh` `sigmoid` `relu` `floor` `ceil` `round` `sign` `reciprocal` `rsqrt` `log1p` `expm1` `sin` `cos` `erf` `softplus` `isnan` `isinf` `isfinite` `logical_not` | 1 | — |
+//! | `add` `sub` `mul` `div` `maximum` `minimum` `pow` `equal` `less` `greater` `not_equal` `less_equal` `greater_equal` `logical_and` `logical_or` `logical_xor` `floor_divide` `remainder` | 2 | — |
 //! | `where` | 3 (cond, a, b) | — |
 //! | `cast` | 1 | — (the target is the node's `dtype`) |
-//! | `sum` `mean` `max` `min` | 1 | `axes`: list of axes (non-negative); keepdims is implied by the node's rank |
+//! | `sum` `mean` `max` `min` `prod` `all` `any` | 1 | `axes`: list of axes (non-negative); keepdims is implied by the node's rank |
+//! | `argmax` `argmin` | 1 | `axes`: one axis, or every axis for the index into the flattened input |
 //! | `matmul` | 2 | — |
 //! | `reshape` | 1 | — (the target is the node's `shape`) |
 //! | `transpose` | 1 | `perm`: output axis `i` is input axis `perm[i]` |
+//! | `slice` `flip` `broadcast_to` | 1 | `offset` (0..2^31) and `strides` (one signed integer per axis, magnitude at most [`MAX_STRIDE`]): `out[c] = in[offset + Σ c_k·strides[k]]` over the contiguous input; must be what the builder gives (below) |
+//! | `concat` | 2 to 6 | `axis` |
+//! | `take` | 2 (x, i32 indices) | `axis` |
+//! | `pad` | 1 | `before`: elements ahead of each axis (the count after follows from `shape`); `value_bits`: the pad value as the raw 32-bit word of the node's dtype |
+//! | `conv2d` | 2 (x, w) | `kernel`, `stride`, `padding`, `dilation`: `[h, w]` each; `groups`. The bias of [`Graph::conv2d`] is a separate `add` |
+//! | `max_pool2d` `avg_pool2d` | 1 | `kernel`, `stride`, `padding`, `dilation` (always `[1, 1]`) |
+//! | `random_uniform` `random_normal` | 0 | `seed` (a u64); `params`: `[low, high]` or `[mean, std]` as f32 values |
+//!
+//! Composites (`softmax`, `layer_norm`, `one_hot`, `stack`, `split`, reflect `pad`, `tile`, ...)
+//! are saved as the primitive nodes they build. Window entries other than `kernel` are at most
+//! [`MAX_WINDOW`]. The attributes of `slice` to `random_normal` are not taken on trust: the
+//! builder's arguments are derived from them (for `slice`, the start, stop and step of every
+//! axis, after checking that the first and last index read lie inside the input), the public
+//! builder runs every shape rule again, and the attributes it produces must equal the file's.
+//! So a file describes only nodes the API can build, and no strided read leaves its input.
 //! | `custom` | any | `kernel` (name), `expr`: the typed expression (below) |
 //! | `raw_wgsl` | any | `kernel` (name), `source`, `entry_point`; optional `output_like_input` (input index; absent: the node's `shape`/`dtype` are fixed) and `invocations` (absent: one per output element) |
 //!
@@ -73,6 +89,7 @@ use crate::{DType, Error, Result, Shape};
 use std::path::Path;
 
 mod json;
+mod rebuild;
 
 pub use json::{def_from_json, def_to_json};
 
@@ -86,6 +103,10 @@ pub const INLINE_MAX: usize = 1024;
 pub const MAX_ELEMENTS: usize = 1 << 31;
 /// The most dimensions a graph file may declare for one tensor.
 pub const MAX_RANK: usize = 32;
+/// The largest magnitude of a `strides` entry of `slice`, `flip` and `broadcast_to` (2^53).
+pub const MAX_STRIDE: i64 = 1 << 53;
+/// The largest `stride`, `padding` or `dilation` entry of `conv2d` and the pools (2^20).
+pub const MAX_WINDOW: usize = 1 << 20;
 
 /// A graph as plain data: what a graph file holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -350,48 +371,56 @@ fn check_declared(at: &str, shape: &Shape) -> Result<()> {
 /// One node through the builder an API user would call, inside the node's device scope.
 fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
     let want = match &nd.op {
-        Op::Constant(_) | Op::Placeholder => 0,
-        Op::Unary(_) | Op::Cast(_) | Op::Reduce { .. } | Op::Reshape | Op::Permute(_) => 1,
-        Op::Binary(_) | Op::MatMul => 2,
-        Op::Select => 3,
-        Op::Random(_) => {
-            return Err(err(
-                "",
-                "random ops cannot be rebuilt from a graph definition in this version",
-            ))
-        }
-        Op::Strided { .. }
-        | Op::Concat(_)
+        Op::Constant(_) | Op::Placeholder | Op::Random(_) => 0,
+        Op::Unary(_)
+        | Op::Cast(_)
+        | Op::Reduce { .. }
+        | Op::Reshape
+        | Op::Permute(_)
+        | Op::Strided { .. }
         | Op::Pad { .. }
-        | Op::Gather(_)
-        | Op::Conv2d { .. }
-        | Op::Pool { .. } => {
-            return Err(err(
-                "",
-                format!(
-                    "op '{}' cannot be rebuilt from a graph definition in this version",
-                    op_name(&nd.op)
-                ),
-            ))
-        }
+        | Op::Pool { .. } => 1,
+        Op::Binary(_) | Op::MatMul | Op::Gather(_) | Op::Conv2d { .. } => 2,
+        Op::Select => 3,
+        Op::Concat(_) => x.len().max(2),
         Op::Custom(_) | Op::RawWgsl(_) => x.len(),
     };
     if x.len() != want {
         return Err(err(
             "",
             format!(
-                "{} takes {want} input(s), {} given",
+                "{} takes {} input(s), {} given",
                 op_name(&nd.op),
+                if matches!(nd.op, Op::Concat(_)) {
+                    "2 or more".to_string()
+                } else {
+                    want.to_string()
+                },
                 x.len()
             ),
         ));
     }
     g.device_scopes.extend(nd.device);
+    let before = g.len();
     let r = build_op(g, nd, x);
     if nd.device.is_some() {
         g.device_scopes.pop();
     }
-    r
+    let t = r?;
+    // A file holds primitive nodes: one node in, one node out. A builder that made more (a
+    // wide concat becomes a tree) or a different op (a view) means the file cannot be exact.
+    if g.len() != before + 1 {
+        return Err(err(
+            "",
+            format!(
+                "{} rebuilds as {} nodes; a graph file holds one primitive op per node",
+                op_name(&nd.op),
+                g.len() - before
+            ),
+        ));
+    }
+    rebuild::check_same_op(&nd.op, &g.g[t.node()].op)?;
+    Ok(t)
 }
 
 fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
@@ -458,12 +487,12 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
             }
             g.raw_kernel(&r, x)
         }
-        other => Err(err(
-            "",
-            format!(
-                "op '{}' cannot be rebuilt from a graph definition in this version",
-                op_name(other)
-            ),
-        )),
+        Op::Strided { .. }
+        | Op::Concat(_)
+        | Op::Pad { .. }
+        | Op::Gather(_)
+        | Op::Conv2d { .. }
+        | Op::Pool { .. }
+        | Op::Random(_) => rebuild::build_op(g, nd, x),
     }
 }
