@@ -125,3 +125,41 @@ fn tensors_of_another_graph_are_rejected_at_the_door() {
     let msg = g2.add(a, b).unwrap_err().to_string();
     assert!(msg.contains("another graph"), "{msg}");
 }
+
+#[test]
+fn extreme_slice_and_window_arguments_are_errors_not_panics() {
+    use wgflow::graph::Conv2dOptions;
+    use wgflow::ops::SliceArg;
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2, 3], DType::F32).unwrap();
+    // A huge step on an axis: one element, no overflow.
+    let s = g
+        .slice(
+            x,
+            &[SliceArg {
+                start: Some(0),
+                stop: None,
+                step: isize::MAX,
+            }],
+        )
+        .unwrap();
+    assert_eq!(g.shape(s).dims(), &[1, 3]);
+    let img = g.placeholder("img", [1, 1, 8, 8], DType::F32).unwrap();
+    let w = g.placeholder("w", [1, 1, 3, 3], DType::F32).unwrap();
+    let opts = Conv2dOptions {
+        stride: [1, 1],
+        padding: [0, 0],
+        dilation: [usize::MAX, 1],
+        groups: 1,
+    };
+    let msg = g.conv2d(img, w, None, opts).unwrap_err().to_string();
+    assert!(
+        msg.contains("conv2d at") && msg.contains("at most"),
+        "{msg}"
+    );
+    let msg = g
+        .max_pool2d(img, [2, 2], [usize::MAX, 1], [0, 0])
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("at most"), "{msg}");
+}

@@ -186,12 +186,13 @@ impl SliceArg {
             )
         };
         let span = if step > 0 { stop - start } else { start - stop };
+        // 1 + (span - 1) / |step| cannot overflow, even for a step of isize::MIN.
         let count = if span <= 0 {
             0
         } else {
-            (span + step.abs() - 1) / step.abs()
+            1 + (span as usize - 1) / step.unsigned_abs()
         };
-        Ok((start, step, count as usize))
+        Ok((start, step, count))
     }
 }
 
@@ -216,8 +217,15 @@ pub fn slice_plan(input: &Shape, args: &[SliceArg]) -> Result<(Shape, i64, Vec<i
             ));
         }
         dims.push(count);
-        offset += start as i64 * strides[k] as i64;
-        out_strides.push(step as i64 * strides[k] as i64);
+        // A one-element axis never steps, whatever step was asked for: keeping step 1 there
+        // keeps every stride below the input's element count.
+        let step = if count == 1 { 1 } else { step as i64 };
+        let overflow = || format!("slice {arg:?} of axis {k} overflows the index range");
+        offset = (start as i64)
+            .checked_mul(strides[k] as i64)
+            .and_then(|o| o.checked_add(offset))
+            .ok_or_else(overflow)?;
+        out_strides.push(step.checked_mul(strides[k] as i64).ok_or_else(overflow)?);
     }
     Ok((Shape(dims), offset, out_strides))
 }

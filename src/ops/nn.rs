@@ -28,6 +28,22 @@ impl Window {
                     self.kernel, self.stride, self.dilation
                 ));
             }
+            // Window coordinates are i32 in WGSL: keep every term far from overflow.
+            let limit = 1 << 20;
+            if [
+                self.kernel[k],
+                self.stride[k],
+                self.padding[k],
+                self.dilation[k],
+            ]
+            .iter()
+            .any(|&v| v > limit)
+            {
+                return Err(format!(
+                    "kernel {:?}, stride {:?}, padding {:?} and dilation {:?} must each be at most {limit}",
+                    self.kernel, self.stride, self.padding, self.dilation
+                ));
+            }
             let span = self.dilation[k] * (self.kernel[k] - 1) + 1;
             let padded = hw[k] + 2 * self.padding[k];
             if padded < span {
