@@ -217,9 +217,7 @@ pub fn slice_plan(input: &Shape, args: &[SliceArg]) -> Result<(Shape, i64, Vec<i
             ));
         }
         dims.push(count);
-        // A one-element axis never steps, whatever step was asked for: keeping step 1 there
-        // keeps every stride below the input's element count.
-        let step = if count == 1 { 1 } else { step as i64 };
+        let step = step as i64;
         let overflow = || format!("slice {arg:?} of axis {k} overflows the index range");
         offset = (start as i64)
             .checked_mul(strides[k] as i64)
