@@ -288,3 +288,37 @@ fn reduction_strategies_match_cpu_exactly() {
         "{got} vs {plain}"
     );
 }
+
+/// Elementwise work after a reduction runs in the reduction's kernel, in every strategy.
+#[test]
+fn elementwise_work_after_a_reduction_becomes_its_epilogue() {
+    let mut g = Graph::new();
+    let mut outs = Vec::new();
+    for shape in [vec![6usize, 10], vec![64, 128], vec![2, 8192]] {
+        let x = konst(&mut g, &shape, shape[1] as u32);
+        // rms = sqrt(mean(x * x) + eps)
+        let sq = g.mul(x, x).unwrap();
+        let ms = g.mean(sq, [1], true).unwrap();
+        let eps = g.constant(1e-5f32).unwrap();
+        let t = g.add(ms, eps).unwrap();
+        outs.push(g.sqrt(t).unwrap());
+        // logsumexp = log(sum(exp(x - max))) + max
+        let m = g.max(x, [1], true).unwrap();
+        let d = g.sub(x, m).unwrap();
+        let e = g.exp(d).unwrap();
+        let s = g.sum(e, [1], true).unwrap();
+        let l = g.log(s).unwrap();
+        outs.push(g.add(l, m).unwrap());
+    }
+    let mut s = common::session_on(&g, Device::Cpu);
+    let plan = s.plan(&outs).unwrap();
+    let epilogues = plan
+        .steps
+        .iter()
+        .filter(|st| matches!(&st.kind, StepKind::Dispatch { kernel: Kernel::Reduce(k), .. } if k.epilogue.is_some()))
+        .count();
+    // Per shape: mean+sqrt and sum+log+add fuse; x*x, max and x-max->exp stay separate kernels.
+    assert_eq!(epilogues, 6, "{}", plan.describe());
+    assert_eq!(plan.dispatch_count(), 3 * 5, "{}", plan.describe());
+    agree(&g, &outs, 1e-5);
+}

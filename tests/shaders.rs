@@ -90,6 +90,7 @@ fn reductions_matmul_and_permute_validate() {
                 (vec![], vec![2, 3, 4]),
             ] {
                 check(&Kernel::Reduce(ReduceKernel {
+                    epilogue: None,
                     op,
                     in_shape: shape.clone(),
                     dtype: d,
@@ -255,4 +256,55 @@ fn matmul_epilogues_validate_for_every_strategy() {
         assert!(blocked.block.is_some());
         check(&Kernel::MatMul(blocked));
     }
+}
+
+#[test]
+fn reduction_epilogues_validate_for_every_strategy() {
+    use wgflow::ops::{Epilogue, ReduceStrategy};
+    // sqrt(acc + eps) * scale + full
+    let e = Expr::Binary(
+        BinaryOp::Add,
+        Box::new(Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Unary(
+                UnaryOp::Sqrt,
+                Box::new(Expr::Binary(
+                    BinaryOp::Add,
+                    Box::new(Expr::Input(0)),
+                    Box::new(Expr::Lit(DType::F32, 1e-5f32.to_bits())),
+                )),
+            )),
+            Box::new(Expr::Input(1)),
+        )),
+        Box::new(Expr::Input(2)),
+    );
+    let mut seen = Vec::new();
+    for (shape, axes, out) in [
+        (vec![3usize, 5], vec![0usize], vec![5usize]),
+        (vec![8, 16], vec![1], vec![8]),
+        (vec![2, 8192], vec![1], vec![2]),
+    ] {
+        let out = Shape::new(out);
+        let k = ReduceKernel {
+            epilogue: Some(Epilogue {
+                expr: e.clone(),
+                extra: vec![(Shape::scalar(), DType::F32), (out.clone(), DType::F32)],
+            }),
+            op: ReduceOp::Mean,
+            in_shape: Shape::new(shape),
+            dtype: DType::F32,
+            axes,
+            out_shape: out,
+        };
+        seen.push(k.strategy());
+        check(&Kernel::Reduce(k));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            ReduceStrategy::Loop,
+            ReduceStrategy::RowsVec4,
+            ReduceStrategy::Tree
+        ]
+    );
 }

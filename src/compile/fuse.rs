@@ -7,8 +7,9 @@
 //! work is ever duplicated. A merge that would need more storage bindings than the device
 //! allows (`max_storage_buffers_per_shader_stage`) is skipped.
 //!
-//! Then elementwise work after a matmul becomes the matmul's epilogue (bias, activation,
-//! scaling, residual) under the same single-consumer rule: the product never reaches memory.
+//! Then elementwise work after a matmul or a reduction becomes its epilogue (bias, activation,
+//! scaling, residual; `sqrt(mean(..) + eps)`, `log(sum(..)) + max`) under the same
+//! single-consumer rule: the intermediate result never reaches memory.
 
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel};
@@ -189,7 +190,7 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                 continue;
             }
             let StepKind::Dispatch {
-                kernel: Kernel::MatMul(mk),
+                kernel: producer_kernel,
                 inputs: pins,
             } = &plan.steps[p].kind
             else {
@@ -201,13 +202,31 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                 .filter(|(i, _)| *i != j)
                 .map(|(_, &x)| x)
                 .collect();
-            let fits = mk.epilogue.is_none()
-                && mk.out == k.out_shape
-                && mk.dtype == k.out_dtype
-                && pins.len() + others.len() < max_bindings(target, device)
-                && others
-                    .iter()
-                    .all(|&x| EpilogueInput::of(&plan.values[x].shape, &mk.out).is_some());
+            // Matmuls take full, bias-row and scalar extras; reductions full and scalar ones.
+            let (out, dtype, fits_kind) = match producer_kernel {
+                Kernel::MatMul(mk) => (
+                    &mk.out,
+                    mk.dtype,
+                    mk.epilogue.is_none()
+                        && others
+                            .iter()
+                            .all(|&x| EpilogueInput::of(&plan.values[x].shape, &mk.out).is_some()),
+                ),
+                Kernel::Reduce(rk) => (
+                    &rk.out_shape,
+                    rk.dtype,
+                    rk.takes_epilogue()
+                        && others.iter().all(|&x| {
+                            let s = &plan.values[x].shape;
+                            s == &rk.out_shape || s.numel() == 1
+                        }),
+                ),
+                _ => continue,
+            };
+            let fits = fits_kind
+                && out == &k.out_shape
+                && dtype == k.out_dtype
+                && pins.len() + others.len() < max_bindings(target, device);
             if !fits {
                 continue;
             }
@@ -216,14 +235,24 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                 std::cmp::Ordering::Less => Expr::Input(i + 1),
                 std::cmp::Ordering::Greater => Expr::Input(i),
             });
-            let mut fused = mk.clone();
-            fused.epilogue = Some(Epilogue {
+            let epilogue = Some(Epilogue {
                 expr,
                 extra: others
                     .iter()
                     .map(|&x| (plan.values[x].shape.clone(), plan.values[x].dtype))
                     .collect(),
             });
+            let fused = match producer_kernel.clone() {
+                Kernel::MatMul(mut mk) => {
+                    mk.epilogue = epilogue;
+                    Kernel::MatMul(mk)
+                }
+                Kernel::Reduce(mut rk) => {
+                    rk.epilogue = epilogue;
+                    Kernel::Reduce(rk)
+                }
+                other => other,
+            };
             let mut new_inputs = pins.clone();
             new_inputs.extend(others);
             let output = plan.steps[c].output;
@@ -231,7 +260,7 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
             let step = &mut plan.steps[p];
             step.nodes.append(&mut nodes);
             step.kind = StepKind::Dispatch {
-                kernel: Kernel::MatMul(fused),
+                kernel: fused,
                 inputs: new_inputs,
             };
             step.output = output;

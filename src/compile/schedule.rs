@@ -93,13 +93,15 @@ pub fn schedule(plan: Plan) -> Result<Plan> {
 }
 
 /// Candidate orders for the memory planner: the default, depth-first from the fetches (one
-/// branch finished before the next starts), and a memory-greedy list order (the ready step
-/// that frees the most bytes net goes first). Duplicates are dropped.
+/// branch finished before the next starts; inputs visited first-to-last and last-to-first),
+/// and a memory-greedy list order (the ready step that frees the most bytes net goes first).
+/// Duplicates are dropped.
 pub fn candidates(plan: Plan) -> Result<Vec<Plan>> {
     let d = deps(&plan);
     let orders = [
         earliest_first(&plan, &d)?,
-        depth_first(&plan, &d),
+        depth_first(&plan, &d, false),
+        depth_first(&plan, &d, true),
         memory_greedy(&plan, &d)?,
     ];
     let mut unique: Vec<Vec<usize>> = Vec::new();
@@ -111,7 +113,7 @@ pub fn candidates(plan: Plan) -> Result<Vec<Plan>> {
     Ok(unique.iter().map(|o| reorder(plan.clone(), o)).collect())
 }
 
-fn depth_first(plan: &Plan, d: &Deps) -> Vec<usize> {
+fn depth_first(plan: &Plan, d: &Deps, reversed: bool) -> Vec<usize> {
     let n = plan.steps.len();
     let producer: HashMap<ValueId, usize> = plan
         .steps
@@ -134,7 +136,13 @@ fn depth_first(plan: &Plan, d: &Deps) -> Vec<usize> {
                 continue;
             }
             state[s] = 1;
-            if let Some(&dep) = d.deps[s].get(k) {
+            let deps = &d.deps[s];
+            let next = if reversed {
+                deps.len().checked_sub(k + 1).map(|i| deps[i])
+            } else {
+                deps.get(k).copied()
+            };
+            if let Some(dep) = next {
                 stack.push((s, k + 1));
                 if state[dep] == 0 {
                     stack.push((dep, 0));

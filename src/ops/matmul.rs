@@ -5,14 +5,48 @@ use crate::ops::elementwise::{binary_cpu, expr_wgsl};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr};
 use crate::{DType, Shape};
 
-/// Elementwise work fused after the product (bias, activation…): `expr` reads `Input(0)` =
-/// the product and `Input(i)` = `extra[i - 1]`. Each extra input is the output's shape, a row
+/// Elementwise work fused after a matmul's product or a reduction's result (bias,
+/// activation…): `expr` reads `Input(0)` = that result and `Input(i)` = `extra[i - 1]`. Each extra input is the output's shape, a row
 /// vector broadcast over rows and batches (a bias), or a single element, so that every one
 /// can be loaded with vec4s next to the accumulators.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Epilogue {
     pub expr: Expr,
     pub extra: Vec<(Shape, DType)>,
+}
+
+impl Epilogue {
+    /// `fn wgf_epi(x0: acc, x1: extra0, ...) -> acc` applying the expression.
+    pub fn wgsl_function(&self, acc: DType) -> String {
+        let mut dtypes = vec![acc];
+        dtypes.extend(self.extra.iter().map(|(_, d)| *d));
+        let params: Vec<String> = dtypes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
+            .collect();
+        format!(
+            "fn wgf_epi({}) -> {} {{\n    return {};\n}}",
+            params.join(", "),
+            acc.wgsl(),
+            expr_wgsl(&self.expr, &dtypes)
+        )
+    }
+
+    /// Apply on the CPU to `acc` (the kernel's result, of `shape`) and the extra inputs.
+    pub fn run_cpu(&self, acc: &[u32], extra: &[&[u32]], shape: &Shape, dtype: DType) -> Vec<u32> {
+        let mut inputs = vec![(shape.clone(), dtype)];
+        inputs.extend(self.extra.iter().cloned());
+        let mut words: Vec<&[u32]> = vec![acc];
+        words.extend_from_slice(extra);
+        ElementwiseKernel {
+            expr: self.expr.clone(),
+            inputs,
+            out_shape: shape.clone(),
+            out_dtype: dtype,
+        }
+        .run_cpu(&words)
+    }
 }
 
 /// How an epilogue input lines up with the matmul output.
@@ -110,22 +144,7 @@ impl MatMulKernel {
         let out = self.product_cpu(inputs[0], inputs[1]);
         match &self.epilogue {
             None => out,
-            Some(e) => {
-                let mut ins: Vec<&[u32]> = vec![&out];
-                ins.extend_from_slice(&inputs[2..]);
-                self.epilogue_kernel(e).run_cpu(&ins)
-            }
-        }
-    }
-
-    fn epilogue_kernel(&self, e: &Epilogue) -> ElementwiseKernel {
-        let mut inputs = vec![(self.out.clone(), self.dtype)];
-        inputs.extend(e.extra.iter().cloned());
-        ElementwiseKernel {
-            expr: e.expr.clone(),
-            inputs,
-            out_shape: self.out.clone(),
-            out_dtype: self.dtype,
+            Some(e) => e.run_cpu(&out, &inputs[2..], &self.out, self.dtype),
         }
     }
 
@@ -134,19 +153,7 @@ impl MatMulKernel {
         let Some(e) = &self.epilogue else {
             return (String::new(), Vec::new());
         };
-        let mut dtypes = vec![self.dtype];
-        dtypes.extend(e.extra.iter().map(|(_, d)| *d));
-        let params: Vec<String> = dtypes
-            .iter()
-            .enumerate()
-            .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
-            .collect();
-        let func = format!(
-            "fn wgf_epi({}) -> {} {{\n    return {};\n}}",
-            params.join(", "),
-            self.dtype.wgsl(),
-            expr_wgsl(&e.expr, &dtypes)
-        );
+        let func = e.wgsl_function(self.dtype);
         let kinds = e
             .extra
             .iter()

@@ -148,7 +148,11 @@ impl Kernel {
         match self {
             Kernel::Elementwise(k) => format!("elementwise {}", k.expr.describe()),
             Kernel::Reduce(k) => {
-                format!("{} over axes {:?} of {}", k.op.name(), k.axes, k.in_shape)
+                let base = format!("{} over axes {:?} of {}", k.op.name(), k.axes, k.in_shape);
+                match &k.epilogue {
+                    None => base,
+                    Some(e) => format!("{base} then {}", e.expr.describe()),
+                }
             }
             Kernel::MatMul(k) => match &k.epilogue {
                 None => format!("matmul {} @ {}", k.a, k.b),
@@ -208,7 +212,7 @@ impl Kernel {
         match self {
             Kernel::RawWgsl(_) => Vec::new(),
             Kernel::Elementwise(k) => k.run_cpu(inputs),
-            Kernel::Reduce(k) => k.run_cpu(inputs[0]),
+            Kernel::Reduce(k) => k.run_cpu(inputs),
             Kernel::MatMul(k) => k.run_cpu(inputs),
             Kernel::Permute(k) => k.run_cpu(inputs[0]),
             Kernel::Strided(k) => k.run_cpu(inputs[0]),

@@ -4,7 +4,7 @@
 
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::BinaryOp;
+use crate::ops::{BinaryOp, Epilogue};
 use crate::{DType, Shape};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,6 +102,9 @@ pub struct ReduceKernel {
     pub dtype: DType,
     pub axes: Vec<usize>,
     pub out_shape: Shape,
+    /// Elementwise work applied to each result before it is stored (set by fusion); its
+    /// extra inputs have the output's shape or one element.
+    pub epilogue: Option<Epilogue>,
 }
 
 impl ReduceKernel {
@@ -125,7 +128,16 @@ impl ReduceKernel {
         self.axes.iter().map(|&a| self.in_shape.dims()[a]).product()
     }
 
-    pub fn run_cpu(&self, input: &[u32]) -> Vec<u32> {
+    /// `inputs`: the reduced tensor, then the epilogue's extra inputs.
+    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let out = self.reduce_cpu(inputs[0]);
+        match &self.epilogue {
+            None => out,
+            Some(e) => e.run_cpu(&out, &inputs[1..], &self.out_shape, self.dtype),
+        }
+    }
+
+    fn reduce_cpu(&self, input: &[u32]) -> Vec<u32> {
         if let Some((strategy, r)) = self.fast_path() {
             return (0..self.out_shape.numel())
                 .map(|o| self.fold_row_cpu(strategy, &input[o * r..(o + 1) * r]))
@@ -201,7 +213,11 @@ impl ReduceKernel {
         let out_d = self.op.out_dtype(d);
         let mut bindings = Writer::new();
         codegen::storage_binding(&mut bindings, 0, "in0", d);
-        codegen::storage_binding(&mut bindings, 1, "out", out_d);
+        let (func, epi_args) = self.epilogue_parts();
+        for (j, (_, xd)) in self.extra().iter().enumerate() {
+            codegen::storage_binding(&mut bindings, 1 + j, &format!("in{}", 1 + j), *xd);
+        }
+        codegen::storage_binding(&mut bindings, 1 + self.extra().len(), "out", out_d);
         let mut base = Writer::new();
         base.indent(1);
         codegen::strided_index(&mut base, "base", "o", &kd, &ks);
@@ -276,7 +292,11 @@ impl ReduceKernel {
             ("START", start.to_string()),
             ("LOAD", codegen::load("in0", "base + off", d)),
             ("COMBINE", combine.replace("OTHER_ZERO", &zero_of(d))),
-            ("STORE", codegen::store("out", "o", &finish, out_d)),
+            (
+                "STORE",
+                codegen::store("out", "o", &self.apply_epilogue(&finish, &epi_args), out_d),
+            ),
+            ("FUNC", func),
         ]);
         codegen::fill_template(include_str!("../../shaders/reduce.wgsl"), &values)
     }
@@ -460,8 +480,13 @@ impl ReduceKernel {
             self.op.name()
         ));
         codegen::storage_binding_vec(&mut w, 0, "in0", d, vec);
-        codegen::storage_binding(&mut w, 1, "out", d);
-        for line in codegen::PRELUDE.lines() {
+        for (j, (_, xd)) in self.extra().iter().enumerate() {
+            codegen::storage_binding(&mut w, 1 + j, &format!("in{}", 1 + j), *xd);
+        }
+        codegen::storage_binding(&mut w, 1 + self.extra().len(), "out", d);
+        let (func, epi_args) = self.epilogue_parts();
+        let finish = self.apply_epilogue(&finish, &epi_args);
+        for line in codegen::PRELUDE.lines().chain(func.lines()) {
             w.line(line);
         }
         if vec {
@@ -537,5 +562,48 @@ impl ReduceKernel {
         w.indent(0);
         w.line("}");
         w.finish()
+    }
+}
+
+impl ReduceKernel {
+    fn extra(&self) -> &[(Shape, DType)] {
+        self.epilogue.as_ref().map_or(&[], |e| e.extra.as_slice())
+    }
+
+    /// The epilogue function (empty without one) and the loads of its extra inputs for
+    /// output `o`: full-shape inputs at `o`, one-element inputs at 0.
+    fn epilogue_parts(&self) -> (String, Vec<String>) {
+        let Some(e) = &self.epilogue else {
+            return (String::new(), Vec::new());
+        };
+        let loads = e
+            .extra
+            .iter()
+            .enumerate()
+            .map(|(j, (s, d))| {
+                let idx = if s.numel() == 1 { "0u" } else { "o" };
+                codegen::load(&format!("in{}", 1 + j), idx, *d)
+            })
+            .collect();
+        (e.wgsl_function(self.dtype), loads)
+    }
+
+    fn apply_epilogue(&self, value: &str, args: &[String]) -> String {
+        if self.epilogue.is_none() {
+            return value.to_string();
+        }
+        let mut all = vec![format!("({value})")];
+        all.extend(args.iter().cloned());
+        format!("wgf_epi({})", all.join(", "))
+    }
+
+    /// Whether elementwise work can be fused after this reduction: it folds values (not an
+    /// index or a truth value), so the epilogue sees the reduction's own dtype.
+    pub fn takes_epilogue(&self) -> bool {
+        self.epilogue.is_none()
+            && matches!(
+                self.op,
+                ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min
+            )
     }
 }
