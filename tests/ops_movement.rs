@@ -205,7 +205,7 @@ mod props {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(24317), ..ProptestConfig::default() })]
 
         /// Random slices (any step sign), flips, pads, tiles and concats of a random i32 tensor:
         /// every GPU equals `cpu:0` word for word. Empty slices must be build errors.

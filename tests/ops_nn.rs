@@ -141,7 +141,7 @@ mod props {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(24313), ..ProptestConfig::default() })]
 
         /// Every reduction over random axes, with NaN/inf in the data: every GPU equals `cpu:0`.
         #[test]
