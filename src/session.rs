@@ -266,7 +266,11 @@ impl Session {
         Ok(node)
     }
 
-    fn check_feeds(&self, feeds: &[(Tensor, HostTensor)]) -> Result<HashMap<String, HostTensor>> {
+    /// The feeds by placeholder name, borrowed: a run copies feed data only into the device.
+    fn check_feeds<'f>(
+        &self,
+        feeds: &'f [(Tensor, HostTensor)],
+    ) -> Result<HashMap<String, &'f HostTensor>> {
         let mut fed = HashMap::new();
         for (t, value) in feeds {
             let node = self.placeholder_node(*t)?;
@@ -282,7 +286,7 @@ impl Session {
                     ),
                 });
             }
-            if fed.insert(node.name.clone(), value.clone()).is_some() {
+            if fed.insert(node.name.clone(), value).is_some() {
                 return Err(Error::Feed {
                     name: node.name.clone(),
                     message: "fed twice".into(),

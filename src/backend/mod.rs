@@ -66,7 +66,7 @@ async fn write_one(plan: &Plan, p: &mut Prepared, v: ValueId, words: &[u32]) -> 
 pub async fn execute(
     plan: &Plan,
     p: &mut Prepared,
-    feeds: &HashMap<String, HostTensor>,
+    feeds: &HashMap<String, &HostTensor>,
     read_back: bool,
 ) -> Result<Vec<HostTensor>> {
     for (name, v) in &plan.feeds {
