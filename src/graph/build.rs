@@ -166,18 +166,23 @@ impl Graph {
     /// operands need rank ≥ 2).
     #[track_caller]
     pub fn matmul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        let loc = Location::caller();
-        let (na, nb) = (self.check(a, "matmul", loc)?, self.check(b, "matmul", loc)?);
+        self.matmul_at(a, b, "matmul", Location::caller())
+    }
+
+    /// The matmul rule, with errors named `op` and located at `loc` (composites such as
+    /// `linear` pass their own name and their caller's location).
+    pub(crate) fn matmul_at(&mut self, a: Tensor, b: Tensor, op: &str, loc: Loc) -> Result<Tensor> {
+        let (na, nb) = (self.check(a, op, loc)?, self.check(b, op, loc)?);
         let (da, db) = (self.dtype(a), self.dtype(b));
         if da != db || !da.is_numeric() {
             return Err(Error::build(
-                "matmul",
+                op,
                 loc,
                 format!("operands must share a numeric dtype, got {da} and {db}"),
             ));
         }
-        let shape = matmul_shape(self.shape(a), self.shape(b))
-            .map_err(|m| Error::build("matmul", loc, m))?;
+        let shape =
+            matmul_shape(self.shape(a), self.shape(b)).map_err(|m| Error::build(op, loc, m))?;
         Ok(self.push(Op::MatMul, &[na, nb], shape, da, "matmul", loc))
     }
 

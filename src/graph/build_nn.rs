@@ -3,7 +3,6 @@
 //! fusion sees through them), plus the conv2d and pooling primitives.
 
 use super::{Axes, Graph, Tensor};
-use crate::ops::matmul::matmul_shape;
 use crate::ops::{reduce, BinaryOp, Op, PoolKind, ReduceOp, UnaryOp, Window};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
@@ -169,7 +168,7 @@ impl Graph {
     pub fn linear(&mut self, x: Tensor, w: Tensor, b: Option<Tensor>) -> Result<Tensor> {
         let loc = Location::caller();
         self.name_scope("linear", |g| {
-            let y = g.matmul_at(x, w, loc)?;
+            let y = g.matmul_at(x, w, "linear", loc)?;
             match b {
                 Some(b) => g.binary(BinaryOp::Add, y, b, loc),
                 None => Ok(y),
@@ -488,21 +487,6 @@ impl Graph {
         let ns = [finite, m, zero].map(|t| t.node());
         let shape = self.shape(m).clone();
         Ok(self.push(Op::Select, &ns, shape, DType::F32, "where", loc))
-    }
-
-    fn matmul_at(&mut self, a: Tensor, b: Tensor, loc: Loc) -> Result<Tensor> {
-        let (na, nb) = (self.check(a, "linear", loc)?, self.check(b, "linear", loc)?);
-        let (da, db) = (self.dtype(a), self.dtype(b));
-        if da != db || !da.is_numeric() {
-            return Err(Error::build(
-                "linear",
-                loc,
-                format!("operands must share a numeric dtype, got {da} and {db}"),
-            ));
-        }
-        let shape = matmul_shape(self.shape(a), self.shape(b))
-            .map_err(|m| Error::build("linear", loc, m))?;
-        Ok(self.push(Op::MatMul, &[na, nb], shape, da, "matmul", loc))
     }
 
     fn scalar(&mut self, v: f32, loc: Loc) -> Result<Tensor> {
