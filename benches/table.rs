@@ -403,6 +403,7 @@ fn memory_zoo() {
                     max_storage_buffers_per_shader_stage: 8,
                     max_compute_workgroups_per_dimension: 65535,
                     min_storage_buffer_offset_alignment: 256,
+                    shader_f16: true,
                 },
             ),
             (Device::Cpu, DeviceLimits::cpu()),

@@ -14,7 +14,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {{BATCH}}
     var acc = {{ZERO}};
     for (var k = 0u; k < {{K}}u; k = k + 1u) {
-        acc = acc + in0[a_base + m * {{K}}u + k] * in1[b_base + k * {{N}}u + n];
+        acc = acc + {{A}} * {{B}};
     }
 {{STORE}}
 }

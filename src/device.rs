@@ -123,6 +123,8 @@ pub struct DeviceLimits {
     pub max_storage_buffers_per_shader_stage: u32,
     pub max_compute_workgroups_per_dimension: u32,
     pub min_storage_buffer_offset_alignment: u32,
+    /// Kernels may store and compute f16 (WebGPU's `shader-f16` feature; always on `cpu:0`).
+    pub shader_f16: bool,
 }
 
 impl DeviceLimits {
@@ -134,6 +136,7 @@ impl DeviceLimits {
             max_storage_buffers_per_shader_stage: u32::MAX,
             max_compute_workgroups_per_dimension: u32::MAX,
             min_storage_buffer_offset_alignment: 4,
+            shader_f16: true,
         }
     }
 }

@@ -40,6 +40,16 @@ impl Element for u32 {
     }
 }
 
+impl Element for half::f16 {
+    const DTYPE: DType = DType::F16;
+    fn to_word(self) -> u32 {
+        self.to_bits() as u32
+    }
+    fn from_word(w: u32) -> Self {
+        half::f16::from_bits(w as u16)
+    }
+}
+
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
     fn to_word(self) -> u32 {
@@ -140,7 +150,8 @@ impl HostTensor {
         &self.words
     }
 
-    /// The raw bytes (device layout, native endianness).
+    /// The raw bytes of the words (one word per element, native endianness; a GPU stores f16
+    /// in 2 bytes, see `backend::gpu::exec::device_bytes`).
     pub fn bytes(&self) -> &[u8] {
         bytemuck::cast_slice(&self.words)
     }
@@ -170,8 +181,15 @@ impl HostTensor {
         Ok(self.words.iter().map(|&w| T::from_word(w)).collect())
     }
 
-    /// The values as f32 (`to_vec::<f32>`).
+    /// The values as f32: `to_vec::<f32>`, or f16 values widened exactly.
     pub fn to_f32(&self) -> Result<Vec<f32>> {
+        if self.dtype == DType::F16 {
+            return Ok(self
+                .words
+                .iter()
+                .map(|&w| f32::from_bits(crate::dtype::f16_to_f32_word(w)))
+                .collect());
+        }
         self.to_vec()
     }
 
@@ -189,6 +207,7 @@ impl HostTensor {
     fn fmt_elem(&self, f: &mut fmt::Formatter<'_>, w: u32) -> fmt::Result {
         match self.dtype {
             DType::F32 => write!(f, "{}", f32::from_bits(w)),
+            DType::F16 => write!(f, "{}", half::f16::from_bits(w as u16)),
             DType::I32 => write!(f, "{}", w as i32),
             DType::U32 => write!(f, "{w}"),
             DType::Bool => write!(f, "{}", w != 0),

@@ -47,6 +47,8 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Axes, Graph, Tensor};
 pub use graph::{Conv2dOptions, PadMode};
+/// IEEE half precision, the host type of [`DType::F16`] tensors (re-exported from `half`).
+pub use half::f16;
 pub use host::{Element, HostTensor};
 pub use ops::SliceArg;
 pub use session::{Counters, Session, SessionOptions};

@@ -1,7 +1,7 @@
 //! NumPy `.npy` files: read and write [`HostTensor`]s.
 //!
 //! Supported: format versions 1.0, 2.0 and 3.0 headers, C order, and the dtypes wgflow has:
-//! `<f4` (f32), `<i4` (i32), `<u4` (u32) and `|b1` (bool, one byte per element). Anything else
+//! `<f4` (f32), `<f2` (f16), `<i4` (i32), `<u4` (u32) and `|b1` (bool, one byte per element). Anything else
 //! (big-endian, Fortran order, other widths) is a clear error rather than a silent conversion.
 //! Writing always produces version 1.0 with a header padded to 64 bytes, as NumPy does.
 
@@ -38,6 +38,7 @@ pub fn write(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
 pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
     let descr = match t.dtype() {
         DType::F32 => "<f4",
+        DType::F16 => "<f2",
         DType::I32 => "<i4",
         DType::U32 => "<u4",
         DType::Bool => "|b1",
@@ -66,6 +67,7 @@ pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
     for &w in t.words() {
         match t.dtype() {
             DType::Bool => out.push(u8::from(w != 0)),
+            DType::F16 => out.extend_from_slice(&(w as u16).to_le_bytes()),
             _ => out.extend_from_slice(&w.to_le_bytes()),
         }
     }
@@ -99,12 +101,13 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
     let (dtype, item) = match descr {
         "<f4" => (DType::F32, 4),
+        "<f2" => (DType::F16, 2),
         "<i4" => (DType::I32, 4),
         "<u4" => (DType::U32, 4),
         "|b1" => (DType::Bool, 1),
         other => {
             return Err(Error::Host(format!(
-                "dtype '{other}' is not supported (expected <f4, <i4, <u4 or |b1; convert with arr.astype(np.float32) etc.)"
+                "dtype '{other}' is not supported (expected <f4, <f2, <i4, <u4 or |b1; convert with arr.astype(np.float32) etc.)"
             )))
         }
     };
@@ -146,6 +149,10 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
     }
     let words: Vec<u32> = if item == 1 {
         data.iter().map(|&x| u32::from(x != 0)).collect()
+    } else if item == 2 {
+        data.chunks_exact(2)
+            .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))
+            .collect()
     } else {
         data.chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))

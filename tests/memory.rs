@@ -167,6 +167,7 @@ fn fake_gpu_target(fuse: bool) -> Target {
                     max_storage_buffers_per_shader_stage: 8,
                     max_compute_workgroups_per_dimension: 65535,
                     min_storage_buffer_offset_alignment: 256,
+                    shader_f16: false,
                 },
             ),
             (Device::Cpu, DeviceLimits::cpu()),

@@ -60,6 +60,7 @@ fn values(dtype: DType, shape: &[usize], seed: &[u32]) -> HostTensor {
                 .wrapping_add(i as u32 * 40_503);
             match dtype {
                 DType::F32 => F32_POOL[(r % 15) as usize].to_bits(),
+                DType::F16 => wgflow::f16::from_f32(F32_POOL[(r % 15) as usize]).to_bits() as u32,
                 DType::I32 => ((r % 41) as i32 - 20) as u32,
                 DType::U32 => r % 21,
                 DType::Bool => r % 2,

@@ -10,7 +10,7 @@ use wgflow::{DType, Shape};
 
 const UNARY: [UnaryOp; UnaryOp::ALL.len()] = UnaryOp::ALL;
 const BINARY: [BinaryOp; BinaryOp::ALL.len()] = BinaryOp::ALL;
-const DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::U32, DType::Bool];
+const DTYPES: [DType; 5] = [DType::F32, DType::I32, DType::U32, DType::Bool, DType::F16];
 
 fn check(kernel: &Kernel) {
     let src = kernel.wgsl();
@@ -81,7 +81,7 @@ fn every_elementwise_op_and_dtype_validates() {
 #[test]
 fn reductions_matmul_and_permute_validate() {
     let shape = Shape::from([2, 3, 4]);
-    for d in [DType::F32, DType::I32, DType::U32] {
+    for d in [DType::F32, DType::I32, DType::U32, DType::F16] {
         for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min] {
             for (axes, out) in [
                 (vec![0, 1, 2], vec![]),
@@ -211,6 +211,11 @@ fn invalid_wgsl_reports_line_and_column() {
 
 #[test]
 fn matmul_epilogues_validate_for_every_strategy() {
+    matmul_epilogues_validate_for(DType::F32);
+    matmul_epilogues_validate_for(DType::F16);
+}
+
+fn matmul_epilogues_validate_for(dt: DType) {
     use wgflow::ops::Epilogue;
     // relu(acc + bias) * scale + residual, with a bool mask selecting the residual.
     let e = Expr::Select(
@@ -238,14 +243,14 @@ fn matmul_epilogues_validate_for_every_strategy() {
         a: Shape::from([2, 32, 16]),
         b: Shape::from([16, 64]),
         out: out.clone(),
-        dtype: DType::F32,
+        dtype: dt,
         block: None,
         epilogue: Some(Epilogue {
             expr: e,
             extra: vec![
-                (Shape::from([64]), DType::F32),
-                (Shape::scalar(), DType::F32),
-                (out.clone(), DType::F32),
+                (Shape::from([64]), dt),
+                (Shape::scalar(), dt),
+                (out.clone(), dt),
                 (out, DType::Bool),
             ],
         }),
@@ -260,6 +265,11 @@ fn matmul_epilogues_validate_for_every_strategy() {
 
 #[test]
 fn reduction_epilogues_validate_for_every_strategy() {
+    reduction_epilogues_validate_for(DType::F32);
+    reduction_epilogues_validate_for(DType::F16);
+}
+
+fn reduction_epilogues_validate_for(dt: DType) {
     use wgflow::ops::{Epilogue, ReduceStrategy};
     // sqrt(acc + eps) * scale + full
     let e = Expr::Binary(
@@ -271,7 +281,7 @@ fn reduction_epilogues_validate_for_every_strategy() {
                 Box::new(Expr::Binary(
                     BinaryOp::Add,
                     Box::new(Expr::Input(0)),
-                    Box::new(Expr::Lit(DType::F32, 1e-5f32.to_bits())),
+                    Box::new(Expr::Lit(dt, 1e-5f32.to_bits())),
                 )),
             )),
             Box::new(Expr::Input(1)),
@@ -288,11 +298,11 @@ fn reduction_epilogues_validate_for_every_strategy() {
         let k = ReduceKernel {
             epilogue: Some(Epilogue {
                 expr: e.clone(),
-                extra: vec![(Shape::scalar(), DType::F32), (out.clone(), DType::F32)],
+                extra: vec![(Shape::scalar(), dt), (out.clone(), dt)],
             }),
             op: ReduceOp::Mean,
             in_shape: Shape::new(shape),
-            dtype: DType::F32,
+            dtype: dt,
             axes,
             out_shape: out,
         };

@@ -31,16 +31,28 @@ fn reductions_validate_for_every_dtype_and_axes() {
             .map(|k| dims[k])
             .collect();
         let cases = [
-            (ReduceOp::Prod, vec![DType::F32, DType::I32, DType::U32]),
-            (ReduceOp::ArgMax, vec![DType::F32, DType::I32, DType::U32]),
-            (ReduceOp::ArgMin, vec![DType::F32, DType::I32, DType::U32]),
+            (
+                ReduceOp::Prod,
+                vec![DType::F32, DType::I32, DType::U32, DType::F16],
+            ),
+            (ReduceOp::Sum, vec![DType::F16]),
+            (ReduceOp::Mean, vec![DType::F16]),
+            (ReduceOp::Max, vec![DType::F16]),
+            (
+                ReduceOp::ArgMax,
+                vec![DType::F32, DType::I32, DType::U32, DType::F16],
+            ),
+            (
+                ReduceOp::ArgMin,
+                vec![DType::F32, DType::I32, DType::U32, DType::F16],
+            ),
             (
                 ReduceOp::All,
-                vec![DType::Bool, DType::F32, DType::I32, DType::U32],
+                vec![DType::Bool, DType::F32, DType::I32, DType::U32, DType::F16],
             ),
             (
                 ReduceOp::Any,
-                vec![DType::Bool, DType::F32, DType::I32, DType::U32],
+                vec![DType::Bool, DType::F32, DType::I32, DType::U32, DType::F16],
             ),
         ];
         for (op, dtypes) in cases {
@@ -60,6 +72,12 @@ fn reductions_validate_for_every_dtype_and_axes() {
 
 #[test]
 fn movement_kernels_validate() {
+    for dtype in [DType::F32, DType::F16] {
+        movement_kernels_validate_for(dtype);
+    }
+}
+
+fn movement_kernels_validate_for(dtype: DType) {
     for (kind, out, offset, strides) in [
         (StridedKind::Slice, vec![3, 2], 7i64, vec![-4i64, 2]),
         (StridedKind::Flip, vec![4], 3, vec![-1]),
@@ -71,6 +89,7 @@ fn movement_kernels_validate() {
             out_shape: Shape::new(out),
             offset,
             strides,
+            dtype,
         }));
     }
     for n in 1..=6 {
@@ -78,6 +97,7 @@ fn movement_kernels_validate() {
             in_shapes: (0..n).map(|k| Shape::new(vec![2, k + 1])).collect(),
             axis: 1,
             out_shape: Shape::new(vec![2, n * (n + 1) / 2]),
+            dtype,
         }));
     }
     check(&Kernel::Pad(PadKernel {
@@ -85,18 +105,21 @@ fn movement_kernels_validate() {
         before: vec![1, 0],
         value: 1.5f32.to_bits(),
         out_shape: Shape::new(vec![4, 5]),
+        dtype,
     }));
     check(&Kernel::Gather(GatherKernel {
         x_shape: Shape::new(vec![4, 3]),
         indices: 5,
         axis: 0,
         out_shape: Shape::new(vec![5, 3]),
+        dtype,
     }));
     check(&Kernel::Gather(GatherKernel {
         x_shape: Shape::new(vec![1]),
         indices: 1,
         axis: 0,
         out_shape: Shape::new(vec![]),
+        dtype,
     }));
 }
 

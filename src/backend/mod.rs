@@ -56,7 +56,7 @@ async fn read_one(plan: &Plan, p: &mut Prepared, v: ValueId) -> Result<Vec<u32>>
 async fn write_one(plan: &Plan, p: &mut Prepared, v: ValueId, words: &[u32]) -> Result<()> {
     match plan.values[v].device {
         Device::Cpu => p.cpu.write(plan, v, words),
-        Device::Gpu(i) => gpu(p, i)?.write(plan, v, bytemuck::cast_slice(words)),
+        Device::Gpu(i) => gpu(p, i)?.write(plan, v, words),
     }
 }
 

@@ -100,12 +100,12 @@ fn devices(visible: bool) -> wgflow::Result<()> {
         wgflow::devices()
     };
     println!(
-        "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6}",
-        "device", "name", "backend", "type", "max_buffer", "max_binding", "align", "bufs"
+        "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6} {:>4}",
+        "device", "name", "backend", "type", "max_buffer", "max_binding", "align", "bufs", "f16"
     );
     for d in &list {
         println!(
-            "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6}",
+            "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6} {:>4}",
             d.device.to_string(),
             truncate(&d.name, 34),
             d.backend,
@@ -114,6 +114,7 @@ fn devices(visible: bool) -> wgflow::Result<()> {
             limit(d.limits.max_storage_buffer_binding_size),
             d.limits.min_storage_buffer_offset_alignment,
             limit(d.limits.max_storage_buffers_per_shader_stage as u64),
+            if d.limits.shader_f16 { "yes" } else { "no" },
         );
     }
     println!("best: {}", wgflow::Device::best());

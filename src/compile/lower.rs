@@ -181,23 +181,27 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 out_shape: node.shape.clone(),
                 offset: *offset,
                 strides: strides.clone(),
+                dtype: node.dtype,
             }),
             Op::Concat(axis) => Kernel::Concat(ConcatKernel {
                 in_shapes: (0..inputs.len()).map(|i| in_desc(&l, i).0).collect(),
                 axis: *axis,
                 out_shape: node.shape.clone(),
+                dtype: node.dtype,
             }),
             Op::Pad { before, value } => Kernel::Pad(PadKernel {
                 in_shape: in_desc(&l, 0).0,
                 before: before.clone(),
                 value: *value,
                 out_shape: node.shape.clone(),
+                dtype: node.dtype,
             }),
             Op::Gather(axis) => Kernel::Gather(GatherKernel {
                 x_shape: in_desc(&l, 0).0,
                 indices: in_desc(&l, 1).0.numel(),
                 axis: *axis,
                 out_shape: node.shape.clone(),
+                dtype: node.dtype,
             }),
             Op::Conv2d { window, groups } => Kernel::Conv2d(Conv2dKernel {
                 x: in_desc(&l, 0).0,

@@ -54,6 +54,7 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
             None => target.default_device,
         };
         let d = gpu_only(graph, n, d, target)?;
+        let d = needs_f16(graph, n, d, target)?;
         device.insert(n, d);
     }
     for n in deferred {
@@ -61,7 +62,8 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
             .iter()
             .filter(|&&c| c > n && graph.input_nodes(c).contains(&n))
             .find_map(|c| device.get(c).copied());
-        device.insert(n, consumer.unwrap_or(target.default_device));
+        let d = needs_f16(graph, n, consumer.unwrap_or(target.default_device), target)?;
+        device.insert(n, d);
     }
     let available = || {
         target
@@ -114,6 +116,38 @@ fn resolve(
         requested: spec.to_string(),
         message: format!(
             "no such device is visible (built at {}); available: {available}. Enable soft placement to fall back",
+            node.location
+        ),
+    })
+}
+
+/// A node that produces or reads f16 headed for a GPU without the `shader-f16` feature moves to
+/// `cpu:0` with soft placement on (logged); otherwise it is an error naming the feature.
+fn needs_f16(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<Device> {
+    let node = &graph.g[n];
+    let f16 = crate::DType::F16;
+    let touches_f16 = node.dtype == f16
+        || graph
+            .input_nodes(n)
+            .iter()
+            .any(|&i| graph.g[i].dtype == f16);
+    if !touches_f16 || target.limits(d).is_none_or(|l| l.shader_f16) {
+        return Ok(d);
+    }
+    if target.soft_placement {
+        log::warn!(
+            "soft placement: node '{}' ({}) uses f16, which {d} lacks (no shader-f16 feature); placed on cpu:0",
+            node.name,
+            node.op.name()
+        );
+        return Ok(Device::Cpu);
+    }
+    Err(Error::Placement {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        requested: d.to_string(),
+        message: format!(
+            "f16 needs the adapter's shader-f16 feature, which {d} lacks (built at {}); place f16 work on cpu:0 or a GPU that has it (`wgflow devices` lists them), or enable soft placement",
             node.location
         ),
     })

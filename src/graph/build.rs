@@ -223,7 +223,7 @@ impl Graph {
             return Err(Error::build(
                 "softmax",
                 loc,
-                format!("needs f32, got {}", self.dtype(x)),
+                format!("needs f32 or f16, got {}", self.dtype(x)),
             ));
         }
         self.shape(x).axis(axis).ok_or_else(|| {

@@ -32,6 +32,7 @@ fn scalar_word(dtype: DType, v: f64) -> std::result::Result<u32, String> {
     };
     match dtype {
         DType::F32 => Ok((v as f32).to_bits()),
+        DType::F16 => Ok(crate::dtype::f32_to_f16_word((v as f32).to_bits())),
         DType::I32 => int(i32::MIN as f64, i32::MAX as f64).map(|_| v as i32 as u32),
         DType::U32 => int(0.0, u32::MAX as f64).map(|_| v as u32),
         DType::Bool => Ok((v != 0.0) as u32),
@@ -123,19 +124,19 @@ impl Graph {
             let inner = if approximate {
                 let x3 = g.binary(BinaryOp::Mul, x, x, loc)?;
                 let x3 = g.binary(BinaryOp::Mul, x3, x, loc)?;
-                let c = g.lit(DType::F32, 0.044715, loc)?;
+                let c = g.lit(g.dtype(x), 0.044715, loc)?;
                 let t = g.binary(BinaryOp::Mul, x3, c, loc)?;
                 let t = g.binary(BinaryOp::Add, x, t, loc)?;
-                let k = g.lit(DType::F32, (2.0 / std::f64::consts::PI).sqrt(), loc)?;
+                let k = g.lit(g.dtype(x), (2.0 / std::f64::consts::PI).sqrt(), loc)?;
                 let t = g.binary(BinaryOp::Mul, t, k, loc)?;
                 g.unary(UnaryOp::Tanh, t, loc)?
             } else {
-                let k = g.lit(DType::F32, std::f64::consts::FRAC_1_SQRT_2, loc)?;
+                let k = g.lit(g.dtype(x), std::f64::consts::FRAC_1_SQRT_2, loc)?;
                 let t = g.binary(BinaryOp::Mul, x, k, loc)?;
                 g.unary(UnaryOp::Erf, t, loc)?
             };
-            let one = g.lit(DType::F32, 1.0, loc)?;
-            let half = g.lit(DType::F32, 0.5, loc)?;
+            let one = g.lit(g.dtype(x), 1.0, loc)?;
+            let half = g.lit(g.dtype(x), 0.5, loc)?;
             let t = g.binary(BinaryOp::Add, inner, one, loc)?;
             let hx = g.binary(BinaryOp::Mul, x, half, loc)?;
             g.binary(BinaryOp::Mul, hx, t, loc)
@@ -148,8 +149,8 @@ impl Graph {
         let loc = Location::caller();
         self.float_only("leaky_relu", x, loc)?;
         self.name_scope("leaky_relu", |g| {
-            let zero = g.lit(DType::F32, 0.0, loc)?;
-            let a = g.lit(DType::F32, alpha as f64, loc)?;
+            let zero = g.lit(g.dtype(x), 0.0, loc)?;
+            let a = g.lit(g.dtype(x), alpha as f64, loc)?;
             let neg = g.binary(BinaryOp::Less, x, zero, loc)?;
             let ax = g.binary(BinaryOp::Mul, x, a, loc)?;
             g.select(neg, ax, x)
@@ -162,8 +163,8 @@ impl Graph {
         let loc = Location::caller();
         self.float_only("elu", x, loc)?;
         self.name_scope("elu", |g| {
-            let zero = g.lit(DType::F32, 0.0, loc)?;
-            let a = g.lit(DType::F32, alpha as f64, loc)?;
+            let zero = g.lit(g.dtype(x), 0.0, loc)?;
+            let a = g.lit(g.dtype(x), alpha as f64, loc)?;
             let pos = g.binary(BinaryOp::Greater, x, zero, loc)?;
             let e = g.unary(UnaryOp::Expm1, x, loc)?;
             let ae = g.binary(BinaryOp::Mul, e, a, loc)?;
@@ -382,7 +383,7 @@ impl Graph {
             Err(Error::build(
                 op,
                 loc,
-                format!("dtype {d} is not supported (expects f32)"),
+                format!("dtype {d} is not supported (expects f32 or f16)"),
             ))
         }
     }

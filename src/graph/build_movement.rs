@@ -243,6 +243,7 @@ impl Graph {
                     .collect();
                 let value = match dtype {
                     DType::F32 => (v as f32).to_bits(),
+                    DType::F16 => crate::dtype::f32_to_f16_word((v as f32).to_bits()),
                     DType::I32 => v as i32 as u32,
                     DType::U32 => v as u32,
                     DType::Bool => (v != 0.0) as u32,

@@ -149,7 +149,7 @@ impl Graph {
             let d = g.binary(BinaryOp::Sub, x, m, loc)?;
             let sq = g.binary(BinaryOp::Mul, d, d, loc)?;
             let v = g.reduce(ReduceOp::Mean, sq, axes.clone(), true, loc)?;
-            let e = g.scalar(eps, loc)?;
+            let e = g.scalar_as(x, eps, loc)?;
             let ve = g.binary(BinaryOp::Add, v, e, loc)?;
             let sd = g.unary(UnaryOp::Sqrt, ve, loc)?;
             let mut y = g.binary(BinaryOp::Div, d, sd, loc)?;
@@ -191,11 +191,14 @@ impl Graph {
         let loc = Location::caller();
         self.check(x, "batch_norm", loc)?;
         let shape = self.shape(x).clone();
-        if shape.rank() < 2 || self.dtype(x) != DType::F32 {
+        if shape.rank() < 2 || !self.dtype(x).is_float() {
             return Err(Error::build(
                 "batch_norm",
                 loc,
-                format!("needs f32 [N, C, ...], got {} {shape}", self.dtype(x)),
+                format!(
+                    "needs f32 or f16 [N, C, ...], got {} {shape}",
+                    self.dtype(x)
+                ),
             ));
         }
         let c = shape.dims()[1];
@@ -214,7 +217,7 @@ impl Graph {
         self.name_scope("batch_norm", |g| {
             let [m, v, s, b] =
                 [mean, var, gamma, beta].map(|p| g.view(p, Shape(pshape.clone()), "reshape", loc));
-            let e = g.scalar(eps, loc)?;
+            let e = g.scalar_as(x, eps, loc)?;
             let ve = g.binary(BinaryOp::Add, v?, e, loc)?;
             let sd = g.unary(UnaryOp::Sqrt, ve, loc)?;
             let d = g.binary(BinaryOp::Sub, x, m?, loc)?;
@@ -444,7 +447,7 @@ impl Graph {
             let d = g.binary(BinaryOp::Sub, x, m, loc)?;
             let sq = g.binary(BinaryOp::Mul, d, d, loc)?;
             let s = g.reduce(ReduceOp::Sum, sq, axes.clone(), keepdims, loc)?;
-            let n = g.scalar(count.saturating_sub(ddof) as f32, loc)?;
+            let n = g.scalar_as(x, count.saturating_sub(ddof) as f32, loc)?;
             let v = g.binary(BinaryOp::Div, s, n, loc)?;
             debug_assert_eq!(g.shape(v), &out);
             Ok(v)
@@ -461,11 +464,11 @@ impl Graph {
         loc: Loc,
     ) -> Result<(usize, Shape)> {
         self.check(x, op, loc)?;
-        if self.dtype(x) != DType::F32 {
+        if !self.dtype(x).is_float() {
             return Err(Error::build(
                 op,
                 loc,
-                format!("needs f32, got {}", self.dtype(x)),
+                format!("needs f32 or f16, got {}", self.dtype(x)),
             ));
         }
         let list = match axes {
@@ -481,15 +484,21 @@ impl Graph {
     /// `where(|m| < inf, m, 0)`: a max that is safe to subtract (NaN stays NaN via the input).
     fn finite_or_zero(&mut self, m: Tensor, loc: Loc) -> Result<Tensor> {
         let a = self.unary(UnaryOp::Abs, m, loc)?;
-        let inf = self.scalar(f32::INFINITY, loc)?;
+        let inf = self.scalar_as(m, f32::INFINITY, loc)?;
         let finite = self.binary(BinaryOp::Less, a, inf, loc)?;
-        let zero = self.scalar(0.0, loc)?;
+        let zero = self.scalar_as(m, 0.0, loc)?;
         let ns = [finite, m, zero].map(|t| t.node());
         let shape = self.shape(m).clone();
-        Ok(self.push(Op::Select, &ns, shape, DType::F32, "where", loc))
+        let dtype = self.dtype(m);
+        Ok(self.push(Op::Select, &ns, shape, dtype, "where", loc))
     }
 
-    fn scalar(&mut self, v: f32, loc: Loc) -> Result<Tensor> {
-        self.push_constant(HostTensor::scalar(v), loc)
+    /// A scalar constant of `like`'s float dtype.
+    fn scalar_as(&mut self, like: Tensor, v: f32, loc: Loc) -> Result<Tensor> {
+        let t = match self.dtype(like) {
+            DType::F16 => HostTensor::scalar(crate::f16::from_f32(v)),
+            _ => HostTensor::scalar(v),
+        };
+        self.push_constant(t, loc)
     }
 }

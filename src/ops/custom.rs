@@ -231,7 +231,7 @@ pub struct Signature {
 }
 
 impl Signature {
-    /// Parse `ret(arg, arg, ...)` with dtype names `f32 i32 u32 bool` (Numba's `float32`,
+    /// Parse `ret(arg, arg, ...)` with dtype names `f32 f16 i32 u32 bool` (Numba's `float32`,
     /// `int32`, `uint32` are accepted too).
     pub fn parse(s: &str) -> Result<Signature, String> {
         let bad = |why: &str| format!("bad signature '{s}': {why} (expected e.g. 'f32(f32, f32)')");
@@ -244,6 +244,7 @@ impl Signature {
             let name = name.trim();
             let canon = match name {
                 "float32" => "f32",
+                "float16" => "f16",
                 "int32" => "i32",
                 "uint32" => "u32",
                 "boolean" => "bool",
@@ -477,6 +478,11 @@ impl ElementwiseFn {
 fn lit_float(v: f64, d: DType) -> Result<Expr, String> {
     match d {
         DType::F32 => Ok(Expr::Lit(d, (v as f32).to_bits())),
+        // Rounded to nearest like an f32 literal; f16 arithmetic computes in f32 anyway.
+        DType::F16 => Ok(Expr::Lit(
+            d,
+            crate::dtype::f32_to_f16_word((v as f32).to_bits()),
+        )),
         DType::I32 if v.fract() == 0.0 && v >= i32::MIN as f64 && v <= i32::MAX as f64 => {
             Ok(Expr::Lit(d, v as i32 as u32))
         }
@@ -492,6 +498,10 @@ fn lit_float(v: f64, d: DType) -> Result<Expr, String> {
 fn lit_int(v: i64, d: DType) -> Result<Expr, String> {
     match d {
         DType::F32 if v.unsigned_abs() <= 1 << 24 => Ok(Expr::Lit(d, (v as f32).to_bits())),
+        DType::F16 if v.unsigned_abs() <= 1 << 11 => Ok(Expr::Lit(
+            d,
+            crate::dtype::f32_to_f16_word((v as f32).to_bits()),
+        )),
         DType::I32 if i32::try_from(v).is_ok() => Ok(Expr::Lit(d, v as i32 as u32)),
         DType::U32 if u32::try_from(v).is_ok() => Ok(Expr::Lit(d, v as u32)),
         _ => Err(format!(

@@ -343,6 +343,7 @@ impl Expr {
 fn lit_text(d: DType, w: u32) -> String {
     match d {
         DType::F32 => format!("{}", f32::from_bits(w)),
+        DType::F16 => format!("{}", half::f16::from_bits(w as u16)),
         DType::I32 => format!("{}", w as i32),
         DType::U32 => format!("{w}"),
         DType::Bool => format!("{}", w != 0),
@@ -486,7 +487,11 @@ impl ElementwiseKernel {
         let dims = self.out_shape.dims();
         for (i, (shape, d)) in self.inputs.iter().enumerate() {
             if full(shape) {
-                body.line(&format!("let v{i} = in{i}[i];"));
+                if *d == DType::F16 {
+                    body.line(&format!("let v{i} = vec4<f32>(in{i}[i]);"));
+                } else {
+                    body.line(&format!("let v{i} = in{i}[i];"));
+                }
                 continue;
             }
             let idx = if shape == &self.out_shape {
@@ -525,6 +530,11 @@ impl ElementwiseKernel {
                     "select(vec4<u32>(0u), vec4<u32>(1u), vec4<bool>({}))",
                     lanes.join(", ")
                 ),
+                DType::F16 => {
+                    let narrowed: Vec<String> =
+                        lanes.iter().map(|l| format!("wgf_to_f16({l})")).collect();
+                    format!("vec4<f16>({})", narrowed.join(", "))
+                }
                 d => format!("vec4<{}>({})", d.wgsl(), lanes.join(", ")),
             };
             body.line(&format!("out[i] = {value};"));
@@ -550,13 +560,28 @@ impl ElementwiseKernel {
     }
 }
 
-/// WGSL text of an expression whose inputs are bound to `x0, x1, ...`.
+/// WGSL text of an expression whose inputs are bound to `x0, x1, ...`. f16 values are f32
+/// in WGSL: every op that yields f16 is rounded to f16, exactly as `unary_cpu` & co. do.
 pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
+    let text = expr_wgsl_unrounded(e, dtypes);
+    let rounds = match e {
+        Expr::Unary(..) | Expr::Binary(..) => true,
+        Expr::Cast(_, a) => a.dtype(dtypes) != DType::F16,
+        Expr::Input(_) | Expr::Lit(..) | Expr::Select(..) => false,
+    };
+    if rounds && e.dtype(dtypes) == DType::F16 {
+        format!("wgf_round_f16({text})")
+    } else {
+        text
+    }
+}
+
+fn expr_wgsl_unrounded(e: &Expr, dtypes: &[DType]) -> String {
     match e {
         Expr::Input(i) => format!("x{i}"),
         Expr::Lit(d, w) => codegen::literal(*d, *w),
         Expr::Unary(op, a) => {
-            let d = a.dtype(dtypes);
+            let d = a.dtype(dtypes).compute();
             let x = expr_wgsl(a, dtypes);
             let zero = codegen::literal(d, 0);
             match op {
@@ -598,7 +623,7 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
             }
         }
         Expr::Binary(op, a, b) => {
-            let d = a.dtype(dtypes);
+            let d = a.dtype(dtypes).compute();
             let (x, y) = (expr_wgsl(a, dtypes), expr_wgsl(b, dtypes));
             match op {
                 BinaryOp::Add => format!("({x} + {y})"),
@@ -639,7 +664,8 @@ pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
             expr_wgsl(c, dtypes)
         ),
         Expr::Cast(to, a) => {
-            let from = a.dtype(dtypes);
+            let from = a.dtype(dtypes).compute();
+            let to = &to.compute();
             let x = expr_wgsl(a, dtypes);
             match (from, *to) {
                 (f, t) if f == t => x,

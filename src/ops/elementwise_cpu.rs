@@ -22,6 +22,7 @@
 //! NumPy raises instead).
 
 use super::elementwise::{BinaryOp, UnaryOp};
+use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::DType;
 
 fn f(w: u32) -> f32 {
@@ -143,6 +144,15 @@ fn sign_f32(x: f32) -> f32 {
 /// One unary op on one element of dtype `d`, with the semantics the WGSL kernel has.
 pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
     let b = |v: bool| v as u32;
+    if d == DType::F16 {
+        // Computed in f32, rounded once to f16 (predicates return bools).
+        let r = unary_cpu(op, DType::F32, f16_to_f32_word(w));
+        return if op.is_predicate() {
+            r
+        } else {
+            f32_to_f16_word(r)
+        };
+    }
     match (d, op) {
         (DType::F32, UnaryOp::Neg) => fw(-f(w)),
         (DType::F32, UnaryOp::Abs) => fw(f(w).abs()),
@@ -199,8 +209,16 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
 /// (integer rules in the module docs); `i32::MIN / -1 == i32::MIN`.
 pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
     let b = |v: bool| v as u32;
+    if d == DType::F16 {
+        let r = binary_cpu(op, DType::F32, f16_to_f32_word(x), f16_to_f32_word(y));
+        return if op.is_comparison() {
+            r
+        } else {
+            f32_to_f16_word(r)
+        };
+    }
     match d {
-        DType::F32 => {
+        DType::F32 | DType::F16 => {
             let (a, c) = (f(x), f(y));
             match op {
                 BinaryOp::Add => fw(a + c),
@@ -283,6 +301,8 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
 pub fn cast_cpu(from: DType, to: DType, w: u32) -> u32 {
     match (from, to) {
         (a, b) if a == b => w,
+        (DType::F16, t) => cast_cpu(DType::F32, t, f16_to_f32_word(w)),
+        (f, DType::F16) => f32_to_f16_word(cast_cpu(f, DType::F32, w)),
         (DType::F32, DType::I32) => (f(w) as i32) as u32,
         (DType::F32, DType::U32) => f(w) as u32,
         (DType::F32, DType::Bool) => (f(w) != 0.0) as u32,

@@ -1,6 +1,7 @@
 //! Batched matrix multiplication with NumPy batch broadcasting (`[..., M, K] @ [..., K, N]`).
 
 use crate::backend::gpu::codegen::{self, Writer};
+use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_wgsl};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr};
 use crate::{DType, Shape};
@@ -141,7 +142,21 @@ impl MatMulKernel {
 
     /// `inputs`: A, B, then the epilogue's extra inputs.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        let out = self.product_cpu(inputs[0], inputs[1]);
+        let out = if self.dtype == DType::F16 {
+            // f16 accumulates in f32 (as the WGSL kernels do) and rounds once at the end.
+            let wide = MatMulKernel {
+                dtype: DType::F32,
+                epilogue: None,
+                ..self.clone()
+            };
+            let widen = |x: &[u32]| x.iter().map(|&w| f16_to_f32_word(w)).collect::<Vec<_>>();
+            wide.product_cpu(&widen(inputs[0]), &widen(inputs[1]))
+                .into_iter()
+                .map(f32_to_f16_word)
+                .collect()
+        } else {
+            self.product_cpu(inputs[0], inputs[1])
+        };
         match &self.epilogue {
             None => out,
             Some(e) => e.run_cpu(&out, &inputs[2..], &self.out, self.dtype),
@@ -253,8 +268,13 @@ impl MatMulKernel {
             codegen::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
         }
         codegen::storage_binding(&mut bindings, 2 + extra.len(), "out", self.dtype);
+        let acc = if self.dtype == DType::F16 {
+            "wgf_round_f16(acc)"
+        } else {
+            "acc"
+        };
         let store = if self.epilogue.is_some() {
-            let args: Vec<String> = std::iter::once("acc".to_string())
+            let args: Vec<String> = std::iter::once(acc.to_string())
                 .chain(extra.iter().enumerate().map(|(j, (kind, d))| {
                     let idx = match kind {
                         EpilogueInput::Full => "o",
@@ -264,9 +284,10 @@ impl MatMulKernel {
                     codegen::load(&format!("in{}", 2 + j), idx, *d)
                 }))
                 .collect();
-            format!("    out[o] = wgf_epi({});", args.join(", "))
+            let value = format!("wgf_epi({})", args.join(", "));
+            format!("    {};", codegen::store("out", "o", &value, self.dtype))
         } else {
-            "    out[o] = acc;".to_string()
+            format!("    {};", codegen::store("out", "o", "acc", self.dtype))
         };
         let mut batch = Writer::new();
         batch.indent(1);
@@ -283,6 +304,14 @@ impl MatMulKernel {
                 ("K", k.to_string()),
                 ("BATCH", batch.finish()),
                 ("ZERO", codegen::literal(self.dtype, 0)),
+                (
+                    "A",
+                    codegen::load("in0", &format!("a_base + m * {k}u + k"), self.dtype),
+                ),
+                (
+                    "B",
+                    codegen::load("in1", &format!("b_base + k * {n}u + n"), self.dtype),
+                ),
                 ("FUNC", func),
                 ("STORE", store),
             ],
@@ -339,13 +368,13 @@ impl MatMulKernel {
         w.indent(2);
         for r in 0..tm {
             w.line(&format!(
-                "let a{r} = in0[(a_base + (m0 + {r}u) * {k}u + k) / 4u];"
+                "let a{r} = vec4<{t}>(in0[(a_base + (m0 + {r}u) * {k}u + k) / 4u]);"
             ));
         }
         for (kk, lane) in ["x", "y", "z", "w"].iter().enumerate() {
             for c in 0..cols {
                 w.line(&format!(
-                    "let b{kk}_{c} = in1[(b_base + (k + {kk}u) * {n}u + n0) / 4u + {c}u];"
+                    "let b{kk}_{c} = vec4<{t}>(in1[(b_base + (k + {kk}u) * {n}u + n0) / 4u + {c}u]);"
                 ));
             }
             for r in 0..tm {
@@ -358,13 +387,23 @@ impl MatMulKernel {
         }
         w.indent(1);
         w.line("}");
-        for (j, (kind, _)) in extra.iter().enumerate() {
+        // f16 epilogue inputs widen to f32 like every f16 load.
+        let widen = |d: DType, v: String, vec: bool| match (d, vec) {
+            (DType::F16, true) => format!("vec4<f32>({v})"),
+            (DType::F16, false) => format!("f32({v})"),
+            _ => v,
+        };
+        for (j, (kind, d)) in extra.iter().enumerate() {
             let b = 2 + j;
             match kind {
-                EpilogueInput::Scalar => w.line(&format!("let e{j} = in{b}[0];")),
+                EpilogueInput::Scalar => w.line(&format!(
+                    "let e{j} = {};",
+                    widen(*d, format!("in{b}[0]"), false)
+                )),
                 EpilogueInput::Row => {
                     for c in 0..cols {
-                        w.line(&format!("let e{j}_{c} = in{b}[n0 / 4u + {c}u];"));
+                        let v = widen(*d, format!("in{b}[n0 / 4u + {c}u]"), true);
+                        w.line(&format!("let e{j}_{c} = {v};"));
                     }
                 }
                 EpilogueInput::Full => {}
@@ -377,12 +416,19 @@ impl MatMulKernel {
                     let lanes: Vec<String> = ["x", "y", "z", "w"]
                         .iter()
                         .map(|lane| {
-                            let mut args = vec![format!("acc_{r}_{c}.{lane}")];
+                            let acc = format!("acc_{r}_{c}.{lane}");
+                            let mut args = vec![if self.dtype == DType::F16 {
+                                format!("wgf_round_f16({acc})")
+                            } else {
+                                acc
+                            }];
                             for (j, (kind, d)) in extra.iter().enumerate() {
                                 let v = match kind {
                                     EpilogueInput::Scalar => format!("e{j}"),
                                     EpilogueInput::Row => format!("e{j}_{c}.{lane}"),
-                                    EpilogueInput::Full => format!("in{}[{at}].{lane}", 2 + j),
+                                    EpilogueInput::Full => {
+                                        widen(*d, format!("in{}[{at}].{lane}", 2 + j), false)
+                                    }
                                 };
                                 args.push(if *d == DType::Bool {
                                     format!("({v} != 0u)")
@@ -397,7 +443,11 @@ impl MatMulKernel {
                 } else {
                     format!("acc_{r}_{c}")
                 };
-                w.line(&format!("out[{at}] = {value};"));
+                if self.dtype == DType::F16 {
+                    w.line(&format!("out[{at}] = wgf_to_f16_v4({value});"));
+                } else {
+                    w.line(&format!("out[{at}] = {value};"));
+                }
             }
         }
         w.indent(0);

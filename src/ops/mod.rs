@@ -177,7 +177,7 @@ impl Kernel {
 
     /// The kernel's WGSL source.
     pub fn wgsl(&self) -> String {
-        match self {
+        let generated = match self {
             Kernel::Elementwise(k) => k.wgsl(),
             Kernel::Reduce(k) => k.wgsl(),
             Kernel::MatMul(k) => k.wgsl(),
@@ -189,8 +189,9 @@ impl Kernel {
             Kernel::Conv2d(k) => k.wgsl(),
             Kernel::Pool(k) => k.wgsl(),
             Kernel::Random(k) => k.wgsl(),
-            Kernel::RawWgsl(k) => k.source.clone(),
-        }
+            Kernel::RawWgsl(k) => return k.source.clone(),
+        };
+        crate::backend::gpu::codegen::with_f16_support(generated)
     }
 
     /// The WGSL entry point.

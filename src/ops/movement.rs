@@ -253,12 +253,15 @@ fn signed_index(
     w.line(&format!("let {name} = u32({});", terms.join(" + ")));
 }
 
-fn copy_kernel(inputs: usize, n: usize, body: Writer) -> String {
+/// Words are copied untyped (as u32) except f16, which a GPU stores in 2 bytes. `inputs` are
+/// the dtypes of the bindings before `out`; `dtype` is the element type that moves.
+fn copy_kernel(inputs: &[DType], dtype: DType, n: usize, body: Writer) -> String {
+    let untyped = |d: DType| if d == DType::F16 { d } else { DType::U32 };
     let mut bindings = Writer::new();
-    for i in 0..inputs {
-        codegen::storage_binding(&mut bindings, i, &format!("in{i}"), DType::U32);
+    for (i, d) in inputs.iter().enumerate() {
+        codegen::storage_binding(&mut bindings, i, &format!("in{i}"), untyped(*d));
     }
-    codegen::storage_binding(&mut bindings, inputs, "out", DType::U32);
+    codegen::storage_binding(&mut bindings, inputs.len(), "out", untyped(dtype));
     codegen::fill_template(
         include_str!("../../shaders/gather.wgsl"),
         &[
@@ -288,6 +291,7 @@ pub struct StridedKernel {
     pub out_shape: Shape,
     pub offset: i64,
     pub strides: Vec<i64>,
+    pub dtype: DType,
 }
 
 impl StridedKernel {
@@ -318,7 +322,7 @@ impl StridedKernel {
             self.offset,
         );
         body.line("out[i] = in0[src];");
-        copy_kernel(1, self.out_shape.numel(), body)
+        copy_kernel(&[self.dtype], self.dtype, self.out_shape.numel(), body)
     }
 }
 
@@ -328,6 +332,7 @@ pub struct ConcatKernel {
     pub in_shapes: Vec<Shape>,
     pub axis: usize,
     pub out_shape: Shape,
+    pub dtype: DType,
 }
 
 impl ConcatKernel {
@@ -378,7 +383,8 @@ impl ConcatKernel {
             start += d;
         }
         body.line("}");
-        copy_kernel(self.in_shapes.len(), self.out_shape.numel(), body)
+        let ins = vec![self.dtype; self.in_shapes.len()];
+        copy_kernel(&ins, self.dtype, self.out_shape.numel(), body)
     }
 }
 
@@ -390,6 +396,7 @@ pub struct PadKernel {
     pub before: Vec<usize>,
     pub value: u32,
     pub out_shape: Shape,
+    pub dtype: DType,
 }
 
 impl PadKernel {
@@ -433,11 +440,16 @@ impl PadKernel {
             body.line(&format!("src = src + u32(max(c{k}, 0)) * {}u;", st[k]));
             inner *= od[k];
         }
+        let value = if self.dtype == DType::F16 {
+            // naga types `bitcast<vec2<f16>>` wrongly; unpack gives the same exact value.
+            format!("f16(unpack2x16float({}u).x)", self.value)
+        } else {
+            format!("{}u", self.value)
+        };
         body.line(&format!(
-            "out[i] = select({}u, in0[select(0u, src, ok)], ok);",
-            self.value
+            "out[i] = select({value}, in0[select(0u, src, ok)], ok);"
         ));
-        copy_kernel(1, self.out_shape.numel(), body)
+        copy_kernel(&[self.dtype], self.dtype, self.out_shape.numel(), body)
     }
 }
 
@@ -450,6 +462,7 @@ pub struct GatherKernel {
     pub indices: usize,
     pub axis: usize,
     pub out_shape: Shape,
+    pub dtype: DType,
 }
 
 impl GatherKernel {
@@ -493,6 +506,11 @@ impl GatherKernel {
         body.line(&format!(
             "out[i] = in0[(outer * {n}u + u32(k)) * {inner}u + inn];"
         ));
-        copy_kernel(2, self.out_shape.numel(), body)
+        copy_kernel(
+            &[self.dtype, DType::I32],
+            self.dtype,
+            self.out_shape.numel(),
+            body,
+        )
     }
 }

@@ -3,6 +3,7 @@
 //! var, std and logsumexp are composites in `graph/build_nn.rs`.
 
 use crate::backend::gpu::codegen::{self, Writer};
+use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
 use crate::ops::{BinaryOp, Epilogue};
 use crate::{DType, Shape};
@@ -130,7 +131,23 @@ impl ReduceKernel {
 
     /// `inputs`: the reduced tensor, then the epilogue's extra inputs.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        let out = self.reduce_cpu(inputs[0]);
+        let out = if self.dtype == DType::F16 {
+            // f16 accumulates in f32 (as the WGSL kernel does) and rounds once at the end.
+            let wide = ReduceKernel {
+                dtype: DType::F32,
+                epilogue: None,
+                ..self.clone()
+            };
+            let input: Vec<u32> = inputs[0].iter().map(|&w| f16_to_f32_word(w)).collect();
+            let out = wide.reduce_cpu(&input);
+            if self.op.out_dtype(DType::F16) == DType::F16 {
+                out.into_iter().map(f32_to_f16_word).collect()
+            } else {
+                out
+            }
+        } else {
+            self.reduce_cpu(inputs[0])
+        };
         match &self.epilogue {
             None => out,
             Some(e) => e.run_cpu(&out, &inputs[1..], &self.out_shape, self.dtype),
@@ -274,9 +291,12 @@ impl ReduceKernel {
             (ReduceOp::Max, false) => "max(acc, v)",
             _ => "min(acc, v)",
         };
-        let finish = match (self.op, d) {
+        let finish = match (self.op, d.compute()) {
             (ReduceOp::Mean, DType::F32) => {
-                format!("acc / {}", codegen::literal(d, (count as f32).to_bits()))
+                format!(
+                    "acc / {}",
+                    codegen::literal(DType::F32, (count as f32).to_bits())
+                )
             }
             (ReduceOp::Mean, DType::I32) => {
                 format!("wgf_div_i32(acc, {})", codegen::literal(d, count as u32))
@@ -463,9 +483,12 @@ impl ReduceKernel {
                 _ => format!("min({a}, {b})"),
             }
         };
-        let finish = match (self.op, d) {
+        let finish = match (self.op, d.compute()) {
             (ReduceOp::Mean, DType::F32) => {
-                format!("acc / {}", codegen::literal(d, (r as f32).to_bits()))
+                format!(
+                    "acc / {}",
+                    codegen::literal(DType::F32, (r as f32).to_bits())
+                )
             }
             (ReduceOp::Mean, DType::I32) => {
                 format!("wgf_div_i32(acc, {})", codegen::literal(d, r as u32))
@@ -513,16 +536,16 @@ impl ReduceKernel {
             w.line("    return;");
             w.line("}");
             w.line(&format!("let base = o * {}u;", r / 4));
-            w.line("var v4 = in0[base];");
+            w.line(&format!("var v4 = vec4<{t}>(in0[base]);"));
             w.line(&format!("for (var j = 1u; j < {}u; j = j + 1u) {{", r / 4));
-            w.line("    let v = in0[base + j];");
+            w.line(&format!("    let v = vec4<{t}>(in0[base + j]);"));
             w.line(&format!("    v4 = {};", lanes("v4", "v")));
             w.line("}");
             w.line(&format!(
                 "let acc = {};",
                 comb(&comb("v4.x", "v4.y"), &comb("v4.z", "v4.w"))
             ));
-            w.line(&format!("out[o] = {finish};"));
+            w.line(&format!("{};", codegen::store("out", "o", &finish, d)));
             w.indent(0);
             w.line("}");
             return w.finish();
@@ -536,11 +559,14 @@ impl ReduceKernel {
         w.line("let o = wid.x + wid.y * nwg.x;");
         w.line("let t = lid.x;");
         w.line(&format!("let base = min(o, {}u) * {r}u;", n - 1));
-        w.line("var p = in0[base + t];");
+        w.line(&format!("var p = {};", codegen::load("in0", "base + t", d)));
         w.line(&format!(
             "for (var i = t + {TREE_WG}u; i < {r}u; i = i + {TREE_WG}u) {{"
         ));
-        w.line(&format!("    p = {};", comb("p", "in0[base + i]")));
+        w.line(&format!(
+            "    p = {};",
+            comb("p", &codegen::load("in0", "base + i", d))
+        ));
         w.line("}");
         w.line("part[t] = p;");
         w.line("workgroupBarrier();");
@@ -557,7 +583,7 @@ impl ReduceKernel {
         }
         w.line(&format!("if (t == 0u && o < {n}u) {{"));
         w.line("    let acc = part[0];");
-        w.line(&format!("    out[o] = {finish};"));
+        w.line(&format!("    {};", codegen::store("out", "o", &finish, d)));
         w.line("}");
         w.indent(0);
         w.line("}");
@@ -592,6 +618,12 @@ impl ReduceKernel {
         if self.epilogue.is_none() {
             return value.to_string();
         }
+        // The epilogue sees the stored value: an f16 result is rounded first, as on the CPU.
+        let value = if self.dtype == DType::F16 {
+            format!("wgf_round_f16({value})")
+        } else {
+            value.to_string()
+        };
         let mut all = vec![format!("({value})")];
         all.extend(args.iter().cloned());
         format!("wgf_epi({})", all.join(", "))

@@ -29,12 +29,19 @@ pub fn tensor(j: &Json) -> HostTensor {
         .unwrap()
         .iter()
         .map(|v| match dtype {
-            DType::F32 => match v.as_str() {
-                Some("nan") => f32::NAN.to_bits(),
-                Some("inf") => f32::INFINITY.to_bits(),
-                Some("-inf") => f32::NEG_INFINITY.to_bits(),
-                _ => (v.as_f64().unwrap() as f32).to_bits(),
-            },
+            DType::F32 | DType::F16 => {
+                let x = match v.as_str() {
+                    Some("nan") => f32::NAN,
+                    Some("inf") => f32::INFINITY,
+                    Some("-inf") => f32::NEG_INFINITY,
+                    _ => v.as_f64().unwrap() as f32,
+                };
+                if dtype == DType::F16 {
+                    wgflow::f16::from_f32(x).to_bits() as u32
+                } else {
+                    x.to_bits()
+                }
+            }
             DType::I32 => v.as_i64().unwrap() as i32 as u32,
             DType::U32 | DType::Bool => v.as_u64().unwrap() as u32,
         })

@@ -49,7 +49,7 @@ pub fn gpu_indices() -> Vec<usize> {
 pub fn assert_close(what: &str, got: &HostTensor, want: &HostTensor, rtol: f32, atol: f32) {
     assert_eq!(got.shape(), want.shape(), "{what}: shape");
     assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    if got.dtype() != wgflow::DType::F32 {
+    if !got.dtype().is_float() {
         assert_eq!(got.words(), want.words(), "{what}: values {got} vs {want}");
         return;
     }

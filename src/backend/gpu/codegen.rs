@@ -89,10 +89,11 @@ pub fn strided_index(w: &mut Writer, name: &str, linear: &str, dims: &[usize], s
     }
 }
 
-/// A typed load of `array[index]` (bools are stored as u32).
+/// A typed load of `array[index]` (bools are stored as u32, f16 is computed as f32).
 pub fn load(array: &str, index: &str, dtype: DType) -> String {
     match dtype {
         DType::Bool => format!("({array}[{index}] != 0u)"),
+        DType::F16 => format!("f32({array}[{index}])"),
         _ => format!("{array}[{index}]"),
     }
 }
@@ -101,6 +102,7 @@ pub fn load(array: &str, index: &str, dtype: DType) -> String {
 pub fn store(array: &str, index: &str, value: &str, dtype: DType) -> String {
     match dtype {
         DType::Bool => format!("{array}[{index}] = select(0u, 1u, {value})"),
+        DType::F16 => format!("{array}[{index}] = wgf_to_f16({value})"),
         _ => format!("{array}[{index}] = {value}"),
     }
 }
@@ -109,6 +111,8 @@ pub fn store(array: &str, index: &str, value: &str, dtype: DType) -> String {
 /// to decimal printing and inf/NaN are expressible.
 pub fn literal(dtype: DType, word: u32) -> String {
     match dtype {
+        // f16 values are computed as f32: the literal is the f32 of the same value.
+        DType::F16 => literal(DType::F32, crate::dtype::f16_to_f32_word(word)),
         DType::F32 => {
             let v = f32::from_bits(word);
             if v.is_finite() && v == v.trunc() && v.abs() < 1e7 {
@@ -133,10 +137,24 @@ pub fn literal(dtype: DType, word: u32) -> String {
 /// The literal one of a numeric dtype.
 pub fn one(dtype: DType) -> String {
     match dtype {
-        DType::F32 => "1.0".into(),
+        DType::F32 | DType::F16 => "1.0".into(),
         DType::I32 => "i32(1)".into(),
         DType::U32 => "1u".into(),
         DType::Bool => "true".into(),
+    }
+}
+
+/// Helpers for kernels that touch f16 (see [`with_f16_support`]).
+pub const F16_HELPERS: &str = include_str!("../../../shaders/f16.wgsl");
+
+/// Enable f16 and append its helpers when a generated kernel stores or rounds f16 values
+/// (the `enable` directive must come first, and must be absent where f16 is not used, since
+/// it needs the adapter's `shader-f16` feature).
+pub fn with_f16_support(source: String) -> String {
+    if source.contains("f16") {
+        format!("enable f16;\n{source}\n{F16_HELPERS}")
+    } else {
+        source
     }
 }
 

@@ -43,13 +43,14 @@ fn type_name(t: wgpu::DeviceType) -> &'static str {
     }
 }
 
-fn limits_of(l: &wgpu::Limits) -> DeviceLimits {
+fn limits_of(l: &wgpu::Limits, features: wgpu::Features) -> DeviceLimits {
     DeviceLimits {
         max_buffer_size: l.max_buffer_size,
         max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
         max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
         max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
         min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
+        shader_f16: features.contains(wgpu::Features::SHADER_F16),
     }
 }
 
@@ -97,7 +98,7 @@ fn registry() -> &'static Registry {
                     backend: i.backend.to_str().to_string(),
                     device_type: type_name(i.device_type).into(),
                     driver: format!("{} {}", i.driver, i.driver_info).trim().to_string(),
-                    limits: limits_of(&a.limits()),
+                    limits: limits_of(&a.limits(), a.features()),
                 }
             })
             .collect::<Vec<_>>();
@@ -136,11 +137,13 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
     }
     let info = reg.infos[index].clone();
     let cache_file = pipeline_cache_file(adapter);
-    let required_features = if cache_file.is_some() {
+    let mut required_features = if cache_file.is_some() {
         wgpu::Features::PIPELINE_CACHE
     } else {
         wgpu::Features::empty()
     };
+    // f16 tensors need it; kernels without f16 do not `enable` it, so asking costs nothing.
+    required_features |= adapter.features() & wgpu::Features::SHADER_F16;
     let (device, queue) = resolve_native(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("wgflow"),
         required_features,
@@ -182,7 +185,7 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
     });
     let ctx = Arc::new(GpuContext {
         name,
-        limits: limits_of(&device.limits()),
+        limits: limits_of(&device.limits(), device.features()),
         info,
         device,
         queue,

@@ -6,9 +6,35 @@ use super::context::{CachedPipeline, GpuContext};
 use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
 use crate::device::Device;
 use crate::session::Counters;
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Host words → the bytes a GPU stores: f16 packs to 2 bytes per element, padded to 4.
+pub fn device_bytes(dtype: DType, words: &[u32]) -> Cow<'_, [u8]> {
+    if dtype != DType::F16 {
+        return Cow::Borrowed(bytemuck::cast_slice(words));
+    }
+    let mut out: Vec<u8> = words
+        .iter()
+        .flat_map(|&w| (w as u16).to_ne_bytes())
+        .collect();
+    out.resize(out.len().next_multiple_of(4), 0);
+    Cow::Owned(out)
+}
+
+/// GPU bytes of `numel` elements → host words (the inverse of [`device_bytes`]).
+pub fn host_words(dtype: DType, bytes: &[u8], numel: usize) -> Vec<u32> {
+    if dtype != DType::F16 {
+        return bytemuck::pod_collect_to_vec::<u8, u32>(bytes);
+    }
+    bytes
+        .chunks_exact(2)
+        .take(numel)
+        .map(|c| u32::from(u16::from_ne_bytes([c[0], c[1]])))
+        .collect()
+}
 
 struct Dispatch {
     pipeline: Arc<CachedPipeline>,
@@ -58,7 +84,8 @@ impl GpuPlan {
             counters.buffers_created += 1;
             for (&v, &off) in &mp.constant_offsets {
                 if let Source::Constant(t) = &plan.values[v].source {
-                    ctx.queue.write_buffer(&buf, off, t.bytes());
+                    ctx.queue
+                        .write_buffer(&buf, off, &device_bytes(t.dtype(), t.words()));
                 }
             }
             Some(buf)
@@ -193,10 +220,13 @@ impl GpuPlan {
     /// Write a value's bytes (a feed or a transfer's arrival). Pending commands are submitted
     /// first: queued writes land before the *next* submission, and commands recorded earlier
     /// may still use this arena range for a value that is dead by now.
-    pub fn write(&mut self, plan: &Plan, v: ValueId, bytes: &[u8]) -> Result<()> {
+    pub fn write(&mut self, plan: &Plan, v: ValueId, words: &[u32]) -> Result<()> {
         self.flush();
         let (buf, off, _) = self.slice(plan, v)?;
-        self.ctx.queue.write_buffer(buf, off, bytes);
+        let bytes = device_bytes(plan.values[v].dtype, words);
+        if !bytes.is_empty() {
+            self.ctx.queue.write_buffer(buf, off, &bytes);
+        }
         Ok(())
     }
 
@@ -252,7 +282,12 @@ impl GpuPlan {
                 return Err(Error::Internal("staging buffer too small".into()));
             }
             enc.copy_buffer_to_buffer(buf, off, &self.staging, at, size);
-            spans.push((at as usize, size as usize));
+            spans.push((
+                at as usize,
+                size as usize,
+                plan.values[v].dtype,
+                plan.values[v].shape.numel(),
+            ));
             at += size;
         }
         self.ctx.queue.submit([enc.finish()]);
@@ -284,7 +319,7 @@ impl GpuPlan {
                 })?;
             spans
                 .iter()
-                .map(|&(a, n)| bytemuck::pod_collect_to_vec::<u8, u32>(&view[a..a + n]))
+                .map(|&(a, n, dtype, numel)| host_words(dtype, &view[a..a + n], numel))
                 .collect()
         };
         self.staging.unmap();

@@ -247,6 +247,7 @@ fn write_data(s: &mut String, value: &HostTensor) {
         .iter()
         .map(|&w| match value.dtype() {
             DType::F32 => f32_json(f32::from_bits(w)),
+            DType::F16 => f32_json(f32::from_bits(crate::dtype::f16_to_f32_word(w))),
             DType::I32 => (w as i32).to_string(),
             DType::U32 => w.to_string(),
             DType::Bool => (w != 0).to_string(),
@@ -750,6 +751,14 @@ fn parse_data(
 
 fn json_word(x: &Value, dtype: DType) -> Option<u32> {
     match dtype {
+        // Written as the f32 of the same value; anything that is not exactly an f16 (or out
+        // of its range) is rejected rather than rounded.
+        DType::F16 => json_word(x, DType::F32).and_then(|w| {
+            let h = crate::dtype::f32_to_f16_word(w);
+            let back = crate::dtype::f16_to_f32_word(h);
+            let nan = f32::from_bits(w).is_nan();
+            (back == w || nan).then_some(h)
+        }),
         DType::F32 => match x {
             // A finite number beyond f32's range is rejected rather than read as infinity.
             Value::Number(n) => n

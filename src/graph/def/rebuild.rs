@@ -35,6 +35,7 @@ pub(super) fn build_op(g: &mut Graph, nd: &NodeDef, x: &[Tensor]) -> Result<Tens
             let pads = pad_widths(g.shape(x[0]), &nd.shape, before)?;
             let v = match g.dtype(x[0]) {
                 DType::F32 => f64::from(f32::from_bits(*value)),
+                DType::F16 => f64::from(f32::from_bits(crate::dtype::f16_to_f32_word(*value))),
                 DType::I32 => f64::from(*value as i32),
                 DType::U32 | DType::Bool => f64::from(*value),
             };
