@@ -2,6 +2,7 @@
 // counts as the extreme (NumPy's rule), so the first NaN's index is returned.
 {{BINDINGS}}
 {{PRELUDE}}
+{{FUNC}}
 @compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let o = gid.x + gid.y * nwg.x * {{WG}}u;

@@ -90,6 +90,7 @@ fn reductions_matmul_and_permute_validate() {
                 (vec![], vec![2, 3, 4]),
             ] {
                 check(&Kernel::Reduce(ReduceKernel {
+                    prologue: None,
                     epilogue: None,
                     op,
                     in_shape: shape.clone(),
@@ -296,6 +297,7 @@ fn reduction_epilogues_validate_for(dt: DType) {
     ] {
         let out = Shape::new(out);
         let k = ReduceKernel {
+            prologue: None,
             epilogue: Some(Epilogue {
                 expr: e.clone(),
                 extra: vec![(Shape::scalar(), dt), (out.clone(), dt)],
@@ -317,4 +319,78 @@ fn reduction_epilogues_validate_for(dt: DType) {
             ReduceStrategy::Tree
         ]
     );
+}
+
+#[test]
+fn reduction_prologues_validate_for_every_strategy_and_op() {
+    use wgflow::ops::{Epilogue, Prologue, ReduceStrategy};
+    let mut seen = Vec::new();
+    for dt in [DType::F32, DType::F16, DType::I32] {
+        for (shape, axes, out) in [
+            (vec![3usize, 5], vec![0usize], vec![5usize]),
+            (vec![8, 16], vec![1], vec![8]),
+            (vec![2, 8192], vec![1], vec![2]),
+        ] {
+            let in_shape = Shape::new(shape.clone());
+            let mut row = shape.clone();
+            *row.last_mut().unwrap() = 1;
+            // (in0 - in1) * in2, where(in3, .., in0): full, row-broadcast, column, bool mask.
+            let inputs = vec![
+                (in_shape.clone(), dt),
+                (Shape::new(row), dt),
+                (Shape::new(vec![shape[1]]), dt),
+                (in_shape.clone(), DType::Bool),
+            ];
+            let e = Expr::Select(
+                Box::new(Expr::Input(3)),
+                Box::new(Expr::Binary(
+                    BinaryOp::Mul,
+                    Box::new(Expr::Binary(
+                        BinaryOp::Sub,
+                        Box::new(Expr::Input(0)),
+                        Box::new(Expr::Input(1)),
+                    )),
+                    Box::new(Expr::Input(2)),
+                )),
+                Box::new(Expr::Input(0)),
+            );
+            let out = Shape::new(out);
+            for op in [
+                ReduceOp::Sum,
+                ReduceOp::Max,
+                ReduceOp::ArgMin,
+                ReduceOp::Any,
+            ] {
+                let epilogue = (op == ReduceOp::Sum).then(|| Epilogue {
+                    expr: Expr::Binary(
+                        BinaryOp::Add,
+                        Box::new(Expr::Input(0)),
+                        Box::new(Expr::Input(1)),
+                    ),
+                    extra: vec![(out.clone(), dt)],
+                });
+                let k = ReduceKernel {
+                    prologue: Some(Prologue {
+                        expr: e.clone(),
+                        inputs: inputs.clone(),
+                    }),
+                    epilogue,
+                    op,
+                    in_shape: in_shape.clone(),
+                    dtype: dt,
+                    axes: axes.clone(),
+                    out_shape: out.clone(),
+                };
+                seen.push(k.strategy());
+                check(&Kernel::Reduce(k));
+            }
+        }
+    }
+    for s in [
+        ReduceStrategy::Loop,
+        ReduceStrategy::RowsVec4,
+        ReduceStrategy::Tree,
+    ] {
+        assert!(seen.contains(&s), "{s:?} not covered: {seen:?}");
+    }
 }

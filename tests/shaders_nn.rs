@@ -58,6 +58,7 @@ fn reductions_validate_for_every_dtype_and_axes() {
         for (op, dtypes) in cases {
             for dtype in dtypes {
                 check(&Kernel::Reduce(ReduceKernel {
+                    prologue: None,
                     epilogue: None,
                     op,
                     in_shape: in_shape.clone(),

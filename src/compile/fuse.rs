@@ -2,22 +2,96 @@
 //! expression tree, and one-element constants become literals, so a chain or tree of
 //! elementwise ops runs as one kernel with no intermediate buffers.
 //!
-//! Rule: a producer is inlined only when its value has exactly one consumer step, is not
-//! fetched, is not read through a view, and sits on the same device as its consumer; so no
-//! work is ever duplicated. A merge that would need more storage bindings than the device
-//! allows (`max_storage_buffers_per_shader_stage`) is skipped.
+//! Rule: a producer is inlined when its value is not fetched, is not read through a view, sits
+//! on the same device as its consumer, and either has exactly one consumer step (no work is
+//! duplicated) or is cheap to recompute: every consumer is an elementwise kernel or a
+//! reduction, it reads at most one tensor of its own size (the rest are broadcast rows,
+//! columns or scalars, so each consumer reads no more bytes than it would reading the
+//! result), and it has at most [`RECOMPUTE_MAX_OPS`] ops. Then every consumer recomputes it
+//! and its output buffer disappears: softmax's `exp(x - max)` feeds both the sum and the
+//! division without ever being stored. A merge that would need more storage bindings than the
+//! device allows (`max_storage_buffers_per_shader_stage`) is skipped.
 //!
-//! Then elementwise work after a matmul or a reduction becomes its epilogue (bias, activation,
-//! scaling, residual; `sqrt(mean(..) + eps)`, `log(sum(..)) + max`) under the same
-//! single-consumer rule: the intermediate result never reaches memory.
+//! Then elementwise work that feeds a reduction becomes its prologue (`sum(x * x)`,
+//! `sum(exp(x - max))` with `max` broadcast), and elementwise work after a matmul or a
+//! reduction becomes its epilogue (bias, activation, scaling, residual; `sqrt(mean(..) + eps)`,
+//! `log(sum(..)) + max`), under the same single-consumer rule: the intermediate result never
+//! reaches memory.
 
 use super::{Plan, Source, StepKind, Target, ValueId};
-use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel};
-use std::collections::HashMap;
+use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue};
+use std::collections::{HashMap, HashSet};
+
+/// The most ops an elementwise kernel with several consumers may have and still be
+/// recomputed in each of them.
+pub const RECOMPUTE_MAX_OPS: usize = 8;
 
 pub fn fuse(plan: Plan, target: &Target) -> Plan {
     let plan = fuse_elementwise(plan, target);
+    let plan = fuse_prologues(plan, target);
+    let plan = drop_unused(plan);
     fuse_epilogues(plan, target)
+}
+
+/// An elementwise kernel cheap enough to recompute in each consumer (see the module docs).
+/// Checked when inlining, on the producer as fused so far.
+fn cheap(k: &ElementwiseKernel) -> bool {
+    let full = k.inputs.iter().filter(|(s, _)| s == &k.out_shape).count();
+    full <= 1 && k.expr.op_count() <= RECOMPUTE_MAX_OPS
+}
+
+/// Values every consumer of which may recompute them: produced by an elementwise kernel, not
+/// fetched or viewed, and consumed only by elementwise kernels and reductions on the
+/// producer's device. (Whether the producer is [`cheap`] is checked when inlining.)
+fn recomputable(plan: &Plan) -> HashSet<ValueId> {
+    let mut pinned: HashSet<ValueId> = plan.fetches.iter().copied().collect();
+    for v in &plan.values {
+        if let Source::View(of) = v.source {
+            pinned.insert(of);
+        }
+    }
+    let mut ok = HashSet::new();
+    for s in &plan.steps {
+        let elementwise = matches!(
+            &s.kind,
+            StepKind::Dispatch {
+                kernel: Kernel::Elementwise(_),
+                ..
+            }
+        );
+        if elementwise && !pinned.contains(&s.output) {
+            ok.insert(s.output);
+        }
+    }
+    for s in &plan.steps {
+        let absorbs = matches!(
+            &s.kind,
+            StepKind::Dispatch {
+                kernel: Kernel::Elementwise(_) | Kernel::Reduce(_),
+                ..
+            }
+        );
+        for v in s.inputs() {
+            let same_device = plan.values[v].device == s.device;
+            if !absorbs || !same_device {
+                ok.remove(&v);
+            }
+        }
+    }
+    ok
+}
+
+/// Drop steps whose output nothing reads any more (producers every consumer recomputed).
+fn drop_unused(mut plan: Plan) -> Plan {
+    loop {
+        let (_, consumers) = usage(&plan);
+        let before = plan.steps.len();
+        plan.steps
+            .retain(|s| consumers.get(&s.output).copied().unwrap_or(0) > 0);
+        if plan.steps.len() == before {
+            return plan;
+        }
+    }
 }
 
 /// Which step produces each value, and how many consumers each value has (a fetch or a view
@@ -50,7 +124,8 @@ fn usage(plan: &Plan) -> (HashMap<ValueId, usize>, HashMap<ValueId, usize>) {
 }
 
 fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
-    let (producer, consumers) = usage(&plan);
+    let (producer, mut consumers) = usage(&plan);
+    let shared = recomputable(&plan);
 
     let mut dead = vec![false; plan.steps.len()];
     for c in 0..plan.steps.len() {
@@ -86,10 +161,8 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                     }
                 }
                 let Some(&p) = producer.get(&v) else { continue };
-                if dead[p]
-                    || consumers.get(&v).copied().unwrap_or(0) != 1
-                    || plan.steps[p].device != device
-                {
+                let single = consumers.get(&v).copied().unwrap_or(0) == 1;
+                if dead[p] || (!single && !shared.contains(&v)) || plan.steps[p].device != device {
                     continue;
                 }
                 let StepKind::Dispatch {
@@ -99,6 +172,9 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                 else {
                     continue;
                 };
+                if !single && !cheap(pk) {
+                    continue;
+                }
                 let base = ins.len();
                 let inner = pk.expr.substitute(&mut |i| Expr::Input(base + i));
                 let candidate = expr.substitute(&mut |i| {
@@ -116,7 +192,14 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                 }
                 expr = candidate;
                 ins = cand_ins;
-                dead[p] = true;
+                if single {
+                    dead[p] = true;
+                } else {
+                    // The consumer now reads the producer's inputs too.
+                    for u in pins {
+                        *consumers.entry(*u).or_default() += 1;
+                    }
+                }
                 nodes.extend(plan.steps[p].nodes.iter().cloned());
                 changed = true;
                 break;
@@ -163,6 +246,67 @@ fn max_bindings(target: &Target, device: crate::device::Device) -> usize {
         .limits(device)
         .map(|l| l.max_storage_buffers_per_shader_stage as usize)
         .unwrap_or(8)
+}
+
+/// A reduction whose input is the single-use output of an elementwise kernel computes that
+/// kernel's expression as it loads (its inputs broadcast to the reduced shape); the
+/// elementwise kernel and its output buffer disappear.
+fn fuse_prologues(mut plan: Plan, target: &Target) -> Plan {
+    let (producer, consumers) = usage(&plan);
+    let shared = recomputable(&plan);
+    let mut dead = vec![false; plan.steps.len()];
+    for r in 0..plan.steps.len() {
+        let device = plan.steps[r].device;
+        let StepKind::Dispatch {
+            kernel: Kernel::Reduce(rk),
+            inputs,
+        } = &plan.steps[r].kind
+        else {
+            continue;
+        };
+        let v = inputs[0];
+        let Some(&p) = producer.get(&v) else { continue };
+        let single = consumers.get(&v).copied().unwrap_or(0) == 1;
+        if rk.prologue.is_some()
+            || dead[p]
+            || (!single && !shared.contains(&v))
+            || plan.steps[p].device != device
+        {
+            continue;
+        }
+        let StepKind::Dispatch {
+            kernel: Kernel::Elementwise(ek),
+            inputs: pins,
+        } = &plan.steps[p].kind
+        else {
+            continue;
+        };
+        if !single && !cheap(ek) {
+            continue;
+        }
+        if ek.out_shape != rk.in_shape || pins.len() + inputs.len() > max_bindings(target, device) {
+            continue;
+        }
+        let mut fused = rk.clone();
+        fused.prologue = Some(Prologue {
+            expr: ek.expr.clone(),
+            inputs: ek.inputs.clone(),
+        });
+        let mut new_inputs = pins.clone();
+        new_inputs.extend(inputs[1..].iter().copied());
+        let mut nodes = plan.steps[p].nodes.clone();
+        let step = &mut plan.steps[r];
+        nodes.append(&mut step.nodes);
+        step.nodes = nodes;
+        step.kind = StepKind::Dispatch {
+            kernel: Kernel::Reduce(fused),
+            inputs: new_inputs,
+        };
+        // A recomputed producer stays until `drop_unused` sees it has no readers left.
+        dead[p] = single;
+    }
+    drop_dead(&mut plan, &dead);
+    plan
 }
 
 /// An elementwise kernel that reads a matmul's single-use output becomes that matmul's

@@ -151,6 +151,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 })
             }
             Op::Reduce { op, axes } => Kernel::Reduce(ReduceKernel {
+                prologue: None,
                 epilogue: None,
                 op: *op,
                 in_shape: in_desc(&l, 0).0,

@@ -18,7 +18,7 @@ pub use movement::{
 };
 pub use nn::{Conv2dKernel, PoolKernel, PoolKind, Window};
 pub use random::{Distribution, RandomKernel, RandomSpec};
-pub use reduce::{ReduceKernel, ReduceOp, ReduceStrategy};
+pub use reduce::{Prologue, ReduceKernel, ReduceOp, ReduceStrategy};
 
 use crate::{DType, HostTensor};
 use std::sync::Arc;
@@ -148,7 +148,11 @@ impl Kernel {
         match self {
             Kernel::Elementwise(k) => format!("elementwise {}", k.expr.describe()),
             Kernel::Reduce(k) => {
-                let base = format!("{} over axes {:?} of {}", k.op.name(), k.axes, k.in_shape);
+                let of = match &k.prologue {
+                    None => k.in_shape.to_string(),
+                    Some(p) => format!("{} {}", p.expr.describe(), k.in_shape),
+                };
+                let base = format!("{} over axes {:?} of {of}", k.op.name(), k.axes);
                 match &k.epilogue {
                     None => base,
                     Some(e) => format!("{base} then {}", e.expr.describe()),

@@ -5,8 +5,9 @@
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::{BinaryOp, Epilogue};
+use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr};
 use crate::{DType, Shape};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
@@ -95,6 +96,15 @@ pub fn reduce_shape(
     Ok((resolved, Shape(dims)))
 }
 
+/// Elementwise work fused in front of a reduction (set by fusion): the reduced values are
+/// `expr` over `inputs`, each broadcast to the reduction's input shape, computed as they are
+/// loaded, so they never reach memory (`sum(x * x)`, softmax's `sum(exp(x - max))`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prologue {
+    pub expr: Expr,
+    pub inputs: Vec<(Shape, DType)>,
+}
+
 /// A reduction of one input over `axes` (sorted, unique).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReduceKernel {
@@ -106,6 +116,9 @@ pub struct ReduceKernel {
     /// Elementwise work applied to each result before it is stored (set by fusion); its
     /// extra inputs have the output's shape or one element.
     pub epilogue: Option<Epilogue>,
+    /// Elementwise work that produces the reduced values (set by fusion). Its inputs take
+    /// the reduced tensor's place among the kernel's inputs.
+    pub prologue: Option<Prologue>,
 }
 
 impl ReduceKernel {
@@ -129,16 +142,35 @@ impl ReduceKernel {
         self.axes.iter().map(|&a| self.in_shape.dims()[a]).product()
     }
 
-    /// `inputs`: the reduced tensor, then the epilogue's extra inputs.
+    /// Kernel inputs that feed the reduced values: the prologue's inputs, or the tensor.
+    pub fn sources(&self) -> usize {
+        self.prologue.as_ref().map_or(1, |p| p.inputs.len())
+    }
+
+    /// `inputs`: the reduced tensor (or the prologue's inputs), then the epilogue's extras.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let n = self.sources();
+        let src: Cow<[u32]> = match &self.prologue {
+            None => Cow::Borrowed(inputs[0]),
+            Some(p) => Cow::Owned(
+                ElementwiseKernel {
+                    expr: p.expr.clone(),
+                    inputs: p.inputs.clone(),
+                    out_shape: self.in_shape.clone(),
+                    out_dtype: self.dtype,
+                }
+                .run_cpu(&inputs[..n]),
+            ),
+        };
         let out = if self.dtype == DType::F16 {
             // f16 accumulates in f32 (as the WGSL kernel does) and rounds once at the end.
             let wide = ReduceKernel {
                 dtype: DType::F32,
                 epilogue: None,
+                prologue: None,
                 ..self.clone()
             };
-            let input: Vec<u32> = inputs[0].iter().map(|&w| f16_to_f32_word(w)).collect();
+            let input: Vec<u32> = src.iter().map(|&w| f16_to_f32_word(w)).collect();
             let out = wide.reduce_cpu(&input);
             if self.op.out_dtype(DType::F16) == DType::F16 {
                 out.into_iter().map(f32_to_f16_word).collect()
@@ -146,11 +178,11 @@ impl ReduceKernel {
                 out
             }
         } else {
-            self.reduce_cpu(inputs[0])
+            self.reduce_cpu(&src)
         };
         match &self.epilogue {
             None => out,
-            Some(e) => e.run_cpu(&out, &inputs[1..], &self.out_shape, self.dtype),
+            Some(e) => e.run_cpu(&out, &inputs[n..], &self.out_shape, self.dtype),
         }
     }
 
@@ -229,12 +261,15 @@ impl ReduceKernel {
         let d = self.dtype;
         let out_d = self.op.out_dtype(d);
         let mut bindings = Writer::new();
-        codegen::storage_binding(&mut bindings, 0, "in0", d);
+        self.bind_sources(&mut bindings, false);
         let (func, epi_args) = self.epilogue_parts();
+        let func = format!("{}\n{func}", self.prologue_functions(false));
+        let n_src = self.sources();
         for (j, (_, xd)) in self.extra().iter().enumerate() {
-            codegen::storage_binding(&mut bindings, 1 + j, &format!("in{}", 1 + j), *xd);
+            let b = n_src + j;
+            codegen::storage_binding(&mut bindings, b, &format!("in{b}"), *xd);
         }
-        codegen::storage_binding(&mut bindings, 1 + self.extra().len(), "out", out_d);
+        codegen::storage_binding(&mut bindings, n_src + self.extra().len(), "out", out_d);
         let mut base = Writer::new();
         base.indent(1);
         codegen::strided_index(&mut base, "base", "o", &kd, &ks);
@@ -262,8 +297,9 @@ impl ReduceKernel {
             };
             let mut values = common.to_vec();
             values.extend([
-                ("INIT", codegen::load("in0", "base", d)),
-                ("LOAD", codegen::load("in0", "base + off", d)),
+                ("INIT", self.src_load("base")),
+                ("LOAD", self.src_load("base + off")),
+                ("FUNC", func),
                 (
                     "BETTER",
                     format!("!{isnan_best} && ({isnan_v} || v {cmp} best)"),
@@ -276,7 +312,7 @@ impl ReduceKernel {
             ReduceOp::Prod => (codegen::one(d), "0u"),
             ReduceOp::All => ("true".to_string(), "0u"),
             ReduceOp::Any => ("false".to_string(), "0u"),
-            _ => (codegen::load("in0", "base", d), "1u"),
+            _ => (self.src_load("base"), "1u"),
         };
         let combine = match (self.op, d.is_float()) {
             (ReduceOp::Sum | ReduceOp::Mean, _) => "acc + v",
@@ -310,7 +346,7 @@ impl ReduceKernel {
         values.extend([
             ("INIT", init),
             ("START", start.to_string()),
-            ("LOAD", codegen::load("in0", "base + off", d)),
+            ("LOAD", self.src_load("base + off")),
             ("COMBINE", combine.replace("OTHER_ZERO", &zero_of(d))),
             (
                 "STORE",
@@ -502,14 +538,21 @@ impl ReduceKernel {
             "// wgflow reduction ({strategy:?}): {} of rows of {r}.",
             self.op.name()
         ));
-        codegen::storage_binding_vec(&mut w, 0, "in0", d, vec);
+        self.bind_sources(&mut w, vec);
+        let n_src = self.sources();
         for (j, (_, xd)) in self.extra().iter().enumerate() {
-            codegen::storage_binding(&mut w, 1 + j, &format!("in{}", 1 + j), *xd);
+            let b = n_src + j;
+            codegen::storage_binding(&mut w, b, &format!("in{b}"), *xd);
         }
-        codegen::storage_binding(&mut w, 1 + self.extra().len(), "out", d);
+        codegen::storage_binding(&mut w, n_src + self.extra().len(), "out", d);
         let (func, epi_args) = self.epilogue_parts();
         let finish = self.apply_epilogue(&finish, &epi_args);
-        for line in codegen::PRELUDE.lines().chain(func.lines()) {
+        let pro = self.prologue_functions(vec);
+        for line in codegen::PRELUDE
+            .lines()
+            .chain(func.lines())
+            .chain(pro.lines())
+        {
             w.line(line);
         }
         if vec {
@@ -536,9 +579,9 @@ impl ReduceKernel {
             w.line("    return;");
             w.line("}");
             w.line(&format!("let base = o * {}u;", r / 4));
-            w.line(&format!("var v4 = vec4<{t}>(in0[base]);"));
+            w.line(&format!("var v4 = {};", self.src_load4("base")));
             w.line(&format!("for (var j = 1u; j < {}u; j = j + 1u) {{", r / 4));
-            w.line(&format!("    let v = vec4<{t}>(in0[base + j]);"));
+            w.line(&format!("    let v = {};", self.src_load4("base + j")));
             w.line(&format!("    v4 = {};", lanes("v4", "v")));
             w.line("}");
             w.line(&format!(
@@ -559,13 +602,13 @@ impl ReduceKernel {
         w.line("let o = wid.x + wid.y * nwg.x;");
         w.line("let t = lid.x;");
         w.line(&format!("let base = min(o, {}u) * {r}u;", n - 1));
-        w.line(&format!("var p = {};", codegen::load("in0", "base + t", d)));
+        w.line(&format!("var p = {};", self.src_load("base + t")));
         w.line(&format!(
             "for (var i = t + {TREE_WG}u; i < {r}u; i = i + {TREE_WG}u) {{"
         ));
         w.line(&format!(
             "    p = {};",
-            comb("p", &codegen::load("in0", "base + i", d))
+            comb("p", &self.src_load("base + i"))
         ));
         w.line("}");
         w.line("part[t] = p;");
@@ -592,6 +635,136 @@ impl ReduceKernel {
 }
 
 impl ReduceKernel {
+    /// Bind the source inputs from binding 0: `in0` (as vec4s when `vec`), or the prologue's
+    /// inputs, full-shape ones as vec4s when `vec`.
+    fn bind_sources(&self, w: &mut Writer, vec: bool) {
+        match &self.prologue {
+            None => codegen::storage_binding_vec(w, 0, "in0", self.dtype, vec),
+            Some(p) => {
+                for (j, (s, d)) in p.inputs.iter().enumerate() {
+                    let v = vec && s == &self.in_shape;
+                    codegen::storage_binding_vec(w, j, &format!("in{j}"), *d, v);
+                }
+            }
+        }
+    }
+
+    /// The reduced value at linear input index `idx`.
+    fn src_load(&self, idx: &str) -> String {
+        match self.prologue {
+            None => codegen::load("in0", idx, self.dtype),
+            Some(_) => format!("wgf_load({idx})"),
+        }
+    }
+
+    /// The four reduced values from vec4 index `idx4` (row strategies).
+    fn src_load4(&self, idx4: &str) -> String {
+        match self.prologue {
+            None => format!("vec4<{}>(in0[{idx4}])", self.dtype.wgsl()),
+            Some(_) => format!("wgf_load4({idx4})"),
+        }
+    }
+
+    /// `wgf_pro` (the prologue expression) and `wgf_load`, or `wgf_load4` when `vec`: each
+    /// input is read at its broadcast index, full-shape inputs as vec4s in `wgf_load4`.
+    fn prologue_functions(&self, vec: bool) -> String {
+        let Some(p) = &self.prologue else {
+            return String::new();
+        };
+        let t = self.dtype.wgsl();
+        let dtypes: Vec<DType> = p.inputs.iter().map(|(_, d)| *d).collect();
+        let params: Vec<String> = dtypes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
+            .collect();
+        let mut w = Writer::new();
+        w.line(&format!("fn wgf_pro({}) -> {t} {{", params.join(", ")));
+        w.line(&format!(
+            "    return {};",
+            crate::ops::elementwise::expr_wgsl(&p.expr, &dtypes)
+        ));
+        w.line("}");
+        let dims = self.in_shape.dims();
+        // Loads of input j at linear index `at` (a broadcast index unless full-shape).
+        let scalar = |w: &mut Writer, j: usize, s: &Shape, d: DType, at: &str, name: &str| {
+            if s == &self.in_shape {
+                w.line(&format!(
+                    "let {name} = {};",
+                    codegen::load(&format!("in{j}"), at, d)
+                ));
+            } else if s.numel() == 1 {
+                w.line(&format!(
+                    "let {name} = {};",
+                    codegen::load(&format!("in{j}"), "0u", d)
+                ));
+            } else {
+                let strides = s.broadcast_strides(&self.in_shape);
+                codegen::strided_index(w, &format!("{name}_at"), at, dims, &strides);
+                let load = codegen::load(&format!("in{j}"), &format!("{name}_at"), d);
+                w.line(&format!("let {name} = {load};"));
+            }
+        };
+        if !vec {
+            w.line(&format!("fn wgf_load(i: u32) -> {t} {{"));
+            w.indent(1);
+            for (j, (s, d)) in p.inputs.iter().enumerate() {
+                scalar(&mut w, j, s, *d, "i", &format!("x{j}"));
+            }
+            let args: Vec<String> = (0..p.inputs.len()).map(|j| format!("x{j}")).collect();
+            w.line(&format!("return wgf_pro({});", args.join(", ")));
+            w.indent(0);
+            w.line("}");
+            return w.finish();
+        }
+        w.line(&format!("fn wgf_load4(i4: u32) -> vec4<{t}> {{"));
+        w.indent(1);
+        let lanes = ["x", "y", "z", "w"];
+        for (j, (s, d)) in p.inputs.iter().enumerate() {
+            if s == &self.in_shape {
+                let wide = match d {
+                    DType::Bool => format!("(in{j}[i4] != vec4<u32>(0u))"),
+                    _ => format!("vec4<{}>(in{j}[i4])", d.wgsl()),
+                };
+                w.line(&format!("let v{j} = {wide};"));
+            } else {
+                for (l, _) in lanes.iter().enumerate() {
+                    scalar(
+                        &mut w,
+                        j,
+                        s,
+                        *d,
+                        &format!("(i4 * 4u + {l}u)"),
+                        &format!("x{j}_{l}"),
+                    );
+                }
+            }
+        }
+        let per_lane: Vec<String> = lanes
+            .iter()
+            .enumerate()
+            .map(|(l, lane)| {
+                let args: Vec<String> = p
+                    .inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (s, _))| {
+                        if s == &self.in_shape {
+                            format!("v{j}.{lane}")
+                        } else {
+                            format!("x{j}_{l}")
+                        }
+                    })
+                    .collect();
+                format!("wgf_pro({})", args.join(", "))
+            })
+            .collect();
+        w.line(&format!("return vec4<{t}>({});", per_lane.join(", ")));
+        w.indent(0);
+        w.line("}");
+        w.finish()
+    }
+
     fn extra(&self) -> &[(Shape, DType)] {
         self.epilogue.as_ref().map_or(&[], |e| e.extra.as_slice())
     }
@@ -608,7 +781,7 @@ impl ReduceKernel {
             .enumerate()
             .map(|(j, (s, d))| {
                 let idx = if s.numel() == 1 { "0u" } else { "o" };
-                codegen::load(&format!("in{}", 1 + j), idx, *d)
+                codegen::load(&format!("in{}", self.sources() + j), idx, *d)
             })
             .collect();
         (e.wgsl_function(self.dtype), loads)
