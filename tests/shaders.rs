@@ -370,10 +370,10 @@ fn reduction_prologues_validate_for_every_strategy_and_op() {
                     extra: vec![(out.clone(), dt)],
                 });
                 let k = ReduceKernel {
-                    prologue: Some(Prologue {
+                    prologue: Some(Box::new(Prologue {
                         expr: e.clone(),
                         inputs: inputs.clone(),
-                    }),
+                    })),
                     epilogue,
                     op,
                     in_shape: in_shape.clone(),

@@ -288,10 +288,10 @@ fn fuse_prologues(mut plan: Plan, target: &Target) -> Plan {
             continue;
         }
         let mut fused = rk.clone();
-        fused.prologue = Some(Prologue {
+        fused.prologue = Some(Box::new(Prologue {
             expr: ek.expr.clone(),
             inputs: ek.inputs.clone(),
-        });
+        }));
         let mut new_inputs = pins.clone();
         new_inputs.extend(inputs[1..].iter().copied());
         let mut nodes = plan.steps[p].nodes.clone();

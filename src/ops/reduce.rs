@@ -118,7 +118,7 @@ pub struct ReduceKernel {
     pub epilogue: Option<Epilogue>,
     /// Elementwise work that produces the reduced values (set by fusion). Its inputs take
     /// the reduced tensor's place among the kernel's inputs.
-    pub prologue: Option<Prologue>,
+    pub prologue: Option<Box<Prologue>>,
 }
 
 impl ReduceKernel {
