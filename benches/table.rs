@@ -195,9 +195,101 @@ fn bench_targets(
     }
 }
 
+/// W4's graph: batch 256, 784 -> 512 -> 512 -> 10, relu between layers, softmax at the end.
+fn mlp_w4() -> (Graph, Tensor, Tensor) {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [256, 784], DType::F32).unwrap();
+    let mut h = x;
+    for (i, (k, n)) in [(784usize, 512usize), (512, 512), (512, 10)]
+        .into_iter()
+        .enumerate()
+    {
+        let w = konst(&mut g, &[k, n], 10 + i as u32);
+        let b = konst(&mut g, &[n], 20 + i as u32);
+        let m = g.matmul(h, w).unwrap();
+        let a = g.add(m, b).unwrap();
+        h = if i < 2 {
+            g.relu(a).unwrap()
+        } else {
+            g.softmax(a, -1).unwrap()
+        };
+    }
+    (g, x, h)
+}
+
+/// Seconds from session creation to W4's first result, in this (fresh) process.
+fn w4_first_run(dev: Device) -> f64 {
+    let (g, x, h) = mlp_w4();
+    let feed = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
+    let t0 = Instant::now();
+    let mut s = session(&g, dev, true);
+    s.run(&[(x, feed)], &[h]).unwrap();
+    t0.elapsed().as_secs_f64()
+}
+
+/// W4's first run in two fresh processes sharing new, empty cache directories (Mesa's shader
+/// cache and wgflow's pipeline cache): the first is cold, the second finds both caches warm.
+fn cold_and_warm_first_runs(spec: &str) -> Option<(f64, f64)> {
+    let dir = std::env::temp_dir().join(format!("wgflow-bench-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Mesa disables its cache (silently cold every time) when the directory does not exist.
+    std::fs::create_dir_all(dir.join("mesa")).ok()?;
+    let exe = std::env::current_exe().ok()?;
+    let run = || -> Option<f64> {
+        let out = std::process::Command::new(&exe)
+            .env("WGFLOW_BENCH_ONLY", "first-run")
+            .env("WGFLOW_BENCH_DEVICE", spec)
+            .env("WGFLOW_CACHE_DIR", dir.join("wgflow"))
+            .env("MESA_SHADER_CACHE_DIR", dir.join("mesa"))
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.strip_prefix("first_run_s="))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let cold = run()?;
+    let warm = run()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Some((cold, warm))
+}
+
+/// Seconds per copy of `bytes` bytes between two buffers on the GPU (one submit each).
+fn buffer_copy_seconds(gpu: usize, bytes: u64, iters: usize) -> f64 {
+    let ctx = context::get(gpu).unwrap();
+    let mk = |usage| {
+        ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let src = mk(wgpu::BufferUsages::COPY_SRC);
+    let dst = mk(wgpu::BufferUsages::COPY_DST);
+    time(
+        || {
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes);
+            ctx.queue.submit([enc.finish()]);
+            ctx.wait().unwrap();
+        },
+        iters,
+    )
+}
+
 fn main() {
-    if std::env::var("WGFLOW_BENCH_ONLY").is_ok_and(|v| v == "memory") {
+    let only = std::env::var("WGFLOW_BENCH_ONLY").unwrap_or_default();
+    if only == "memory" {
         memory_zoo();
+        return;
+    }
+    if only == "first-run" {
+        let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
+        let t = Instant::now();
+        let _ = wgflow::devices();
+        println!("enumerate_s={}", t.elapsed().as_secs_f64());
+        println!("first_run_s={}", w4_first_run(Device::parse(&spec).unwrap()));
         return;
     }
     let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
@@ -216,36 +308,19 @@ fn main() {
     let iters = if quick() { 3 } else { 10 };
     let mut rows = Vec::new();
 
-    // W4 first, so its first run includes pipeline creation in a cold process.
+    // Cold start: W4's first run in fresh processes, caches empty and then warm.
+    match cold_and_warm_first_runs(&spec) {
+        Some((cold, warm)) => println!(
+            "W4 MLP first run (compile + pipelines + run) in a new process: cold caches {cold:.3} s, warm caches {warm:.3} s"
+        ),
+        None => println!("W4 MLP first run: could not run the child processes"),
+    }
     {
-        let mut g = Graph::new();
-        let x = g.placeholder("x", [256, 784], DType::F32).unwrap();
-        let mut h = x;
-        for (i, (k, n)) in [(784usize, 512usize), (512, 512), (512, 10)]
-            .into_iter()
-            .enumerate()
-        {
-            let w = konst(&mut g, &[k, n], 10 + i as u32);
-            let b = konst(&mut g, &[n], 20 + i as u32);
-            let m = g.matmul(h, w).unwrap();
-            let a = g.add(m, b).unwrap();
-            h = if i < 2 {
-                g.relu(a).unwrap()
-            } else {
-                g.softmax(a, -1).unwrap()
-            };
-        }
+        let (g, x, h) = mlp_w4();
         let feed = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
-        let t0 = Instant::now();
         let mut s = session(&g, dev, true);
-        s.run(&[(x, feed.clone())], &[h]).unwrap();
-        let first = t0.elapsed();
         let per = time(|| drop(s.run(&[(x, feed.clone())], &[h]).unwrap()), iters);
         let kernels = s.plan(&[h]).unwrap().dispatch_count();
-        println!(
-            "W4 MLP first run (compile + pipelines + run): {:.3} s",
-            first.as_secs_f64()
-        );
         rows.push(Row {
             name: "W4 MLP fwd 256x784-512-512-10",
             wgflow_s: per,
@@ -350,11 +425,14 @@ fn main() {
         );
         let mut s = session(&g, dev, false);
         let unfused = time(|| s.run_targets(&[], &[t]).unwrap(), iters.min(5));
+        let copy = buffer_copy_seconds(gpu, 4 * n as u64, iters);
         println!(
-            "8-op unary chain, 16M f32: fused {:.2} ms, unfused {:.2} ms, speed-up {:.1}x",
+            "8-op unary chain, 16M f32: fused {:.2} ms, unfused {:.2} ms, speed-up {:.1}x; a 64 MiB buffer copy {:.2} ms, fused / copy {:.2}",
             fused.wgflow_s * 1e3,
             unfused * 1e3,
-            unfused / fused.wgflow_s
+            unfused / fused.wgflow_s,
+            copy * 1e3,
+            fused.wgflow_s / copy
         );
         rows.push(fused);
     }
