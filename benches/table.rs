@@ -289,7 +289,10 @@ fn main() {
         let t = Instant::now();
         let _ = wgflow::devices();
         println!("enumerate_s={}", t.elapsed().as_secs_f64());
-        println!("first_run_s={}", w4_first_run(Device::parse(&spec).unwrap()));
+        println!(
+            "first_run_s={}",
+            w4_first_run(Device::parse(&spec).unwrap())
+        );
         return;
     }
     let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());

@@ -1,6 +1,8 @@
 // wgflow direct 2-D convolution (NCHW input, OIHW weight, zero padding, dilation, groups):
 // one invocation per output element.
 {{BINDINGS}}
+{{PRELUDE}}
+{{FUNC}}
 @compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * {{WG}}u;
@@ -30,5 +32,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             }
         }
     }
-    out[i] = acc;
+{{STORE}}
 }

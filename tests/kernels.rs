@@ -414,3 +414,59 @@ fn elementwise_work_before_a_reduction_becomes_its_prologue() {
     .unwrap();
     assert_eq!(fused, unfused);
 }
+
+/// Bias, batch norm, activations and a residual after a convolution run in its kernel.
+#[test]
+fn elementwise_work_after_a_convolution_becomes_its_epilogue() {
+    use wgflow::{Conv2dOptions, Session, SessionOptions};
+    let mut g = Graph::new();
+    let x = konst(&mut g, &[2, 4, 9, 9], 1);
+    let w = konst(&mut g, &[6, 4, 3, 3], 2);
+    let b = konst(&mut g, &[6], 3);
+    let opts = Conv2dOptions {
+        padding: [1, 1],
+        ..Default::default()
+    };
+    // conv + bias -> relu: one kernel.
+    let y1 = g.conv2d(x, w, Some(b), opts).unwrap();
+    let y1 = g.relu(y1).unwrap();
+    // conv -> batch norm (inference) -> relu6 -> + residual: one kernel (with the parameters'
+    // sqrt(var + eps) inlined), plus abs(var) over the [6] parameters.
+    let c = g.conv2d(x, w, None, opts).unwrap();
+    let [m, v, s, sh] = [4u32, 5, 6, 7].map(|k| konst(&mut g, &[6], k));
+    let v = g.abs(v).unwrap();
+    let n = g.batch_norm(c, m, v, s, sh, 1e-5).unwrap();
+    let r6 = g.clip(n, 0.0, 6.0).unwrap();
+    let res = konst(&mut g, &[2, 6, 9, 9], 8);
+    let y2 = g.add(r6, res).unwrap();
+    let outs = [y1, y2];
+    let mut sess = common::session_on(&g, Device::Cpu);
+    let plan = sess.plan(&outs).unwrap();
+    let convs: Vec<bool> = plan
+        .steps
+        .iter()
+        .filter_map(|st| match &st.kind {
+            StepKind::Dispatch {
+                kernel: Kernel::Conv2d(k),
+                ..
+            } => Some(k.epilogue.is_some()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(convs, [true, true], "{}", plan.describe());
+    assert_eq!(plan.dispatch_count(), 3, "{}", plan.describe());
+    agree(&g, &outs, 1e-5);
+    let fused = sess.run(&[], &outs).unwrap();
+    let unfused = Session::new(
+        &g,
+        SessionOptions {
+            default_device: Some(Device::Cpu),
+            fuse: false,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .run(&[], &outs)
+    .unwrap();
+    assert_eq!(fused, unfused);
+}

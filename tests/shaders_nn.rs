@@ -138,6 +138,41 @@ fn nn_kernels_validate() {
         window,
         groups: 2,
         out: Shape::new(vec![2, 6, 4, 4]),
+        epilogue: None,
+    }));
+    // bias per channel, a scalar, a residual and a bool mask as a fused epilogue.
+    use wgflow::ops::{BinaryOp, Epilogue, Expr, UnaryOp};
+    let out = Shape::new(vec![2, 6, 4, 4]);
+    check(&Kernel::Conv2d(Conv2dKernel {
+        x: Shape::new(vec![2, 4, 7, 6]),
+        w: Shape::new(vec![6, 2, 3, 2]),
+        window,
+        groups: 2,
+        out: out.clone(),
+        epilogue: Some(Epilogue {
+            expr: Expr::Select(
+                Box::new(Expr::Input(4)),
+                Box::new(Expr::Unary(
+                    UnaryOp::Relu,
+                    Box::new(Expr::Binary(
+                        BinaryOp::Add,
+                        Box::new(Expr::Binary(
+                            BinaryOp::Mul,
+                            Box::new(Expr::Input(0)),
+                            Box::new(Expr::Input(2)),
+                        )),
+                        Box::new(Expr::Input(1)),
+                    )),
+                )),
+                Box::new(Expr::Input(3)),
+            ),
+            extra: vec![
+                (Shape::new(vec![6, 1, 1]), DType::F32),
+                (Shape::scalar(), DType::F32),
+                (out.clone(), DType::F32),
+                (Shape::new(vec![4, 1]), DType::Bool),
+            ],
+        }),
     }));
     for kind in [PoolKind::Max, PoolKind::Avg] {
         check(&Kernel::Pool(PoolKernel {

@@ -20,6 +20,7 @@
 
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue};
+use crate::DType;
 use std::collections::{HashMap, HashSet};
 
 /// The most ops an elementwise kernel with several consumers may have and still be
@@ -309,9 +310,11 @@ fn fuse_prologues(mut plan: Plan, target: &Target) -> Plan {
     plan
 }
 
-/// An elementwise kernel that reads a matmul's single-use output becomes that matmul's
-/// epilogue, when its other inputs are full-size, a bias row or scalars (see
-/// [`EpilogueInput`]) and the dtype is unchanged: the product is never written to memory.
+/// An elementwise kernel that reads the single-use output of a matmul, a reduction or a
+/// convolution becomes that kernel's epilogue when its other inputs fit (a matmul takes
+/// full-size inputs, a bias row or scalars, see [`EpilogueInput`]; a reduction full-size
+/// inputs or scalars; a convolution anything that broadcasts to its output) and the dtype is
+/// unchanged: the result is never written to memory before it.
 fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
     let (mut producer, consumers) = usage(&plan);
     let mut dead = vec![false; plan.steps.len()];
@@ -365,6 +368,9 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                             s == &rk.out_shape || s.numel() == 1
                         }),
                 ),
+                // Convolutions take any extra that broadcasts to the output (per-channel
+                // bias and batch-norm parameters, scalars, a residual).
+                Kernel::Conv2d(ck) => (&ck.out, DType::F32, ck.epilogue.is_none()),
                 _ => continue,
             };
             let fits = fits_kind
@@ -394,6 +400,10 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                 Kernel::Reduce(mut rk) => {
                     rk.epilogue = epilogue;
                     Kernel::Reduce(rk)
+                }
+                Kernel::Conv2d(mut ck) => {
+                    ck.epilogue = epilogue;
+                    Kernel::Conv2d(ck)
                 }
                 other => other,
             };

@@ -210,6 +210,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 window: *window,
                 groups: *groups,
                 out: node.shape.clone(),
+                epilogue: None,
             }),
             Op::Pool { kind, window } => Kernel::Pool(PoolKernel {
                 kind: *kind,

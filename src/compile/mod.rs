@@ -56,6 +56,9 @@ impl Value {
 }
 
 /// What a step does.
+// A plan holds tens of steps, so the size of a `Dispatch` does not matter, and boxing the
+// kernel would put a `Box` in every pattern that matches a kernel kind.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum StepKind {
     /// Run a kernel; `inputs` are bound in order, then the output.

@@ -167,7 +167,13 @@ impl Kernel {
             Kernel::Concat(k) => format!("concat axis {} to {}", k.axis, k.out_shape),
             Kernel::Pad(k) => format!("pad {} to {}", k.in_shape, k.out_shape),
             Kernel::Gather(k) => format!("take axis {} of {}", k.axis, k.x_shape),
-            Kernel::Conv2d(k) => format!("conv2d {} * {}", k.x, k.w),
+            Kernel::Conv2d(k) => {
+                let base = format!("conv2d {} * {}", k.x, k.w);
+                match &k.epilogue {
+                    None => base,
+                    Some(e) => format!("{base} then {}", e.expr.describe()),
+                }
+            }
             Kernel::Pool(k) => format!("{} {:?} of {}", k.kind.name(), k.window.kernel, k.x),
             Kernel::Random(k) => format!(
                 "{} of {} (seed {})",
@@ -224,7 +230,7 @@ impl Kernel {
             Kernel::Concat(k) => k.run_cpu(inputs),
             Kernel::Pad(k) => k.run_cpu(inputs[0]),
             Kernel::Gather(k) => k.run_cpu(inputs[0], inputs[1]),
-            Kernel::Conv2d(k) => k.run_cpu(inputs[0], inputs[1]),
+            Kernel::Conv2d(k) => k.run_cpu(inputs),
             Kernel::Pool(k) => k.run_cpu(inputs[0]),
             Kernel::Random(k) => k.run_cpu(),
         }

@@ -1,10 +1,10 @@
 //! NN kernels over NCHW tensors: direct 2-D convolution (stride, zero padding, dilation,
 //! groups) and 2-D max/average pooling. Bias, activations and the normalisations are
-//! composites in `graph/build_nn.rs`.
+//! composites in `graph/build_nn.rs`; fusion makes them the convolution's epilogue.
 
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::BinaryOp;
+use crate::ops::{BinaryOp, Epilogue};
 use crate::{DType, Shape};
 
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
@@ -83,10 +83,22 @@ pub struct Conv2dKernel {
     pub groups: usize,
     /// `[N, O, OH, OW]`.
     pub out: Shape,
+    /// Elementwise work applied to each output before it is stored (set by fusion: bias,
+    /// batch norm, activation, residual); its extra inputs broadcast to `out`.
+    pub epilogue: Option<Epilogue>,
 }
 
 impl Conv2dKernel {
-    pub fn run_cpu(&self, x: &[u32], w: &[u32]) -> Vec<u32> {
+    /// `inputs`: x, w, then the epilogue's extra inputs.
+    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let out = self.conv_cpu(inputs[0], inputs[1]);
+        match &self.epilogue {
+            None => out,
+            Some(e) => e.run_cpu(&out, &inputs[2..], &self.out, DType::F32),
+        }
+    }
+
+    fn conv_cpu(&self, x: &[u32], w: &[u32]) -> Vec<u32> {
         let [_, c_all, h, wd] = dims4(&self.x);
         let [_, cg, kh, kw] = dims4(&self.w);
         let [_, o_all, oh, ow] = dims4(&self.out);
@@ -130,7 +142,46 @@ impl Conv2dKernel {
         let mut bindings = Writer::new();
         codegen::storage_binding(&mut bindings, 0, "in0", DType::F32);
         codegen::storage_binding(&mut bindings, 1, "in1", DType::F32);
-        codegen::storage_binding(&mut bindings, 2, "out", DType::F32);
+        let extra = self
+            .epilogue
+            .as_ref()
+            .map_or(&[][..], |e| e.extra.as_slice());
+        for (j, (_, d)) in extra.iter().enumerate() {
+            codegen::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
+        }
+        codegen::storage_binding(&mut bindings, 2 + extra.len(), "out", DType::F32);
+        // The epilogue reads each extra input at its broadcast index of output `i`.
+        let mut store = Writer::new();
+        store.indent(1);
+        let func = match &self.epilogue {
+            None => {
+                store.line("out[i] = acc;");
+                String::new()
+            }
+            Some(e) => {
+                let mut args = vec!["acc".to_string()];
+                for (j, (s, d)) in e.extra.iter().enumerate() {
+                    let idx = if s == &self.out {
+                        "i".to_string()
+                    } else if s.numel() == 1 {
+                        "0u".to_string()
+                    } else {
+                        let strides = s.broadcast_strides(&self.out);
+                        codegen::strided_index(
+                            &mut store,
+                            &format!("e{j}"),
+                            "i",
+                            self.out.dims(),
+                            &strides,
+                        );
+                        format!("e{j}")
+                    };
+                    args.push(codegen::load(&format!("in{}", 2 + j), &idx, *d));
+                }
+                store.line(&format!("out[i] = wgf_epi({});", args.join(", ")));
+                e.wgsl_function(DType::F32)
+            }
+        };
         let v = |s: usize| format!("{s}u");
         codegen::fill_template(
             include_str!("../../shaders/conv2d.wgsl"),
@@ -150,6 +201,8 @@ impl Conv2dKernel {
                 ("W", format!("{wd}")),
                 ("IY", self.window.wgsl_coord(0, "oy", "ki")),
                 ("IX", self.window.wgsl_coord(1, "ox", "kj")),
+                ("FUNC", func),
+                ("STORE", store.finish()),
             ],
         )
     }
