@@ -470,3 +470,36 @@ fn elementwise_work_after_a_convolution_becomes_its_epilogue() {
     .unwrap();
     assert_eq!(fused, unfused);
 }
+
+/// `broadcast_to` read by elementwise work is a view: the kernel broadcasts the original
+/// input, so no broadcast copy runs (unless the broadcast tensor itself is fetched).
+#[test]
+fn broadcast_to_feeding_elementwise_work_copies_nothing() {
+    let mut g = Graph::new();
+    let x = konst(&mut g, &[3, 1], 1);
+    let y = konst(&mut g, &[2, 3, 4], 2);
+    let b = g.broadcast_to(x, &[2, 3, 4]).unwrap();
+    let s = g.add(b, y).unwrap();
+    let t = g.mul(b, b).unwrap();
+    let mut sess = common::session_on(&g, Device::Cpu);
+    let plan = sess.plan(&[s, t]).unwrap();
+    assert_eq!(plan.dispatch_count(), 2, "{}", plan.describe());
+    assert!(
+        plan.steps.iter().all(|st| !matches!(
+            &st.kind,
+            StepKind::Dispatch {
+                kernel: Kernel::Strided(_),
+                ..
+            }
+        )),
+        "{}",
+        plan.describe()
+    );
+    // Fetching the broadcast tensor keeps it.
+    assert_eq!(sess.plan(&[s, b]).unwrap().dispatch_count(), 2);
+    agree(&g, &[s, t, b], 0.0);
+    let got = sess.run(&[], &[s, b]).unwrap();
+    let (xs, ys) = (data(3, 1), data(24, 2));
+    let want: Vec<f32> = (0..24).map(|i| xs[(i / 4) % 3] + ys[i]).collect();
+    assert_eq!(got[0].to_f32().unwrap(), want);
+}

@@ -19,7 +19,7 @@
 //! reaches memory.
 
 use super::{Plan, Source, StepKind, Target, ValueId};
-use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue};
+use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue, StridedKind};
 use crate::DType;
 use std::collections::{HashMap, HashSet};
 
@@ -45,12 +45,7 @@ fn cheap(k: &ElementwiseKernel) -> bool {
 /// fetched or viewed, and consumed only by elementwise kernels and reductions on the
 /// producer's device. (Whether the producer is [`cheap`] is checked when inlining.)
 fn recomputable(plan: &Plan) -> HashSet<ValueId> {
-    let mut pinned: HashSet<ValueId> = plan.fetches.iter().copied().collect();
-    for v in &plan.values {
-        if let Source::View(of) = v.source {
-            pinned.insert(of);
-        }
-    }
+    let pinned = pinned(plan);
     let mut ok = HashSet::new();
     for s in &plan.steps {
         let elementwise = matches!(
@@ -80,6 +75,17 @@ fn recomputable(plan: &Plan) -> HashSet<ValueId> {
         }
     }
     ok
+}
+
+/// Values that must stay in memory: fetched, or read through a view.
+fn pinned(plan: &Plan) -> HashSet<ValueId> {
+    let mut pinned: HashSet<ValueId> = plan.fetches.iter().copied().collect();
+    for v in &plan.values {
+        if let Source::View(of) = v.source {
+            pinned.insert(of);
+        }
+    }
+    pinned
 }
 
 /// Drop steps whose output nothing reads any more (producers every consumer recomputed).
@@ -127,6 +133,7 @@ fn usage(plan: &Plan) -> (HashMap<ValueId, usize>, HashMap<ValueId, usize>) {
 fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
     let (producer, mut consumers) = usage(&plan);
     let shared = recomputable(&plan);
+    let pinned = pinned(&plan);
 
     let mut dead = vec![false; plan.steps.len()];
     for c in 0..plan.steps.len() {
@@ -163,6 +170,29 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                 }
                 let Some(&p) = producer.get(&v) else { continue };
                 let single = consumers.get(&v).copied().unwrap_or(0) == 1;
+                // broadcast_to feeding elementwise work is a view: the kernel broadcasts the
+                // original input itself (NumPy broadcasting composes), so nothing is copied.
+                if let StepKind::Dispatch {
+                    kernel: Kernel::Strided(sk),
+                    inputs: pins,
+                } = &plan.steps[p].kind
+                {
+                    if sk.kind == StridedKind::BroadcastTo
+                        && !dead[p]
+                        && plan.steps[p].device == device
+                        && !pinned.contains(&v)
+                    {
+                        ins[j] = pins[0];
+                        if single {
+                            dead[p] = true;
+                        } else {
+                            *consumers.entry(pins[0]).or_default() += 1;
+                        }
+                        nodes.extend(plan.steps[p].nodes.iter().cloned());
+                        changed = true;
+                        break;
+                    }
+                }
                 if dead[p] || (!single && !shared.contains(&v)) || plan.steps[p].device != device {
                     continue;
                 }
