@@ -223,7 +223,7 @@ impl Session {
                 let place = self
                     .graph
                     .tensor(name)
-                    .map(|t| format!(" (built at {})", self.graph.node(t).location))
+                    .map(|t| format!(" (built at {})", self.graph.node(t).built_at()))
                     .unwrap_or_default();
                 return Err(Error::Feed {
                     name: name.clone(),

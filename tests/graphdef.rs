@@ -688,3 +688,39 @@ fn random_strided_attributes_never_read_outside_the_input() {
         "{loaded} loaded, {rejected} rejected"
     );
 }
+
+/// Run-time errors about a loaded graph's nodes name the file and the node, not wgflow's
+/// loader code.
+#[test]
+fn errors_about_loaded_nodes_name_the_file_and_node() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2], DType::F32).unwrap();
+    g.device("gpu:9", |g| g.exp(x)).unwrap();
+    let path = std::env::temp_dir().join(format!("wgflow-origin-{}.json", std::process::id()));
+    g.save(&path).unwrap();
+    let loaded = Graph::load(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let y = loaded.tensor("exp").unwrap();
+    let lx = loaded.tensor("x").unwrap();
+    let node = loaded.node(y);
+    assert!(
+        node.built_at().contains("nodes[1] 'exp'"),
+        "{}",
+        node.built_at()
+    );
+    let err = Session::new(&loaded, SessionOptions::default())
+        .unwrap()
+        .run(
+            &[(lx, HostTensor::new([2], vec![0.0f32, 1.0]).unwrap())],
+            &[y],
+        )
+        .expect_err("gpu:9 does not exist");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&path.display().to_string()) && msg.contains("nodes[1] 'exp'"),
+        "{msg}"
+    );
+    assert!(!msg.contains("src/graph/def"), "{msg}");
+    // Nodes built by code still name the caller's line.
+    assert!(g.node(x).built_at().contains("graphdef.rs"));
+}

@@ -116,7 +116,7 @@ fn resolve(
         requested: spec.to_string(),
         message: format!(
             "no such device is visible (built at {}); available: {available}. Enable soft placement to fall back",
-            node.location
+            node.built_at()
         ),
     })
 }
@@ -148,7 +148,7 @@ fn needs_f16(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<
         requested: d.to_string(),
         message: format!(
             "f16 needs the adapter's shader-f16 feature, which {d} lacks (built at {}); place f16 work on cpu:0 or a GPU that has it (`wgflow devices` lists them), or enable soft placement",
-            node.location
+            node.built_at()
         ),
     })
 }
@@ -176,7 +176,7 @@ fn gpu_only(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<D
             requested: d.to_string(),
             message: format!(
                 "a raw WGSL kernel runs only on a GPU (built at {}); {}",
-                node.location,
+                node.built_at(),
                 if gpu.is_some() {
                     "place it on a GPU or enable soft placement"
                 } else {

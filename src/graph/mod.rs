@@ -58,6 +58,19 @@ pub struct Node {
     pub device: Option<DeviceSpec>,
     /// Where in the user's code the node was built.
     pub location: &'static Location<'static>,
+    /// Where the node came from when no user code built it: a graph file's node.
+    pub origin: Option<String>,
+}
+
+impl Node {
+    /// Where the node was made, for messages: the user's `file:line:col`, or the graph file
+    /// and node it was loaded from.
+    pub fn built_at(&self) -> String {
+        match &self.origin {
+            Some(o) => o.clone(),
+            None => self.location.to_string(),
+        }
+    }
 }
 
 /// A handle to a node's output. Cheap to copy; valid only with the graph that made it.
@@ -303,6 +316,7 @@ impl Graph {
             dtype,
             device: self.device_scopes.last().copied(),
             location,
+            origin: None,
         });
         for (slot, &src) in inputs.iter().enumerate() {
             self.g.add_edge(src, node, slot);

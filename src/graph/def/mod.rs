@@ -315,6 +315,7 @@ impl Graph {
             g.names.remove(&built);
             g.names.insert(nd.name.clone(), node);
             g.g[node].device = nd.device;
+            g.g[node].origin = Some(format!("graph file {at}"));
         }
         Ok(g)
     }
@@ -342,10 +343,16 @@ impl Graph {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path)
             .map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
-        Graph::from_json(&text).map_err(|e| match e {
+        let mut g = Graph::from_json(&text).map_err(|e| match e {
             Error::GraphDef { at, message } => err(format!("{}: {at}", path.display()), message),
             other => other,
-        })
+        })?;
+        for node in g.g.node_weights_mut() {
+            if let Some(o) = &mut node.origin {
+                *o = format!("{} {}", path.display(), o.trim_start_matches("graph file "));
+            }
+        }
+        Ok(g)
     }
 }
 
