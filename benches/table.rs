@@ -3,7 +3,9 @@
 //!
 //! The baseline replays each dispatch of wgflow's plan with its own buffers, pipelines and
 //! bind groups, all dispatches in one compute pass and one submit per iteration — the least
-//! a hand-written program could do — so the ratio is wgflow's executor overhead.
+//! a hand-written program could do — so the ratio is wgflow's executor overhead. The two
+//! are timed in alternating batches (medians of 9), so both see the same drift of a shared
+//! machine.
 //! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
 //! iterations, `WGFLOW_BENCH_ONLY=memory` for the memory table alone.
 
@@ -33,6 +35,32 @@ fn time(mut f: impl FnMut(), iters: usize) -> f64 {
         .collect();
     samples.sort_by(|a, b| a.total_cmp(b));
     samples[samples.len() / 2]
+}
+
+/// Like [`time`] for two programs, alternating their batches so that both see the same
+/// drift of a shared machine; returns both medians.
+fn time_pair(mut f: impl FnMut(), mut g: impl FnMut(), iters: usize) -> (f64, f64) {
+    f();
+    g();
+    f();
+    g();
+    let reps = if quick() { 3 } else { 9 };
+    let mut fs = Vec::new();
+    let mut gs = Vec::new();
+    for _ in 0..reps {
+        for (h, out) in [(&mut f as &mut dyn FnMut(), &mut fs), (&mut g, &mut gs)] {
+            let t = Instant::now();
+            for _ in 0..iters {
+                h();
+            }
+            out.push(t.elapsed().as_secs_f64() / iters as f64);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    (median(&mut fs), median(&mut gs))
 }
 
 fn det(n: usize, seed: u32) -> Vec<f32> {
@@ -182,9 +210,9 @@ fn bench_targets(
 ) -> Row {
     let mut s = session(g, dev, true);
     let plan = s.plan(&[out]).unwrap();
-    let wgflow_s = time(|| s.run_targets(&[], &[out]).unwrap(), iters);
     let base = Baseline::new(&plan, gpu);
-    let baseline_s = time(|| base.run(), iters);
+    let (wgflow_s, baseline_s) =
+        time_pair(|| s.run_targets(&[], &[out]).unwrap(), || base.run(), iters);
     Row {
         name,
         wgflow_s,
