@@ -109,6 +109,9 @@ fn reductions_matmul_and_permute_validate() {
             (vec![2, 1, 3, 4], vec![3, 4, 2], vec![2, 3, 3, 2]),
             (vec![32, 16], vec![16, 64], vec![32, 64]),
             (vec![2, 1, 8, 4], vec![3, 4, 8], vec![2, 3, 8, 8]),
+            // Workgroup-tiled on hardware adapters.
+            (vec![128, 32], vec![32, 64], vec![128, 64]),
+            (vec![2, 64, 16], vec![16, 128], vec![2, 64, 128]),
         ] {
             let k = MatMulKernel {
                 a: Shape::new(a),
@@ -116,11 +119,16 @@ fn reductions_matmul_and_permute_validate() {
                 out: Shape::new(out),
                 dtype: d,
                 block: None,
+                tiled: false,
                 epilogue: None,
             };
             check(&Kernel::MatMul(k.clone()));
             for software in [false, true] {
                 let blocked = k.blocked_for(&AdapterKind { software });
+                let divisible = k.out.dims()[k.out.rank() - 2].is_multiple_of(64)
+                    && k.out.dims()[k.out.rank() - 1].is_multiple_of(64)
+                    && d.is_numeric();
+                assert_eq!(blocked.tiled, !software && divisible, "{:?}", k.out);
                 check(&Kernel::MatMul(blocked));
             }
         }
@@ -212,11 +220,16 @@ fn invalid_wgsl_reports_line_and_column() {
 
 #[test]
 fn matmul_epilogues_validate_for_every_strategy() {
-    matmul_epilogues_validate_for(DType::F32);
-    matmul_epilogues_validate_for(DType::F16);
+    for (a, b, out) in [
+        ([2, 32, 16], [16, 64], [2, 32, 64]),
+        ([2, 64, 16], [16, 64], [2, 64, 64]),
+    ] {
+        matmul_epilogues_validate_for(DType::F32, &a, &b, &out);
+        matmul_epilogues_validate_for(DType::F16, &a, &b, &out);
+    }
 }
 
-fn matmul_epilogues_validate_for(dt: DType) {
+fn matmul_epilogues_validate_for(dt: DType, a: &[usize], b: &[usize], out: &[usize]) {
     use wgflow::ops::Epilogue;
     // relu(acc + bias) * scale + residual, with a bool mask selecting the residual.
     let e = Expr::Select(
@@ -239,13 +252,14 @@ fn matmul_epilogues_validate_for(dt: DType) {
         )),
         Box::new(Expr::Input(0)),
     );
-    let out = Shape::from([2, 32, 64]);
+    let out = Shape::new(out.to_vec());
     let k = MatMulKernel {
-        a: Shape::from([2, 32, 16]),
-        b: Shape::from([16, 64]),
+        a: Shape::new(a.to_vec()),
+        b: Shape::new(b.to_vec()),
         out: out.clone(),
         dtype: dt,
         block: None,
+        tiled: false,
         epilogue: Some(Epilogue {
             expr: e,
             extra: vec![

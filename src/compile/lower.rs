@@ -165,6 +165,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 out: node.shape.clone(),
                 dtype: node.dtype,
                 block: None,
+                tiled: false,
                 epilogue: None,
             }),
             Op::Permute(perm) => Kernel::Permute(PermuteKernel {

@@ -113,9 +113,18 @@ pub struct MatMulKernel {
     /// `(rows, cols)` of the output block each invocation computes with vec4 loads; `None`
     /// is one output per invocation. Chosen per adapter by [`MatMulKernel::blocked_for`].
     pub block: Option<(usize, usize)>,
+    /// Workgroup tiling in shared memory (real GPUs): a workgroup of 16×16 invocations
+    /// computes a [`TILE`]×[`TILE`] output tile, each invocation a 4×4 block (`block` is
+    /// `Some((4, 4))`), staging [`TILE_K`]-deep slices of A and B in workgroup memory.
+    pub tiled: bool,
     /// Elementwise work applied to each output before it is stored (set by fusion).
     pub epilogue: Option<Epilogue>,
 }
+
+/// Output tile edge of the workgroup-tiled matmul.
+pub const TILE: usize = 64;
+/// Depth of the A and B slices the tiled matmul stages in workgroup memory.
+pub const TILE_K: usize = 16;
 
 impl MatMulKernel {
     fn mkn(&self) -> (usize, usize, usize) {
@@ -230,7 +239,17 @@ impl MatMulKernel {
         let (m, k, n) = self.mkn();
         let mut out = self.clone();
         out.block = None;
+        out.tiled = false;
         if !n.is_multiple_of(4) || !k.is_multiple_of(4) || !self.dtype.is_numeric() {
+            return out;
+        }
+        if !adapter.software
+            && m.is_multiple_of(TILE)
+            && n.is_multiple_of(TILE)
+            && k.is_multiple_of(TILE_K)
+        {
+            out.block = Some((4, 4));
+            out.tiled = true;
             return out;
         }
         let macs = (m * k * n) as u64
@@ -259,7 +278,9 @@ impl MatMulKernel {
     }
 
     pub fn workgroup_size(&self) -> u32 {
-        if self.block.is_some() {
+        if self.tiled {
+            256
+        } else if self.block.is_some() {
             64
         } else {
             codegen::WORKGROUP
@@ -277,6 +298,9 @@ impl MatMulKernel {
     /// kernel when [`MatMulKernel::block`] is set. Both accumulate over K in the CPU kernel's
     /// order, one product at a time.
     pub fn wgsl(&self) -> String {
+        if self.tiled {
+            return self.wgsl_tiled();
+        }
         if let Some((tm, tn)) = self.block {
             return self.wgsl_blocked(tm, tn);
         }
@@ -350,22 +374,9 @@ impl MatMulKernel {
         let (bd, sa, sb) = self.batch();
         let t = self.dtype.wgsl();
         let cols = tn / 4;
-        let (func, extra) = self.epilogue_wgsl();
         let mut w = Writer::new();
         w.line("// wgflow register-blocked matmul: each invocation computes a block of outputs.");
-        codegen::storage_binding_vec(&mut w, 0, "in0", self.dtype, true);
-        codegen::storage_binding_vec(&mut w, 1, "in1", self.dtype, true);
-        for (j, (kind, d)) in extra.iter().enumerate() {
-            let vec = *kind != EpilogueInput::Scalar;
-            codegen::storage_binding_vec(&mut w, 2 + j, &format!("in{}", 2 + j), *d, vec);
-        }
-        codegen::storage_binding_vec(&mut w, 2 + extra.len(), "out", self.dtype, true);
-        if self.epilogue.is_some() {
-            for line in codegen::PRELUDE.lines().chain(func.lines()) {
-                w.line(line);
-            }
-        }
-        w.line("");
+        self.blocked_header(&mut w);
         w.line("@compute @workgroup_size(64)");
         w.line("fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {");
         w.indent(1);
@@ -409,6 +420,36 @@ impl MatMulKernel {
         }
         w.indent(1);
         w.line("}");
+        self.blocked_store(&mut w, tm, cols);
+        w.indent(0);
+        w.line("}");
+        w.finish()
+    }
+
+    /// Bindings (vec4 A, B, output and full/row epilogue inputs) and the epilogue function.
+    fn blocked_header(&self, w: &mut Writer) {
+        let (func, extra) = self.epilogue_wgsl();
+        codegen::storage_binding_vec(w, 0, "in0", self.dtype, true);
+        codegen::storage_binding_vec(w, 1, "in1", self.dtype, true);
+        for (j, (kind, d)) in extra.iter().enumerate() {
+            let vec = *kind != EpilogueInput::Scalar;
+            codegen::storage_binding_vec(w, 2 + j, &format!("in{}", 2 + j), *d, vec);
+        }
+        codegen::storage_binding_vec(w, 2 + extra.len(), "out", self.dtype, true);
+        if self.epilogue.is_some() {
+            for line in codegen::PRELUDE.lines().chain(func.lines()) {
+                w.line(line);
+            }
+        }
+        w.line("");
+    }
+
+    /// Store the `tm × 4·cols` block in `acc_{r}_{c}` (vec4s) at rows `m0 + r`, columns
+    /// `n0 + 4c` of batch `o_base`, through the epilogue if there is one.
+    fn blocked_store(&self, w: &mut Writer, tm: usize, cols: usize) {
+        let (_, _, n) = self.mkn();
+        let t = self.dtype.wgsl();
+        let (_, extra) = self.epilogue_wgsl();
         // f16 epilogue inputs widen to f32 like every f16 load.
         let widen = |d: DType, v: String, vec: bool| match (d, vec) {
             (DType::F16, true) => format!("vec4<f32>({v})"),
@@ -472,6 +513,84 @@ impl MatMulKernel {
                 }
             }
         }
+    }
+
+    /// The workgroup-tiled kernel for real GPUs (see [`MatMulKernel::tiled`]). Every
+    /// invocation helps stage each K slice, so shapes must divide by the tile; the product
+    /// still accumulates over K in order, one product at a time, as on the CPU.
+    fn wgsl_tiled(&self) -> String {
+        let (m, k, n) = self.mkn();
+        let (bd, sa, sb) = self.batch();
+        let t = self.dtype.wgsl();
+        let (tiles_m, tiles_n) = (m / TILE, n / TILE);
+        let mut w = Writer::new();
+        w.line(
+            "// wgflow workgroup-tiled matmul: 16x16 invocations per 64x64 output tile, 4x4 each.",
+        );
+        self.blocked_header(&mut w);
+        w.line(&format!(
+            "var<workgroup> a_tile: array<{t}, {}>;",
+            TILE * TILE_K
+        ));
+        w.line(&format!(
+            "var<workgroup> b_tile: array<vec4<{t}>, {}>;",
+            TILE_K * TILE / 4
+        ));
+        w.line("");
+        w.line("@compute @workgroup_size(256)");
+        w.line("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) nwg: vec3<u32>) {");
+        w.indent(1);
+        // No early return: every invocation reaches every barrier (the grid has no spare
+        // workgroups, since the tile count is the dispatch size).
+        w.line("let tile = wid.x + wid.y * nwg.x;");
+        w.line(&format!("let tn = tile % {tiles_n}u;"));
+        w.line(&format!("let tm = (tile / {tiles_n}u) % {tiles_m}u;"));
+        w.line(&format!("let batch = tile / {}u;", tiles_m * tiles_n));
+        codegen::strided_index(&mut w, "a_base", "batch", &bd, &sa);
+        codegen::strided_index(&mut w, "b_base", "batch", &bd, &sb);
+        w.line(&format!("let o_base = batch * {}u;", m * n));
+        w.line("let tx = lid % 16u;");
+        w.line("let ty = lid / 16u;");
+        w.line(&format!("let m0 = tm * {TILE}u + ty * 4u;"));
+        w.line(&format!("let n0 = tn * {TILE}u + tx * 4u;"));
+        // Staging: A's 64 rows x 16 k as 256 vec4s along K, B's 16 k x 64 columns as 256
+        // vec4s along N; one of each per invocation.
+        w.line("let ar = lid / 4u;");
+        w.line("let ac = (lid % 4u) * 4u;");
+        w.line("let br = lid / 16u;");
+        w.line("let bc = lid % 16u;");
+        let zero = codegen::literal(self.dtype, 0);
+        for r in 0..4 {
+            w.line(&format!("var acc_{r}_0 = vec4<{t}>({zero});"));
+        }
+        w.line(&format!(
+            "for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{"
+        ));
+        w.indent(2);
+        w.line(&format!(
+            "let av = vec4<{t}>(in0[(a_base + (tm * {TILE}u + ar) * {k}u + k0 + ac) / 4u]);"
+        ));
+        for (l, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+            w.line(&format!("a_tile[ar * {TILE_K}u + ac + {l}u] = av.{lane};"));
+        }
+        w.line(&format!(
+            "b_tile[br * 16u + bc] = vec4<{t}>(in1[(b_base + (k0 + br) * {n}u + tn * {TILE}u) / 4u + bc]);"
+        ));
+        w.line("workgroupBarrier();");
+        w.line(&format!(
+            "for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{"
+        ));
+        w.line("    let b = b_tile[kk * 16u + tx];");
+        for r in 0..4 {
+            w.line(&format!(
+                "    acc_{r}_0 = acc_{r}_0 + a_tile[(ty * 4u + {r}u) * {TILE_K}u + kk] * b;"
+            ));
+        }
+        w.line("}");
+        w.line("workgroupBarrier();");
+        w.indent(1);
+        w.line("}");
+        self.blocked_store(&mut w, 4, 1);
         w.indent(0);
         w.line("}");
         w.finish()

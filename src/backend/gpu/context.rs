@@ -242,10 +242,16 @@ pub struct GpuContext {
 
 impl GpuContext {
     /// What kernel strategies need to know about this adapter.
+    /// What kernel strategies this adapter gets: by its device type, unless
+    /// `WGFLOW_KERNELS=software` or `WGFLOW_KERNELS=hardware` forces one family (to test or
+    /// benchmark the other family's kernels on any adapter).
     pub fn adapter_kind(&self) -> crate::ops::AdapterKind {
-        crate::ops::AdapterKind {
-            software: self.info.device_type == "software",
-        }
+        let software = match std::env::var("WGFLOW_KERNELS").as_deref() {
+            Ok("software") => true,
+            Ok("hardware") => false,
+            _ => self.info.device_type == "software",
+        };
+        crate::ops::AdapterKind { software }
     }
 
     /// Run `f` inside validation and out-of-memory error scopes; a captured error becomes
