@@ -429,3 +429,30 @@ fn f16_graphs_round_trip_through_graph_files() {
     let e = Graph::from_json(&bad).expect_err("0.1 is not an f16");
     assert!(e.to_string().contains("f16"), "{e}");
 }
+
+#[test]
+fn f16_slices_and_transposes_read_through_views_match_cpu() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [3, 5], DType::F16).unwrap();
+    let t = g.transpose(x, &[1, 0]).unwrap();
+    let s = g
+        .slice(
+            x,
+            &[SliceArg::new(None, None, -1), SliceArg::new(None, None, 2)],
+        )
+        .unwrap();
+    let a = g.neg(t).unwrap();
+    let b = g.mul(s, s).unwrap();
+    let vals: Vec<f16> = (0..15)
+        .map(|i| f16::from_f32(i as f32 * 0.3 - 2.0))
+        .collect();
+    let feed = HostTensor::new([3, 5], vals).unwrap();
+    let want = common::session_on(&g, Device::Cpu)
+        .run(&[(x, feed.clone())], &[a, b])
+        .unwrap();
+    for gpu in gpus_by_f16().0 {
+        let mut s = common::session_on(&g, gpu);
+        assert_eq!(s.plan(&[a, b]).unwrap().dispatch_count(), 2);
+        assert_eq!(s.run(&[(x, feed.clone())], &[a, b]).unwrap(), want, "{gpu}");
+    }
+}

@@ -24,6 +24,7 @@ fn ew(expr: Expr, inputs: Vec<(Shape, DType)>, out: Shape, out_dtype: DType) -> 
         inputs,
         out_shape: out,
         out_dtype,
+        views: Vec::new(),
     })
 }
 

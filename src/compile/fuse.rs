@@ -19,8 +19,10 @@
 //! reaches memory.
 
 use super::{Plan, Source, StepKind, Target, ValueId};
-use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue, StridedKind};
+use crate::ops::elementwise::InputView;
+use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue};
 use crate::DType;
+use crate::Shape;
 use std::collections::{HashMap, HashSet};
 
 /// The most ops an elementwise kernel with several consumers may have and still be
@@ -147,13 +149,19 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
             continue;
         };
         // Compacted first, so each value is one input and inlining replaces every use of it.
-        let (mut expr, mut ins) = compact(&k.expr, inputs);
+        let srcs: Vec<Src> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (v, viewed(k, i)))
+            .collect();
+        let (mut expr, mut ins) = compact(&k.expr, &srcs);
         let mut nodes = Vec::new();
         // Inline producers until nothing changes; each pass looks at the current inputs.
         loop {
             let mut changed = false;
             for j in 0..ins.len() {
-                let v = ins[j];
+                let v = ins[j].0;
+                let has_view = ins[j].1.is_some();
                 if let Source::Constant(t) = &plan.values[v].source {
                     if t.len() == 1 {
                         let lit = Expr::Lit(t.dtype(), t.words()[0]);
@@ -170,28 +178,49 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                 }
                 let Some(&p) = producer.get(&v) else { continue };
                 let single = consumers.get(&v).copied().unwrap_or(0) == 1;
-                // broadcast_to feeding elementwise work is a view: the kernel broadcasts the
-                // original input itself (NumPy broadcasting composes), so nothing is copied.
-                if let StepKind::Dispatch {
-                    kernel: Kernel::Strided(sk),
-                    inputs: pins,
-                } = &plan.steps[p].kind
-                {
-                    if sk.kind == StridedKind::BroadcastTo
+                // A slice, flip, broadcast or transpose feeding elementwise work is read
+                // through a view of its input instead of being copied (one level: a view of a
+                // view's output is not affine in general).
+                let window = match &plan.steps[p].kind {
+                    StepKind::Dispatch {
+                        kernel: Kernel::Strided(sk),
+                        inputs: pins,
+                    } => Some((
+                        pins[0],
+                        InputView {
+                            offset: sk.offset,
+                            strides: sk.strides.clone(),
+                        },
+                    )),
+                    StepKind::Dispatch {
+                        kernel: Kernel::Permute(pk),
+                        inputs: pins,
+                    } => Some((
+                        pins[0],
+                        InputView {
+                            offset: 0,
+                            strides: pk.src_strides().iter().map(|&s| s as i64).collect(),
+                        },
+                    )),
+                    _ => None,
+                };
+                if let Some((src, view)) = window {
+                    if !has_view
                         && !dead[p]
                         && plan.steps[p].device == device
                         && !pinned.contains(&v)
                     {
-                        ins[j] = pins[0];
+                        ins[j] = (src, Some((view, plan.values[v].shape.clone())));
                         if single {
                             dead[p] = true;
                         } else {
-                            *consumers.entry(pins[0]).or_default() += 1;
+                            *consumers.entry(src).or_default() += 1;
                         }
                         nodes.extend(plan.steps[p].nodes.iter().cloned());
                         changed = true;
                         break;
                     }
+                    continue;
                 }
                 if dead[p] || (!single && !shared.contains(&v)) || plan.steps[p].device != device {
                     continue;
@@ -216,7 +245,7 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                     }
                 });
                 let mut cand_ins = ins.clone();
-                cand_ins.extend(pins.iter().copied());
+                cand_ins.extend(pins.iter().enumerate().map(|(i, &u)| (u, viewed(pk, i))));
                 let (candidate, cand_ins) = compact(&candidate, &cand_ins);
                 if cand_ins.len() + 1 > max_bindings {
                     continue;
@@ -242,15 +271,26 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
             expr = e;
             ins = i;
         }
-        let (expr, ins) = compact(&expr, &ins);
+        let (expr, srcs) = compact(&expr, &ins);
+        let ins: Vec<ValueId> = srcs.iter().map(|s| s.0).collect();
         let kernel = ElementwiseKernel {
             expr,
-            inputs: ins
+            inputs: srcs
                 .iter()
-                .map(|&v| (plan.values[v].shape.clone(), plan.values[v].dtype))
+                .map(|(v, view)| {
+                    let shape = match view {
+                        Some((_, apparent)) => apparent.clone(),
+                        None => plan.values[*v].shape.clone(),
+                    };
+                    (shape, plan.values[*v].dtype)
+                })
                 .collect(),
             out_shape: k.out_shape.clone(),
             out_dtype: k.out_dtype,
+            views: srcs
+                .iter()
+                .map(|s| s.1.as_ref().map(|(w, _)| w.clone()))
+                .collect(),
         };
         let step = &mut plan.steps[c];
         nodes.append(&mut step.nodes);
@@ -312,7 +352,8 @@ fn fuse_prologues(mut plan: Plan, target: &Target) -> Plan {
         else {
             continue;
         };
-        if !single && !cheap(ek) {
+        // Prologue inputs are read at broadcast indices only (no views).
+        if (!single && !cheap(ek)) || ek.has_views() {
             continue;
         }
         if ek.out_shape != rk.in_shape || pins.len() + inputs.len() > max_bindings(target, device) {
@@ -358,6 +399,10 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
             continue;
         };
         let (k, inputs) = (k.clone(), inputs.clone());
+        // Epilogue inputs are read at the output's indices (no views).
+        if k.has_views() {
+            continue;
+        }
         for (j, &v) in inputs.iter().enumerate() {
             let Some(&p) = producer.get(&v) else { continue };
             if dead[p]
@@ -457,13 +502,22 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
     plan
 }
 
-/// Drop unused inputs and merge repeated ones, renumbering `Input`s by first use.
-fn compact(expr: &Expr, inputs: &[ValueId]) -> (Expr, Vec<ValueId>) {
-    let mut out: Vec<ValueId> = Vec::new();
+/// An elementwise kernel's input as fusion tracks it: the bound value, and the view (with the
+/// shape it presents) when the value is read through one.
+type Src = (ValueId, Option<(InputView, Shape)>);
+
+fn viewed(k: &ElementwiseKernel, i: usize) -> Option<(InputView, Shape)> {
+    k.view(i).map(|w| (w.clone(), k.inputs[i].0.clone()))
+}
+
+/// Drop unused inputs and merge repeated ones (the same value through the same view),
+/// renumbering `Input`s by first use.
+fn compact<T: PartialEq + Clone>(expr: &Expr, inputs: &[T]) -> (Expr, Vec<T>) {
+    let mut out: Vec<T> = Vec::new();
     let e = expr.substitute(&mut |i| {
-        let v = inputs[i];
-        let pos = out.iter().position(|&x| x == v).unwrap_or_else(|| {
-            out.push(v);
+        let v = &inputs[i];
+        let pos = out.iter().position(|x| x == v).unwrap_or_else(|| {
+            out.push(v.clone());
             out.len() - 1
         });
         Expr::Input(pos)

@@ -148,6 +148,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                     inputs: (0..inputs.len()).map(|i| in_desc(&l, i)).collect(),
                     out_shape: node.shape.clone(),
                     out_dtype: node.dtype,
+                    views: Vec::new(),
                 })
             }
             Op::Reduce { op, axes } => Kernel::Reduce(ReduceKernel {

@@ -50,11 +50,13 @@ fn in_place_pairs(plan: &Plan, last: &HashMap<ValueId, usize>) -> HashMap<ValueI
         let out = &plan.values[s.output];
         for (j, &v) in inputs.iter().enumerate() {
             let r = plan.root(v);
+            // Every read of the slot is at the output's own index (no broadcast, no view).
             let same_index = inputs
                 .iter()
                 .zip(&k.inputs)
-                .filter(|(&x, _)| plan.root(x) == r)
-                .all(|(_, (shape, _))| shape == &out.shape);
+                .enumerate()
+                .filter(|(_, (&x, _))| plan.root(x) == r)
+                .all(|(i, (_, (shape, _)))| shape == &out.shape && k.view(i).is_none());
             let ok = k.inputs[j].0 == out.shape
                 && same_index
                 && last.get(&r) == Some(&i)

@@ -350,6 +350,29 @@ fn lit_text(d: DType, w: u32) -> String {
     }
 }
 
+/// A strided window onto an input's buffer: a slice, flip, broadcast or transpose that fusion
+/// folded into its consumer instead of copying. Element `c` of the input's (apparent) shape is
+/// word `offset + Σ c_k · strides[k]` of the bound buffer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct InputView {
+    pub offset: i64,
+    pub strides: Vec<i64>,
+}
+
+impl InputView {
+    /// Strides over the dimensions of `out`, which `shape` (the apparent shape) broadcasts
+    /// to: broadcast axes get stride 0.
+    fn strides_over(&self, shape: &Shape, out: &Shape) -> Vec<i64> {
+        let (r, ra) = (out.rank(), shape.rank());
+        (0..r)
+            .map(|k| match k.checked_sub(r - ra) {
+                Some(a) if shape.dims()[a] != 1 => self.strides[a],
+                _ => 0,
+            })
+            .collect()
+    }
+}
+
 /// A fused elementwise kernel: `out = expr(inputs broadcast to out)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElementwiseKernel {
@@ -357,6 +380,21 @@ pub struct ElementwiseKernel {
     pub inputs: Vec<(Shape, DType)>,
     pub out_shape: Shape,
     pub out_dtype: DType,
+    /// Per input, a strided view of its buffer (empty, or `None` entries, when inputs are
+    /// plain contiguous tensors).
+    pub views: Vec<Option<InputView>>,
+}
+
+impl ElementwiseKernel {
+    /// Input `i`'s view, if it is read through one.
+    pub fn view(&self, i: usize) -> Option<&InputView> {
+        self.views.get(i).and_then(Option::as_ref)
+    }
+
+    /// Whether any input is read through a view.
+    pub fn has_views(&self) -> bool {
+        self.views.iter().any(Option::is_some)
+    }
 }
 
 // ---------------------------------------------------------------- CPU reference kernel
@@ -374,6 +412,20 @@ impl ElementwiseKernel {
             Expr::Input(i) => {
                 let (shape, _) = &self.inputs[*i];
                 let data = inputs[*i];
+                if let Some(view) = self.view(*i) {
+                    let strides = view.strides_over(shape, &self.out_shape);
+                    let dims = self.out_shape.dims();
+                    return (0..n)
+                        .map(|lin| {
+                            let (mut rem, mut at) = (lin, view.offset);
+                            for k in (0..dims.len()).rev() {
+                                at += (rem % dims[k]) as i64 * strides[k];
+                                rem /= dims[k];
+                            }
+                            data[at as usize]
+                        })
+                        .collect();
+                }
                 if shape == &self.out_shape {
                     return data.to_vec();
                 }
@@ -442,6 +494,7 @@ impl ElementwiseKernel {
     pub fn vectorized(&self) -> bool {
         let n = self.out_shape.numel();
         n.is_multiple_of(4)
+            && !self.has_views()
             && self
                 .inputs
                 .iter()
@@ -494,7 +547,18 @@ impl ElementwiseKernel {
                 }
                 continue;
             }
-            let idx = if shape == &self.out_shape {
+            let idx = if let Some(view) = self.view(i) {
+                let strides = view.strides_over(shape, &self.out_shape);
+                super::movement::signed_index(
+                    &mut body,
+                    &format!("idx{i}"),
+                    "i",
+                    dims,
+                    &strides,
+                    view.offset,
+                );
+                format!("idx{i}")
+            } else if shape == &self.out_shape {
                 "i".to_string()
             } else if shape.numel() == 1 {
                 "0u".to_string()

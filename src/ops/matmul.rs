@@ -45,6 +45,7 @@ impl Epilogue {
             inputs,
             out_shape: shape.clone(),
             out_dtype: dtype,
+            views: Vec::new(),
         }
         .run_cpu(&words)
     }

@@ -146,7 +146,21 @@ impl Kernel {
     /// A short human-readable description for plans and traces.
     pub fn describe(&self) -> String {
         match self {
-            Kernel::Elementwise(k) => format!("elementwise {}", k.expr.describe()),
+            Kernel::Elementwise(k) => {
+                let viewed: Vec<String> = (0..k.inputs.len())
+                    .filter(|&i| k.view(i).is_some())
+                    .map(|i| format!("in{i}"))
+                    .collect();
+                if viewed.is_empty() {
+                    format!("elementwise {}", k.expr.describe())
+                } else {
+                    format!(
+                        "elementwise {} (strided views of {})",
+                        k.expr.describe(),
+                        viewed.join(", ")
+                    )
+                }
+            }
             Kernel::Reduce(k) => {
                 let of = match &k.prologue {
                     None => k.in_shape.to_string(),

@@ -78,7 +78,8 @@ pub struct PermuteKernel {
 }
 
 impl PermuteKernel {
-    fn src_strides(&self) -> Vec<usize> {
+    /// The input stride of each output axis.
+    pub fn src_strides(&self) -> Vec<usize> {
         let s = self.in_shape.strides();
         self.perm.iter().map(|&p| s[p]).collect()
     }
@@ -229,7 +230,7 @@ pub fn slice_plan(input: &Shape, args: &[SliceArg]) -> Result<(Shape, i64, Vec<i
 }
 
 /// Signed-offset addressing: `let name = u32(offset + Σ coord_k(linear) * strides[k])`.
-fn signed_index(
+pub(crate) fn signed_index(
     w: &mut Writer,
     name: &str,
     linear: &str,

@@ -158,6 +158,7 @@ impl ReduceKernel {
                     inputs: p.inputs.clone(),
                     out_shape: self.in_shape.clone(),
                     out_dtype: self.dtype,
+                    views: Vec::new(),
                 }
                 .run_cpu(&inputs[..n]),
             ),
