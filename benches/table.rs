@@ -81,6 +81,22 @@ fn konst(g: &mut Graph, shape: &[usize], seed: u32) -> Tensor {
         .unwrap()
 }
 
+/// A compute pipeline for `wgsl`'s `main`, with the layout wgpu derives from the shader.
+fn compute_pipeline(d: &wgpu::Device, wgsl: &str) -> wgpu::ComputePipeline {
+    let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+    });
+    d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
 /// Replays the dispatches of a single-GPU plan with plain wgpu.
 struct Baseline {
     ctx: std::sync::Arc<context::GpuContext>,
@@ -118,18 +134,7 @@ impl Baseline {
                 panic!("baseline replays single-device plans")
             };
             let kernel = &kernel.for_adapter(&ctx.adapter_kind());
-            let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: None,
-                source: wgpu::ShaderSource::Wgsl(kernel.wgsl().into()),
-            });
-            let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: None,
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+            let pipeline = compute_pipeline(d, &kernel.wgsl());
             let mut vals = inputs.clone();
             vals.push(step.output);
             let bufs: Vec<wgpu::Buffer> = vals.iter().map(|&v| buffer_of(v, plan)).collect();
@@ -319,18 +324,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }}"
     );
     let d = &ctx.device;
-    let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: None,
-        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-    });
-    let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: None,
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
+    let pipeline = compute_pipeline(d, &wgsl);
     let bind_group = d.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &pipeline.get_bind_group_layout(0),

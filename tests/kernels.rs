@@ -19,6 +19,21 @@ fn konst(g: &mut Graph, shape: &[usize], seed: u32) -> wgflow::Tensor {
         .unwrap()
 }
 
+/// `outs` computed on cpu:0 with fusion off (every op its own kernel).
+fn unfused_on_cpu(g: &Graph, outs: &[wgflow::Tensor]) -> Vec<HostTensor> {
+    wgflow::Session::new(
+        g,
+        wgflow::SessionOptions {
+            default_device: Some(Device::Cpu),
+            fuse: false,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .run(&[], outs)
+    .unwrap()
+}
+
 /// Every GPU equals cpu:0 on `outs`, within `tol`.
 fn agree(g: &Graph, outs: &[wgflow::Tensor], tol: f32) {
     let want = common::session_on(g, Device::Cpu).run(&[], outs).unwrap();
@@ -344,7 +359,6 @@ fn elementwise_work_after_a_reduction_becomes_its_epilogue() {
 #[test]
 fn elementwise_work_before_a_reduction_becomes_its_prologue() {
     use wgflow::ops::ReduceStrategy;
-    use wgflow::{Session, SessionOptions};
     let mut g = Graph::new();
     let mut outs = Vec::new();
     for shape in [
@@ -406,24 +420,13 @@ fn elementwise_work_before_a_reduction_becomes_its_prologue() {
     }
     agree(&g, &outs, 2e-7);
     let fused = s.run(&[], &outs).unwrap();
-    let unfused = Session::new(
-        &g,
-        SessionOptions {
-            default_device: Some(Device::Cpu),
-            fuse: false,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-    .run(&[], &outs)
-    .unwrap();
-    assert_eq!(fused, unfused);
+    assert_eq!(fused, unfused_on_cpu(&g, &outs));
 }
 
 /// Bias, batch norm, activations and a residual after a convolution run in its kernel.
 #[test]
 fn elementwise_work_after_a_convolution_becomes_its_epilogue() {
-    use wgflow::{Conv2dOptions, Session, SessionOptions};
+    use wgflow::Conv2dOptions;
     let mut g = Graph::new();
     let x = konst(&mut g, &[2, 4, 9, 9], 1);
     let w = konst(&mut g, &[6, 4, 3, 3], 2);
@@ -462,18 +465,7 @@ fn elementwise_work_after_a_convolution_becomes_its_epilogue() {
     assert_eq!(plan.dispatch_count(), 3, "{}", plan.describe());
     agree(&g, &outs, 1e-5);
     let fused = sess.run(&[], &outs).unwrap();
-    let unfused = Session::new(
-        &g,
-        SessionOptions {
-            default_device: Some(Device::Cpu),
-            fuse: false,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-    .run(&[], &outs)
-    .unwrap();
-    assert_eq!(fused, unfused);
+    assert_eq!(fused, unfused_on_cpu(&g, &outs));
 }
 
 /// `broadcast_to` read by elementwise work is a view: the kernel broadcasts the original
@@ -514,7 +506,7 @@ fn broadcast_to_feeding_elementwise_work_copies_nothing() {
 /// through a view is never overwritten in place.
 #[test]
 fn slices_flips_and_transposes_feeding_elementwise_work_are_views() {
-    use wgflow::{Session, SessionOptions, SliceArg};
+    use wgflow::SliceArg;
     let mut g = Graph::new();
     let x = konst(&mut g, &[6, 8], 1);
     let y = konst(&mut g, &[8, 6], 2);
@@ -564,18 +556,7 @@ fn slices_flips_and_transposes_feeding_elementwise_work_are_views() {
     // exp differs by an ulp between drivers; the views themselves are exact.
     agree(&g, &outs, 1e-6);
     let fused = sess.run(&[], &outs).unwrap();
-    let unfused = Session::new(
-        &g,
-        SessionOptions {
-            default_device: Some(Device::Cpu),
-            fuse: false,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-    .run(&[], &outs)
-    .unwrap();
-    assert_eq!(fused, unfused);
+    assert_eq!(fused, unfused_on_cpu(&g, &outs));
     // Hand-checked elements of flip(e) + e and transpose(y) * x.
     let (xs, ys) = (data(48, 1), data(48, 2));
     let ex: Vec<f32> = xs.iter().map(|v| v.exp()).collect();
