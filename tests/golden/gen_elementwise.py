@@ -26,29 +26,7 @@ _names = set()
 F = np.float32
 
 
-def dtype_name(arr):
-    return {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32",
-            np.dtype(np.uint32): "u32", np.dtype(np.bool_): "bool"}[arr.dtype]
-
-
-def enc_value(v, dt):
-    if dt == "f32":
-        f = float(np.float32(v))
-        if math.isnan(f):
-            return "nan"
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
-        return f
-    if dt == "bool":
-        return 1 if bool(v) else 0
-    return int(v)
-
-
-def enc(arr):
-    arr = np.asarray(arr)
-    dt = dtype_name(arr)
-    return {"shape": [int(d) for d in arr.shape], "dtype": dt,
-            "data": [enc_value(v, dt) for v in arr.reshape(-1).tolist()]}
+from golden_json import enc  # noqa: E402
 
 
 def add_case(name, op, attrs, inputs, output, rtol=0.0, atol=0.0):

@@ -11,9 +11,7 @@ NumPy build.
 """
 
 import json
-import math
 import os
-import sys
 from collections import Counter
 
 import numpy as np
@@ -32,41 +30,7 @@ _names = set()
 # Encoding helpers
 # --------------------------------------------------------------------------
 
-def dtype_name(arr):
-    dt = arr.dtype
-    if dt == np.float32:
-        return "f32"
-    if dt == np.int32:
-        return "i32"
-    if dt == np.uint32:
-        return "u32"
-    if dt == np.bool_:
-        return "bool"
-    raise TypeError(f"unsupported dtype {dt}")
-
-
-def enc_value(v, dt):
-    if dt == "f32":
-        f = float(np.float32(v))
-        if math.isnan(f):
-            return "nan"
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
-        return f
-    if dt == "bool":
-        return 1 if bool(v) else 0
-    return int(v)
-
-
-def enc(arr):
-    arr = np.asarray(arr)
-    dt = dtype_name(arr)
-    flat = np.ascontiguousarray(arr).reshape(-1)
-    return {
-        "shape": [int(d) for d in arr.shape],
-        "dtype": dt,
-        "data": [enc_value(v, dt) for v in flat.tolist()],
-    }
+from golden_json import enc  # noqa: E402
 
 
 def add_case(name, op, attrs, inputs, output, rtol, atol):
