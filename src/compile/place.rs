@@ -27,6 +27,7 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
     let mut device = HashMap::new();
     let mut fallbacks: Vec<(DeviceSpec, Vec<String>)> = Vec::new();
     let mut deferred = Vec::new();
+    let mut f16_moved: Vec<(Device, String)> = Vec::new();
     for &n in kept {
         let node = &graph.g[n];
         let d = match node.device {
@@ -54,7 +55,7 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
             None => target.default_device,
         };
         let d = gpu_only(graph, n, d, target)?;
-        let d = needs_f16(graph, n, d, target)?;
+        let d = needs_f16(graph, n, d, target, &mut f16_moved)?;
         device.insert(n, d);
     }
     for n in deferred {
@@ -62,7 +63,13 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
             .iter()
             .filter(|&&c| c > n && graph.input_nodes(c).contains(&n))
             .find_map(|c| device.get(c).copied());
-        let d = needs_f16(graph, n, consumer.unwrap_or(target.default_device), target)?;
+        let d = needs_f16(
+            graph,
+            n,
+            consumer.unwrap_or(target.default_device),
+            target,
+            &mut f16_moved,
+        )?;
         device.insert(n, d);
     }
     let available = || {
@@ -73,6 +80,22 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // One line per device, not per node.
+    let mut lacking: Vec<Device> = f16_moved.iter().map(|(d, _)| *d).collect();
+    lacking.sort();
+    lacking.dedup();
+    for d in lacking {
+        let names: Vec<&str> = f16_moved
+            .iter()
+            .filter(|(x, _)| *x == d)
+            .map(|(_, n)| n.as_str())
+            .collect();
+        log::warn!(
+            "soft placement: {d} lacks the shader-f16 feature; {} node(s) that use f16 placed on cpu:0: {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
     for (spec, names) in fallbacks {
         log::warn!(
             "soft placement: {spec} is not available ({}); {} node(s) placed on {} instead: {}",
@@ -123,7 +146,13 @@ fn resolve(
 
 /// A node that produces or reads f16 headed for a GPU without the `shader-f16` feature moves to
 /// `cpu:0` with soft placement on (logged); otherwise it is an error naming the feature.
-fn needs_f16(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<Device> {
+fn needs_f16(
+    graph: &Graph,
+    n: NodeIndex,
+    d: Device,
+    target: &Target,
+    moved: &mut Vec<(Device, String)>,
+) -> Result<Device> {
     let node = &graph.g[n];
     let f16 = crate::DType::F16;
     let touches_f16 = node.dtype == f16
@@ -135,11 +164,7 @@ fn needs_f16(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<
         return Ok(d);
     }
     if target.soft_placement {
-        log::warn!(
-            "soft placement: node '{}' ({}) uses f16, which {d} lacks (no shader-f16 feature); placed on cpu:0",
-            node.name,
-            node.op.name()
-        );
+        moved.push((d, node.name.clone()));
         return Ok(Device::Cpu);
     }
     Err(Error::Placement {
