@@ -34,6 +34,9 @@ fn main() -> wgflow::Result<()> {
 
     let options = SessionOptions {
         soft_placement: true, // no GPU: fall back to cpu:0
+        // The inputs are constants; keep the kernels (instead of folding them on the host
+        // when compiling) so that they run on the GPU.
+        fold_constants: false,
         ..Default::default()
     };
     let mut session = Session::new(&g, options)?;

@@ -78,6 +78,9 @@ fn main() -> wgflow::Result<()> {
 
     let options = SessionOptions {
         default_device: Some(device),
+        // The inputs are constants; keep the kernels (instead of folding them on the host
+        // when compiling) so that they run on the device.
+        fold_constants: false,
         ..Default::default()
     };
     let mut session = Session::new(&g, options)?;

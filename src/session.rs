@@ -24,6 +24,10 @@ pub struct SessionOptions {
     pub default_device: Option<Device>,
     /// Fuse elementwise chains into single kernels (on by default).
     pub fuse: bool,
+    /// Evaluate elementwise work whose inputs are all constants once, when a plan is
+    /// compiled, instead of on every run (on by default; off to benchmark or test kernels on
+    /// constant inputs).
+    pub fold_constants: bool,
 }
 
 impl Default for SessionOptions {
@@ -34,6 +38,7 @@ impl Default for SessionOptions {
             visible_devices: None,
             default_device: None,
             fuse: true,
+            fold_constants: true,
         }
     }
 }
@@ -119,6 +124,7 @@ impl Session {
                 default_device,
                 soft_placement: options.soft_placement,
                 fuse: options.fuse,
+                fold_constants: options.fold_constants,
             },
             options,
             cache: HashMap::new(),

@@ -19,6 +19,21 @@ fn konst(g: &mut Graph, shape: &[usize], seed: u32) -> wgflow::Tensor {
         .unwrap()
 }
 
+/// A session on `device` that runs kernels on constant inputs (no constant folding), which
+/// is what these tests are about.
+fn session_on(g: &Graph, device: Device) -> wgflow::Session {
+    wgflow::Session::new(
+        g,
+        wgflow::SessionOptions {
+            default_device: Some(device),
+            visible_devices: Some(common::gpu_indices()),
+            fold_constants: false,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// `outs` computed on cpu:0 with fusion off (every op its own kernel).
 fn unfused_on_cpu(g: &Graph, outs: &[wgflow::Tensor]) -> Vec<HostTensor> {
     wgflow::Session::new(
@@ -26,6 +41,7 @@ fn unfused_on_cpu(g: &Graph, outs: &[wgflow::Tensor]) -> Vec<HostTensor> {
         wgflow::SessionOptions {
             default_device: Some(Device::Cpu),
             fuse: false,
+            fold_constants: false,
             ..Default::default()
         },
     )
@@ -36,9 +52,9 @@ fn unfused_on_cpu(g: &Graph, outs: &[wgflow::Tensor]) -> Vec<HostTensor> {
 
 /// Every GPU equals cpu:0 on `outs`, within `tol`.
 fn agree(g: &Graph, outs: &[wgflow::Tensor], tol: f32) {
-    let want = common::session_on(g, Device::Cpu).run(&[], outs).unwrap();
+    let want = session_on(g, Device::Cpu).run(&[], outs).unwrap();
     for gpu in common::gpus() {
-        let got = common::session_on(g, gpu).run(&[], outs).unwrap();
+        let got = session_on(g, gpu).run(&[], outs).unwrap();
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             common::assert_close(&format!("{gpu} output {i}"), a, b, tol, tol);
         }
@@ -68,7 +84,7 @@ fn blocked_matmul_shapes_match_cpu() {
         outs.push(g.matmul(x, y).unwrap());
     }
     // The strategy chosen for each adapter kind is really blocked for the divisible shapes.
-    let mut s = common::session_on(&g, Device::Cpu);
+    let mut s = session_on(&g, Device::Cpu);
     let plan = s.plan(&outs).unwrap();
     let blocked: Vec<Option<(usize, usize)>> = plan
         .steps
@@ -117,7 +133,7 @@ fn vec4_elementwise_covers_dtypes_scalars_and_bools() {
     let q = g.div(ai, three).unwrap();
     let u = g.cast(ai, DType::U32).unwrap();
     agree(&g, &[y, lt, sel, q, u], 1e-6);
-    let mut s = common::session_on(&g, Device::Cpu);
+    let mut s = session_on(&g, Device::Cpu);
     let plan = s.plan(&[y, lt, sel]).unwrap();
     for st in &plan.steps {
         if let StepKind::Dispatch {
@@ -147,7 +163,7 @@ fn fusion_forms_one_kernel_for_chains_and_trees() {
     let na = g.neg(a).unwrap();
     let e = g.exp(na).unwrap();
     let y = g.add(h, e).unwrap();
-    let mut s = common::session_on(&g, Device::Cpu);
+    let mut s = session_on(&g, Device::Cpu);
     let plan = s.plan(&[y]).unwrap();
     assert_eq!(plan.dispatch_count(), 1, "{}", plan.describe());
     let StepKind::Dispatch {
@@ -175,7 +191,7 @@ fn fusion_forms_one_kernel_for_chains_and_trees() {
     let u = g2.tanh(x).unwrap();
     let pu = g2.exp(u).unwrap();
     let qu = g2.neg(u).unwrap();
-    let mut s2 = common::session_on(&g2, Device::Cpu);
+    let mut s2 = session_on(&g2, Device::Cpu);
     assert_eq!(s2.plan(&[p, q]).unwrap().dispatch_count(), 3);
     let plan = s2.plan(&[pu, qu]).unwrap();
     assert_eq!(plan.dispatch_count(), 2, "{}", plan.describe());
@@ -210,7 +226,7 @@ fn bias_and_activation_become_a_matmul_epilogue() {
         let y = g.add(y, residual).unwrap();
         outs.push(y);
     }
-    let mut s = common::session_on(&g, Device::Cpu);
+    let mut s = session_on(&g, Device::Cpu);
     let plan = s.plan(&outs).unwrap();
     assert_eq!(plan.dispatch_count(), 3, "{}", plan.describe());
     for st in &plan.steps {
@@ -234,7 +250,7 @@ fn bias_and_activation_become_a_matmul_epilogue() {
     let x = konst(&mut g2, &[4, 4], 1);
     let m = g2.matmul(x, x).unwrap();
     let r = g2.relu(m).unwrap();
-    let mut s2 = common::session_on(&g2, Device::Cpu);
+    let mut s2 = session_on(&g2, Device::Cpu);
     assert_eq!(s2.plan(&[m, r]).unwrap().dispatch_count(), 2);
     agree(&g2, &[m, r], 1e-5);
 }
@@ -245,7 +261,7 @@ fn nan_casts_to_true_on_every_device() {
     let x = g.constant([f32::NAN, 0.0, -0.0, 1.0]).unwrap();
     let b = g.cast(x, DType::Bool).unwrap();
     for dev in std::iter::once(Device::Cpu).chain(common::gpus()) {
-        let out = common::session_on(&g, dev).run(&[], &[b]).unwrap();
+        let out = session_on(&g, dev).run(&[], &[b]).unwrap();
         assert_eq!(
             out[0].to_vec::<bool>().unwrap(),
             vec![true, false, false, true],
@@ -284,7 +300,7 @@ fn reduction_strategies_match_cpu_exactly() {
         }
         outs.push(g.sum(xi, axes.clone(), true).unwrap());
     }
-    let mut s = common::session_on(&g, Device::Cpu);
+    let mut s = session_on(&g, Device::Cpu);
     let plan = s.plan(&outs).unwrap();
     for st in &plan.steps {
         if let StepKind::Dispatch {
@@ -338,7 +354,7 @@ fn elementwise_work_after_a_reduction_becomes_its_epilogue() {
         let l = g.log(s).unwrap();
         outs.push(g.add(l, m).unwrap());
     }
-    let mut s = common::session_on(&g, Device::Cpu);
+    let mut s = session_on(&g, Device::Cpu);
     let plan = s.plan(&outs).unwrap();
     let epilogues = plan
         .steps
@@ -391,7 +407,7 @@ fn elementwise_work_before_a_reduction_becomes_its_prologue() {
         let ab = g.abs(d).unwrap();
         outs.push(g.sum(ab, [0], false).unwrap());
     }
-    let mut s = common::session_on(&g, Device::Cpu);
+    let mut s = session_on(&g, Device::Cpu);
     let plan = s.plan(&outs).unwrap();
     let mut strategies = Vec::new();
     let mut prologues = 0;
@@ -448,7 +464,7 @@ fn elementwise_work_after_a_convolution_becomes_its_epilogue() {
     let res = konst(&mut g, &[2, 6, 9, 9], 8);
     let y2 = g.add(r6, res).unwrap();
     let outs = [y1, y2];
-    let mut sess = common::session_on(&g, Device::Cpu);
+    let mut sess = session_on(&g, Device::Cpu);
     let plan = sess.plan(&outs).unwrap();
     let convs: Vec<bool> = plan
         .steps
@@ -478,7 +494,7 @@ fn broadcast_to_feeding_elementwise_work_copies_nothing() {
     let b = g.broadcast_to(x, &[2, 3, 4]).unwrap();
     let s = g.add(b, y).unwrap();
     let t = g.mul(b, b).unwrap();
-    let mut sess = common::session_on(&g, Device::Cpu);
+    let mut sess = session_on(&g, Device::Cpu);
     let plan = sess.plan(&[s, t]).unwrap();
     assert_eq!(plan.dispatch_count(), 2, "{}", plan.describe());
     assert!(
@@ -531,7 +547,7 @@ fn slices_flips_and_transposes_feeding_elementwise_work_are_views() {
     let ht = g.transpose(h, &[1, 0]).unwrap();
     let w = g.neg(ht).unwrap();
     let outs = [s, u, v, w];
-    let mut sess = common::session_on(&g, Device::Cpu);
+    let mut sess = session_on(&g, Device::Cpu);
     let plan = sess.plan(&outs).unwrap();
     let copies = plan
         .steps
@@ -565,4 +581,49 @@ fn slices_flips_and_transposes_feeding_elementwise_work_are_views() {
     assert_eq!(got_u[9], ex[47 - 9] + ex[9]);
     let got_v = fused[2].to_f32().unwrap();
     assert_eq!(got_v[8 + 3], ys[3 * 6 + 1] * xs[8 + 3]);
+}
+
+/// Elementwise work on constants alone runs once at compile time (constant folding), and
+/// only constants that kernels read take device memory.
+#[test]
+fn elementwise_work_on_constants_is_folded_at_compile_time() {
+    let mut g = Graph::new();
+    let w = konst(&mut g, &[64, 32], 1);
+    let b = konst(&mut g, &[32], 2);
+    let scale = g.constant(0.5f32).unwrap();
+    let ws = g.mul(w, scale).unwrap();
+    let wt = g.tanh(ws).unwrap();
+    let x = g.placeholder("x", [4, 64], DType::F32).unwrap();
+    let y = g.matmul(x, wt).unwrap();
+    let y = g.add(y, b).unwrap();
+    let mut sess = common::folding_session_on(&g, Device::Cpu);
+    let plan = sess.plan(&[y]).unwrap();
+    // One kernel: the matmul with its bias epilogue; tanh(w * 0.5) became a constant.
+    assert_eq!(plan.dispatch_count(), 1, "{}", plan.describe());
+    let m = plan.memory(Device::Cpu).unwrap();
+    assert_eq!(
+        m.constant_bytes,
+        (64 * 32 + 32) * 4,
+        "only w's folded form and b are stored"
+    );
+    let feed = HostTensor::new([4, 64], data(256, 3)).unwrap();
+    let folded = sess.run(&[(x, feed.clone())], &[y]).unwrap();
+    let unfolded = wgflow::Session::new(
+        &g,
+        wgflow::SessionOptions {
+            default_device: Some(Device::Cpu),
+            fold_constants: false,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .run(&[(x, feed.clone())], &[y])
+    .unwrap();
+    assert_eq!(folded, unfolded);
+    for gpu in common::gpus() {
+        let got = common::folding_session_on(&g, gpu)
+            .run(&[(x, feed.clone())], &[y])
+            .unwrap();
+        common::assert_close(&format!("{gpu}"), &got[0], &folded[0], 1e-5, 1e-5);
+    }
 }

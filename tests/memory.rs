@@ -175,6 +175,7 @@ fn fake_gpu_target(fuse: bool) -> Target {
         default_device: Device::Gpu(0),
         soft_placement: false,
         fuse,
+        fold_constants: fuse,
     }
 }
 

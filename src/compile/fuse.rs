@@ -21,8 +21,8 @@
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::ops::elementwise::InputView;
 use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue};
-use crate::DType;
 use crate::Shape;
+use crate::{DType, HostTensor};
 use std::collections::{HashMap, HashSet};
 
 /// The most ops an elementwise kernel with several consumers may have and still be
@@ -77,6 +77,40 @@ fn recomputable(plan: &Plan) -> HashSet<ValueId> {
         }
     }
     ok
+}
+
+/// Elementwise steps whose inputs are all constants run once, on the host, when the plan is
+/// compiled (TensorFlow's constant folding), with the CPU kernels' semantics; their outputs
+/// become constants. Casting stored f32 weights to f16, or scaling a constant, then costs
+/// nothing per run.
+pub fn fold_constants(mut plan: Plan) -> Plan {
+    let steps = std::mem::take(&mut plan.steps);
+    for step in steps {
+        let folded = match &step.kind {
+            StepKind::Dispatch {
+                kernel: Kernel::Elementwise(k),
+                inputs,
+            } => {
+                let words: Option<Vec<&[u32]>> = inputs
+                    .iter()
+                    .map(|&v| match &plan.values[plan.root(v)].source {
+                        Source::Constant(t) => Some(t.words()),
+                        _ => None,
+                    })
+                    .collect();
+                words.and_then(|w| {
+                    let v = &plan.values[step.output];
+                    HostTensor::from_words(v.shape.clone(), v.dtype, k.run_cpu(&w)).ok()
+                })
+            }
+            _ => None,
+        };
+        match folded {
+            Some(t) => plan.values[step.output].source = Source::Constant(t),
+            None => plan.steps.push(step),
+        }
+    }
+    plan
 }
 
 /// Values that must stay in memory: fetched, or read through a view.

@@ -128,9 +128,16 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
             }
             Ok(())
         };
-        // Constants: packed once, for the plan's life.
+        // Constants that steps read: packed once, for the plan's life. (Fetched constants come
+        // straight from the host; folded-away and literal-inlined ones take no space.)
+        let read: std::collections::HashSet<ValueId> = plan
+            .steps
+            .iter()
+            .flat_map(|s| s.inputs())
+            .map(|v| plan.root(v))
+            .collect();
         for (id, v) in plan.values.iter().enumerate() {
-            if v.device == device && matches!(v.source, Source::Constant(_)) {
+            if v.device == device && matches!(v.source, Source::Constant(_)) && read.contains(&id) {
                 check(id, "constant")?;
                 mp.constant_offsets.insert(id, mp.constant_bytes);
                 mp.constant_bytes += align(v.bytes(), alignment);

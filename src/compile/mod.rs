@@ -100,6 +100,8 @@ pub struct Target {
     pub soft_placement: bool,
     /// Merge elementwise chains into single kernels.
     pub fuse: bool,
+    /// Evaluate elementwise work on constants once, when compiling.
+    pub fold_constants: bool,
 }
 
 impl Target {
@@ -209,6 +211,11 @@ pub fn compile(graph: &Graph, fetches: &[Tensor], target: &Target) -> Result<Pla
     let kept = prune::prune(graph, fetches)?;
     let placed = place::place(graph, &kept, target)?;
     let lowered = lower::lower(graph, &placed, fetches)?;
+    let lowered = if target.fold_constants {
+        fuse::fold_constants(lowered)
+    } else {
+        lowered
+    };
     let fused = if target.fuse {
         fuse::fuse(lowered, target)
     } else {

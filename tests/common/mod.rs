@@ -21,8 +21,24 @@ pub fn gpus() -> Vec<Device> {
     list
 }
 
-/// A session whose unscoped nodes all run on `device`.
+/// A session whose unscoped nodes all run on `device`. Constant folding is off: tests build
+/// graphs from constants to check each device's kernels, which folding would replace with
+/// the host's results.
 pub fn session_on(g: &Graph, device: Device) -> Session {
+    Session::new(
+        g,
+        SessionOptions {
+            default_device: Some(device),
+            visible_devices: Some(gpu_indices()),
+            fold_constants: false,
+            ..Default::default()
+        },
+    )
+    .expect("session")
+}
+
+/// Like [`session_on`], with constant folding on (the default for users).
+pub fn folding_session_on(g: &Graph, device: Device) -> Session {
     Session::new(
         g,
         SessionOptions {
