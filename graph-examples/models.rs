@@ -108,3 +108,35 @@ pub fn build_transformer(g: &mut Graph, x: Tensor) -> wgflow::Result<Tensor> {
     let mlp = g.linear(act, w2, Some(bb2))?;
     g.add(x1, mlp)
 }
+
+/// Run `y` (fed `input` at `x`) on the best device and on `cpu:0`; print the output and the
+/// largest difference between the two.
+pub fn run_on_best_and_cpu(g: &Graph, x: Tensor, y: Tensor, input: HostTensor) -> wgflow::Result<()> {
+    let mut best = wgflow::Session::new(g, wgflow::SessionOptions::default())?;
+    let out = best.run(&[(x, input.clone())], &[y])?;
+    let ran_on = best
+        .plan(&[y])?
+        .device_of(g.name(y))
+        .map(|d| d.to_string())
+        .unwrap_or_default();
+    println!(
+        "{} nodes; output {} on {ran_on}:\n{}",
+        g.len(),
+        out[0].shape(),
+        out[0]
+    );
+    let cpu_options = wgflow::SessionOptions {
+        default_device: Some(wgflow::Device::Cpu),
+        ..Default::default()
+    };
+    let mut cpu = wgflow::Session::new(g, cpu_options)?;
+    let reference = cpu.run(&[(x, input)], &[y])?;
+    let diff = out[0]
+        .to_f32()?
+        .iter()
+        .zip(reference[0].to_f32()?)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    println!("max |{ran_on} - cpu:0| = {diff:e}");
+    Ok(())
+}

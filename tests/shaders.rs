@@ -1,33 +1,20 @@
 //! naga parses and validates every kind of WGSL that codegen emits, for every dtype it
 //! accepts: no GPU needed, so shader bugs surface on any machine.
 
+mod common;
+
+use common::wgsl::{check, ew};
+
 use wgflow::backend::gpu::codegen::validate;
 use wgflow::ops::{
-    AdapterKind, BinaryOp, ElementwiseKernel, Expr, Kernel, MatMulKernel, PermuteKernel,
-    ReduceKernel, ReduceOp, UnaryOp,
+    AdapterKind, BinaryOp, Expr, Kernel, MatMulKernel, PermuteKernel, ReduceKernel, ReduceOp,
+    UnaryOp,
 };
 use wgflow::{DType, Shape};
 
 const UNARY: [UnaryOp; UnaryOp::ALL.len()] = UnaryOp::ALL;
 const BINARY: [BinaryOp; BinaryOp::ALL.len()] = BinaryOp::ALL;
 const DTYPES: [DType; 5] = [DType::F32, DType::I32, DType::U32, DType::Bool, DType::F16];
-
-fn check(kernel: &Kernel) {
-    let src = kernel.wgsl();
-    if let Err(e) = validate(&kernel.describe(), &src) {
-        panic!("{e}\n--- source ---\n{src}");
-    }
-}
-
-fn ew(expr: Expr, inputs: Vec<(Shape, DType)>, out: Shape, out_dtype: DType) -> Kernel {
-    Kernel::Elementwise(ElementwiseKernel {
-        expr,
-        inputs,
-        out_shape: out,
-        out_dtype,
-        views: Vec::new(),
-    })
-}
 
 #[test]
 fn every_elementwise_op_and_dtype_validates() {

@@ -2,31 +2,16 @@
 //! on each dtype it accepts, a fused composite, and the random kernel for both distributions.
 //! Also checks that the `erf` coefficients in `shaders/prelude.wgsl` are the CPU's.
 
-use wgflow::backend::gpu::codegen::{validate, PRELUDE};
+mod common;
+
+use common::wgsl::{check, ew};
+
+use wgflow::backend::gpu::codegen::PRELUDE;
 use wgflow::ops::elementwise_cpu::erf_coefficients;
-use wgflow::ops::{
-    BinaryOp, Distribution, ElementwiseKernel, Expr, Kernel, RandomKernel, RandomSpec, UnaryOp,
-};
+use wgflow::ops::{BinaryOp, Distribution, Expr, Kernel, RandomKernel, RandomSpec, UnaryOp};
 use wgflow::{DType, Shape};
 
 const DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::U32, DType::Bool];
-
-fn check(kernel: &Kernel) {
-    let src = kernel.wgsl();
-    if let Err(e) = validate(&kernel.describe(), &src) {
-        panic!("{e}\n--- source ---\n{src}");
-    }
-}
-
-fn ew(expr: Expr, inputs: Vec<(Shape, DType)>, out: Shape, out_dtype: DType) -> Kernel {
-    Kernel::Elementwise(ElementwiseKernel {
-        expr,
-        inputs,
-        out_shape: out,
-        out_dtype,
-        views: Vec::new(),
-    })
-}
 
 #[test]
 fn every_unary_and_binary_op_and_dtype_validates() {

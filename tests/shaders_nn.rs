@@ -2,19 +2,15 @@
 //! for every dtype each accepts, including edge geometries (scalars, size-1 axes, negative
 //! strides, padding, groups). No GPU needed.
 
-use wgflow::backend::gpu::codegen::validate;
+mod common;
+
+use common::wgsl::check;
+
 use wgflow::ops::{
     ConcatKernel, Conv2dKernel, GatherKernel, Kernel, PadKernel, PoolKernel, PoolKind,
     ReduceKernel, ReduceOp, StridedKernel, StridedKind, Window,
 };
 use wgflow::{DType, Shape};
-
-fn check(kernel: &Kernel) {
-    let src = kernel.wgsl();
-    if let Err(e) = validate(&kernel.describe(), &src) {
-        panic!("{e}\n--- source ---\n{src}");
-    }
-}
 
 #[test]
 fn reductions_validate_for_every_dtype_and_axes() {

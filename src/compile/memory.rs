@@ -103,6 +103,12 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
         }
     }
     let inplace = in_place_pairs(&plan, &last);
+    let read: std::collections::HashSet<ValueId> = plan
+        .steps
+        .iter()
+        .flat_map(|s| s.inputs())
+        .map(|v| plan.root(v))
+        .collect();
 
     for device in plan.devices() {
         let limits = target
@@ -130,12 +136,6 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
         };
         // Constants that steps read: packed once, for the plan's life. (Fetched constants come
         // straight from the host; folded-away and literal-inlined ones take no space.)
-        let read: std::collections::HashSet<ValueId> = plan
-            .steps
-            .iter()
-            .flat_map(|s| s.inputs())
-            .map(|v| plan.root(v))
-            .collect();
         for (id, v) in plan.values.iter().enumerate() {
             if v.device == device && matches!(v.source, Source::Constant(_)) && read.contains(&id) {
                 check(id, "constant")?;

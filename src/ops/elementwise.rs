@@ -540,11 +540,8 @@ impl ElementwiseKernel {
         let dims = self.out_shape.dims();
         for (i, (shape, d)) in self.inputs.iter().enumerate() {
             if full(shape) {
-                if *d == DType::F16 {
-                    body.line(&format!("let v{i} = vec4<f32>(in{i}[i]);"));
-                } else {
-                    body.line(&format!("let v{i} = in{i}[i];"));
-                }
+                let v = codegen::load_vec4(&format!("in{i}"), "i", *d);
+                body.line(&format!("let v{i} = {v};"));
                 continue;
             }
             let idx = if let Some(view) = self.view(i) {
@@ -580,28 +577,22 @@ impl ElementwiseKernel {
                         .inputs
                         .iter()
                         .enumerate()
-                        .map(|(i, (s, d))| match (full(s), d) {
-                            (true, DType::Bool) => format!("(v{i}.{lane} != 0u)"),
-                            (true, _) => format!("v{i}.{lane}"),
-                            (false, _) => format!("x{i}"),
+                        .map(|(i, (s, _))| {
+                            if full(s) {
+                                format!("v{i}.{lane}")
+                            } else {
+                                format!("x{i}")
+                            }
                         })
                         .collect();
                     format!("wgf_expr({})", args.join(", "))
                 })
                 .collect();
-            let value = match self.out_dtype {
-                DType::Bool => format!(
-                    "select(vec4<u32>(0u), vec4<u32>(1u), vec4<bool>({}))",
-                    lanes.join(", ")
-                ),
-                DType::F16 => {
-                    let narrowed: Vec<String> =
-                        lanes.iter().map(|l| format!("wgf_to_f16({l})")).collect();
-                    format!("vec4<f16>({})", narrowed.join(", "))
-                }
-                d => format!("vec4<{}>({})", d.wgsl(), lanes.join(", ")),
-            };
-            body.line(&format!("out[i] = {value};"));
+            let value = format!("vec4<{}>({})", self.out_dtype.wgsl(), lanes.join(", "));
+            body.line(&format!(
+                "{};",
+                codegen::store_vec4("out", "i", &value, self.out_dtype)
+            ));
         } else {
             let args: Vec<String> = (0..self.inputs.len()).map(|i| format!("x{i}")).collect();
             body.line(&format!("let y = wgf_expr({});", args.join(", ")));

@@ -402,13 +402,23 @@ impl MatMulKernel {
         w.indent(2);
         for r in 0..tm {
             w.line(&format!(
-                "let a{r} = vec4<{t}>(in0[(a_base + (m0 + {r}u) * {k}u + k) / 4u]);"
+                "let a{r} = {};",
+                codegen::load_vec4(
+                    "in0",
+                    &format!("(a_base + (m0 + {r}u) * {k}u + k) / 4u"),
+                    self.dtype
+                )
             ));
         }
         for (kk, lane) in ["x", "y", "z", "w"].iter().enumerate() {
             for c in 0..cols {
                 w.line(&format!(
-                    "let b{kk}_{c} = vec4<{t}>(in1[(b_base + (k + {kk}u) * {n}u + n0) / 4u + {c}u]);"
+                    "let b{kk}_{c} = {};",
+                    codegen::load_vec4(
+                        "in1",
+                        &format!("(b_base + (k + {kk}u) * {n}u + n0) / 4u + {c}u"),
+                        self.dtype
+                    )
                 ));
             }
             for r in 0..tm {
@@ -451,22 +461,17 @@ impl MatMulKernel {
         let (_, _, n) = self.mkn();
         let t = self.dtype.wgsl();
         let (_, extra) = self.epilogue_wgsl();
-        // f16 epilogue inputs widen to f32 like every f16 load.
-        let widen = |d: DType, v: String, vec: bool| match (d, vec) {
-            (DType::F16, true) => format!("vec4<f32>({v})"),
-            (DType::F16, false) => format!("f32({v})"),
-            _ => v,
-        };
         for (j, (kind, d)) in extra.iter().enumerate() {
             let b = 2 + j;
             match kind {
                 EpilogueInput::Scalar => w.line(&format!(
                     "let e{j} = {};",
-                    widen(*d, format!("in{b}[0]"), false)
+                    codegen::load(&format!("in{b}"), "0", *d)
                 )),
                 EpilogueInput::Row => {
                     for c in 0..cols {
-                        let v = widen(*d, format!("in{b}[n0 / 4u + {c}u]"), true);
+                        let v =
+                            codegen::load_vec4(&format!("in{b}"), &format!("n0 / 4u + {c}u"), *d);
                         w.line(&format!("let e{j}_{c} = {v};"));
                     }
                 }
@@ -487,17 +492,12 @@ impl MatMulKernel {
                                 acc
                             }];
                             for (j, (kind, d)) in extra.iter().enumerate() {
-                                let v = match kind {
+                                args.push(match kind {
                                     EpilogueInput::Scalar => format!("e{j}"),
                                     EpilogueInput::Row => format!("e{j}_{c}.{lane}"),
                                     EpilogueInput::Full => {
-                                        widen(*d, format!("in{}[{at}].{lane}", 2 + j), false)
+                                        codegen::widen(&format!("in{}[{at}].{lane}", 2 + j), *d)
                                     }
-                                };
-                                args.push(if *d == DType::Bool {
-                                    format!("({v} != 0u)")
-                                } else {
-                                    v
                                 });
                             }
                             format!("wgf_epi({})", args.join(", "))
@@ -507,11 +507,10 @@ impl MatMulKernel {
                 } else {
                     format!("acc_{r}_{c}")
                 };
-                if self.dtype == DType::F16 {
-                    w.line(&format!("out[{at}] = wgf_to_f16_v4({value});"));
-                } else {
-                    w.line(&format!("out[{at}] = {value};"));
-                }
+                w.line(&format!(
+                    "{};",
+                    codegen::store_vec4("out", &at, &value, self.dtype)
+                ));
             }
         }
     }
@@ -569,13 +568,23 @@ impl MatMulKernel {
         ));
         w.indent(2);
         w.line(&format!(
-            "let av = vec4<{t}>(in0[(a_base + (tm * {TILE}u + ar) * {k}u + k0 + ac) / 4u]);"
+            "let av = {};",
+            codegen::load_vec4(
+                "in0",
+                &format!("(a_base + (tm * {TILE}u + ar) * {k}u + k0 + ac) / 4u"),
+                self.dtype
+            )
         ));
         for (l, lane) in ["x", "y", "z", "w"].iter().enumerate() {
             w.line(&format!("a_tile[ar * {TILE_K}u + ac + {l}u] = av.{lane};"));
         }
         w.line(&format!(
-            "b_tile[br * 16u + bc] = vec4<{t}>(in1[(b_base + (k0 + br) * {n}u + tn * {TILE}u) / 4u + bc]);"
+            "b_tile[br * 16u + bc] = {};",
+            codegen::load_vec4(
+                "in1",
+                &format!("(b_base + (k0 + br) * {n}u + tn * {TILE}u) / 4u + bc"),
+                self.dtype
+            )
         ));
         w.line("workgroupBarrier();");
         w.line(&format!(

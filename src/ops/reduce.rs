@@ -661,7 +661,7 @@ impl ReduceKernel {
     /// The four reduced values from vec4 index `idx4` (row strategies).
     fn src_load4(&self, idx4: &str) -> String {
         match self.prologue {
-            None => format!("vec4<{}>(in0[{idx4}])", self.dtype.wgsl()),
+            None => codegen::load_vec4("in0", idx4, self.dtype),
             Some(_) => format!("wgf_load4({idx4})"),
         }
     }
@@ -723,10 +723,7 @@ impl ReduceKernel {
         let lanes = ["x", "y", "z", "w"];
         for (j, (s, d)) in p.inputs.iter().enumerate() {
             if s == &self.in_shape {
-                let wide = match d {
-                    DType::Bool => format!("(in{j}[i4] != vec4<u32>(0u))"),
-                    _ => format!("vec4<{}>(in{j}[i4])", d.wgsl()),
-                };
+                let wide = codegen::load_vec4(&format!("in{j}"), "i4", *d);
                 w.line(&format!("let v{j} = {wide};"));
             } else {
                 for (l, _) in lanes.iter().enumerate() {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod golden;
+pub mod wgsl;
 
 use wgflow::{Device, Graph, HostTensor, Session, SessionOptions};
 

@@ -91,10 +91,36 @@ pub fn strided_index(w: &mut Writer, name: &str, linear: &str, dims: &[usize], s
 
 /// A typed load of `array[index]` (bools are stored as u32, f16 is computed as f32).
 pub fn load(array: &str, index: &str, dtype: DType) -> String {
+    widen(&format!("{array}[{index}]"), dtype)
+}
+
+/// A stored scalar `value` as the type kernels compute with.
+pub fn widen(value: &str, dtype: DType) -> String {
     match dtype {
-        DType::Bool => format!("({array}[{index}] != 0u)"),
-        DType::F16 => format!("f32({array}[{index}])"),
+        DType::Bool => format!("({value} != 0u)"),
+        DType::F16 => format!("f32({value})"),
+        _ => value.to_string(),
+    }
+}
+
+/// A typed load of the vec4 `array[index]` (see [`storage_binding_vec`]), as
+/// `vec4<dtype.wgsl()>`.
+pub fn load_vec4(array: &str, index: &str, dtype: DType) -> String {
+    match dtype {
+        DType::Bool => format!("({array}[{index}] != vec4<u32>(0u))"),
+        DType::F16 => format!("vec4<f32>({array}[{index}])"),
         _ => format!("{array}[{index}]"),
+    }
+}
+
+/// A typed store of the `vec4<dtype.wgsl()>` `value` into the vec4 `array[index]`.
+pub fn store_vec4(array: &str, index: &str, value: &str, dtype: DType) -> String {
+    match dtype {
+        DType::Bool => {
+            format!("{array}[{index}] = select(vec4<u32>(0u), vec4<u32>(1u), {value})")
+        }
+        DType::F16 => format!("{array}[{index}] = wgf_to_f16_v4({value})"),
+        _ => format!("{array}[{index}] = {value}"),
     }
 }
 

@@ -241,7 +241,6 @@ pub struct GpuContext {
 }
 
 impl GpuContext {
-    /// What kernel strategies need to know about this adapter.
     /// What kernel strategies this adapter gets: by its device type, unless
     /// `WGFLOW_KERNELS=software` or `WGFLOW_KERNELS=hardware` forces one family (to test or
     /// benchmark the other family's kernels on any adapter).

@@ -1,0 +1,24 @@
+//! Helpers for the naga validation tests (`tests/shaders*.rs`).
+
+use wgflow::backend::gpu::codegen::validate;
+use wgflow::ops::{ElementwiseKernel, Expr, Kernel};
+use wgflow::{DType, Shape};
+
+/// naga parses and validates the kernel's WGSL; the panic shows the source.
+pub fn check(kernel: &Kernel) {
+    let src = kernel.wgsl();
+    if let Err(e) = validate(&kernel.describe(), &src) {
+        panic!("{e}\n--- source ---\n{src}");
+    }
+}
+
+/// An elementwise kernel of `expr` over plain (contiguous, broadcast) inputs.
+pub fn ew(expr: Expr, inputs: Vec<(Shape, DType)>, out: Shape, out_dtype: DType) -> Kernel {
+    Kernel::Elementwise(ElementwiseKernel {
+        expr,
+        inputs,
+        out_shape: out,
+        out_dtype,
+        views: Vec::new(),
+    })
+}
