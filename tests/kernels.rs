@@ -93,7 +93,10 @@ fn blocked_matmul_shapes_match_cpu() {
             StepKind::Dispatch {
                 kernel: k @ Kernel::MatMul(_),
                 ..
-            } => match k.for_adapter(&AdapterKind { software: true }) {
+            } => match k.for_adapter(&AdapterKind {
+                software: true,
+                gl: false,
+            }) {
                 Kernel::MatMul(m) => Some(m.block),
                 _ => None,
             },
@@ -113,6 +116,24 @@ fn blocked_matmul_shapes_match_cpu() {
             Some((32, 32)),
         ]
     );
+    // Through GL the big products keep 16×16 blocks (their compile would hold GL's context
+    // lock past wgpu's 6 s timeout for other threads).
+    let gl = AdapterKind {
+        software: true,
+        gl: true,
+    };
+    let big: Vec<Option<(usize, usize)>> = plan
+        .steps
+        .iter()
+        .filter_map(|st| match &st.kind {
+            StepKind::Dispatch {
+                kernel: Kernel::MatMul(m),
+                ..
+            } if m.out.numel() >= 512 * 512 => Some(m.blocked_for(&gl).block),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(big, [Some((16, 16)), Some((16, 16))]);
     agree(&g, &outs, 1e-4);
 }
 

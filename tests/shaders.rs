@@ -112,7 +112,10 @@ fn reductions_matmul_and_permute_validate() {
             };
             check(&Kernel::MatMul(k.clone()));
             for software in [false, true] {
-                let blocked = k.blocked_for(&AdapterKind { software });
+                let blocked = k.blocked_for(&AdapterKind {
+                    software,
+                    gl: false,
+                });
                 let divisible = k.out.dims()[k.out.rank() - 2].is_multiple_of(64)
                     && k.out.dims()[k.out.rank() - 1].is_multiple_of(64)
                     && d.is_numeric();
@@ -260,7 +263,10 @@ fn matmul_epilogues_validate_for(dt: DType, a: &[usize], b: &[usize], out: &[usi
     };
     check(&Kernel::MatMul(k.clone()));
     for software in [false, true] {
-        let blocked = k.blocked_for(&AdapterKind { software });
+        let blocked = k.blocked_for(&AdapterKind {
+            software,
+            gl: false,
+        });
         assert!(blocked.block.is_some());
         check(&Kernel::MatMul(blocked));
     }

@@ -234,7 +234,8 @@ impl MatMulKernel {
     /// faster than one output per invocation), and bigger blocks for big products, where the
     /// run time outweighs the JIT time a bigger kernel costs at its first dispatch (lavapipe,
     /// 1024³, interleaved runs: 16×16 17.7 GFLOP/s and 0.8 s JIT, 16×32 22.5 and 1.5 s, 32×32
-    /// 25.6 and 3.9 s; Mesa caches the compiled kernel on disk for later processes). GPUs get
+    /// 25.6 and 3.9 s; Mesa caches the compiled kernel on disk for later processes; not through
+    /// GL, see [`super::AdapterKind::gl`]). GPUs get
     /// 4×4, which keeps register pressure low enough for full occupancy.
     pub fn blocked_for(&self, adapter: &super::AdapterKind) -> MatMulKernel {
         let (m, k, n) = self.mkn();
@@ -257,7 +258,7 @@ impl MatMulKernel {
             * self.out.dims()[..self.out.rank() - 2]
                 .iter()
                 .product::<usize>() as u64;
-        if adapter.software && m.is_multiple_of(16) && n.is_multiple_of(32) {
+        if adapter.software && !adapter.gl && m.is_multiple_of(16) && n.is_multiple_of(32) {
             if macs >= BIG_MACS && m.is_multiple_of(32) {
                 out.block = Some((32, 32));
                 return out;

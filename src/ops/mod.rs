@@ -299,4 +299,8 @@ pub struct AdapterKind {
     /// A CPU-emulated adapter (lavapipe, llvmpipe, WARP): rewards big per-invocation blocks
     /// and few barriers, unlike real GPUs.
     pub software: bool,
+    /// Reached through OpenGL. wgpu's GL backend holds one context lock while a pipeline
+    /// compiles, and other threads' GL calls give up after 6 s; llvmpipe's GLSL compiler
+    /// takes that long for the biggest register blocks, so GL keeps to 16×16 blocks.
+    pub gl: bool,
 }

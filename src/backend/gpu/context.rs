@@ -250,7 +250,10 @@ impl GpuContext {
             Ok("hardware") => false,
             _ => self.info.device_type == "software",
         };
-        crate::ops::AdapterKind { software }
+        crate::ops::AdapterKind {
+            software,
+            gl: self.info.backend == "gl",
+        }
     }
 
     /// Run `f` inside validation and out-of-memory error scopes; a captured error becomes
