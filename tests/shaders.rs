@@ -78,6 +78,7 @@ fn reductions_matmul_and_permute_validate() {
                 (vec![], vec![2, 3, 4]),
             ] {
                 check(&Kernel::Reduce(ReduceKernel {
+                    pass: Default::default(),
                     prologue: None,
                     epilogue: None,
                     op,
@@ -305,6 +306,7 @@ fn reduction_epilogues_validate_for(dt: DType) {
     ] {
         let out = Shape::new(out);
         let k = ReduceKernel {
+            pass: Default::default(),
             prologue: None,
             epilogue: Some(Epilogue {
                 expr: e.clone(),
@@ -378,6 +380,7 @@ fn reduction_prologues_validate_for_every_strategy_and_op() {
                     extra: vec![(out.clone(), dt)],
                 });
                 let k = ReduceKernel {
+                    pass: Default::default(),
                     prologue: Some(Box::new(Prologue {
                         expr: e.clone(),
                         inputs: inputs.clone(),
@@ -400,5 +403,69 @@ fn reduction_prologues_validate_for_every_strategy_and_op() {
         ReduceStrategy::Tree,
     ] {
         assert!(seen.contains(&s), "{s:?} not covered: {seen:?}");
+    }
+}
+
+/// Long reductions split into partial passes (chunks, then the chunks' results): every pass
+/// of every op, dtype and layout validates, and no invocation loops over more than a few
+/// thousand elements (llvmpipe silently ends loops after 65,535 iterations).
+#[test]
+fn split_reduction_passes_validate() {
+    use wgflow::ops::{Pass, ReduceStrategy};
+    let mut kinds = Vec::new();
+    for (dims, axes, out) in [
+        (vec![20_000_000usize], vec![0usize], vec![]),
+        (vec![3, 5_592_407], vec![1], vec![3]),
+        (vec![100, 200_000], vec![1], vec![100]),
+        (vec![4_194_305, 4], vec![0], vec![4]),
+        (vec![3, 70_001, 5], vec![1], vec![3, 5]),
+        (vec![70_001, 3, 5], vec![0, 2], vec![3]),
+    ] {
+        for (op, dtypes) in [
+            (ReduceOp::Sum, &DTYPES[..]),
+            (ReduceOp::Mean, &[DType::F32, DType::I32, DType::F16][..]),
+            (ReduceOp::Max, &[DType::F32, DType::U32, DType::F16][..]),
+            (ReduceOp::Prod, &[DType::F32, DType::I32][..]),
+            (ReduceOp::Any, &[DType::Bool, DType::F32][..]),
+            (ReduceOp::ArgMin, &[DType::F32, DType::I32][..]),
+        ] {
+            for &d in dtypes {
+                if (op == ReduceOp::Sum && d == DType::Bool) || (op.is_arg() && axes.len() > 1) {
+                    continue;
+                }
+                let whole = ReduceKernel {
+                    pass: Pass::Whole,
+                    prologue: None,
+                    epilogue: None,
+                    op,
+                    in_shape: Shape::new(dims.clone()),
+                    dtype: d,
+                    axes: axes.clone(),
+                    out_shape: Shape::new(out.clone()),
+                };
+                let passes = whole.passes();
+                assert!(passes.len() >= 2, "{op:?} over {dims:?} is not split");
+                for k in passes {
+                    kinds.push((k.strategy(), std::mem::discriminant(&k.pass)));
+                    check(&Kernel::Reduce(k));
+                }
+            }
+        }
+    }
+    for s in [
+        ReduceStrategy::Loop,
+        ReduceStrategy::RowsVec4,
+        ReduceStrategy::Tree,
+    ] {
+        assert!(kinds.iter().any(|k| k.0 == s), "{s:?} not exercised");
+    }
+    for p in [
+        Pass::Partial { chunk: 1 },
+        Pass::MeanOfPartials { count: 1 },
+        Pass::ArgOfPartials { chunks: 1 },
+        Pass::Whole,
+    ] {
+        let want = std::mem::discriminant(&p);
+        assert!(kinds.iter().any(|k| k.1 == want), "{p:?} not exercised");
     }
 }

@@ -54,6 +54,7 @@ fn reductions_validate_for_every_dtype_and_axes() {
         for (op, dtypes) in cases {
             for dtype in dtypes {
                 check(&Kernel::Reduce(ReduceKernel {
+                    pass: Default::default(),
                     prologue: None,
                     epilogue: None,
                     op,

@@ -9,7 +9,7 @@ use crate::graph::{Graph, Tensor};
 use crate::ops::custom::{Invocations, RawKernel};
 use crate::ops::{
     ConcatKernel, Conv2dKernel, ElementwiseKernel, Expr, GatherKernel, Kernel, MatMulKernel, Op,
-    PadKernel, PermuteKernel, PoolKernel, RandomKernel, ReduceKernel, StridedKernel,
+    PadKernel, Pass, PermuteKernel, PoolKernel, RandomKernel, ReduceKernel, StridedKernel,
 };
 use crate::{Error, Result};
 use petgraph::graph::NodeIndex;
@@ -93,6 +93,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
             let v = &l.values[inputs[i]];
             (v.shape.clone(), v.dtype)
         };
+        let mut step_inputs = None;
         let kernel = match &node.op {
             Op::Placeholder => {
                 value.source = Source::Feed(node.name.clone());
@@ -151,15 +152,48 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                     views: Vec::new(),
                 })
             }
-            Op::Reduce { op, axes } => Kernel::Reduce(ReduceKernel {
-                prologue: None,
-                epilogue: None,
-                op: *op,
-                in_shape: in_desc(&l, 0).0,
-                dtype: in_desc(&l, 0).1,
-                axes: axes.clone(),
-                out_shape: node.shape.clone(),
-            }),
+            Op::Reduce { op, axes } => {
+                let whole = ReduceKernel {
+                    prologue: None,
+                    epilogue: None,
+                    op: *op,
+                    in_shape: in_desc(&l, 0).0,
+                    dtype: in_desc(&l, 0).1,
+                    axes: axes.clone(),
+                    out_shape: node.shape.clone(),
+                    pass: Pass::Whole,
+                };
+                let mut passes = whole.passes();
+                let last = passes.pop().ok_or_else(|| {
+                    Error::Internal(format!("reduction '{}' lowered to no kernel", node.name))
+                })?;
+                // Partial passes: each reads the previous one's output.
+                let mut prev = inputs[0];
+                for p in passes {
+                    let v = l.value(Value {
+                        shape: p.out_shape.clone(),
+                        dtype: p.op.out_dtype(p.dtype),
+                        device,
+                        source: Source::Step,
+                        name: format!("{}/partial", node.name),
+                    });
+                    l.steps.push(Step {
+                        kind: StepKind::Dispatch {
+                            kernel: Kernel::Reduce(p),
+                            inputs: vec![prev],
+                        },
+                        output: v,
+                        device,
+                        nodes: vec![node.name.clone()],
+                    });
+                    prev = v;
+                }
+                step_inputs = Some(match last.pass {
+                    Pass::ArgOfPartials { .. } => vec![inputs[0], prev],
+                    _ => vec![prev],
+                });
+                Kernel::Reduce(last)
+            }
             Op::MatMul => Kernel::MatMul(MatMulKernel {
                 a: in_desc(&l, 0).0,
                 b: in_desc(&l, 1).0,
@@ -246,6 +280,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
             }
         };
         let id = l.value(value);
+        let inputs = step_inputs.unwrap_or(inputs);
         l.steps.push(Step {
             kind: StepKind::Dispatch { kernel, inputs },
             output: id,

@@ -18,7 +18,7 @@ pub use movement::{
 };
 pub use nn::{Conv2dKernel, PoolKernel, PoolKind, Window};
 pub use random::{Distribution, RandomKernel, RandomSpec};
-pub use reduce::{Prologue, ReduceKernel, ReduceOp, ReduceStrategy};
+pub use reduce::{Pass, Prologue, ReduceKernel, ReduceOp, ReduceStrategy};
 
 use crate::{DType, HostTensor};
 use std::sync::Arc;
@@ -166,7 +166,17 @@ impl Kernel {
                     None => k.in_shape.to_string(),
                     Some(p) => format!("{} {}", p.expr.describe(), k.in_shape),
                 };
-                let base = format!("{} over axes {:?} of {of}", k.op.name(), k.axes);
+                let pass = match k.pass {
+                    reduce::Pass::Whole => String::new(),
+                    reduce::Pass::Partial { chunk } => format!(" in chunks of {chunk}"),
+                    reduce::Pass::MeanOfPartials { count } => {
+                        format!(" of partial sums of {count} elements")
+                    }
+                    reduce::Pass::ArgOfPartials { chunks } => {
+                        format!(" among {chunks} chunk winners")
+                    }
+                };
+                let base = format!("{} over axes {:?} of {of}{pass}", k.op.name(), k.axes);
                 match &k.epilogue {
                     None => base,
                     Some(e) => format!("{base} then {}", e.expr.describe()),

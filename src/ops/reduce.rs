@@ -119,6 +119,30 @@ pub struct ReduceKernel {
     /// Elementwise work that produces the reduced values (set by fusion). Its inputs take
     /// the reduced tensor's place among the kernel's inputs.
     pub prologue: Option<Box<Prologue>>,
+    /// Which part of a split reduction this kernel computes (set by lowering, see
+    /// [`ReduceKernel::passes`]).
+    pub pass: Pass,
+}
+
+/// Long reductions run as several kernels, so that no invocation loops over more than a few
+/// thousand elements. Besides spreading the work over many workgroups, this is what keeps
+/// results right on Mesa's llvmpipe/lavapipe: it ends every loop of an invocation after
+/// 65,535 iterations in total (gallivm's loop limiter), silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Pass {
+    /// The whole reduction in one kernel.
+    #[default]
+    Whole,
+    /// Folds the reduced elements (in row-major order of the reduced axes) in `chunk`-long
+    /// pieces, the last one taking the remainder: the output is the kept dims followed by
+    /// one axis of `max(1, count / chunk)` partial results. `Mean` folds as `Sum`; an arg op
+    /// returns each piece's winning index among all reduced elements.
+    Partial { chunk: usize },
+    /// `Mean` over partial sums that cover `count` elements.
+    MeanOfPartials { count: usize },
+    /// argmax/argmin over the winners of `chunks` pieces: reads the original sources and,
+    /// in the binding after them, the partial pass's indices.
+    ArgOfPartials { chunks: usize },
 }
 
 impl ReduceKernel {
@@ -172,14 +196,14 @@ impl ReduceKernel {
                 ..self.clone()
             };
             let input: Vec<u32> = src.iter().map(|&w| f16_to_f32_word(w)).collect();
-            let out = wide.reduce_cpu(&input);
+            let out = wide.reduce_cpu(&input, inputs.get(n).copied());
             if self.op.out_dtype(DType::F16) == DType::F16 {
                 out.into_iter().map(f32_to_f16_word).collect()
             } else {
                 out
             }
         } else {
-            self.reduce_cpu(&src)
+            self.reduce_cpu(&src, inputs.get(n).copied())
         };
         match &self.epilogue {
             None => out,
@@ -187,68 +211,103 @@ impl ReduceKernel {
         }
     }
 
-    fn reduce_cpu(&self, input: &[u32]) -> Vec<u32> {
-        if let Some((strategy, r)) = self.fast_path() {
-            return (0..self.out_shape.numel())
-                .map(|o| self.fold_row_cpu(strategy, &input[o * r..(o + 1) * r]))
+    fn reduce_cpu(&self, input: &[u32], partials: Option<&[u32]>) -> Vec<u32> {
+        let (kd, ks, rd, rs) = self.split();
+        let kept: usize = kd.iter().product();
+        let r = self.reduced_count();
+        if let Pass::ArgOfPartials { chunks } = self.pass {
+            let parts = partials.unwrap_or(&[]);
+            return (0..kept)
+                .map(|o| {
+                    let base = offset(o, &kd, &ks);
+                    let idx: Vec<u32> = (0..chunks)
+                        .map(|c| parts.get(o * chunks + c).copied().unwrap_or(0))
+                        .collect();
+                    let vals: Vec<u32> = idx
+                        .iter()
+                        .map(|&i| input[base + offset(i as usize, &rd, &rs)])
+                        .collect();
+                    idx.get(self.arg_cpu(&vals) as usize).copied().unwrap_or(0)
+                })
                 .collect();
         }
-        let (kd, ks, rd, rs) = self.split();
-        let outer: usize = kd.iter().product();
-        let count = self.reduced_count();
-        let offsets: Vec<usize> = (0..count).map(|r| offset(r, &rd, &rs)).collect();
-        (0..outer)
-            .map(|o| {
-                let base = offset(o, &kd, &ks);
-                let vals = offsets.iter().map(|off| input[base + off]);
-                self.fold_cpu(vals, count)
+        let (chunk, nch) = self.chunking();
+        let fast = self.fast_path();
+        // Offsets of the reduced elements from a kept position's base (identity for rows).
+        let offsets: Vec<usize> = match fast {
+            Some(_) => Vec::new(),
+            None => (0..r).map(|i| offset(i, &rd, &rs)).collect(),
+        };
+        (0..kept * nch)
+            .map(|oc| {
+                let (o, c) = (oc / nch, oc % nch);
+                let (lo, hi) = chunk_range(c, chunk, nch, r);
+                match fast {
+                    Some((strategy, _)) => {
+                        self.fold_row_cpu(strategy, &input[o * r + lo..o * r + hi])
+                    }
+                    None => {
+                        let base = offset(o, &kd, &ks);
+                        let vals: Vec<u32> = offsets[lo..hi]
+                            .iter()
+                            .map(|off| input[base + off])
+                            .collect();
+                        self.fold_cpu(&vals, lo)
+                    }
+                }
             })
             .collect()
     }
 
-    fn fold_cpu(&self, mut vals: impl Iterator<Item = u32>, count: usize) -> u32 {
+    /// The position of the first extreme among `vals` (a NaN counts as the extreme).
+    fn arg_cpu(&self, vals: &[u32]) -> u32 {
         let d = self.dtype;
-        let combine = match self.op {
-            ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
-            ReduceOp::Prod => BinaryOp::Mul,
-            ReduceOp::Max => BinaryOp::Maximum,
-            ReduceOp::Min => BinaryOp::Minimum,
-            ReduceOp::All => return vals.all(|v| truthy(d, v)) as u32,
-            ReduceOp::Any => return vals.any(|v| truthy(d, v)) as u32,
-            ReduceOp::ArgMax | ReduceOp::ArgMin => {
-                let better = if self.op == ReduceOp::ArgMax {
-                    BinaryOp::Greater
-                } else {
-                    BinaryOp::Less
-                };
-                let nan = |w: u32| d == DType::F32 && f32::from_bits(w).is_nan();
-                let mut best = vals.next().unwrap_or(0);
-                let mut at = 0u32;
-                for (r, v) in vals.enumerate() {
-                    if !nan(best) && (nan(v) || binary_cpu(better, d, v, best) != 0) {
-                        best = v;
-                        at = r as u32 + 1;
-                    }
-                }
-                return at;
+        let better = if self.op == ReduceOp::ArgMax {
+            BinaryOp::Greater
+        } else {
+            BinaryOp::Less
+        };
+        let nan = |w: u32| d == DType::F32 && f32::from_bits(w).is_nan();
+        let mut best = vals.first().copied().unwrap_or(0);
+        let mut at = 0u32;
+        for (r, &v) in vals.iter().enumerate().skip(1) {
+            if !nan(best) && (nan(v) || binary_cpu(better, d, v, best) != 0) {
+                best = v;
+                at = r as u32;
             }
-        };
-        let mut acc = match self.op {
-            ReduceOp::Sum | ReduceOp::Mean => 0,
-            ReduceOp::Prod => one_word(d),
-            _ => vals.next().unwrap_or(0),
-        };
-        for v in vals {
-            acc = binary_cpu(combine, d, acc, v);
         }
-        if self.op == ReduceOp::Mean {
-            let n = match d {
-                DType::F32 => (count as f32).to_bits(),
-                _ => count as u32,
-            };
-            acc = binary_cpu(BinaryOp::Div, d, acc, n);
+        at
+    }
+
+    /// The Loop strategy's fold of `vals`, the reduced elements from index `lo` on, in the
+    /// WGSL kernel's order: sums add blocks of [`SUM_BLOCK`] into the total (a two-level
+    /// cascade keeps the rounding error near `(SUM_BLOCK + n / SUM_BLOCK) * eps`).
+    fn fold_cpu(&self, vals: &[u32], lo: usize) -> u32 {
+        let d = self.dtype;
+        let c = |op: BinaryOp, a: u32, b: u32| binary_cpu(op, d, a, b);
+        match self.op {
+            ReduceOp::All => vals.iter().all(|&v| truthy(d, v)) as u32,
+            ReduceOp::Any => vals.iter().any(|&v| truthy(d, v)) as u32,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => self.arg_cpu(vals) + lo as u32,
+            ReduceOp::Sum | ReduceOp::Mean => {
+                let mut acc = sum_identity(d);
+                for block in vals.chunks(SUM_BLOCK) {
+                    let s = block
+                        .iter()
+                        .fold(sum_identity(d), |s, &v| c(BinaryOp::Add, s, v));
+                    acc = c(BinaryOp::Add, acc, s);
+                }
+                self.finish_cpu(acc)
+            }
+            ReduceOp::Prod => vals
+                .iter()
+                .fold(one_word(d), |a, &v| c(BinaryOp::Mul, a, v)),
+            ReduceOp::Max | ReduceOp::Min => {
+                let op = self.combine_op();
+                let first = vals.first().copied().unwrap_or(0);
+                vals.iter().skip(1).fold(first, |a, &v| c(op, a, v))
+            }
         }
-        acc
     }
 
     /// WGSL (templates `shaders/reduce.wgsl`, `shaders/arg_reduce.wgsl`): one invocation per
@@ -259,6 +318,7 @@ impl ReduceKernel {
         }
         let (kd, ks, rd, rs) = self.split();
         let count = self.reduced_count();
+        let (chunk, chunks) = self.chunking();
         let d = self.dtype;
         let out_d = self.op.out_dtype(d);
         let mut bindings = Writer::new();
@@ -266,24 +326,32 @@ impl ReduceKernel {
         let (func, epi_args) = self.epilogue_parts();
         let func = format!("{}\n{func}", self.prologue_functions(false));
         let n_src = self.sources();
+        let mut next = n_src;
+        if let Pass::ArgOfPartials { .. } = self.pass {
+            codegen::storage_binding(&mut bindings, next, "parts", DType::I32);
+            next += 1;
+        }
         for (j, (_, xd)) in self.extra().iter().enumerate() {
-            let b = n_src + j;
+            let b = next + j;
             codegen::storage_binding(&mut bindings, b, &format!("in{b}"), *xd);
         }
-        codegen::storage_binding(&mut bindings, n_src + self.extra().len(), "out", out_d);
+        codegen::storage_binding(&mut bindings, next + self.extra().len(), "out", out_d);
         let mut base = Writer::new();
         base.indent(1);
         codegen::strided_index(&mut base, "base", "o", &kd, &ks);
-        let mut offset = Writer::new();
-        offset.indent(2);
-        codegen::strided_index(&mut offset, "off", "r", &rd, &rs);
+        // `let {name} = <offset of reduced element {linear}>;` at `level`.
+        let offset = |w: &mut Writer, name: &str, linear: &str, level: usize| {
+            w.indent(level);
+            codegen::strided_index(w, name, linear, &rd, &rs);
+        };
+        let mut fold = Writer::new();
         let common = [
-            ("BINDINGS", bindings.finish()),
             ("WG", codegen::WORKGROUP.to_string()),
             ("N", format!("{}u", self.out_shape.numel())),
+            ("CHUNKS", chunks.to_string()),
+            ("CHUNK", chunk.to_string()),
+            ("R", count.to_string()),
             ("BASE", base.finish()),
-            ("R", format!("{count}u")),
-            ("OFFSET", offset.finish()),
         ];
         if self.op.is_arg() {
             let cmp = if self.op == ReduceOp::ArgMax {
@@ -291,30 +359,38 @@ impl ReduceKernel {
             } else {
                 "<"
             };
-            let (isnan_best, isnan_v) = if d.is_float() {
-                ("wgf_isnan(best)", "wgf_isnan(v)")
+            let better = if d.is_float() {
+                format!("!wgf_isnan(best) && (wgf_isnan(v) || v {cmp} best)")
             } else {
-                ("false", "false")
+                format!("v {cmp} best")
             };
-            let mut values = common.to_vec();
-            values.extend([
-                ("INIT", self.src_load("base")),
-                ("LOAD", self.src_load("base + off")),
-                ("FUNC", func),
-                (
-                    "BETTER",
-                    format!("!{isnan_best} && ({isnan_v} || v {cmp} best)"),
-                ),
-            ]);
+            let f = &mut fold;
+            if let Pass::ArgOfPartials { chunks: k } = self.pass {
+                f.indent(1);
+                f.line(&format!("var at = u32(parts[o * {k}u]);"));
+                offset(f, "off0", "at", 1);
+                f.line(&format!("var best = {};", self.src_load("base + off0")));
+                f.line(&format!("for (var k = 1u; k < {k}u; k = k + 1u) {{"));
+                f.line(&format!("    let r = u32(parts[o * {k}u + k]);"));
+            } else {
+                offset(f, "off0", "lo", 1);
+                f.line(&format!("var best = {};", self.src_load("base + off0")));
+                f.line("var at = lo;");
+                f.line("for (var r = lo + 1u; r < hi; r = r + 1u) {");
+            }
+            offset(f, "off", "r", 2);
+            f.line(&format!("let v = {};", self.src_load("base + off")));
+            f.line(&format!("if ({better}) {{"));
+            f.line("    best = v;");
+            f.line("    at = r;");
+            f.line("}");
+            f.indent(1);
+            f.line("}");
+            let mut values = vec![("BINDINGS", bindings.finish()), ("FUNC", func)];
+            values.extend(common);
+            values.push(("FOLD", fold.finish()));
             return codegen::fill_template(include_str!("../../shaders/arg_reduce.wgsl"), &values);
         }
-        let (init, start) = match self.op {
-            ReduceOp::Sum | ReduceOp::Mean => (codegen::literal(d, 0), "0u"),
-            ReduceOp::Prod => (codegen::one(d), "0u"),
-            ReduceOp::All => ("true".to_string(), "0u"),
-            ReduceOp::Any => ("false".to_string(), "0u"),
-            _ => (self.src_load("base"), "1u"),
-        };
         let combine = match (self.op, d.is_float()) {
             (ReduceOp::Sum | ReduceOp::Mean, _) => "acc + v",
             (ReduceOp::Prod, _) => "acc * v",
@@ -327,35 +403,73 @@ impl ReduceKernel {
             (ReduceOp::Min, true) => "wgf_min(acc, v)",
             (ReduceOp::Max, false) => "max(acc, v)",
             _ => "min(acc, v)",
-        };
-        let finish = match (self.op, d.compute()) {
+        }
+        .replace("OTHER_ZERO", &zero_of(d));
+        let f = &mut fold;
+        f.indent(1);
+        if self.is_sum() {
+            let ident = sum_identity_wgsl(d);
+            f.line(&format!("var acc = {ident};"));
+            f.line(&format!(
+                "for (var b = lo; b < hi; b = b + {SUM_BLOCK}u) {{"
+            ));
+            f.line(&format!("    var s = {ident};"));
+            f.line(&format!("    let e = min(b + {SUM_BLOCK}u, hi);"));
+            f.line("    for (var r = b; r < e; r = r + 1u) {");
+            offset(f, "off", "r", 3);
+            f.line(&format!("s = s + {};", self.src_load("base + off")));
+            f.indent(1);
+            f.line("    }");
+            f.line("    acc = acc + s;");
+            f.line("}");
+        } else {
+            let (init, start) = match self.op {
+                ReduceOp::Prod => (codegen::one(d), "lo"),
+                ReduceOp::All => ("true".to_string(), "lo"),
+                ReduceOp::Any => ("false".to_string(), "lo"),
+                _ => {
+                    offset(f, "off0", "lo", 1);
+                    (self.src_load("base + off0"), "lo + 1u")
+                }
+            };
+            f.line(&format!("var acc = {init};"));
+            f.line(&format!("for (var r = {start}; r < hi; r = r + 1u) {{"));
+            offset(f, "off", "r", 2);
+            f.line(&format!("let v = {};", self.src_load("base + off")));
+            f.line(&format!("acc = {combine};"));
+            f.indent(1);
+            f.line("}");
+        }
+        let finish = self.finish_wgsl();
+        let mut values = vec![("BINDINGS", bindings.finish()), ("FUNC", func)];
+        values.extend(common);
+        values.extend([
+            ("FOLD", fold.finish()),
+            (
+                "STORE",
+                codegen::store("out", "oc", &self.apply_epilogue(&finish, &epi_args), out_d),
+            ),
+        ]);
+        codegen::fill_template(include_str!("../../shaders/reduce.wgsl"), &values)
+    }
+
+    /// `acc` turned into the result: divided by the count for `Mean`.
+    fn finish_wgsl(&self) -> String {
+        let d = self.dtype;
+        let n = self.mean_count();
+        match (self.op, d.compute()) {
             (ReduceOp::Mean, DType::F32) => {
                 format!(
                     "acc / {}",
-                    codegen::literal(DType::F32, (count as f32).to_bits())
+                    codegen::literal(DType::F32, (n as f32).to_bits())
                 )
             }
             (ReduceOp::Mean, DType::I32) => {
-                format!("wgf_div_i32(acc, {})", codegen::literal(d, count as u32))
+                format!("wgf_div_i32(acc, {})", codegen::literal(d, n as u32))
             }
-            (ReduceOp::Mean, _) => {
-                format!("wgf_div_u32(acc, {})", codegen::literal(d, count as u32))
-            }
+            (ReduceOp::Mean, _) => format!("wgf_div_u32(acc, {})", codegen::literal(d, n as u32)),
             _ => "acc".to_string(),
-        };
-        let mut values = common.to_vec();
-        values.extend([
-            ("INIT", init),
-            ("START", start.to_string()),
-            ("LOAD", self.src_load("base + off")),
-            ("COMBINE", combine.replace("OTHER_ZERO", &zero_of(d))),
-            (
-                "STORE",
-                codegen::store("out", "o", &self.apply_epilogue(&finish, &epi_args), out_d),
-            ),
-            ("FUNC", func),
-        ]);
-        codegen::fill_template(include_str!("../../shaders/reduce.wgsl"), &values)
+        }
     }
 }
 
@@ -411,6 +525,32 @@ pub enum ReduceStrategy {
 const TREE_MIN_LEN: usize = 4096;
 const TREE_MAX_ROWS: usize = 64;
 const TREE_WG: usize = 256;
+/// Elements a [`Pass::Partial`] chunk holds, per strategy: every invocation loops at most
+/// twice this (over vec4s for `RowsVec4`, per thread for `Tree`), far below llvmpipe's
+/// 65,535-iteration limit, and sums stay accurate (each thread adds at most 64 terms in a
+/// tree, or blocks of [`SUM_BLOCK`]).
+const LOOP_CHUNK: usize = 4096;
+const VEC4_CHUNK: usize = 4 * 1024;
+const TREE_CHUNK: usize = TREE_WG * 64;
+/// Arg reductions run at most two passes, so the second reads at most this many winners.
+const MAX_ARG_CHUNKS: usize = 16384;
+/// Sums add this many terms into a block sum before adding the block to the total.
+const SUM_BLOCK: usize = 64;
+
+/// Chunk `c`'s half-open range of `count` reduced elements: `chunk` long, the last one
+/// `count - (chunks - 1) * chunk` long (so at least `chunk`).
+fn chunk_range(c: usize, chunk: usize, chunks: usize, count: usize) -> (usize, usize) {
+    let lo = c * chunk;
+    (lo, if c + 1 == chunks { count } else { lo + chunk })
+}
+
+/// The additive identity that keeps a sum of `-0.0`s at `-0.0` (as NumPy's is).
+fn sum_identity(d: DType) -> u32 {
+    match d {
+        DType::F32 | DType::F16 => 0x8000_0000,
+        _ => 0,
+    }
+}
 
 impl ReduceKernel {
     /// The strategy this kernel uses (chosen by shape; the same on every device).
@@ -425,6 +565,20 @@ impl ReduceKernel {
             ReduceStrategy::Tree => n * TREE_WG as u64,
             _ => n,
         }
+    }
+
+    /// `(chunk length, chunks)` of the reduced elements each output folds.
+    fn chunking(&self) -> (usize, usize) {
+        let r = self.reduced_count();
+        match self.pass {
+            Pass::Partial { chunk } => (chunk, (r / chunk.max(1)).max(1)),
+            _ => (r, 1),
+        }
+    }
+
+    /// Number of kept (not reduced) positions.
+    fn kept(&self) -> usize {
+        self.in_shape.numel() / self.reduced_count().max(1)
     }
 
     /// A vectorised or tree strategy and the row length, when the reduced axes are the
@@ -444,13 +598,95 @@ impl ReduceKernel {
             return None;
         }
         let r = self.reduced_count();
-        let rows = self.out_shape.numel();
+        let rows = self.kept();
         if r >= TREE_MIN_LEN && rows <= TREE_MAX_ROWS {
             Some((ReduceStrategy::Tree, r))
         } else if r >= 8 && r.is_multiple_of(4) {
             Some((ReduceStrategy::RowsVec4, r))
         } else {
             None
+        }
+    }
+
+    /// The kernels this reduction runs as, in order: itself when every invocation's loop is
+    /// short, else partial passes over chunks and a final pass (see [`Pass`]). Each fold pass
+    /// reads the previous one's output; an [`Pass::ArgOfPartials`] pass reads the original
+    /// sources and then the partial indices.
+    pub fn passes(self) -> Vec<ReduceKernel> {
+        let r = self.reduced_count();
+        if self.op.is_arg() {
+            let chunk = LOOP_CHUNK.max(r.div_ceil(MAX_ARG_CHUNKS));
+            if r < 2 * chunk || self.pass != Pass::Whole {
+                return vec![self];
+            }
+            let chunks = r / chunk;
+            let partial = ReduceKernel {
+                pass: Pass::Partial { chunk },
+                out_shape: self.partial_shape(chunks),
+                ..self.clone()
+            };
+            let last = ReduceKernel {
+                pass: Pass::ArgOfPartials { chunks },
+                ..self
+            };
+            return vec![partial, last];
+        }
+        let chunk = match self.strategy() {
+            ReduceStrategy::Tree => TREE_CHUNK,
+            ReduceStrategy::RowsVec4 => VEC4_CHUNK,
+            ReduceStrategy::Loop => LOOP_CHUNK,
+        };
+        if r < 2 * chunk || matches!(self.pass, Pass::Partial { .. }) {
+            return vec![self];
+        }
+        let chunks = r / chunk;
+        let mean_count = match self.pass {
+            Pass::MeanOfPartials { count } => count,
+            _ => r,
+        };
+        let partial = ReduceKernel {
+            op: if self.op == ReduceOp::Mean {
+                ReduceOp::Sum
+            } else {
+                self.op
+            },
+            pass: Pass::Partial { chunk },
+            out_shape: self.partial_shape(chunks),
+            epilogue: None,
+            ..self.clone()
+        };
+        let in_shape = partial.out_shape.clone();
+        let rest = ReduceKernel {
+            axes: vec![in_shape.rank() - 1],
+            in_shape,
+            prologue: None,
+            pass: if self.op == ReduceOp::Mean {
+                Pass::MeanOfPartials { count: mean_count }
+            } else {
+                Pass::Whole
+            },
+            ..self
+        };
+        let mut all = vec![partial];
+        all.extend(rest.passes());
+        all
+    }
+
+    /// The kept dims followed by `chunks`.
+    fn partial_shape(&self, chunks: usize) -> Shape {
+        let mut dims: Vec<usize> = (0..self.in_shape.rank())
+            .filter(|a| !self.axes.contains(a))
+            .map(|a| self.in_shape.dims()[a])
+            .collect();
+        dims.push(chunks);
+        Shape(dims)
+    }
+
+    /// How many elements a `Mean` divides by.
+    fn mean_count(&self) -> usize {
+        match self.pass {
+            Pass::MeanOfPartials { count } => count,
+            _ => self.reduced_count(),
         }
     }
 
@@ -463,10 +699,11 @@ impl ReduceKernel {
         }
     }
 
-    fn finish_cpu(&self, acc: u32, count: usize) -> u32 {
+    fn finish_cpu(&self, acc: u32) -> u32 {
         if self.op != ReduceOp::Mean {
             return acc;
         }
+        let count = self.mean_count();
         let n = match self.dtype {
             DType::F32 => (count as f32).to_bits(),
             _ => count as u32,
@@ -474,10 +711,29 @@ impl ReduceKernel {
         binary_cpu(BinaryOp::Div, self.dtype, acc, n)
     }
 
+    fn is_sum(&self) -> bool {
+        matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
+    }
+
     fn fold_row_cpu(&self, strategy: ReduceStrategy, row: &[u32]) -> u32 {
         let (d, op) = (self.dtype, self.combine_op());
         let c = |a: u32, b: u32| binary_cpu(op, d, a, b);
         let acc = match strategy {
+            ReduceStrategy::RowsVec4 if self.is_sum() => {
+                let mut lanes = [sum_identity(d); 4];
+                for block in row.chunks(4 * SUM_BLOCK) {
+                    let mut s = [sum_identity(d); 4];
+                    for chunk in block.chunks_exact(4) {
+                        for (l, &v) in s.iter_mut().zip(chunk) {
+                            *l = c(*l, v);
+                        }
+                    }
+                    for (l, v) in lanes.iter_mut().zip(s) {
+                        *l = c(*l, v);
+                    }
+                }
+                c(c(lanes[0], lanes[1]), c(lanes[2], lanes[3]))
+            }
             ReduceStrategy::RowsVec4 => {
                 let mut lanes = [row[0], row[1], row[2], row[3]];
                 for chunk in row[4..].chunks_exact(4) {
@@ -502,7 +758,7 @@ impl ReduceKernel {
                 part[0]
             }
         };
-        self.finish_cpu(acc, row.len())
+        self.finish_cpu(acc)
     }
 
     /// WGSL of the row strategies.
@@ -510,6 +766,7 @@ impl ReduceKernel {
         let d = self.dtype;
         let t = d.wgsl();
         let n = self.out_shape.numel();
+        let (chunk, chunks) = self.chunking();
         let comb = |a: &str, b: &str| -> String {
             match (self.combine_op(), d.is_float()) {
                 (BinaryOp::Add, _) => format!("({a} + {b})"),
@@ -520,23 +777,10 @@ impl ReduceKernel {
                 _ => format!("min({a}, {b})"),
             }
         };
-        let finish = match (self.op, d.compute()) {
-            (ReduceOp::Mean, DType::F32) => {
-                format!(
-                    "acc / {}",
-                    codegen::literal(DType::F32, (r as f32).to_bits())
-                )
-            }
-            (ReduceOp::Mean, DType::I32) => {
-                format!("wgf_div_i32(acc, {})", codegen::literal(d, r as u32))
-            }
-            (ReduceOp::Mean, _) => format!("wgf_div_u32(acc, {})", codegen::literal(d, r as u32)),
-            _ => "acc".to_string(),
-        };
         let mut w = Writer::new();
         let vec = strategy == ReduceStrategy::RowsVec4;
         w.line(&format!(
-            "// wgflow reduction ({strategy:?}): {} of rows of {r}.",
+            "// wgflow reduction ({strategy:?}): {} of rows of {r}, in {chunks} chunk(s) of {chunk}.",
             self.op.name()
         ));
         self.bind_sources(&mut w, vec);
@@ -547,7 +791,7 @@ impl ReduceKernel {
         }
         codegen::storage_binding(&mut w, n_src + self.extra().len(), "out", d);
         let (func, epi_args) = self.epilogue_parts();
-        let finish = self.apply_epilogue(&finish, &epi_args);
+        let finish = self.apply_epilogue(&self.finish_wgsl(), &epi_args);
         let pro = self.prologue_functions(vec);
         for line in codegen::PRELUDE
             .lines()
@@ -556,6 +800,17 @@ impl ReduceKernel {
         {
             w.line(line);
         }
+        // Output `oc` folds elements [lo, hi) of row `o` (chunk `c`; the last one takes the
+        // remainder); `start` is the chunk's first element in the input.
+        let range = |w: &mut Writer| {
+            w.line(&format!("let o = oc / {chunks}u;"));
+            w.line(&format!("let c = oc % {chunks}u;"));
+            w.line(&format!("let lo = c * {chunk}u;"));
+            w.line(&format!(
+                "let hi = select(lo + {chunk}u, {r}u, c + 1u == {chunks}u);"
+            ));
+            w.line(&format!("let start = o * {r}u + lo;"));
+        };
         if vec {
             let lanes = |a: &str, b: &str| -> String {
                 match self.combine_op() {
@@ -573,23 +828,44 @@ impl ReduceKernel {
             w.line("fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {");
             w.indent(1);
             w.line(&format!(
-                "let o = gid.x + gid.y * nwg.x * {}u;",
+                "let oc = gid.x + gid.y * nwg.x * {}u;",
                 codegen::WORKGROUP
             ));
-            w.line(&format!("if (o >= {n}u) {{"));
+            w.line(&format!("if (oc >= {n}u) {{"));
             w.line("    return;");
             w.line("}");
-            w.line(&format!("let base = o * {}u;", r / 4));
-            w.line(&format!("var v4 = {};", self.src_load4("base")));
-            w.line(&format!("for (var j = 1u; j < {}u; j = j + 1u) {{", r / 4));
-            w.line(&format!("    let v = {};", self.src_load4("base + j")));
-            w.line(&format!("    v4 = {};", lanes("v4", "v")));
-            w.line("}");
+            range(&mut w);
+            w.line("let base = start / 4u;");
+            w.line("let n4 = (hi - lo) / 4u;");
+            if self.is_sum() {
+                // Blocks of SUM_BLOCK vec4s are summed, then added to the lanes' totals.
+                let ident = format!("vec4<{t}>({})", sum_identity_wgsl(d));
+                w.line(&format!("var v4 = {ident};"));
+                w.line(&format!(
+                    "for (var b = 0u; b < n4; b = b + {SUM_BLOCK}u) {{"
+                ));
+                w.line(&format!("    var s4 = {ident};"));
+                w.line(&format!("    let e = min(b + {SUM_BLOCK}u, n4);"));
+                w.line("    for (var j = b; j < e; j = j + 1u) {");
+                w.line(&format!(
+                    "        s4 = s4 + {};",
+                    self.src_load4("base + j")
+                ));
+                w.line("    }");
+                w.line("    v4 = v4 + s4;");
+                w.line("}");
+            } else {
+                w.line(&format!("var v4 = {};", self.src_load4("base")));
+                w.line("for (var j = 1u; j < n4; j = j + 1u) {");
+                w.line(&format!("    let v = {};", self.src_load4("base + j")));
+                w.line(&format!("    v4 = {};", lanes("v4", "v")));
+                w.line("}");
+            }
             w.line(&format!(
                 "let acc = {};",
                 comb(&comb("v4.x", "v4.y"), &comb("v4.z", "v4.w"))
             ));
-            w.line(&format!("{};", codegen::store("out", "o", &finish, d)));
+            w.line(&format!("{};", codegen::store("out", "oc", &finish, d)));
             w.indent(0);
             w.line("}");
             return w.finish();
@@ -600,16 +876,17 @@ impl ReduceKernel {
         w.line("fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {");
         w.indent(1);
         // No early return: every invocation must reach the barriers.
-        w.line("let o = wid.x + wid.y * nwg.x;");
+        w.line(&format!("let oc = min(wid.x + wid.y * nwg.x, {}u);", n - 1));
+        w.line("let valid = wid.x + wid.y * nwg.x < oc + 1u;");
         w.line("let t = lid.x;");
-        w.line(&format!("let base = min(o, {}u) * {r}u;", n - 1));
-        w.line(&format!("var p = {};", self.src_load("base + t")));
+        range(&mut w);
+        w.line(&format!("var p = {};", self.src_load("start + t")));
         w.line(&format!(
-            "for (var i = t + {TREE_WG}u; i < {r}u; i = i + {TREE_WG}u) {{"
+            "for (var i = lo + t + {TREE_WG}u; i < hi; i = i + {TREE_WG}u) {{"
         ));
         w.line(&format!(
             "    p = {};",
-            comb("p", &self.src_load("base + i"))
+            comb("p", &self.src_load(&format!("o * {r}u + i")))
         ));
         w.line("}");
         w.line("part[t] = p;");
@@ -625,13 +902,22 @@ impl ReduceKernel {
             w.line("workgroupBarrier();");
             s /= 2;
         }
-        w.line(&format!("if (t == 0u && o < {n}u) {{"));
+        w.line("if (t == 0u && valid) {");
         w.line("    let acc = part[0];");
-        w.line(&format!("    {};", codegen::store("out", "o", &finish, d)));
+        w.line(&format!("    {};", codegen::store("out", "oc", &finish, d)));
         w.line("}");
         w.indent(0);
         w.line("}");
         w.finish()
+    }
+}
+
+/// [`sum_identity`] as a WGSL expression of the compute type (`-0.0` spelled by its bits,
+/// so no compiler can fold it to `+0.0`).
+fn sum_identity_wgsl(d: DType) -> String {
+    match d.compute() {
+        DType::F32 => "bitcast<f32>(0x80000000u)".to_string(),
+        other => codegen::literal(other, 0),
     }
 }
 
