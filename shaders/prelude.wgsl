@@ -30,12 +30,16 @@ fn wgf_div_u32(a: u32, b: u32) -> u32 {
 }
 
 // float -> int truncates toward zero and saturates; NaN -> 0 (Rust's `as`, defined on every driver).
+// The clamp keeps the conversion in range (its upper bound is the largest f32 below 2^31 or
+// 2^32); values at or above 2^31 / 2^32 then take the integer maximum, which no f32 equals.
 fn wgf_f32_to_i32(x: f32) -> i32 {
-    return select(i32(clamp(x, -2147483648.0, 2147483520.0)), 0, wgf_isnan(x));
+    let t = select(i32(clamp(x, -2147483648.0, 2147483520.0)), 2147483647, x >= 2147483648.0);
+    return select(t, 0, wgf_isnan(x));
 }
 
 fn wgf_f32_to_u32(x: f32) -> u32 {
-    return select(u32(clamp(x, 0.0, 4294967040.0)), 0u, wgf_isnan(x));
+    let t = select(u32(clamp(x, 0.0, 4294967040.0)), 4294967295u, x >= 4294967296.0);
+    return select(t, 0u, wgf_isnan(x));
 }
 
 fn wgf_isinf(x: f32) -> bool {
