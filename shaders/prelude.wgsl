@@ -181,3 +181,72 @@ fn wgf_tanh(x: f32) -> f32 {
     let t = wgf_expm1(2.0 * clamp(x, -15.0, 15.0));
     return select(t / (t + 2.0), x, abs(x) < 1e-8 || wgf_isnan(x));
 }
+
+// pow with the C99/NumPy special cases, decided on the bits (fast-math drivers fold NaN tests
+// and leave builtin pow undefined for x < 0 and at pow(0, 0)): x**±0 == 1 and 1**y == 1 even
+// for NaN, signed zeros and infinities by the parity of integral y (|y| >= 2^24 is even),
+// (-1)**±inf == 1, negative x with non-integral y is NaN. The magnitude is exp2(y·log2|x|) like
+// WGSL's pow, but log2 near 1 comes from log1p (drivers bound only its absolute error there:
+// 0.9999**-10000 was 0.03% off) and log2 of subnormals from their bits. y = 2, 1, -1 and 0.5
+// give x*x, x, 1/x and sqrt(x), which are exact or correctly rounded.
+fn wgf_pow_f32(x: f32, y: f32) -> f32 {
+    let xb = bitcast<u32>(x);
+    let yb = bitcast<u32>(y);
+    let ax = abs(x);
+    let ay = abs(y);
+    let axb = xb & 0x7fffffffu;
+    let ayb = yb & 0x7fffffffu;
+    let x_neg = (xb >> 31u) == 1u;
+    let y_neg = (yb >> 31u) == 1u;
+    // Every f32 of magnitude >= 2^23 is an integer; >= 2^24, an even one.
+    let y_int = ayb >= 0x4b000000u || floor(ay) == ay;
+    let y_odd = y_int && ayb < 0x4b800000u && (u32(ay) & 1u) == 1u;
+
+    let lx = select(log2(ax), log2(f32(axb)) - 149.0, axb < 0x00800000u);
+    let l2 = select(lx, wgf_log1p(ax - 1.0) * 1.4426950408889634, abs(ax - 1.0) < 0.25);
+    // exp2 of a tiny t must be 1 (lavapipe's exp2(-1e-45) is 1 - 2^-24); results below 2^-126
+    // are scaled from 2^64 above, since the drivers' exp2 flushes subnormal results to zero.
+    let t = y * l2;
+    var r = select(exp2(t), exp2(t + 64.0) * bitcast<f32>(0x1f800000u), t < -126.0);
+    if (abs(t) < 4e-8) {
+        r = 1.0;
+    }
+    if (x_neg && y_odd) {
+        r = -r;
+    }
+    if (x_neg && !y_int) {
+        r = bitcast<f32>(0x7fc00000u);
+    }
+    if (yb == 0x40000000u) {
+        r = x * x;
+    }
+    if (yb == 0x3f800000u) {
+        r = x;
+    }
+    if (yb == 0xbf800000u) {
+        r = 1.0 / x;
+    }
+    if (yb == 0x3f000000u) {
+        r = sqrt(x);
+    }
+    let odd_sign = select(0u, xb & 0x80000000u, y_odd);
+    if (axb == 0u) {
+        r = bitcast<f32>(select(0u, 0x7f800000u, y_neg) | odd_sign);
+    }
+    if (axb == 0x7f800000u) {
+        r = bitcast<f32>(select(0x7f800000u, 0u, y_neg) | odd_sign);
+    }
+    if (ayb == 0x7f800000u) {
+        r = bitcast<f32>(select(0u, 0x7f800000u, (axb < 0x3f800000u) == y_neg));
+        if (axb == 0x3f800000u) {
+            r = 1.0;
+        }
+    }
+    if (wgf_isnan(x) || wgf_isnan(y)) {
+        r = bitcast<f32>(0x7fc00000u);
+    }
+    if (ayb == 0u || xb == 0x3f800000u) {
+        r = 1.0;
+    }
+    return r;
+}

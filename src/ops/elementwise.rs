@@ -693,7 +693,8 @@ fn expr_wgsl_unrounded(e: &Expr, dtypes: &[DType]) -> String {
                 BinaryOp::Minimum => format!("min({x}, {y})"),
                 BinaryOp::Pow if d == DType::I32 => format!("wgf_pow_i32({x}, {y})"),
                 BinaryOp::Pow if d == DType::U32 => format!("wgf_pow_u32({x}, {y})"),
-                BinaryOp::Pow => format!("pow({x}, {y})"),
+                // Not the builtin: see wgf_pow_f32 (negative bases, NaN, zeros, x*x).
+                BinaryOp::Pow => format!("wgf_pow_f32({x}, {y})"),
                 BinaryOp::Equal => format!("({x} == {y})"),
                 BinaryOp::Less => format!("({x} < {y})"),
                 BinaryOp::Greater => format!("({x} > {y})"),

@@ -129,6 +129,20 @@ fn rem_i32(a: i32, b: i32) -> i32 {
     }
 }
 
+/// `a^b` with C99's special cases (libm's `powf`, as NumPy), except that exponents 2, 1, -1
+/// and 0.5 give `a*a`, `a`, `1/a` and `sqrt(a)`: glibc's powf is not correctly rounded at
+/// ties (`(1 + 2^-12)^2` came out one ulp above `a*a`), and the GPU kernels use these forms.
+pub fn pow_f32(a: f32, b: f32) -> f32 {
+    match b {
+        2.0 => a * a,
+        1.0 => a,
+        -1.0 => 1.0 / a,
+        // sqrt(-0) is -0 and sqrt(-inf) NaN where pow gives +0 and +inf.
+        0.5 if a != 0.0 && a != f32::NEG_INFINITY => a.sqrt(),
+        _ => a.powf(b),
+    }
+}
+
 fn sign_f32(x: f32) -> f32 {
     if x > 0.0 {
         1.0
@@ -235,7 +249,7 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                 } else {
                     a.min(c)
                 }),
-                BinaryOp::Pow => fw(a.powf(c)),
+                BinaryOp::Pow => fw(pow_f32(a, c)),
                 BinaryOp::Equal => b(a == c),
                 BinaryOp::Less => b(a < c),
                 BinaryOp::Greater => b(a > c),
