@@ -250,3 +250,74 @@ fn wgf_pow_f32(x: f32, y: f32) -> f32 {
     }
     return r;
 }
+
+// fmod(a, b) exactly, on the integer significands (musl's fmodf, reducing 8 bits per step with
+// u32 `%`): WGSL's float `%` is a - b·trunc(a/b), which rounds. A value is m·2^(e - 150) with
+// e = max(biased exponent, 1) and the implicit bit in m only for normal numbers.
+fn wgf_fmod_f32(a: f32, b: f32) -> f32 {
+    let ab = bitcast<u32>(a);
+    let sign = ab & 0x80000000u;
+    let ua = ab & 0x7fffffffu;
+    let ub = bitcast<u32>(b) & 0x7fffffffu;
+    if (ub == 0u || ub > 0x7f800000u || ua >= 0x7f800000u) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if (ua < ub) {
+        return a;
+    }
+    if (ua == ub) {
+        return bitcast<f32>(sign);
+    }
+    let ea = max(ua >> 23u, 1u);
+    let eb = max(ub >> 23u, 1u);
+    let ma = (ua & 0x007fffffu) | select(0u, 0x00800000u, ua >= 0x00800000u);
+    let mb = (ub & 0x007fffffu) | select(0u, 0x00800000u, ub >= 0x00800000u);
+    // r = ma·2^(ea - eb) mod mb; r < 2^24, so r << 8 still fits in a u32.
+    var r = ma % mb;
+    var d = ea - eb;
+    while (d > 0u) {
+        let k = min(d, 8u);
+        r = (r << k) % mb;
+        d = d - k;
+    }
+    if (r == 0u) {
+        return bitcast<f32>(sign);
+    }
+    // r·2^(eb - 150) is exact in f32: normalise it, or leave it subnormal.
+    let s = countLeadingZeros(r) - 8u;
+    let bits = select(r << (eb - 1u), ((eb - s) << 23u) | ((r << s) & 0x007fffffu), eb > s);
+    return bitcast<f32>(bits | sign);
+}
+
+// NumPy's npy_divmod on f32: (floor_divide, remainder). The quotient (a - mod) / b of the exact
+// fmod is nearly an integer: moved down by one when mod takes the divisor's sign, then snapped.
+// A zero divisor gives a / b and NaN; a NaN fmod (NaN operand, infinite a) gives NaN for both.
+fn wgf_divmod_f32(a: f32, b: f32) -> vec2<f32> {
+    let m0 = wgf_fmod_f32(a, b);
+    let bb = bitcast<u32>(b);
+    let mb = bitcast<u32>(m0);
+    if ((bb & 0x7fffffffu) == 0u) {
+        return vec2<f32>(a / b, m0);
+    }
+    if (wgf_isnan(m0)) {
+        return vec2<f32>(m0, m0);
+    }
+    var m = m0;
+    var div = (a - m0) / b;
+    if ((mb & 0x7fffffffu) != 0u) {
+        if ((bb >> 31u) != (mb >> 31u)) {
+            m = m + b;
+            div = div - 1.0;
+        }
+    } else {
+        m = bitcast<f32>(bb & 0x80000000u);
+    }
+    var q = bitcast<f32>((bitcast<u32>(a) ^ bb) & 0x80000000u);
+    if (div != 0.0) {
+        q = floor(div);
+        if (div - q > 0.5) {
+            q = q + 1.0;
+        }
+    }
+    return vec2<f32>(q, m);
+}

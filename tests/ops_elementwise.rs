@@ -271,7 +271,8 @@ fn mixed_dtypes_are_rejected_for_every_binary_family() {
     }
     // Unsupported (but matching) dtypes name what the op accepts.
     assert!(build_err(g.logical_or(f, f)).contains("expects bool"));
-    assert!(build_err(g.floor_divide(f, f)).contains("expects i32 or u32"));
+    assert!(build_err(g.floor_divide(b, b)).contains("expects f32, i32 or u32"));
+    assert!(build_err(g.remainder(b, b)).contains("expects f32, i32 or u32"));
     assert!(build_err(g.erf(i)).contains("expects f32"));
     assert!(build_err(g.logical_not(u)).contains("expects bool"));
     assert!(build_err(g.less_equal(b, b)).contains("expects f32, i32 or u32"));

@@ -143,6 +143,39 @@ pub fn pow_f32(a: f32, b: f32) -> f32 {
     }
 }
 
+/// NumPy's `npy_divmod` on f32: `(floor_divide, remainder)`. Rust's `%` is the exact fmod;
+/// `(a - mod) / b` is then nearly an integer, moved down by one when the remainder takes the
+/// divisor's sign and snapped to the nearest integer. `b == 0` gives `(a / b, NaN)`.
+pub fn divmod_f32(a: f32, b: f32) -> (f32, f32) {
+    let m = a % b;
+    if b == 0.0 {
+        return (a / b, m);
+    }
+    if m.is_nan() {
+        return (m, m);
+    }
+    let (mut m, mut div) = (m, (a - m) / b);
+    if m != 0.0 {
+        if (b < 0.0) != (m < 0.0) {
+            m += b;
+            div -= 1.0;
+        }
+    } else {
+        m = 0.0f32.copysign(b);
+    }
+    let q = if div != 0.0 {
+        let f = div.floor();
+        if div - f > 0.5 {
+            f + 1.0
+        } else {
+            f
+        }
+    } else {
+        0.0f32.copysign(a / b)
+    };
+    (q, m)
+}
+
 fn sign_f32(x: f32) -> f32 {
     if x > 0.0 {
         1.0
@@ -250,6 +283,8 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                     a.min(c)
                 }),
                 BinaryOp::Pow => fw(pow_f32(a, c)),
+                BinaryOp::FloorDiv => fw(divmod_f32(a, c).0),
+                BinaryOp::Remainder => fw(divmod_f32(a, c).1),
                 BinaryOp::Equal => b(a == c),
                 BinaryOp::Less => b(a < c),
                 BinaryOp::Greater => b(a > c),
