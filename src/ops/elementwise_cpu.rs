@@ -208,13 +208,13 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
         (DType::F32, UnaryOp::Sqrt) => fw(f(w).sqrt()),
         (DType::F32, UnaryOp::Tanh) => fw(f(w).tanh()),
         (DType::F32, UnaryOp::Sigmoid) => fw(1.0 / (1.0 + (-f(w)).exp())),
-        // max(NaN, 0) is 0 in WGSL's max on most adapters; we define relu(NaN) = NaN by
-        // comparing instead, which both backends implement the same way.
+        // relu is NumPy's maximum(x, 0): NaN stays NaN (WGSL's max(NaN, 0) is 0 on most
+        // adapters, so the GPU tests the bits) and relu(-0.0) is the second operand, +0.0.
         (DType::F32, UnaryOp::Relu) => {
-            if f(w) < 0.0 {
-                fw(0.0)
-            } else {
+            if f(w) > 0.0 || f(w).is_nan() {
                 w
+            } else {
+                fw(0.0)
             }
         }
         (DType::F32, UnaryOp::Floor) => fw(f(w).floor()),
@@ -272,15 +272,21 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                 BinaryOp::Sub => fw(a - c),
                 BinaryOp::Mul => fw(a * c),
                 BinaryOp::Div => fw(a / c),
+                // NumPy (and the GPU drivers' max/min) return the second operand for equal
+                // values, which decides maximum(0.0, -0.0) == -0.0; Rust's max leaves it open.
                 BinaryOp::Maximum => fw(if a.is_nan() || c.is_nan() {
                     f32::NAN
+                } else if a > c {
+                    a
                 } else {
-                    a.max(c)
+                    c
                 }),
                 BinaryOp::Minimum => fw(if a.is_nan() || c.is_nan() {
                     f32::NAN
+                } else if a < c {
+                    a
                 } else {
-                    a.min(c)
+                    c
                 }),
                 BinaryOp::Pow => fw(pow_f32(a, c)),
                 BinaryOp::FloorDiv => fw(divmod_f32(a, c).0),
