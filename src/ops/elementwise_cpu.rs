@@ -14,6 +14,10 @@
 //!   log1p when `|x| < 0.25`, Taylor to degree 8 for expm1 when `|x| < 0.35`) and `x` itself
 //!   for `|x| < 1e-8`; measured agreement with NumPy within 2e-6 relative.
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
+//! - `pow`: libm's `powf` (C99), but `x*x`, `x`, `1/x`, `sqrt(x)` for exponents 2, 1, -1, 0.5;
+//!   the GPU twin `wgf_pow_f32` decides C99's special cases on the bits.
+//! - float `floor_divide`/`remainder`: NumPy's `npy_divmod` on the exact fmod (`%` here,
+//!   musl's integer algorithm in `wgf_fmod_f32`).
 //!
 //! Integer rules (identical on every backend): arithmetic wraps; `div` truncates with
 //! `x / 0 == x`; `floor_divide(x, 0) == 0` and `remainder(x, 0) == 0` (NumPy's results, which
