@@ -30,12 +30,16 @@ fn wgf_div_u32(a: u32, b: u32) -> u32 {
 }
 
 // float -> int truncates toward zero and saturates; NaN -> 0 (Rust's `as`, defined on every driver).
+// The clamp keeps the conversion in range (its upper bound is the largest f32 below 2^31 or
+// 2^32); values at or above 2^31 / 2^32 then take the integer maximum, which no f32 equals.
 fn wgf_f32_to_i32(x: f32) -> i32 {
-    return select(i32(clamp(x, -2147483648.0, 2147483520.0)), 0, wgf_isnan(x));
+    let t = select(i32(clamp(x, -2147483648.0, 2147483520.0)), 2147483647, x >= 2147483648.0);
+    return select(t, 0, wgf_isnan(x));
 }
 
 fn wgf_f32_to_u32(x: f32) -> u32 {
-    return select(u32(clamp(x, 0.0, 4294967040.0)), 0u, wgf_isnan(x));
+    let t = select(u32(clamp(x, 0.0, 4294967040.0)), 4294967295u, x >= 4294967296.0);
+    return select(t, 0u, wgf_isnan(x));
 }
 
 fn wgf_isinf(x: f32) -> bool {
@@ -176,4 +180,144 @@ fn wgf_log(x: f32) -> f32 {
 fn wgf_tanh(x: f32) -> f32 {
     let t = wgf_expm1(2.0 * clamp(x, -15.0, 15.0));
     return select(t / (t + 2.0), x, abs(x) < 1e-8 || wgf_isnan(x));
+}
+
+// pow with the C99/NumPy special cases, decided on the bits (fast-math drivers fold NaN tests
+// and leave builtin pow undefined for x < 0 and at pow(0, 0)): x**±0 == 1 and 1**y == 1 even
+// for NaN, signed zeros and infinities by the parity of integral y (|y| >= 2^24 is even),
+// (-1)**±inf == 1, negative x with non-integral y is NaN. The magnitude is exp2(y·log2|x|) like
+// WGSL's pow, but log2 near 1 comes from log1p (drivers bound only its absolute error there:
+// 0.9999**-10000 was 0.03% off) and log2 of subnormals from their bits. y = 2, 1, -1 and 0.5
+// give x*x, x, 1/x and sqrt(x), which are exact or correctly rounded.
+fn wgf_pow_f32(x: f32, y: f32) -> f32 {
+    let xb = bitcast<u32>(x);
+    let yb = bitcast<u32>(y);
+    let ax = abs(x);
+    let ay = abs(y);
+    let axb = xb & 0x7fffffffu;
+    let ayb = yb & 0x7fffffffu;
+    let x_neg = (xb >> 31u) == 1u;
+    let y_neg = (yb >> 31u) == 1u;
+    // Every f32 of magnitude >= 2^23 is an integer; >= 2^24, an even one.
+    let y_int = ayb >= 0x4b000000u || floor(ay) == ay;
+    let y_odd = y_int && ayb < 0x4b800000u && (u32(ay) & 1u) == 1u;
+
+    let lx = select(log2(ax), log2(f32(axb)) - 149.0, axb < 0x00800000u);
+    let l2 = select(lx, wgf_log1p(ax - 1.0) * 1.4426950408889634, abs(ax - 1.0) < 0.25);
+    // exp2 of a tiny t must be 1 (lavapipe's exp2(-1e-45) is 1 - 2^-24); results below 2^-126
+    // are scaled from 2^64 above, since the drivers' exp2 flushes subnormal results to zero.
+    let t = y * l2;
+    var r = select(exp2(t), exp2(t + 64.0) * bitcast<f32>(0x1f800000u), t < -126.0);
+    if (abs(t) < 4e-8) {
+        r = 1.0;
+    }
+    if (x_neg && y_odd) {
+        r = -r;
+    }
+    if (x_neg && !y_int) {
+        r = bitcast<f32>(0x7fc00000u);
+    }
+    if (yb == 0x40000000u) {
+        r = x * x;
+    }
+    if (yb == 0x3f800000u) {
+        r = x;
+    }
+    if (yb == 0xbf800000u) {
+        r = 1.0 / x;
+    }
+    if (yb == 0x3f000000u) {
+        r = sqrt(x);
+    }
+    let odd_sign = select(0u, xb & 0x80000000u, y_odd);
+    if (axb == 0u) {
+        r = bitcast<f32>(select(0u, 0x7f800000u, y_neg) | odd_sign);
+    }
+    if (axb == 0x7f800000u) {
+        r = bitcast<f32>(select(0x7f800000u, 0u, y_neg) | odd_sign);
+    }
+    if (ayb == 0x7f800000u) {
+        r = bitcast<f32>(select(0u, 0x7f800000u, (axb < 0x3f800000u) == y_neg));
+        if (axb == 0x3f800000u) {
+            r = 1.0;
+        }
+    }
+    if (wgf_isnan(x) || wgf_isnan(y)) {
+        r = bitcast<f32>(0x7fc00000u);
+    }
+    if (ayb == 0u || xb == 0x3f800000u) {
+        r = 1.0;
+    }
+    return r;
+}
+
+// fmod(a, b) exactly, on the integer significands (musl's fmodf, reducing 8 bits per step with
+// u32 `%`): WGSL's float `%` is a - b·trunc(a/b), which rounds. A value is m·2^(e - 150) with
+// e = max(biased exponent, 1) and the implicit bit in m only for normal numbers.
+fn wgf_fmod_f32(a: f32, b: f32) -> f32 {
+    let ab = bitcast<u32>(a);
+    let sign = ab & 0x80000000u;
+    let ua = ab & 0x7fffffffu;
+    let ub = bitcast<u32>(b) & 0x7fffffffu;
+    if (ub == 0u || ub > 0x7f800000u || ua >= 0x7f800000u) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if (ua < ub) {
+        return a;
+    }
+    if (ua == ub) {
+        return bitcast<f32>(sign);
+    }
+    let ea = max(ua >> 23u, 1u);
+    let eb = max(ub >> 23u, 1u);
+    let ma = (ua & 0x007fffffu) | select(0u, 0x00800000u, ua >= 0x00800000u);
+    let mb = (ub & 0x007fffffu) | select(0u, 0x00800000u, ub >= 0x00800000u);
+    // r = ma·2^(ea - eb) mod mb; r < 2^24, so r << 8 still fits in a u32.
+    var r = ma % mb;
+    var d = ea - eb;
+    while (d > 0u) {
+        let k = min(d, 8u);
+        r = (r << k) % mb;
+        d = d - k;
+    }
+    if (r == 0u) {
+        return bitcast<f32>(sign);
+    }
+    // r·2^(eb - 150) is exact in f32: normalise it, or leave it subnormal.
+    let s = countLeadingZeros(r) - 8u;
+    let bits = select(r << (eb - 1u), ((eb - s) << 23u) | ((r << s) & 0x007fffffu), eb > s);
+    return bitcast<f32>(bits | sign);
+}
+
+// NumPy's npy_divmod on f32: (floor_divide, remainder). The quotient (a - mod) / b of the exact
+// fmod is nearly an integer: moved down by one when mod takes the divisor's sign, then snapped.
+// A zero divisor gives a / b and NaN; a NaN fmod (NaN operand, infinite a) gives NaN for both.
+fn wgf_divmod_f32(a: f32, b: f32) -> vec2<f32> {
+    let m0 = wgf_fmod_f32(a, b);
+    let bb = bitcast<u32>(b);
+    let mb = bitcast<u32>(m0);
+    if ((bb & 0x7fffffffu) == 0u) {
+        return vec2<f32>(a / b, m0);
+    }
+    if (wgf_isnan(m0)) {
+        return vec2<f32>(m0, m0);
+    }
+    var m = m0;
+    var div = (a - m0) / b;
+    if ((mb & 0x7fffffffu) != 0u) {
+        if ((bb >> 31u) != (mb >> 31u)) {
+            m = m + b;
+            div = div - 1.0;
+        }
+    } else {
+        m = bitcast<f32>(bb & 0x80000000u);
+    }
+    var q = bitcast<f32>((bitcast<u32>(a) ^ bb) & 0x80000000u);
+    if (div != 0.0) {
+        q = floor(div);
+        if (div - q > 0.5) {
+            q = q + 1.0;
+        }
+    }
+    return vec2<f32>(q, m);
 }

@@ -22,6 +22,22 @@ fn build(g: &mut Graph, c: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
             .collect()
     };
     match c.op.as_str() {
+        "neg" => g.neg(x[0]),
+        "abs" => g.abs(x[0]),
+        "relu" => g.relu(x[0]),
+        "sqrt" => g.sqrt(x[0]),
+        "exp" => g.exp(x[0]),
+        "sigmoid" => g.sigmoid(x[0]),
+        "add" => g.add(x[0], x[1]),
+        "sub" => g.sub(x[0], x[1]),
+        "mul" => g.mul(x[0], x[1]),
+        "div" => g.div(x[0], x[1]),
+        "maximum" => g.maximum(x[0], x[1]),
+        "minimum" => g.minimum(x[0], x[1]),
+        "equal" => g.equal(x[0], x[1]),
+        "less" => g.less(x[0], x[1]),
+        "greater" => g.greater(x[0], x[1]),
+        "cast" => g.cast(x[0], dtype()),
         "log" => g.log(x[0]),
         "tanh" => g.tanh(x[0]),
         "floor" => g.floor(x[0]),
@@ -75,12 +91,13 @@ fn build(g: &mut Graph, c: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
     }
 }
 
-/// Floats must also agree on the sign of zero (sign, round, floor of -0.0…).
+/// Floats must also agree on the sign of zero (sign, round, floor of -0.0, pow(-0, 3)…)
+/// wherever the tolerance has no absolute part, so a zero is only matched by a zero.
 fn assert_golden(what: &str, got: &HostTensor, want: &HostTensor, rtol: f32, atol: f32) {
     common::assert_close(what, got, want, rtol, atol);
     if got.dtype() == DType::F32 {
         for (i, (g, w)) in got.words().iter().zip(want.words()).enumerate() {
-            if f32::from_bits(*w) == 0.0 && rtol == 0.0 && atol == 0.0 {
+            if f32::from_bits(*w) == 0.0 && atol == 0.0 {
                 assert_eq!(g, w, "{what}: element {i}: sign of zero");
             }
         }
@@ -271,7 +288,8 @@ fn mixed_dtypes_are_rejected_for_every_binary_family() {
     }
     // Unsupported (but matching) dtypes name what the op accepts.
     assert!(build_err(g.logical_or(f, f)).contains("expects bool"));
-    assert!(build_err(g.floor_divide(f, f)).contains("expects i32 or u32"));
+    assert!(build_err(g.floor_divide(b, b)).contains("expects f32, i32 or u32"));
+    assert!(build_err(g.remainder(b, b)).contains("expects f32, i32 or u32"));
     assert!(build_err(g.erf(i)).contains("expects f32"));
     assert!(build_err(g.logical_not(u)).contains("expects bool"));
     assert!(build_err(g.less_equal(b, b)).contains("expects f32, i32 or u32"));
@@ -343,5 +361,73 @@ fn composites_fuse_into_one_kernel() {
             .run(&[(x, feed.clone())], &[y, r])
             .unwrap();
         assert_eq!(got[0].words(), want[0].words(), "{gpu}");
+    }
+}
+
+/// Float floor_divide, remainder, pow and saturating casts fuse into one kernel (here with
+/// broadcasting and a literal exponent) and every GPU gives cpu:0's bits, special values too.
+#[test]
+fn float_divmod_pow_and_casts_fuse_and_match_cpu_bit_for_bit() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [3, 8], DType::F32).unwrap();
+    let y = g.placeholder("y", [8], DType::F32).unwrap();
+    let q = g.floor_divide(x, y).unwrap();
+    let r = g.remainder(x, y).unwrap();
+    let two = g.full([], DType::F32, 2.0).unwrap();
+    let sq = g.pow(r, two).unwrap();
+    let t = g.add(q, sq).unwrap();
+    let i = g.cast(t, DType::I32).unwrap();
+    let u = g.cast(q, DType::U32).unwrap();
+    let mut cpu = common::session_on(&g, Device::Cpu);
+    let plan = cpu.plan(&[i]).unwrap();
+    assert_eq!(plan.dispatch_count(), 1, "{}", plan.describe());
+    let xs: Vec<f32> = [
+        -7.0,
+        7.0,
+        1e8,
+        16777217.0,
+        0.1,
+        f32::NAN,
+        f32::INFINITY,
+        -0.0,
+        3e9,
+        -3e9,
+        1e30,
+        -5.0,
+        2.5,
+        1e-45,
+        -1e-45,
+        6.0,
+        0.3,
+        -0.3,
+        1e20,
+        4.0,
+        9.0,
+        -9.0,
+        100.0,
+        0.7,
+    ]
+    .to_vec();
+    let ys = vec![2.0f32, -2.0, 3.0, 0.0, 0.01, f32::INFINITY, -3.0, 1e-3];
+    let feeds = [
+        (x, HostTensor::new([3, 8], xs).unwrap()),
+        (y, HostTensor::new([8], ys).unwrap()),
+    ];
+    let want = cpu.run(&feeds, &[t, i, u]).unwrap();
+    // -7 // 2 == -4 and -7 % 2 == 1, so t[0] = -4 + 1.
+    assert_eq!(want[0].to_f32().unwrap()[0], -3.0);
+    for gpu in common::gpus() {
+        let got = common::session_on(&g, gpu).run(&feeds, &[t, i, u]).unwrap();
+        // NaN payloads and signs are not part of the contract (x86 makes negative ones).
+        let canon = |t: &HostTensor| -> Vec<u32> {
+            let nan = |w: u32| (w & 0x7fff_ffff) > 0x7f80_0000;
+            let f = t.dtype() == DType::F32;
+            let w = t.words().iter();
+            w.map(|&w| if f && nan(w) { 0x7fc0_0000 } else { w })
+                .collect()
+        };
+        for k in 0..3 {
+            assert_eq!(canon(&got[k]), canon(&want[k]), "{gpu} output {k}");
+        }
     }
 }

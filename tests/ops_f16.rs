@@ -72,6 +72,8 @@ fn build(g: &mut Graph, case: &Case, x: &[Tensor]) -> wgflow::Result<Tensor> {
         "maximum" => g.maximum(x[0], x[1]),
         "minimum" => g.minimum(x[0], x[1]),
         "pow" => g.pow(x[0], x[1]),
+        "floor_divide" => g.floor_divide(x[0], x[1]),
+        "remainder" => g.remainder(x[0], x[1]),
         "equal" => g.equal(x[0], x[1]),
         "less" => g.less(x[0], x[1]),
         "greater" => g.greater(x[0], x[1]),

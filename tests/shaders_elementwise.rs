@@ -45,7 +45,7 @@ fn every_unary_and_binary_op_and_dtype_validates() {
             op.name()
         );
     }
-    assert_eq!((unary, binary), (43, 48));
+    assert_eq!((unary, binary), (43, 50));
 }
 
 #[test]
@@ -107,4 +107,48 @@ fn prelude_erf_coefficients_match_the_cpu() {
         .collect();
     let (p, q) = erf_coefficients();
     assert_eq!(words, [p, q].concat());
+}
+
+/// Float pow, floor_divide and remainder go through the prelude's bit-exact helpers (not the
+/// builtin `pow` or float `%`), fused with casts, on f32 and f16, scalar and vec4 kernels.
+#[test]
+fn float_pow_divmod_and_casts_use_prelude_helpers_and_validate() {
+    let bin = |op, a: Expr, b: Expr| Expr::Binary(op, Box::new(a), Box::new(b));
+    for d in [DType::F32, DType::F16] {
+        for n in [8, 7] {
+            let s = Shape::from([n]);
+            // cast<i32>(pow(x0, 2) + floor_divide(x0, x1) - remainder(x1, x0)) and a cast to u32.
+            let two = if d == DType::F16 {
+                0x4000
+            } else {
+                2f32.to_bits()
+            };
+            let p = bin(BinaryOp::Pow, Expr::Input(0), Expr::Lit(d, two));
+            let q = bin(BinaryOp::FloorDiv, Expr::Input(0), Expr::Input(1));
+            let r = bin(BinaryOp::Remainder, Expr::Input(1), Expr::Input(0));
+            let e = bin(BinaryOp::Sub, bin(BinaryOp::Add, p, q), r);
+            let inputs = vec![(s.clone(), d), (s.clone(), d)];
+            for to in [DType::I32, DType::U32] {
+                let k = ew(
+                    Expr::Cast(to, Box::new(e.clone())),
+                    inputs.clone(),
+                    s.clone(),
+                    to,
+                );
+                let Kernel::Elementwise(ek) = &k else {
+                    unreachable!()
+                };
+                let func = ek.wgsl();
+                let func = func
+                    .split("fn wgf_expr")
+                    .nth(1)
+                    .expect("expression function");
+                for helper in ["wgf_pow_f32(", "wgf_divmod_f32(", "wgf_f32_to_"] {
+                    assert!(func.contains(helper), "{d} no {helper} in {func}");
+                }
+                assert!(!func.contains(" pow(") && !func.contains("(pow("), "{func}");
+                check(&k);
+            }
+        }
+    }
 }

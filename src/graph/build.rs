@@ -84,7 +84,8 @@ impl Graph {
         maximum => Maximum;
         /// Elementwise minimum; NaN propagates.
         minimum => Minimum;
-        /// `a ^ b` (f32, i32, u32). f32: negative bases give NaN on GPUs; avoid them.
+        /// `a ^ b` (f32, i32, u32). f32 follows C99/NumPy on every device: `(-2)^3 == -8`,
+        /// `(-2)^0.5` is NaN, `x^0 == 1` and `1^y == 1` even for NaN, `pow(x, 2) == x*x`.
         /// Integers wrap; a negative i32 exponent gives the truncated real result
         /// (1 for base 1, ±1 for base -1, else 0) where NumPy raises.
         pow => Pow;

@@ -89,11 +89,13 @@ impl Graph {
         logical_or => LogicalOr;
         /// `a != b` on bools (bool).
         logical_xor => LogicalXor;
-        /// `⌊a / b⌋` (i32, u32), NumPy's `//` for negatives. `x // 0 == 0` (NumPy's result,
-        /// without its warning); `i32::MIN // -1 == i32::MIN` (wraps).
+        /// `⌊a / b⌋` (f32, i32, u32), NumPy's `//`. Integers: `x // 0 == 0` (NumPy's result,
+        /// without its warning); `i32::MIN // -1 == i32::MIN` (wraps). Floats: NumPy's
+        /// `npy_divmod` on an exact `fmod` (`-7 // 2 == -4`, `x // 0 == ±inf`, `0 // 0` NaN).
         floor_divide => FloorDiv;
-        /// `a - b·⌊a / b⌋` (i32, u32): the sign of the divisor, like NumPy's `%`.
-        /// `x % 0 == 0`.
+        /// `a - b·⌊a / b⌋` (f32, i32, u32) with the sign of the divisor, like NumPy's `%`.
+        /// Integers: `x % 0 == 0`. Floats: exact (`fmod`, then `+ b` if the signs differ):
+        /// `7 % -2 == -1`, `x % 0` is NaN, `5 % inf == 5`, `-5 % inf == inf` as in NumPy.
         remainder => Remainder;
     }
 

@@ -61,9 +61,9 @@ pub enum BinaryOp {
     LogicalAnd,
     LogicalOr,
     LogicalXor,
-    /// Integer division rounding toward negative infinity (NumPy's `//`).
+    /// Division rounding toward negative infinity (NumPy's `//`; floats by `npy_divmod`).
     FloorDiv,
-    /// Integer remainder with the sign of the divisor (NumPy's `%`).
+    /// Remainder with the sign of the divisor (NumPy's `%`; exact for floats).
     Remainder,
 }
 
@@ -256,7 +256,6 @@ impl BinaryOp {
             op if op.is_comparison() && x.is_numeric() => Ok(DType::Bool),
             op if op.is_logical() && x == DType::Bool => Ok(DType::Bool),
             op if op.is_logical() => Err("bool"),
-            BinaryOp::FloorDiv | BinaryOp::Remainder if !x.is_int() => Err("i32 or u32"),
             _ if !x.is_numeric() => Err("f32, i32 or u32"),
             _ => Ok(x),
         }
@@ -693,7 +692,8 @@ fn expr_wgsl_unrounded(e: &Expr, dtypes: &[DType]) -> String {
                 BinaryOp::Minimum => format!("min({x}, {y})"),
                 BinaryOp::Pow if d == DType::I32 => format!("wgf_pow_i32({x}, {y})"),
                 BinaryOp::Pow if d == DType::U32 => format!("wgf_pow_u32({x}, {y})"),
-                BinaryOp::Pow => format!("pow({x}, {y})"),
+                // Not the builtin: see wgf_pow_f32 (negative bases, NaN, zeros, x*x).
+                BinaryOp::Pow => format!("wgf_pow_f32({x}, {y})"),
                 BinaryOp::Equal => format!("({x} == {y})"),
                 BinaryOp::Less => format!("({x} < {y})"),
                 BinaryOp::Greater => format!("({x} > {y})"),
@@ -707,9 +707,11 @@ fn expr_wgsl_unrounded(e: &Expr, dtypes: &[DType]) -> String {
                 BinaryOp::LogicalAnd => format!("({x} & {y})"),
                 BinaryOp::LogicalOr => format!("({x} | {y})"),
                 BinaryOp::FloorDiv if d == DType::I32 => format!("wgf_floordiv_i32({x}, {y})"),
-                BinaryOp::FloorDiv => format!("wgf_floordiv_u32({x}, {y})"),
+                BinaryOp::FloorDiv if d == DType::U32 => format!("wgf_floordiv_u32({x}, {y})"),
+                BinaryOp::FloorDiv => format!("wgf_divmod_f32({x}, {y}).x"),
                 BinaryOp::Remainder if d == DType::I32 => format!("wgf_rem_i32({x}, {y})"),
-                BinaryOp::Remainder => format!("wgf_rem_u32({x}, {y})"),
+                BinaryOp::Remainder if d == DType::U32 => format!("wgf_rem_u32({x}, {y})"),
+                BinaryOp::Remainder => format!("wgf_divmod_f32({x}, {y}).y"),
             }
         }
         Expr::Select(c, a, b) => format!(

@@ -14,6 +14,10 @@
 //!   log1p when `|x| < 0.25`, Taylor to degree 8 for expm1 when `|x| < 0.35`) and `x` itself
 //!   for `|x| < 1e-8`; measured agreement with NumPy within 2e-6 relative.
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
+//! - `pow`: libm's `powf` (C99), but `x*x`, `x`, `1/x`, `sqrt(x)` for exponents 2, 1, -1, 0.5;
+//!   the GPU twin `wgf_pow_f32` decides C99's special cases on the bits.
+//! - float `floor_divide`/`remainder`: NumPy's `npy_divmod` on the exact fmod (`%` here,
+//!   musl's integer algorithm in `wgf_fmod_f32`).
 //!
 //! Integer rules (identical on every backend): arithmetic wraps; `div` truncates with
 //! `x / 0 == x`; `floor_divide(x, 0) == 0` and `remainder(x, 0) == 0` (NumPy's results, which
@@ -129,6 +133,53 @@ fn rem_i32(a: i32, b: i32) -> i32 {
     }
 }
 
+/// `a^b` with C99's special cases (libm's `powf`, as NumPy), except that exponents 2, 1, -1
+/// and 0.5 give `a*a`, `a`, `1/a` and `sqrt(a)`: glibc's powf is not correctly rounded at
+/// ties (`(1 + 2^-12)^2` came out one ulp above `a*a`), and the GPU kernels use these forms.
+pub fn pow_f32(a: f32, b: f32) -> f32 {
+    match b {
+        2.0 => a * a,
+        1.0 => a,
+        -1.0 => 1.0 / a,
+        // sqrt(-0) is -0 and sqrt(-inf) NaN where pow gives +0 and +inf.
+        0.5 if a != 0.0 && a != f32::NEG_INFINITY => a.sqrt(),
+        _ => a.powf(b),
+    }
+}
+
+/// NumPy's `npy_divmod` on f32: `(floor_divide, remainder)`. Rust's `%` is the exact fmod;
+/// `(a - mod) / b` is then nearly an integer, moved down by one when the remainder takes the
+/// divisor's sign and snapped to the nearest integer. `b == 0` gives `(a / b, NaN)`.
+pub fn divmod_f32(a: f32, b: f32) -> (f32, f32) {
+    let m = a % b;
+    if b == 0.0 {
+        return (a / b, m);
+    }
+    if m.is_nan() {
+        return (m, m);
+    }
+    let (mut m, mut div) = (m, (a - m) / b);
+    if m != 0.0 {
+        if (b < 0.0) != (m < 0.0) {
+            m += b;
+            div -= 1.0;
+        }
+    } else {
+        m = 0.0f32.copysign(b);
+    }
+    let q = if div != 0.0 {
+        let f = div.floor();
+        if div - f > 0.5 {
+            f + 1.0
+        } else {
+            f
+        }
+    } else {
+        0.0f32.copysign(a / b)
+    };
+    (q, m)
+}
+
 fn sign_f32(x: f32) -> f32 {
     if x > 0.0 {
         1.0
@@ -161,13 +212,13 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
         (DType::F32, UnaryOp::Sqrt) => fw(f(w).sqrt()),
         (DType::F32, UnaryOp::Tanh) => fw(f(w).tanh()),
         (DType::F32, UnaryOp::Sigmoid) => fw(1.0 / (1.0 + (-f(w)).exp())),
-        // max(NaN, 0) is 0 in WGSL's max on most adapters; we define relu(NaN) = NaN by
-        // comparing instead, which both backends implement the same way.
+        // relu is NumPy's maximum(x, 0): NaN stays NaN (WGSL's max(NaN, 0) is 0 on most
+        // adapters, so the GPU tests the bits) and relu(-0.0) is the second operand, +0.0.
         (DType::F32, UnaryOp::Relu) => {
-            if f(w) < 0.0 {
-                fw(0.0)
-            } else {
+            if f(w) > 0.0 || f(w).is_nan() {
                 w
+            } else {
+                fw(0.0)
             }
         }
         (DType::F32, UnaryOp::Floor) => fw(f(w).floor()),
@@ -225,17 +276,25 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                 BinaryOp::Sub => fw(a - c),
                 BinaryOp::Mul => fw(a * c),
                 BinaryOp::Div => fw(a / c),
+                // NumPy (and the GPU drivers' max/min) return the second operand for equal
+                // values, which decides maximum(0.0, -0.0) == -0.0; Rust's max leaves it open.
                 BinaryOp::Maximum => fw(if a.is_nan() || c.is_nan() {
                     f32::NAN
+                } else if a > c {
+                    a
                 } else {
-                    a.max(c)
+                    c
                 }),
                 BinaryOp::Minimum => fw(if a.is_nan() || c.is_nan() {
                     f32::NAN
+                } else if a < c {
+                    a
                 } else {
-                    a.min(c)
+                    c
                 }),
-                BinaryOp::Pow => fw(a.powf(c)),
+                BinaryOp::Pow => fw(pow_f32(a, c)),
+                BinaryOp::FloorDiv => fw(divmod_f32(a, c).0),
+                BinaryOp::Remainder => fw(divmod_f32(a, c).1),
                 BinaryOp::Equal => b(a == c),
                 BinaryOp::Less => b(a < c),
                 BinaryOp::Greater => b(a > c),

@@ -261,6 +261,189 @@ for i, (n, m, k, dt) in enumerate([(3, 3, 0, "f32"), (2, 4, 1, "i32"), (4, 2, -1
     add_case(f"eye_{i}_{dt}", "eye", {"n": n, "m": m, "k": k, "dtype": dt}, [], np.eye(n, m, k, dtype=np_dt))
 
 
+# ---------------------------------------------------------------- special values, every op
+# Each elementwise op and dtype on NaN, ±inf, ±0, the smallest subnormal, the smallest normal,
+# the largest finite value and integer extremes. New random data comes from its own generator
+# so the cases above stay byte-identical.
+srng = np.random.default_rng(4322)
+TINY = float(np.float32(1e-45))       # smallest subnormal, 2^-149
+NORM = float(np.float32(1.1754944e-38))  # smallest normal, 2^-126
+FMAX = float(np.finfo(F).max)
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, TINY, -TINY, NORM, FMAX, -FMAX,
+                    1.0, -1.0, 0.5, -2.5, 3.0], dtype=F)
+I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
+I32_SPECIAL = np.array([I32_MIN, I32_MIN + 1, -7, -1, 0, 1, 2, 7, I32_MAX], dtype=np.int32)
+U32_SPECIAL = np.array([0, 1, 2, 7, 2 ** 31, 2 ** 32 - 2, 2 ** 32 - 1], dtype=np.uint32)
+
+
+def grid(v):
+    """Every ordered pair of v: (a, b) with a repeating, b cycling."""
+    return np.repeat(v, len(v)), np.tile(v, len(v))
+
+
+def exact_f32(fn):
+    def g(*xs):
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(*xs)).astype(F)
+    return g
+
+
+# Unary ops not covered by the edge cases above. The elementary functions get the
+# tolerances of ops.json; exactly rounded ones are exact.
+SPECIAL_UNARY = {
+    "neg": (np.negative, 0), "abs": (np.abs, 0), "relu": (lambda x: np.maximum(x, F(0)), 0),
+    "sqrt": (np.sqrt, 0), "exp": (f64(np.exp), 1e-5), "log": (f64(np.log), 2e-6),
+    "sigmoid": (f64(lambda x: 1.0 / (1.0 + np.exp(-x))), 1e-5), "tanh": (f64(np.tanh), 2e-6),
+}
+for op, (fn, rtol) in SPECIAL_UNARY.items():
+    add_case(f"{op}_f32_special", op, {}, [SPECIAL], exact_f32(fn)(SPECIAL), rtol, 0)
+for op, fn in {"neg": np.negative, "abs": np.abs, "relu": lambda x: np.maximum(x, 0),
+               "sign": np.sign, "square": np.square}.items():
+    with np.errstate(all="ignore"):
+        add_case(f"{op}_i32_special", op, {}, [I32_SPECIAL], np.asarray(fn(I32_SPECIAL)).astype(np.int32))
+for op, fn in {"abs": lambda x: x, "relu": lambda x: x, "square": np.square}.items():
+    with np.errstate(all="ignore"):
+        add_case(f"{op}_u32_special", op, {}, [U32_SPECIAL], np.asarray(fn(U32_SPECIAL)).astype(np.uint32))
+
+# Binary f32 ops on every pair of special values. IEEE arithmetic on these is exact.
+a, b = grid(SPECIAL)
+for op, fn in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+               "maximum": np.maximum, "minimum": np.minimum, "equal": np.equal,
+               "less": np.less, "greater": np.greater, "not_equal": np.not_equal,
+               "less_equal": np.less_equal, "greater_equal": np.greater_equal,
+               "floor_divide": np.floor_divide, "remainder": np.remainder}.items():
+    with np.errstate(all="ignore"):
+        add_case(f"{op}_f32_special", op, {}, [a, b], fn(a, b))
+
+
+def int_div_rule(a, b):
+    """wgflow's integer div: truncates, x / 0 == x, i32::MIN / -1 == i32::MIN (wraps)."""
+    out = []
+    for x, y in zip(a.tolist(), b.tolist()):
+        if y == 0:
+            out.append(x)
+        else:
+            q = abs(x) // abs(y)
+            out.append(q if (x < 0) == (y < 0) else -q)
+    return np.array([v - 2 ** 32 if v > I32_MAX and a.dtype == np.int32 else v for v in out],
+                    dtype=np.int64).astype(a.dtype)
+
+
+# Integer ops on every pair of extremes: wrapping arithmetic (NumPy's array behaviour),
+# truncating div, floor_divide/remainder (NumPy, whose x // 0 and x % 0 are 0), pow by rule.
+for dt, v in [("i32", I32_SPECIAL), ("u32", U32_SPECIAL)]:
+    a, b = grid(v)
+    ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": int_div_rule,
+           "maximum": np.maximum, "minimum": np.minimum, "equal": np.equal, "less": np.less,
+           "greater": np.greater, "not_equal": np.not_equal, "less_equal": np.less_equal,
+           "greater_equal": np.greater_equal, "floor_divide": np.floor_divide,
+           "remainder": np.remainder, "pow": lambda x, e: ipow_rule(x, e, x.dtype.type)}
+    for op, fn in ops.items():
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(a, b))
+        if not out.dtype == np.bool_:
+            out = out.astype(a.dtype)
+        add_case(f"{op}_{dt}_special", op, {}, [a, b], out)
+
+# ---------------------------------------------------------------- pow on f32, C99 / NumPy
+# Every pair of bases and exponents that select a C99 special case: x**±0 == 1 even for NaN,
+# 1**y == 1 even for NaN, signed zeros and infinities by the parity of integral exponents
+# (|y| >= 2^24 is always even), (-1)**±inf == 1, negative base with a non-integral exponent
+# is NaN. Results there are exact (0, ±inf, NaN, ±1, x*x); the rest within rtol. (wgflow's
+# pow(x, 0.5) is the correctly rounded sqrt(x); glibc's powf, NumPy's here, is one ulp off
+# for pow(3, 0.5), so exponent 0.5 is compared within rtol.)
+POW_BASES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0,
+                      3.0, -3.0, 1.5, -1.5, TINY, -TINY, FMAX, -FMAX, 0.999, -1.001], dtype=F)
+POW_EXPS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0,
+                     0.5, -0.5, 2.5, -2.5, 16777216.0, 16777218.0, 33554432.0, -16777216.0,
+                     1e30, -1e30, 11.0, -11.0], dtype=F)
+a, b = grid(POW_BASES)
+with np.errstate(all="ignore"):
+    out = np.power(a, b)
+special_base = np.isin(np.abs(a), [0, 1]) | ~np.isfinite(a)
+special_exp = np.isin(b, [0, 1, 2]) | ~np.isfinite(b)
+exact = special_base | special_exp | ~np.isfinite(out) | (out == 0) | (np.abs(out) == 1)
+add_case("pow_f32_special_exact", "pow", {}, [a[exact], b[exact]], out[exact])
+add_case("pow_f32_special_rounded", "pow", {}, [a[~exact], b[~exact]], out[~exact], 1e-5, 0)
+# Negative bases with integral exponents (real, sign by parity) and non-integral ones (NaN).
+a = np.array([-2.0, -2.0, -3.0, -3.0, -1.1, -1.1, -0.7, -10.0, -10.0, -2.0, -1.5, -4.0, -8.0,
+              -2.0, -5.0, -0.3], dtype=F)
+b = np.array([3.0, -3.0, 4.0, -5.0, 11.0, 12.0, 7.0, 7.0, -8.0, 24.0, 0.3, 1.5, 1 / 3, -0.5,
+              100.0, 21.0], dtype=F)
+with np.errstate(all="ignore"):
+    add_case("pow_f32_negative_bases", "pow", {}, [a, b], np.power(a, b), 1e-5, 0)
+# pow(x, 2) is x*x exactly (the mean-squared-error pattern), including values whose square
+# is a tie between two f32s.
+x = np.concatenate([srng.uniform(-100, 100, 24), 1 + np.arange(1, 9) * 2.0 ** -12,
+                    [3.4e19, -1.9e19, 1e-23, 1e-30, 1.8446743e19]]).astype(F)
+with np.errstate(all="ignore"):
+    sq = x * x
+    assert np.array_equal(np.power(x, F(2)), sq)
+add_case("pow_f32_square_exact", "pow", {}, [x, np.asarray(F(2))], sq)
+# Results near 1 from bases near 1 (the log must keep relative accuracy there), large and
+# tiny results, and the broadcast shapes.
+a = np.array([1.0001, 0.9999, 1.000001, 0.99999, 10.0, 10.0, 2.0, 2.0, 2.0, 7.5, 0.01, 1e10],
+             dtype=F)
+b = np.array([10000.0, -10000.0, 3e5, 1e5, 30.0, -30.0, 100.0, -100.0, 127.5, 40.0, 15.0, 3.7],
+             dtype=F)
+with np.errstate(all="ignore"):
+    add_case("pow_f32_accuracy", "pow", {}, [a, b], np.power(a, b), 1e-5, 0)
+for tag, sa, sb in BIN_SHAPES:
+    x = srng.uniform(-4, 4, sa).astype(F)
+    y = srng.integers(-3, 4, size=sb).astype(F)
+    with np.errstate(all="ignore"):
+        add_case(f"pow_f32_neg_int_{tag}", "pow", {}, [x, y], np.power(x, y), 1e-5, 0)
+
+# ---------------------------------------------------------------- float floor_divide / remainder
+# NumPy's npy_divmod: an exact fmod first, then the quotient (a - mod) / b snapped to an
+# integer. Exact on every device, including where the f32 quotient a / b is inexact.
+a = np.array([-7, 7, -7, 7, 5, -5, 5, -5, 1e8, 16777217, 16777219, 0.1, 1.0, 0.3, -0.3, 1e30,
+              -1e30, 3.4e38, 1e-45, -1e-45, 2.5, -2.5, 6, -6, 1e-38, 100.0, 0.7, 1e20, -0.0],
+             dtype=F)
+b = np.array([2, 2, -2, -2, np.inf, np.inf, -np.inf, -np.inf, 3, 3, -3, 0.01, 0.1, 0.1, 0.1,
+              7, 7, 1e-3, 3e-45, 3e-45, 0.5, 0.5, -3, 3, 3e-39, 1e-40, -0.2, 3.0, 5.0], dtype=F)
+with np.errstate(all="ignore"):
+    for op, fn in {"floor_divide": np.floor_divide, "remainder": np.remainder}.items():
+        add_case(f"{op}_f32_exact", op, {}, [a, b], fn(a, b))
+        for tag, sa, sb in BIN_SHAPES[:3]:
+            x = srng.integers(-20, 21, size=sa).astype(F)
+            y = srng.integers(-5, 6, size=sb).astype(F)
+            add_case(f"{op}_f32_{tag}", op, {}, [x, y], fn(x, y))
+        x = (srng.uniform(-1e4, 1e4, 40) * srng.choice([1e-6, 1, 1e6], 40)).astype(F)
+        y = (srng.uniform(-10, 10, 40) * srng.choice([1e-3, 1, 1e3], 40)).astype(F)
+        add_case(f"{op}_f32_random", op, {}, [x, y], fn(x, y))
+
+# ---------------------------------------------------------------- casts, saturating
+# float -> int truncates toward zero and saturates; NaN -> 0 (Rust's `as`; NumPy leaves the
+# out-of-range results undefined, so the reference is this rule).
+
+
+def sat(x, lo, hi):
+    return [0 if math.isnan(v) else int(min(max(math.trunc(v) if math.isfinite(v) else v, lo), hi))
+            for v in x.astype(np.float64).tolist()]
+
+
+CAST_F = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, TINY, -TINY, FMAX, -FMAX, 3e9, -3e9,
+                   2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0, 4294967040.0,
+                   4294967296.0, 5e9, -1.0, -0.5, 0.5, 1.9, -1.9, 16777217.0, 1e-7], dtype=F)
+add_case("cast_f32_to_i32_saturates", "cast", {"dtype": "i32"}, [CAST_F],
+         np.array(sat(CAST_F, I32_MIN, I32_MAX), dtype=np.int32))
+add_case("cast_f32_to_u32_saturates", "cast", {"dtype": "u32"}, [CAST_F],
+         np.array(sat(CAST_F, 0, 2 ** 32 - 1), dtype=np.uint32))
+add_case("cast_f32_to_bool_special", "cast", {"dtype": "bool"}, [CAST_F],
+         (CAST_F != 0) | np.isnan(CAST_F))
+for dt, v in [("i32", I32_SPECIAL), ("u32", U32_SPECIAL)]:
+    # int -> f32 rounds to nearest even; i32 <-> u32 reinterpret the bits; int -> bool is != 0.
+    add_case(f"cast_{dt}_to_f32_special", "cast", {"dtype": "f32"}, [v], v.astype(F))
+    other = {"i32": np.uint32, "u32": np.int32}[dt]
+    add_case(f"cast_{dt}_to_{'u32' if dt == 'i32' else 'i32'}_special", "cast",
+             {"dtype": "u32" if dt == "i32" else "i32"}, [v], v.view(other))
+    add_case(f"cast_{dt}_to_bool_special", "cast", {"dtype": "bool"}, [v], v != 0)
+bv = np.array([True, False])
+for dt, npt in [("f32", F), ("i32", np.int32), ("u32", np.uint32)]:
+    add_case(f"cast_bool_to_{dt}", "cast", {"dtype": dt}, [bv], bv.astype(npt))
+
+
 def dump():
     lines = [json.dumps(c, allow_nan=False) for c in cases]
     with open(OUT_PATH, "w", encoding="utf-8", newline="\n") as f:

@@ -170,6 +170,30 @@ with np.errstate(all="ignore"):
     g = 0.5 * w(x) * (1 + erf(w(x) / math.sqrt(2)))
     add("gelu", "gelu", {}, [x], g.astype(f32).astype(f16), 8e-3, 2e-3)
 
+    # Special values (after the cases above so their random data stays the same): pow's C99
+    # cases, float floor_divide/remainder (NumPy's float16 loops compute them in f32 too),
+    # and float -> int casts of ±inf/NaN, which saturate (NaN -> 0).
+    sa, sb = np.repeat(EDGE, len(EDGE)), np.tile(EDGE, len(EDGE))
+    out = np.power(w(sa), w(sb)).astype(f16)
+    exact = (~np.isfinite(out) | (out == 0) | (np.abs(out) == 1) | ~np.isfinite(sa)
+             | ~np.isfinite(sb) | np.isin(np.abs(sa), [0, 1]) | np.isin(sb, [0, 1, 2]))
+    add("pow_edge_exact", "pow", {}, [sa[exact], sb[exact]], out[exact])
+    add("pow_edge_rounded", "pow", {}, [sa[~exact], sb[~exact]], out[~exact], 2e-3, 0.0)
+    nb = np.array([-2.0, -2.0, -3.0, -1.5, -0.5, -2.0], dtype=f16)
+    ne = np.array([3.0, -3.0, 4.0, 0.5, 5.0, 2.0], dtype=f16)
+    add("pow_negative_bases", "pow", {}, [nb, ne], np.power(w(nb), w(ne)).astype(f16), 2e-3, 0.0)
+    for name, fn in {"floor_divide": np.floor_divide, "remainder": np.remainder}.items():
+        assert np.array_equal(fn(sa, sb), fn(w(sa), w(sb)).astype(f16), equal_nan=True)
+        add(f"{name}_edge", name, {}, [sa, sb], fn(w(sa), w(sb)).astype(f16))
+        a, b = h((4, 1, 3), -20, 20), h((5, 1), -6, 6)
+        add(f"{name}_bcast", name, {}, [a, b], fn(w(a), w(b)).astype(f16))
+    add("cast_f16_to_i32_edge", "cast", {"dtype": "i32"}, [EDGE],
+        np.array([0 if math.isnan(v) else int(min(max(v, -2.0 ** 31), 2.0 ** 31 - 1))
+                  for v in w(EDGE).astype(float).tolist()], dtype=np.int32))
+    add("cast_f16_to_u32_edge", "cast", {"dtype": "u32"}, [EDGE],
+        np.array([0 if math.isnan(v) else int(min(max(v, 0.0), 2.0 ** 32 - 1))
+                  for v in w(EDGE).astype(float).tolist()], dtype=np.uint32))
+
 with open(OUT_PATH, "w") as f:
     json.dump({"version": 1, "cases": cases}, f, indent=None, separators=(",", ":"))
     f.write("\n")
