@@ -93,13 +93,14 @@ fn matmul_reshape_transpose_reduce_errors() {
 #[test]
 fn empty_tensors_and_bad_specs_are_rejected() {
     let mut g = Graph::new();
+    // Empty tensors are fine (tests/empty_tensors.rs); shapes no kernel can index are not.
+    assert!(g.placeholder("e", [2, 0], DType::F32).is_ok());
+    assert!(g.constant(Vec::<f32>::new()).is_ok());
     let msg = g
-        .placeholder("e", [2, 0], DType::F32)
+        .placeholder("huge", [1usize << 20, 1 << 20], DType::F32)
         .unwrap_err()
         .to_string();
-    assert!(msg.contains("empty tensors are not supported"), "{msg}");
-    let msg = g.constant(Vec::<f32>::new()).unwrap_err().to_string();
-    assert!(msg.contains("empty tensors are not supported"), "{msg}");
+    assert!(msg.contains("2^32 - 1"), "{msg}");
     let msg = g
         .device("tpu:0", |g| g.constant(1.0f32))
         .unwrap_err()

@@ -304,13 +304,14 @@ fn mixed_dtypes_are_rejected_for_every_binary_family() {
 #[test]
 fn bad_creation_arguments_are_clear_errors() {
     let mut g = Graph::new();
-    assert!(build_err(g.zeros([2, 0], DType::F32)).contains("zero-size"));
-    assert!(build_err(g.random_uniform([0], 0.0, 1.0, 1)).contains("zero-size"));
-    assert!(build_err(g.eye(0, 3, 0, DType::F32)).contains("zero-size"));
-    assert!(build_err(g.arange(0.0, 0.0, 1.0, DType::I32)).contains("empty"));
+    // Zero-size shapes are empty tensors (tests/empty_tensors.rs), not errors.
+    assert!(g.zeros([2, 0], DType::F32).is_ok());
+    assert!(g.random_uniform([0], 0.0, 1.0, 1).is_ok());
+    assert!(g.eye(0, 3, 0, DType::F32).is_ok());
+    assert!(g.arange(0.0, 0.0, 1.0, DType::I32).is_ok());
     assert!(build_err(g.arange(0.0, 5.0, 0.0, DType::F32)).contains("nonzero step"));
     assert!(build_err(g.arange(0.0, 5.0, 0.5, DType::I32)).contains("not representable"));
-    assert!(build_err(g.linspace(0.0, 1.0, 0, true)).contains("empty"));
+    assert!(g.linspace(0.0, 1.0, 0, true).is_ok());
     assert!(build_err(g.full([2], DType::U32, -1.0)).contains("not representable"));
     assert!(build_err(g.random_uniform([2], 1.0, 0.0, 1)).contains("low <= high"));
     assert!(build_err(g.random_normal([2], 0.0, f32::NAN, 1)).contains("std"));

@@ -138,9 +138,6 @@ fn bad_movement_arguments_are_build_errors_naming_the_op_and_caller() {
     let errs = [
         g.take(x, bad_idx, 0).unwrap_err().to_string(),
         g.take(x, x, 0).unwrap_err().to_string(),
-        g.slice(x, &[SliceArg::range(2, 1)])
-            .unwrap_err()
-            .to_string(),
         g.slice(x, &[SliceArg::new(None, None, 0)])
             .unwrap_err()
             .to_string(),
@@ -152,13 +149,12 @@ fn bad_movement_arguments_are_build_errors_naming_the_op_and_caller() {
         g.pad(x, &[(2, 0)], PadMode::Reflect)
             .unwrap_err()
             .to_string(),
-        g.tile(x, &[0]).unwrap_err().to_string(),
+        g.tile(x, &[usize::MAX, 2]).unwrap_err().to_string(),
         g.one_hot(x, 3).unwrap_err().to_string(),
     ];
     let ops = [
         "take",
         "take",
-        "slice",
         "slice",
         "squeeze",
         "expand_dims",
@@ -174,8 +170,8 @@ fn bad_movement_arguments_are_build_errors_naming_the_op_and_caller() {
         assert!(e.contains("tests/ops_movement.rs"), "{e}");
     }
     assert!(errs[0].contains("index -3 is out of range"), "{}", errs[0]);
-    assert!(errs[2].contains("empty"), "{}", errs[2]);
-    assert!(errs[3].contains("step cannot be zero"), "{}", errs[3]);
+    assert!(errs[2].contains("step cannot be zero"), "{}", errs[2]);
+    assert!(errs[9].contains("overflow"), "{}", errs[9]);
 }
 
 /// Every op this file tests has a row in docs/ops_nn.md.

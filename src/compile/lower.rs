@@ -5,12 +5,14 @@
 use super::place::Placed;
 use super::{Plan, Source, Step, StepKind, Value, ValueId};
 use crate::device::Device;
-use crate::graph::{Graph, Tensor};
+use crate::graph::{Graph, Node, Tensor};
 use crate::ops::custom::{Invocations, RawKernel};
 use crate::ops::{
     ConcatKernel, Conv2dKernel, ElementwiseKernel, Expr, GatherKernel, Kernel, MatMulKernel, Op,
-    PadKernel, Pass, PermuteKernel, PoolKernel, RandomKernel, ReduceKernel, StridedKernel,
+    PadKernel, Pass, PermuteKernel, PoolKernel, RandomKernel, ReduceKernel, ReduceOp,
+    StridedKernel,
 };
+use crate::{DType, HostTensor, Shape};
 use crate::{Error, Result};
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
@@ -40,6 +42,10 @@ impl Lowering<'_> {
         let mut copy = src.clone();
         copy.device = device;
         let id = if matches!(src.source, Source::Constant(_)) {
+            self.value(copy)
+        } else if src.shape.numel() == 0 {
+            // Nothing to move: an empty constant on the other side.
+            copy.source = Source::Constant(HostTensor::zeros(src.shape.clone(), src.dtype));
             self.value(copy)
         } else {
             copy.source = Source::Step;
@@ -93,6 +99,15 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
             let v = &l.values[inputs[i]];
             (v.shape.clone(), v.dtype)
         };
+        let descs: Vec<(Shape, DType)> = inputs
+            .iter()
+            .map(|&v| (l.values[v].shape.clone(), l.values[v].dtype))
+            .collect();
+        if let Some(t) = empty_result(node, &descs)? {
+            value.source = Source::Constant(t);
+            of_node.insert(n, l.value(value));
+            continue;
+        }
         let mut step_inputs = None;
         let kernel = match &node.op {
             Op::Placeholder => {
@@ -220,12 +235,19 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 strides: strides.clone(),
                 dtype: node.dtype,
             }),
-            Op::Concat(axis) => Kernel::Concat(ConcatKernel {
-                in_shapes: (0..inputs.len()).map(|i| in_desc(&l, i).0).collect(),
-                axis: *axis,
-                out_shape: node.shape.clone(),
-                dtype: node.dtype,
-            }),
+            Op::Concat(axis) => {
+                // Empty pieces add nothing (and could not be bound).
+                let kept: Vec<usize> = (0..inputs.len())
+                    .filter(|&i| descs[i].0.numel() > 0)
+                    .collect();
+                step_inputs = Some(kept.iter().map(|&i| inputs[i]).collect());
+                Kernel::Concat(ConcatKernel {
+                    in_shapes: kept.iter().map(|&i| descs[i].0.clone()).collect(),
+                    axis: *axis,
+                    out_shape: node.shape.clone(),
+                    dtype: node.dtype,
+                })
+            }
             Op::Pad { before, value } => Kernel::Pad(PadKernel {
                 in_shape: in_desc(&l, 0).0,
                 before: before.clone(),
@@ -298,4 +320,65 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
         placement,
         memory: BTreeMap::new(),
     })
+}
+
+/// Empty tensors never reach a kernel (wgpu cannot bind an empty buffer, and no work is
+/// needed): an empty result is an empty constant, and a result computed from an empty input
+/// depends on shapes only: a sum over nothing is 0 (a mean NaN), `[m, 0] @ [0, n]` is zeros,
+/// padding nothing gives the pad value. `None` when the node runs as usual.
+fn empty_result(node: &Node, inputs: &[(Shape, DType)]) -> Result<Option<HostTensor>> {
+    let numel = node.shape.numel();
+    let leaf = matches!(node.op, Op::Placeholder | Op::Constant(_) | Op::Reshape);
+    if leaf {
+        return Ok(None);
+    }
+    let filled = |word: u32| {
+        HostTensor::from_words(node.shape.clone(), node.dtype, vec![word; numel]).map(Some)
+    };
+    if numel == 0 {
+        return filled(0);
+    }
+    if inputs.iter().all(|(s, _)| s.numel() > 0) {
+        return Ok(None);
+    }
+    let d = node.dtype;
+    let one = match d {
+        DType::F32 => 1.0f32.to_bits(),
+        DType::F16 => 0x3c00,
+        _ => 1,
+    };
+    match &node.op {
+        Op::Reduce { op, .. } => match op {
+            ReduceOp::Sum | ReduceOp::Any => filled(0),
+            ReduceOp::Prod | ReduceOp::All => filled(one),
+            // NumPy: the mean of nothing is NaN (with a warning); integer means give 0.
+            ReduceOp::Mean => filled(match d {
+                DType::F32 => f32::NAN.to_bits(),
+                DType::F16 => 0x7e00,
+                _ => 0,
+            }),
+            other => Err(Error::Internal(format!(
+                "{} of '{}' reduces an empty axis (rejected when built)",
+                other.name(),
+                node.name
+            ))),
+        },
+        Op::MatMul | Op::Conv2d { .. } => filled(0),
+        Op::Pad { value, .. } => filled(*value),
+        Op::Concat(_) => Ok(None),
+        _ => Err(Error::Build {
+            op: node.op.name().to_string(),
+            location: node.location,
+            message: format!(
+                "'{}' reads an empty input ({}) but its output {} is not empty",
+                node.name,
+                inputs
+                    .iter()
+                    .map(|(s, _)| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                node.shape
+            ),
+        }),
+    }
 }

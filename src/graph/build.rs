@@ -316,6 +316,8 @@ impl Graph {
         };
         let (axes, shape) = reduce::reduce_shape(self.shape(x), list, keepdims)
             .map_err(|m| Error::build(op.name(), loc, m))?;
+        reduce::check_empty(op, self.shape(x), &axes, &shape)
+            .map_err(|m| Error::build(op.name(), loc, m))?;
         Ok(self.push(Op::Reduce { op, axes }, &[n], shape, dtype, op.name(), loc))
     }
 }

@@ -232,10 +232,11 @@ impl Graph {
             )));
         }
         let n = ((stop - start) / step).ceil();
-        if n < 1.0 || n > u32::MAX as f64 {
+        // A range that runs the wrong way is empty, as in NumPy.
+        let n = n.max(0.0);
+        if n > u32::MAX as f64 {
             return Err(err(format!(
-                "arange({start}, {stop}, {step}) has {} elements: empty tensors are not supported",
-                n.max(0.0)
+                "arange({start}, {stop}, {step}) has {n} elements, more than 2^32 - 1"
             )));
         }
         let words = (0..n as usize)
@@ -256,14 +257,7 @@ impl Graph {
         endpoint: bool,
     ) -> Result<Tensor> {
         let loc = Location::caller();
-        if num == 0 {
-            return Err(Error::build(
-                "linspace",
-                loc,
-                "num is 0: empty tensors are not supported",
-            ));
-        }
-        let div = if endpoint { num - 1 } else { num } as f64;
+        let div = if endpoint { num.saturating_sub(1) } else { num } as f64;
         let step = (stop - start) / div;
         let words = (0..num)
             .map(|i| {
@@ -391,15 +385,8 @@ impl Graph {
     }
 }
 
-/// Creation ops reject zero-size and oversized shapes like `constant` does.
+/// Creation ops reject oversized shapes like `constant` does (zero-size ones are fine).
 fn check_shape(op: &str, shape: &Shape, loc: Loc) -> Result<()> {
-    if shape.dims().contains(&0) {
-        return Err(Error::build(
-            op,
-            loc,
-            format!("shape {shape} has a zero-size dimension: empty tensors are not supported"),
-        ));
-    }
     if shape.checked_numel().is_none_or(|n| n > u32::MAX as usize) {
         return Err(Error::build(
             op,

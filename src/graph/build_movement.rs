@@ -302,13 +302,6 @@ impl Graph {
     pub fn tile(&mut self, x: Tensor, reps: &[usize]) -> Result<Tensor> {
         let loc = Location::caller();
         self.check(x, "tile", loc)?;
-        if reps.contains(&0) {
-            return Err(Error::build(
-                "tile",
-                loc,
-                "zero repetitions give an empty tensor, which is not supported",
-            ));
-        }
         let mut dims = self.shape(x).dims().to_vec();
         let mut reps = reps.to_vec();
         while dims.len() < reps.len() {
@@ -320,7 +313,14 @@ impl Graph {
         // [d0, d1] -> [1, d0, 1, d1] -> broadcast [r0, d0, r1, d1] -> [r0*d0, r1*d1].
         let paired: Vec<usize> = dims.iter().flat_map(|&d| [1, d]).collect();
         let wide: Vec<usize> = dims.iter().zip(&reps).flat_map(|(&d, &r)| [r, d]).collect();
-        let out: Vec<usize> = dims.iter().zip(&reps).map(|(&d, &r)| d * r).collect();
+        let out: Vec<usize> = dims
+            .iter()
+            .zip(&reps)
+            .map(|(&d, &r)| d.checked_mul(r))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                Error::build("tile", loc, format!("reps {reps:?} overflow the shape"))
+            })?;
         let v = self.view(x, Shape(paired), "tile", loc)?;
         let b = self
             .broadcast_to(v, &wide)

@@ -422,6 +422,8 @@ impl Graph {
         let list = axis.map(|a| vec![a]);
         let (axes, shape) = reduce::reduce_shape(self.shape(x), list.as_deref(), keepdims)
             .map_err(|m| Error::build(op.name(), loc, m))?;
+        reduce::check_empty(op, self.shape(x), &axes, &shape)
+            .map_err(|m| Error::build(op.name(), loc, m))?;
         Ok(self.push(
             Op::Reduce { op, axes },
             &[n],

@@ -171,7 +171,7 @@ impl Graph {
     pub fn constant(&mut self, value: impl Into<HostTensor>) -> Result<Tensor> {
         let location = Location::caller();
         let value = value.into();
-        check_nonempty("constant", value.shape(), location)?;
+        check_size("constant", value.shape(), location)?;
         let (shape, dtype) = (value.shape().clone(), value.dtype());
         Ok(self.push(Op::Constant(value), &[], shape, dtype, "constant", location))
     }
@@ -186,7 +186,7 @@ impl Graph {
     ) -> Result<Tensor> {
         let location = Location::caller();
         let shape = shape.into();
-        check_nonempty("placeholder", &shape, location)?;
+        check_size("placeholder", &shape, location)?;
         let full = self.scoped_name(name);
         if self.names.contains_key(&full) {
             return Err(Error::build(
@@ -329,14 +329,9 @@ impl Graph {
     }
 }
 
-fn check_nonempty(op: &str, shape: &Shape, location: &'static Location<'static>) -> Result<()> {
-    if shape.dims().contains(&0) {
-        return Err(Error::build(
-            op,
-            location,
-            format!("shape {shape} has a zero-size dimension: empty tensors are not supported"),
-        ));
-    }
+/// Shapes of leaves: any size a kernel can index, zero-size dimensions included (an empty
+/// batch, `x[5:5]`), as NumPy allows.
+fn check_size(op: &str, shape: &Shape, location: &'static Location<'static>) -> Result<()> {
     if shape
         .checked_numel()
         .is_none_or(|n| n > (u32::MAX as usize))

@@ -17,17 +17,17 @@ pub fn reshape_shape(input: &Shape, target: &[isize]) -> Result<Shape, String> {
             -1 if infer.is_none() => infer = Some(i),
             -1 => return Err(format!("only one -1 is allowed in {target:?}")),
             d if d < 0 => return Err(format!("dimension {d} in {target:?} is negative")),
-            0 => {
-                return Err(format!(
-                    "zero-size dimension in {target:?}: empty tensors are not supported"
-                ))
-            }
             d => known = known.checked_mul(d as usize).ok_or("shape overflows")?,
         }
     }
     let n = input.numel();
     let mut dims: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = infer {
+        if known == 0 {
+            return Err(format!(
+                "cannot infer the -1 in {target:?}: the other dimensions hold zero elements"
+            ));
+        }
         if !n.is_multiple_of(known) {
             return Err(format!(
                 "cannot reshape {input} ({n} elements) to {target:?}"
@@ -212,12 +212,12 @@ pub fn slice_plan(input: &Shape, args: &[SliceArg]) -> Result<(Shape, i64, Vec<i
     for (k, &n) in input.dims().iter().enumerate() {
         let arg = args.get(k).copied().unwrap_or_else(SliceArg::full);
         let (start, step, count) = arg.resolve(n)?;
-        if count == 0 {
-            return Err(format!(
-                "slice {arg:?} of axis {k} (size {n}) is empty: empty tensors are not supported"
-            ));
-        }
         dims.push(count);
+        if count == 0 {
+            // An empty result reads nothing: no offset to account for.
+            out_strides.push(0);
+            continue;
+        }
         let step = step as i64;
         let overflow = || format!("slice {arg:?} of axis {k} overflows the index range");
         offset = (start as i64)

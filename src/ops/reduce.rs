@@ -96,6 +96,27 @@ pub fn reduce_shape(
     Ok((resolved, Shape(dims)))
 }
 
+/// NumPy's rule for empty reductions: max, min, argmax and argmin have no identity, so
+/// reducing a zero-size axis into a non-empty result is an error naming the axis.
+pub fn check_empty(op: ReduceOp, input: &Shape, axes: &[usize], out: &Shape) -> Result<(), String> {
+    let empty = axes.iter().find(|&&a| input.dims()[a] == 0);
+    match empty {
+        Some(a)
+            if out.numel() > 0
+                && matches!(
+                    op,
+                    ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
+                ) =>
+        {
+            Err(format!(
+                "axis {a} of shape {input} has size zero: {} of an empty sequence has no value",
+                op.name()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Elementwise work fused in front of a reduction (set by fusion): the reduced values are
 /// `expr` over `inputs`, each broadcast to the reduction's input shape, computed as they are
 /// loaded, so they never reach memory (`sum(x * x)`, softmax's `sum(exp(x - max))`).
