@@ -5,7 +5,7 @@ use crate::device::{Device, DeviceLimits, PhysicalDevice};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 struct Registry {
     adapters: Vec<wgpu::Adapter>,
@@ -128,10 +128,8 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         spec: format!("gpu:{index}"),
         message: format!("no such GPU; {} adapter(s) found", reg.adapters.len()),
     })?;
-    let mut contexts = reg
-        .contexts
-        .lock()
-        .map_err(|_| Error::Internal("device registry lock poisoned".into()))?;
+    // A panic elsewhere while this was held leaves the list intact: keep using it.
+    let mut contexts = reg.contexts.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(ctx) = &contexts[index] {
         return Ok(ctx.clone());
     }
@@ -183,7 +181,9 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         };
         DiskCache { cache, path }
     });
+    let gl = info.backend == "gl";
     let ctx = Arc::new(GpuContext {
+        gl_serial: gl.then(|| Mutex::new(())),
         name,
         limits: limits_of(&device.limits(), device.features()),
         info,
@@ -238,6 +238,11 @@ pub struct GpuContext {
     pub queue: wgpu::Queue,
     pipelines: Mutex<HashMap<String, Arc<CachedPipeline>>>,
     disk_cache: Option<DiskCache>,
+    /// GL adapters only: held around every call into wgpu. wgpu-hal's GL backend guards its
+    /// one GL context with a lock that *panics* after 6 s ("Could not lock adapter context"),
+    /// and llvmpipe can hold it longer (a cold GLSL compile, a long dispatch): waiting here
+    /// instead has no timeout.
+    gl_serial: Option<Mutex<()>>,
 }
 
 impl GpuContext {
@@ -256,14 +261,29 @@ impl GpuContext {
         }
     }
 
+    /// On a GL adapter, exclusive use of wgpu until the guard drops (see `gl_serial`);
+    /// `None` elsewhere. Not reentrant: callers take it around leaf calls only.
+    pub fn gl_guard(&self) -> Option<MutexGuard<'_, ()>> {
+        self.gl_serial
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// Run `f` inside validation and out-of-memory error scopes; a captured error becomes
-    /// [`Error::Gpu`] naming `action`.
+    /// [`Error::Gpu`] naming `action`. A panic inside wgpu (a driver-level failure) becomes
+    /// an error too, so one failed call cannot take the caller's thread or locks with it.
     pub fn scoped<T>(&self, action: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T> {
+        let _gl = self.gl_guard();
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let value = f(&self.device);
+        let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&self.device)));
         let v = resolve_native(validation.pop());
         let o = resolve_native(oom.pop());
+        let value = value.map_err(|panic| Error::Gpu {
+            device: self.name.clone(),
+            action: action.to_string(),
+            message: format!("wgpu panicked: {}", panic_message(&panic)),
+        })?;
         match v.or(o) {
             None => Ok(value),
             Some(e) => Err(Error::Gpu {
@@ -301,10 +321,11 @@ impl GpuContext {
         };
         let wgsl_src = wgsl;
         let wgsl = key.as_str();
+        // Entries are inserted whole, so a panic while this was held cannot leave a bad one.
         let mut cache = self
             .pipelines
             .lock()
-            .map_err(|_| Error::Internal("pipeline cache lock poisoned".into()))?;
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(p) = cache.get(wgsl) {
             return Ok((p.clone(), false));
         }
@@ -353,7 +374,11 @@ impl GpuContext {
     /// next process compiles them faster. Failures only log: the cache is an optimisation.
     pub fn persist_pipeline_cache(&self) {
         let Some(dc) = &self.disk_cache else { return };
-        let Some(data) = dc.cache.get_data() else {
+        let data = {
+            let _gl = self.gl_guard();
+            dc.cache.get_data()
+        };
+        let Some(data) = data else {
             return;
         };
         let tmp = dc.path.with_extension("tmp");
@@ -375,6 +400,7 @@ impl GpuContext {
 
     /// Block until all submitted work is done.
     pub fn wait(&self) -> Result<()> {
+        let _gl = self.gl_guard();
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
@@ -384,6 +410,15 @@ impl GpuContext {
                 message: e.to_string(),
             })
     }
+}
+
+/// The text of a caught panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// Drive a wgpu future to completion on this thread. On native backends wgpu's futures

@@ -82,6 +82,7 @@ impl GpuPlan {
                 })
             })?;
             counters.buffers_created += 1;
+            let _gl = ctx.gl_guard();
             for (&v, &off) in &mp.constant_offsets {
                 if let Source::Constant(t) = &plan.values[v].source {
                     ctx.queue
@@ -225,6 +226,7 @@ impl GpuPlan {
         let (buf, off, _) = self.slice(plan, v)?;
         let bytes = device_bytes(plan.values[v].dtype, words);
         if !bytes.is_empty() {
+            let _gl = self.ctx.gl_guard();
             self.ctx.queue.write_buffer(buf, off, &bytes);
         }
         Ok(())
@@ -232,6 +234,7 @@ impl GpuPlan {
 
     /// Record the dispatch steps `steps` (indices into `plan.steps`) in one compute pass.
     pub fn encode(&mut self, steps: &[usize]) -> Result<()> {
+        let _gl = self.ctx.gl_guard();
         let mut enc = self.pending.take().unwrap_or_else(|| {
             self.ctx
                 .device
@@ -260,6 +263,7 @@ impl GpuPlan {
     /// Submit recorded commands, if any.
     pub fn flush(&mut self) {
         if let Some(enc) = self.pending.take() {
+            let _gl = self.ctx.gl_guard();
             self.ctx.queue.submit([enc.finish()]);
         }
     }
@@ -267,6 +271,7 @@ impl GpuPlan {
     /// Copy `values` back to the host through the staging buffer: one copy each, one submit,
     /// one map.
     pub async fn read(&mut self, plan: &Plan, values: &[ValueId]) -> Result<Vec<Vec<u32>>> {
+        let gl = self.ctx.gl_guard();
         let mut enc = self.pending.take().unwrap_or_else(|| {
             self.ctx
                 .device
@@ -297,6 +302,7 @@ impl GpuPlan {
             .map_async(wgpu::MapMode::Read, 0..used, move |r| {
                 let _ = tx.send(r);
             });
+        drop(gl);
         self.ctx.wait()?;
         let mapped = rx.await.map_err(|_| Error::Gpu {
             device: self.device.to_string(),
@@ -308,6 +314,7 @@ impl GpuPlan {
             action: "mapping the staging buffer".into(),
             message: e.to_string(),
         })?;
+        let gl = self.ctx.gl_guard();
         let out = {
             let view = self
                 .staging
@@ -323,6 +330,7 @@ impl GpuPlan {
                 .collect()
         };
         self.staging.unmap();
+        drop(gl);
         Ok(out)
     }
 }
