@@ -469,3 +469,94 @@ fn split_reduction_passes_validate() {
         assert!(kinds.iter().any(|k| k.1 == want), "{p:?} not exercised");
     }
 }
+
+/// Tensors over the binding limit are bound as several windows: the rewritten WGSL of every
+/// kernel kind (every binding split in three) still validates.
+#[test]
+fn kernels_with_split_bindings_validate() {
+    use wgflow::backend::gpu::split::{split_bindings, Split};
+    let mut kernels = vec![
+        ew(
+            Expr::Binary(
+                BinaryOp::Add,
+                Box::new(Expr::Input(0)),
+                Box::new(Expr::Input(1)),
+            ),
+            vec![
+                (Shape::from([8, 16]), DType::F32),
+                (Shape::from([8, 1]), DType::F32),
+            ],
+            Shape::from([8, 16]),
+            DType::F32,
+        ),
+        ew(
+            Expr::Unary(UnaryOp::Neg, Box::new(Expr::Input(0))),
+            vec![(Shape::from([64]), DType::F16)],
+            Shape::from([64]),
+            DType::F16,
+        ),
+        Kernel::Permute(PermuteKernel {
+            in_shape: Shape::from([3, 5]),
+            perm: vec![1, 0],
+            out_shape: Shape::from([5, 3]),
+            dtype: DType::F32,
+        }),
+    ];
+    for (dims, axes, out) in [
+        (vec![20_000_000usize], vec![0usize], vec![]),
+        (vec![100, 4096], vec![1], vec![100]),
+        (vec![5, 7], vec![0], vec![7]),
+    ] {
+        for k in (ReduceKernel {
+            pass: Default::default(),
+            prologue: None,
+            epilogue: None,
+            op: ReduceOp::Sum,
+            in_shape: Shape::new(dims),
+            dtype: DType::F32,
+            axes,
+            out_shape: Shape::new(out),
+        })
+        .passes()
+        {
+            kernels.push(Kernel::Reduce(k));
+        }
+    }
+    for kind in [
+        AdapterKind::default(),
+        AdapterKind {
+            software: true,
+            gl: false,
+        },
+    ] {
+        kernels.push(Kernel::MatMul(
+            MatMulKernel {
+                a: Shape::from([64, 32]),
+                b: Shape::from([32, 16]),
+                out: Shape::from([64, 16]),
+                dtype: DType::F32,
+                block: None,
+                tiled: false,
+                epilogue: None,
+            }
+            .blocked_for(&kind),
+        ));
+    }
+    for k in kernels {
+        let src = k.wgsl();
+        let n = src.matches("@binding(").count();
+        let splits: Vec<Split> = (0..n)
+            .map(|b| Split {
+                binding: b,
+                window_elems: 1000,
+                windows: 3,
+                first_extra: n + 2 * b,
+            })
+            .collect();
+        let split = split_bindings(&src, &splits).unwrap();
+        assert_eq!(split.matches("@binding(").count(), 3 * n);
+        if let Err(e) = validate(&k.describe(), &split) {
+            panic!("{e}\n--- source ---\n{split}");
+        }
+    }
+}

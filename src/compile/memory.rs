@@ -120,16 +120,18 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
             alignment,
             ..Default::default()
         };
+        // Kernels bind a tensor over `max_storage_buffer_binding_size` as several windows
+        // (backend/gpu/split.rs); what no kernel can reach is a tensor over one buffer.
         let check = |id: ValueId, what: &str| -> Result<()> {
             let v = &plan.values[id];
-            if v.bytes() > limits.max_storage_buffer_binding_size {
+            if v.bytes() > limits.max_buffer_size {
                 return Err(Error::Limit {
                     node: v.name.clone(),
                     device: device.to_string(),
                     what: format!("{what} {} {}", v.dtype, v.shape),
                     bytes: v.bytes(),
-                    limit_name: "max_storage_buffer_binding_size",
-                    limit: limits.max_storage_buffer_binding_size,
+                    limit_name: "max_buffer_size",
+                    limit: limits.max_buffer_size,
                 });
             }
             Ok(())

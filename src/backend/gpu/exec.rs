@@ -42,6 +42,86 @@ struct Dispatch {
     grid: (u32, u32),
 }
 
+/// `(buffer, byte offset, byte size)` of one binding.
+type Window<'a> = (&'a wgpu::Buffer, u64, u64);
+
+/// The kernel's WGSL and the `(buffer, offset, size)` of each of its bindings, in binding
+/// order. A tensor over `max_storage_buffer_binding_size` is bound as several windows (see
+/// [`super::split`]); raw WGSL kernels bind each tensor whole, so one over the limit is an
+/// error.
+fn windowed<'a>(
+    kernel: &crate::ops::Kernel,
+    resources: &[Window<'a>],
+    limits: &crate::device::DeviceLimits,
+    alignment: u64,
+    node: &str,
+    device: Device,
+) -> Result<(String, Vec<Window<'a>>)> {
+    use super::split::{binding_decl, element_bytes, split_bindings, Split};
+    let wgsl = kernel.wgsl();
+    let max = limits.max_storage_buffer_binding_size;
+    let mut windows: Vec<Window> = resources.to_vec();
+    let mut splits = Vec::new();
+    for (b, &(buf, off, size)) in resources.iter().enumerate() {
+        if size <= max {
+            continue;
+        }
+        let too_big = || Error::Limit {
+            node: node.to_string(),
+            device: device.to_string(),
+            what: format!("binding {b} of a {}", kernel.describe()),
+            bytes: size,
+            limit_name: "max_storage_buffer_binding_size",
+            limit: max,
+        };
+        if matches!(kernel, crate::ops::Kernel::RawWgsl(_)) {
+            return Err(too_big());
+        }
+        let elem = binding_decl(&wgsl, b)
+            .and_then(|(_, t)| element_bytes(&t))
+            .ok_or_else(too_big)?;
+        // Windows start on the offset alignment and hold whole vec4s.
+        let step = lcm(alignment.max(16), elem);
+        let window = max / step * step;
+        if window == 0 {
+            return Err(too_big());
+        }
+        let count = size.div_ceil(window) as usize;
+        windows[b].2 = window;
+        splits.push(Split {
+            binding: b,
+            window_elems: window / elem,
+            windows: count,
+            first_extra: windows.len(),
+        });
+        for w in 1..count as u64 {
+            windows.push((buf, off + w * window, window.min(size - w * window)));
+        }
+    }
+    if splits.is_empty() {
+        return Ok((wgsl, windows));
+    }
+    if windows.len() > limits.max_storage_buffers_per_shader_stage as usize {
+        return Err(Error::Shader {
+            kernel: format!("{node} [{}]", kernel.describe()),
+            message: format!(
+                "its tensors over max_storage_buffer_binding_size = {max} bytes need {} storage bindings in all, more than this device's max_storage_buffers_per_shader_stage = {}",
+                windows.len(),
+                limits.max_storage_buffers_per_shader_stage
+            ),
+        });
+    }
+    Ok((split_bindings(&wgsl, &splits)?, windows))
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
+}
+
 /// One plan's resources on one GPU.
 pub struct GpuPlan {
     pub ctx: Arc<GpuContext>,
@@ -142,9 +222,22 @@ impl GpuPlan {
             }
             let kernel = &kernel.for_adapter(&ctx.adapter_kind());
             let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
-            let wgsl = kernel.wgsl();
+            let mut slots: Vec<ValueId> = inputs.clone();
+            slots.push(step.output);
+            let resources = slots
+                .iter()
+                .map(|&v| gp.slice(plan, v))
+                .collect::<Result<Vec<_>>>()?;
+            let (wgsl, windows) = windowed(
+                kernel,
+                &resources,
+                &ctx.limits,
+                plan.memory(device).map_or(4, |m| m.alignment),
+                &step.nodes.join("+"),
+                device,
+            )?;
             let (pipeline, created) =
-                ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), inputs.len() + 1)?;
+                ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), windows.len())?;
             counters.pipelines_created += created as u64;
             let grid = kernel
                 .workgroups(ctx.limits.max_compute_workgroups_per_dimension)
@@ -156,13 +249,7 @@ impl GpuPlan {
                     limit_name: "max_compute_workgroups_per_dimension (squared, times 256)",
                     limit: ctx.limits.max_compute_workgroups_per_dimension as u64,
                 })?;
-            let mut slots: Vec<ValueId> = inputs.clone();
-            slots.push(step.output);
-            let resources = slots
-                .iter()
-                .map(|&v| gp.slice(plan, v))
-                .collect::<Result<Vec<_>>>()?;
-            let entries: Vec<wgpu::BindGroupEntry> = resources
+            let entries: Vec<wgpu::BindGroupEntry> = windows
                 .iter()
                 .enumerate()
                 .map(|(b, (buf, off, size))| wgpu::BindGroupEntry {

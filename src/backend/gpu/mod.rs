@@ -3,5 +3,6 @@
 pub mod codegen;
 pub mod context;
 pub mod exec;
+pub mod split;
 
 pub use context::GpuContext;
