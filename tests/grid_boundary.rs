@@ -23,7 +23,7 @@ fn elementwise_transpose_and_gather_at_the_grid_boundary() {
             let rev = g.take(t, ti, 0).unwrap();
             // [n] as [n/… , …] needs a factorisation; [1, n] -> [n, 1] is a pure relabel, so
             // transpose [3, m] with 3m just past the edge instead.
-            let m = (n + 2) / 3;
+            let m = n.div_ceil(3);
             let t2 = g.placeholder("y", vec![3, m], DType::F32).unwrap();
             let tr = g.transpose(t2, &[1, 0]).unwrap();
             let y: Vec<f32> = (0..3 * m).map(|i| (i % 65_521) as f32).collect();
