@@ -110,6 +110,7 @@ fn reductions_matmul_and_permute_validate() {
                 block: None,
                 tiled: false,
                 epilogue: None,
+                k_chunk: None,
             };
             check(&Kernel::MatMul(k.clone()));
             for software in [false, true] {

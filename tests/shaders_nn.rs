@@ -136,6 +136,7 @@ fn nn_kernels_validate() {
         groups: 2,
         out: Shape::new(vec![2, 6, 4, 4]),
         epilogue: None,
+        c_chunk: None,
     }));
     // bias per channel, a scalar, a residual and a bool mask as a fused epilogue.
     use wgflow::ops::{BinaryOp, Epilogue, Expr, UnaryOp};
@@ -170,6 +171,7 @@ fn nn_kernels_validate() {
                 (Shape::new(vec![4, 1]), DType::Bool),
             ],
         }),
+        c_chunk: None,
     }));
     for kind in [PoolKind::Max, PoolKind::Avg] {
         check(&Kernel::Pool(PoolKernel {
