@@ -173,6 +173,20 @@ fn nn_kernels_validate() {
         }),
         c_chunk: None,
     }));
+    // Channels split into chunks (partial convolutions, then a sum).
+    let (first, sum) = Conv2dKernel {
+        x: Shape::new(vec![1, 8192, 5, 5]),
+        w: Shape::new(vec![4, 8192, 3, 3]),
+        window,
+        groups: 1,
+        out: Shape::new(vec![1, 4, 3, 3]),
+        epilogue: None,
+        c_chunk: None,
+    }
+    .passes();
+    assert!(first.c_chunk.is_some() && first.loop_iterations() <= 32768);
+    check(&Kernel::Conv2d(first));
+    check(&Kernel::Reduce(sum.expect("a sum over chunks")));
     for kind in [PoolKind::Max, PoolKind::Avg] {
         check(&Kernel::Pool(PoolKernel {
             kind,
