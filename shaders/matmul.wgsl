@@ -13,7 +13,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let batch = o / ({{M}}u * {{N}}u);
 {{BATCH}}
     var acc = {{ZERO}};
-    for (var k = 0u; k < {{K}}u; k = k + 1u) {
+    for (var k = 0u; k < k_len; k = k + 1u) {
         acc = acc + {{A}} * {{B}};
     }
 {{STORE}}

@@ -47,6 +47,17 @@ pub enum Error {
         limit_name: &'static str,
         limit: u64,
     },
+    /// A kernel would loop more often per invocation than the adapter runs loops: Mesa's
+    /// llvmpipe/lavapipe silently end an invocation's loops after 65,535 iterations in total,
+    /// so it could only return a wrong result.
+    #[error("node '{node}' on {device}: {kernel} loops up to {iterations} times per invocation, but this software adapter (Mesa llvmpipe/lavapipe) silently stops an invocation's loops after {limit} iterations")]
+    LoopLimit {
+        node: String,
+        device: String,
+        kernel: String,
+        iterations: u64,
+        limit: u64,
+    },
     /// wgpu reported an error (validation, out of memory, device lost).
     #[error("gpu error on {device} while {action}: {message}")]
     Gpu {

@@ -110,6 +110,7 @@ fn reductions_matmul_and_permute_validate() {
                 block: None,
                 tiled: false,
                 epilogue: None,
+                k_chunk: None,
             };
             check(&Kernel::MatMul(k.clone()));
             for software in [false, true] {
@@ -261,6 +262,7 @@ fn matmul_epilogues_validate_for(dt: DType, a: &[usize], b: &[usize], out: &[usi
                 (out, DType::Bool),
             ],
         }),
+        k_chunk: None,
     };
     check(&Kernel::MatMul(k.clone()));
     for software in [false, true] {
@@ -470,6 +472,69 @@ fn split_reduction_passes_validate() {
     }
 }
 
+/// Split-K partial products (every strategy) and matmuls of vectors, with a bias row along M
+/// when B is a vector.
+#[test]
+fn split_k_and_vector_matmuls_validate() {
+    use wgflow::ops::Epilogue;
+    let k = 70_000 * 4;
+    for (a, b, out) in [
+        (vec![1, k], vec![k, 1], vec![1, 1]),
+        (vec![4, k], vec![k, 4], vec![4, 4]),
+        (vec![64, k], vec![2, k, 64], vec![2, 64, 64]),
+        (vec![k], vec![k], vec![]),
+        (vec![3, 5], vec![5], vec![3]),
+        (vec![8], vec![2, 8, 16], vec![2, 16]),
+    ] {
+        for d in [DType::F32, DType::I32, DType::F16] {
+            let k = MatMulKernel {
+                a: Shape::new(a.clone()),
+                b: Shape::new(b.clone()),
+                out: Shape::new(out.clone()),
+                dtype: d,
+                block: None,
+                tiled: false,
+                epilogue: None,
+                k_chunk: None,
+            };
+            let (first, sum) = k.passes();
+            for software in [false, true] {
+                let kind = AdapterKind {
+                    software,
+                    gl: false,
+                };
+                let adapted = first.blocked_for(&kind);
+                check(&Kernel::MatMul(adapted.clone()));
+                assert!(Kernel::MatMul(adapted).loop_iterations() < Some(40_000));
+            }
+            if let Some(sum) = sum {
+                assert!(first.k_chunk.is_some());
+                check(&Kernel::Reduce(sum));
+            }
+        }
+    }
+    let bias_along_m = MatMulKernel {
+        a: Shape::from([2, 6, 5]),
+        b: Shape::from([5]),
+        out: Shape::from([2, 6]),
+        dtype: DType::F32,
+        block: None,
+        tiled: false,
+        epilogue: Some(Epilogue {
+            expr: Expr::Binary(
+                BinaryOp::Add,
+                Box::new(Expr::Input(0)),
+                Box::new(Expr::Input(1)),
+            ),
+            extra: vec![(Shape::from([6]), DType::F32)],
+        }),
+        k_chunk: None,
+    };
+    let wgsl = Kernel::MatMul(bias_along_m.clone()).wgsl();
+    assert!(wgsl.contains("in2[m]"), "{wgsl}");
+    check(&Kernel::MatMul(bias_along_m));
+}
+
 /// Tensors over the binding limit are bound as several windows: the rewritten WGSL of every
 /// kernel kind (every binding split in three) still validates.
 #[test]
@@ -538,6 +603,7 @@ fn kernels_with_split_bindings_validate() {
                 block: None,
                 tiled: false,
                 epilogue: None,
+                k_chunk: None,
             }
             .blocked_for(&kind),
         ));

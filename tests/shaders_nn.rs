@@ -136,6 +136,7 @@ fn nn_kernels_validate() {
         groups: 2,
         out: Shape::new(vec![2, 6, 4, 4]),
         epilogue: None,
+        c_chunk: None,
     }));
     // bias per channel, a scalar, a residual and a bool mask as a fused epilogue.
     use wgflow::ops::{BinaryOp, Epilogue, Expr, UnaryOp};
@@ -170,7 +171,22 @@ fn nn_kernels_validate() {
                 (Shape::new(vec![4, 1]), DType::Bool),
             ],
         }),
+        c_chunk: None,
     }));
+    // Channels split into chunks (partial convolutions, then a sum).
+    let (first, sum) = Conv2dKernel {
+        x: Shape::new(vec![1, 8192, 5, 5]),
+        w: Shape::new(vec![4, 8192, 3, 3]),
+        window,
+        groups: 1,
+        out: Shape::new(vec![1, 4, 3, 3]),
+        epilogue: None,
+        c_chunk: None,
+    }
+    .passes();
+    assert!(first.c_chunk.is_some() && first.loop_iterations() <= 32768);
+    check(&Kernel::Conv2d(first));
+    check(&Kernel::Reduce(sum.expect("a sum over chunks")));
     for kind in [PoolKind::Max, PoolKind::Avg] {
         check(&Kernel::Pool(PoolKernel {
             kind,

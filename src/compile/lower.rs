@@ -62,6 +62,33 @@ impl Lowering<'_> {
         self.on_device.insert((v, device), id);
         id
     }
+
+    /// Dispatch `kernel`, the first pass of `node` (split-K partial products, partial
+    /// convolutions over channel chunks), into a new `shape` value that the node's last pass
+    /// reads.
+    fn partial(
+        &mut self,
+        kernel: Kernel,
+        shape: crate::Shape,
+        node: &crate::graph::Node,
+        device: Device,
+        inputs: Vec<ValueId>,
+    ) -> ValueId {
+        let v = self.value(Value {
+            shape,
+            dtype: node.dtype,
+            device,
+            source: Source::Step,
+            name: format!("{}/partial", node.name),
+        });
+        self.steps.push(Step {
+            kind: StepKind::Dispatch { kernel, inputs },
+            output: v,
+            device,
+            nodes: vec![node.name.clone()],
+        });
+        v
+    }
 }
 
 /// Lower the placed nodes.
@@ -209,15 +236,29 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 });
                 Kernel::Reduce(last)
             }
-            Op::MatMul => Kernel::MatMul(MatMulKernel {
-                a: in_desc(&l, 0).0,
-                b: in_desc(&l, 1).0,
-                out: node.shape.clone(),
-                dtype: node.dtype,
-                block: None,
-                tiled: false,
-                epilogue: None,
-            }),
+            Op::MatMul => {
+                let (first, sum) = MatMulKernel {
+                    a: in_desc(&l, 0).0,
+                    b: in_desc(&l, 1).0,
+                    out: node.shape.clone(),
+                    dtype: node.dtype,
+                    block: None,
+                    tiled: false,
+                    epilogue: None,
+                    k_chunk: None,
+                }
+                .passes();
+                match sum {
+                    None => Kernel::MatMul(first),
+                    Some(sum) => {
+                        let shape = first.out_shape();
+                        let partial =
+                            l.partial(Kernel::MatMul(first), shape, node, device, inputs.clone());
+                        step_inputs = Some(vec![partial]);
+                        Kernel::Reduce(sum)
+                    }
+                }
+            }
             Op::Permute(perm) => Kernel::Permute(PermuteKernel {
                 in_shape: in_desc(&l, 0).0,
                 perm: perm.clone(),
@@ -262,14 +303,28 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 out_shape: node.shape.clone(),
                 dtype: node.dtype,
             }),
-            Op::Conv2d { window, groups } => Kernel::Conv2d(Conv2dKernel {
-                x: in_desc(&l, 0).0,
-                w: in_desc(&l, 1).0,
-                window: *window,
-                groups: *groups,
-                out: node.shape.clone(),
-                epilogue: None,
-            }),
+            Op::Conv2d { window, groups } => {
+                let (first, sum) = Conv2dKernel {
+                    x: in_desc(&l, 0).0,
+                    w: in_desc(&l, 1).0,
+                    window: *window,
+                    groups: *groups,
+                    out: node.shape.clone(),
+                    epilogue: None,
+                    c_chunk: None,
+                }
+                .passes();
+                match sum {
+                    None => Kernel::Conv2d(first),
+                    Some(sum) => {
+                        let shape = first.out_shape();
+                        let partial =
+                            l.partial(Kernel::Conv2d(first), shape, node, device, inputs.clone());
+                        step_inputs = Some(vec![partial]);
+                        Kernel::Reduce(sum)
+                    }
+                }
+            }
             Op::Pool { kind, window } => Kernel::Pool(PoolKernel {
                 kind: *kind,
                 x: in_desc(&l, 0).0,

@@ -163,8 +163,9 @@ impl Graph {
         Ok(self.push(Op::Cast(dtype), &[n], shape, dtype, "cast", loc))
     }
 
-    /// Matrix product `[..., M, K] @ [..., K, N]`, batch dims broadcast (NumPy `matmul`;
-    /// operands need rank ≥ 2).
+    /// Matrix product `[..., M, K] @ [..., K, N]` with NumPy `matmul`'s rules: batch dims
+    /// broadcast, a 1-D left operand is a row and a 1-D right operand a column whose 1 is
+    /// dropped from the result (`[K] @ [K, N] -> [N]`, `[K] @ [K] -> []`).
     #[track_caller]
     pub fn matmul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
         self.matmul_at(a, b, "matmul", Location::caller())

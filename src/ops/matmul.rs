@@ -1,9 +1,10 @@
-//! Batched matrix multiplication with NumPy batch broadcasting (`[..., M, K] @ [..., K, N]`).
+//! Matrix products with NumPy `matmul` semantics: batch dims broadcast (read in place through
+//! zero strides), 1-D operands are a row or a column, and long K runs split-K.
 
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_wgsl};
-use crate::ops::{BinaryOp, ElementwiseKernel, Expr};
+use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
@@ -77,28 +78,68 @@ impl EpilogueInput {
     }
 }
 
-/// Shape rule. Both operands need rank ≥ 2; batch dims broadcast.
+/// NumPy's `matmul` shape rule: a 1-D A is a row `[1, K]` and a 1-D B a column `[K, 1]`
+/// whose inserted 1 is dropped from the result (`[K] @ [K] -> []`); batch dims broadcast.
 pub fn matmul_shape(a: &Shape, b: &Shape) -> Result<Shape, String> {
-    if a.rank() < 2 || b.rank() < 2 {
+    if a.rank() == 0 || b.rank() == 0 {
         return Err(format!(
-            "shapes {a} and {b}: both operands need at least 2 dimensions (reshape a vector to [1, n] or [n, 1])"
+            "shapes {a} and {b}: both operands need at least 1 dimension (use mul for a scalar)"
         ));
     }
-    let (m, k) = (a.dims()[a.rank() - 2], a.dims()[a.rank() - 1]);
-    let (k2, n) = (b.dims()[b.rank() - 2], b.dims()[b.rank() - 1]);
+    let (ma, mb) = (as_matrix(a, true), as_matrix(b, false));
+    let (m, k) = (ma.dims()[ma.rank() - 2], ma.dims()[ma.rank() - 1]);
+    let (k2, n) = (mb.dims()[mb.rank() - 2], mb.dims()[mb.rank() - 1]);
     if k != k2 {
         return Err(format!(
             "shapes {a} and {b}: inner dimensions {k} and {k2} differ"
         ));
     }
-    let ba = Shape(a.dims()[..a.rank() - 2].to_vec());
-    let bb = Shape(b.dims()[..b.rank() - 2].to_vec());
-    let mut batch = Shape::broadcast(&ba, &bb).ok_or_else(|| {
-        format!("shapes {a} and {b}: batch dimensions {ba} and {bb} cannot broadcast")
+    let ba = Shape(ma.dims()[..ma.rank() - 2].to_vec());
+    let bb = Shape(mb.dims()[..mb.rank() - 2].to_vec());
+    let mut out = Shape::broadcast(&ba, &bb).ok_or_else(|| {
+        // Name the first batch axis (from the right, as broadcasting aligns them) that fails.
+        let (ra, rb) = (ba.rank(), bb.rank());
+        let bad = (1..=ra.min(rb))
+            .find(|&i| {
+                let (x, y) = (ba.dims()[ra - i], bb.dims()[rb - i]);
+                x != y && x != 1 && y != 1
+            })
+            .map(|i| {
+                format!(
+                    " ({} vs {} at batch axis -{i})",
+                    ba.dims()[ra - i],
+                    bb.dims()[rb - i]
+                )
+            })
+            .unwrap_or_default();
+        format!("shapes {a} and {b}: batch dimensions {ba} and {bb} cannot broadcast{bad}")
     })?;
-    batch.0.extend([m, n]);
-    Ok(batch)
+    if a.rank() >= 2 {
+        out.0.push(m);
+    }
+    if b.rank() >= 2 {
+        out.0.push(n);
+    }
+    Ok(out)
 }
+
+/// `s` as a matrix: a vector becomes the row `[1, K]` (`row`) or the column `[K, 1]`; both
+/// are views of the same memory, so kernels index a vector as that matrix.
+fn as_matrix(s: &Shape, row: bool) -> Shape {
+    match (s.rank(), row) {
+        (1, true) => Shape(vec![1, s.dims()[0]]),
+        (1, false) => Shape(vec![s.dims()[0], 1]),
+        _ => s.clone(),
+    }
+}
+
+/// Longest stretch of K one invocation loops over. Longer products run split-K: partial
+/// products over K chunks, then a sum over the chunks (see [`MatMulKernel::passes`]). Besides
+/// spreading a long product over more invocations, this keeps results right on Mesa's
+/// llvmpipe/lavapipe, which silently ends every loop of an invocation after 65,535 iterations
+/// in total; the tiled kernel loops `17 K / 16` times, so K stays at half that limit. A
+/// multiple of the tile depth, so chunks keep the vec4 and tiled strategies.
+pub const K_CHUNK: usize = 32768;
 
 /// Products of at least this many multiply-adds get 16×32 blocks on software adapters…
 pub const MID_MACS: u64 = 1 << 27;
@@ -120,6 +161,10 @@ pub struct MatMulKernel {
     pub tiled: bool,
     /// Elementwise work applied to each output before it is stored (set by fusion).
     pub epilogue: Option<Epilogue>,
+    /// Split-K: when set, the kernel computes partial products over `K` in chunks of this
+    /// length (the last one shorter) and its output is `[chunks, ..out]`, summed by a
+    /// reduction after it (set by lowering, see [`MatMulKernel::passes`]).
+    pub k_chunk: Option<usize>,
 }
 
 /// Output tile edge of the workgroup-tiled matmul.
@@ -129,30 +174,101 @@ pub const TILE_K: usize = 16;
 
 impl MatMulKernel {
     fn mkn(&self) -> (usize, usize, usize) {
-        let r = self.a.rank();
-        (
-            self.a.dims()[r - 2],
-            self.a.dims()[r - 1],
-            self.b.dims()[self.b.rank() - 1],
-        )
+        let (a, b) = (as_matrix(&self.a, true), as_matrix(&self.b, false));
+        let r = a.rank();
+        (a.dims()[r - 2], a.dims()[r - 1], b.dims()[b.rank() - 1])
     }
 
+    /// The output's batch dims: its dims before the matrix dims that 2-D operands add.
+    fn out_batch(&self) -> Shape {
+        let matrix_dims = (self.a.rank() >= 2) as usize + (self.b.rank() >= 2) as usize;
+        Shape(self.out.dims()[..self.out.rank() - matrix_dims].to_vec())
+    }
+
+    /// Number of K chunks the kernel computes partial products for (1 without split-K).
+    pub fn chunks(&self) -> usize {
+        let (_, k, _) = self.mkn();
+        self.k_chunk.map_or(1, |c| k.div_ceil(c.max(1)).max(1))
+    }
+
+    /// The shape the kernel writes: the product's, after the chunk axis under split-K.
+    pub fn out_shape(&self) -> Shape {
+        match self.k_chunk {
+            None => self.out.clone(),
+            Some(_) => {
+                let mut d = vec![self.chunks()];
+                d.extend_from_slice(self.out.dims());
+                Shape(d)
+            }
+        }
+    }
+
+    /// Batch dims of the written output (the chunk axis first under split-K) and the
+    /// element strides of A and B along them: zero along broadcast dims, so a broadcast
+    /// operand is read in place rather than copied; a chunk steps K.
     fn batch(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
         let (m, k, n) = self.mkn();
-        let out_batch = Shape(self.out.dims()[..self.out.rank() - 2].to_vec());
-        let ab = Shape(self.a.dims()[..self.a.rank() - 2].to_vec());
-        let bb = Shape(self.b.dims()[..self.b.rank() - 2].to_vec());
-        let sa = ab
+        let out_batch = self.out_batch();
+        let (a, b) = (as_matrix(&self.a, true), as_matrix(&self.b, false));
+        let ab = Shape(a.dims()[..a.rank() - 2].to_vec());
+        let bb = Shape(b.dims()[..b.rank() - 2].to_vec());
+        let mut sa: Vec<usize> = ab
             .broadcast_strides(&out_batch)
             .iter()
             .map(|s| s * m * k)
             .collect();
-        let sb = bb
+        let mut sb: Vec<usize> = bb
             .broadcast_strides(&out_batch)
             .iter()
             .map(|s| s * k * n)
             .collect();
-        (out_batch.0, sa, sb)
+        let mut dims = out_batch.0;
+        if let Some(c) = self.k_chunk {
+            dims.insert(0, self.chunks());
+            sa.insert(0, c);
+            sb.insert(0, c * n);
+        }
+        (dims, sa, sb)
+    }
+
+    /// The kernel that runs first and, when K is longer than [`K_CHUNK`], the reduction that
+    /// sums its partial products over chunks (carrying the epilogue).
+    pub fn passes(self) -> (MatMulKernel, Option<ReduceKernel>) {
+        let (_, k, _) = self.mkn();
+        if k <= K_CHUNK || self.k_chunk.is_some() {
+            return (self, None);
+        }
+        let partial = MatMulKernel {
+            k_chunk: Some(K_CHUNK),
+            epilogue: None,
+            block: None,
+            tiled: false,
+            ..self.clone()
+        };
+        let sum = ReduceKernel {
+            op: ReduceOp::Sum,
+            in_shape: partial.out_shape(),
+            dtype: self.dtype,
+            axes: vec![0],
+            out_shape: self.out,
+            epilogue: self.epilogue,
+            prologue: None,
+            pass: Pass::Whole,
+        };
+        (partial, Some(sum))
+    }
+
+    /// Upper bound on the loop iterations one invocation runs, all loops together.
+    pub fn loop_iterations(&self) -> u64 {
+        let (_, k, _) = self.mkn();
+        let len = self.k_chunk.map_or(k, |c| c.min(k)) as u64;
+        if self.tiled {
+            len / TILE_K as u64 * (1 + TILE_K as u64)
+        } else if self.block.is_some() {
+            len / 4
+        } else {
+            len
+        }
     }
 
     /// `inputs`: A, B, then the epilogue's extra inputs.
@@ -201,7 +317,8 @@ impl MatMulKernel {
         let (m, k, n) = self.mkn();
         let (bd, sa, sb) = self.batch();
         let batches: usize = bd.iter().product();
-        let mut out = Vec::with_capacity(self.out.numel());
+        let chunk = self.k_chunk.unwrap_or(k);
+        let mut out = Vec::with_capacity(batches * m * n);
         for bi in 0..batches {
             let (mut a0, mut b0, mut rem) = (0, 0, bi);
             for j in (0..bd.len()).rev() {
@@ -209,10 +326,15 @@ impl MatMulKernel {
                 b0 += (rem % bd[j]) * sb[j];
                 rem /= bd[j];
             }
+            // Under split-K the chunk axis is the outermost batch dim.
+            let len = match self.k_chunk {
+                Some(_) => chunk.min(k - (bi / (batches / self.chunks())) * chunk),
+                None => k,
+            };
             for i in 0..m {
                 for jn in 0..n {
                     let mut acc = 0u32;
-                    for kk in 0..k {
+                    for kk in 0..len {
                         let p = binary_cpu(
                             BinaryOp::Mul,
                             self.dtype,
@@ -254,10 +376,7 @@ impl MatMulKernel {
             out.tiled = true;
             return out;
         }
-        let macs = (m * k * n) as u64
-            * self.out.dims()[..self.out.rank() - 2]
-                .iter()
-                .product::<usize>() as u64;
+        let macs = (m * k * n) as u64 * self.out_batch().numel() as u64;
         if adapter.software && !adapter.gl && m.is_multiple_of(16) && n.is_multiple_of(32) {
             if macs >= BIG_MACS && m.is_multiple_of(32) {
                 out.block = Some((32, 32));
@@ -290,9 +409,10 @@ impl MatMulKernel {
     }
 
     pub fn invocations(&self) -> u64 {
+        let outputs = self.out_shape().numel();
         match self.block {
-            Some((tm, tn)) => (self.out.numel() / (tm * tn)) as u64,
-            None => self.out.numel() as u64,
+            Some((tm, tn)) => (outputs / (tm * tn)) as u64,
+            None => outputs as u64,
         }
     }
 
@@ -326,6 +446,8 @@ impl MatMulKernel {
                 .chain(extra.iter().enumerate().map(|(j, (kind, d))| {
                     let idx = match kind {
                         EpilogueInput::Full => "o",
+                        // A row spans the output's last dim: M when B is a vector.
+                        EpilogueInput::Row if self.b.rank() < 2 => "m",
                         EpilogueInput::Row => "n",
                         EpilogueInput::Scalar => "0u",
                     };
@@ -341,15 +463,15 @@ impl MatMulKernel {
         batch.indent(1);
         codegen::strided_index(&mut batch, "a_base", "batch", &bd, &sa);
         codegen::strided_index(&mut batch, "b_base", "batch", &bd, &sb);
+        self.k_len(&mut batch);
         codegen::fill_template(
             include_str!("../../shaders/matmul.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", codegen::WORKGROUP.to_string()),
-                ("TOTAL", format!("{}u", self.out.numel())),
+                ("TOTAL", format!("{}u", self.out_shape().numel())),
                 ("M", m.to_string()),
                 ("N", n.to_string()),
-                ("K", k.to_string()),
                 ("BATCH", batch.finish()),
                 ("ZERO", codegen::literal(self.dtype, 0)),
                 (
@@ -368,6 +490,21 @@ impl MatMulKernel {
 }
 
 impl MatMulKernel {
+    /// `k_len`: how many steps of K this invocation's `batch` (chunk first under split-K)
+    /// covers.
+    fn k_len(&self, w: &mut Writer) {
+        let (_, k, _) = self.mkn();
+        match self.k_chunk {
+            None => w.line(&format!("let k_len = {k}u;")),
+            Some(c) => {
+                let batches = self.out_batch().numel();
+                w.line(&format!(
+                    "let k_len = min({c}u, {k}u - (batch / {batches}u) * {c}u);"
+                ));
+            }
+        }
+    }
+
     /// Each invocation computes a `tm × tn` output block: for every 4 steps of K it loads one
     /// vec4 of A per row and one vec4 of B per 4 columns, and accumulates into `tm * tn / 4`
     /// vec4 registers written as straight-line code (arrays would live in memory on lavapipe).
@@ -392,6 +529,7 @@ impl MatMulKernel {
         w.line(&format!("let batch = o / {}u;", mb * nb));
         codegen::strided_index(&mut w, "a_base", "batch", &bd, &sa);
         codegen::strided_index(&mut w, "b_base", "batch", &bd, &sb);
+        self.k_len(&mut w);
         w.line(&format!("let o_base = batch * {}u;", m * n));
         let zero = codegen::literal(self.dtype, 0);
         for r in 0..tm {
@@ -399,7 +537,7 @@ impl MatMulKernel {
                 w.line(&format!("var acc_{r}_{c} = vec4<{t}>({zero});"));
             }
         }
-        w.line(&format!("for (var k = 0u; k < {k}u; k = k + 4u) {{"));
+        w.line("for (var k = 0u; k < k_len; k = k + 4u) {");
         w.indent(2);
         for r in 0..tm {
             w.line(&format!(
@@ -549,6 +687,7 @@ impl MatMulKernel {
         w.line(&format!("let batch = tile / {}u;", tiles_m * tiles_n));
         codegen::strided_index(&mut w, "a_base", "batch", &bd, &sa);
         codegen::strided_index(&mut w, "b_base", "batch", &bd, &sb);
+        self.k_len(&mut w);
         w.line(&format!("let o_base = batch * {}u;", m * n));
         w.line("let tx = lid % 16u;");
         w.line("let ty = lid / 16u;");
@@ -565,7 +704,7 @@ impl MatMulKernel {
             w.line(&format!("var acc_{r}_0 = vec4<{t}>({zero});"));
         }
         w.line(&format!(
-            "for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{"
+            "for (var k0 = 0u; k0 < k_len; k0 = k0 + {TILE_K}u) {{"
         ));
         w.indent(2);
         w.line(&format!(

@@ -284,6 +284,18 @@ impl Kernel {
         }
     }
 
+    /// Upper bound on the loop iterations one invocation of the WGSL kernel runs, all loops
+    /// together, for kernels whose loops grow with their shapes (reductions bound theirs
+    /// by chunking, see [`reduce::Pass`]); compared with [`LOOP_LIMIT`] on software adapters.
+    pub fn loop_iterations(&self) -> Option<u64> {
+        match self {
+            Kernel::MatMul(k) => Some(k.loop_iterations()),
+            Kernel::Conv2d(k) => Some(k.loop_iterations()),
+            Kernel::Pool(k) => Some(k.loop_iterations()),
+            _ => None,
+        }
+    }
+
     /// How many invocations the WGSL kernel is dispatched with.
     pub fn invocations(&self) -> u64 {
         match self {
@@ -295,13 +307,17 @@ impl Kernel {
             Kernel::Concat(k) => k.out_shape.numel() as u64,
             Kernel::Pad(k) => k.out_shape.numel() as u64,
             Kernel::Gather(k) => k.out_shape.numel() as u64,
-            Kernel::Conv2d(k) => k.out.numel() as u64,
+            Kernel::Conv2d(k) => k.out_shape().numel() as u64,
             Kernel::Pool(k) => k.out.numel() as u64,
             Kernel::Random(k) => k.out_shape.numel() as u64,
             Kernel::RawWgsl(k) => k.invocations,
         }
     }
 }
+
+/// Loop iterations (all loops together) after which Mesa's llvmpipe/lavapipe silently end an
+/// invocation's loops (gallivm's `LP_MAX_TGSI_LOOP_ITERATIONS`).
+pub const LOOP_LIMIT: u64 = 65_535;
 
 /// What kernel strategies need to know about an adapter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -4,7 +4,7 @@
 
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::{BinaryOp, Epilogue};
+use crate::ops::{BinaryOp, Epilogue, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
@@ -86,9 +86,76 @@ pub struct Conv2dKernel {
     /// Elementwise work applied to each output before it is stored (set by fusion: bias,
     /// batch norm, activation, residual); its extra inputs broadcast to `out`.
     pub epilogue: Option<Epilogue>,
+    /// When set, the kernel sums over input channels in chunks of this many (the last one
+    /// shorter) and writes `[chunks, ..out]`, summed by a reduction after it (set by
+    /// lowering, see [`Conv2dKernel::passes`]).
+    pub c_chunk: Option<usize>,
 }
 
+/// Loop iterations one invocation may run before a kernel is split: half of
+/// [`super::LOOP_LIMIT`], the count after which llvmpipe/lavapipe silently end its loops.
+pub const LOOP_BUDGET: u64 = 32768;
+
 impl Conv2dKernel {
+    /// Loop iterations per input channel: every `ki` and `kj` iteration counts, skipped
+    /// (padding) ones too.
+    fn per_channel(&self) -> u64 {
+        let [_, _, kh, kw] = dims4(&self.w);
+        1 + kh as u64 * (1 + kw as u64)
+    }
+
+    /// Upper bound on the loop iterations one invocation runs.
+    pub fn loop_iterations(&self) -> u64 {
+        let [_, cg, _, _] = dims4(&self.w);
+        self.c_chunk.unwrap_or(cg).min(cg) as u64 * self.per_channel()
+    }
+
+    /// Number of channel chunks (1 unless split).
+    pub fn chunks(&self) -> usize {
+        let [_, cg, _, _] = dims4(&self.w);
+        self.c_chunk.map_or(1, |c| cg.div_ceil(c.max(1)).max(1))
+    }
+
+    /// The shape the kernel writes: the output's, after the chunk axis when split.
+    pub fn out_shape(&self) -> Shape {
+        match self.c_chunk {
+            None => self.out.clone(),
+            Some(_) => {
+                let mut d = vec![self.chunks()];
+                d.extend_from_slice(self.out.dims());
+                Shape(d)
+            }
+        }
+    }
+
+    /// The kernel that runs first and, when one invocation would loop more than
+    /// [`LOOP_BUDGET`] times over channels and the window, the reduction that sums partial
+    /// convolutions over channel chunks (carrying the epilogue). A single channel's window
+    /// past the budget cannot be split this way; software adapters reject it at compile time.
+    pub fn passes(self) -> (Conv2dKernel, Option<ReduceKernel>) {
+        let [_, cg, _, _] = dims4(&self.w);
+        let chunk = (LOOP_BUDGET / self.per_channel()).max(1) as usize;
+        if cg <= chunk || self.c_chunk.is_some() {
+            return (self, None);
+        }
+        let partial = Conv2dKernel {
+            c_chunk: Some(chunk),
+            epilogue: None,
+            ..self.clone()
+        };
+        let sum = ReduceKernel {
+            op: ReduceOp::Sum,
+            in_shape: partial.out_shape(),
+            dtype: DType::F32,
+            axes: vec![0],
+            out_shape: self.out,
+            epilogue: self.epilogue,
+            prologue: None,
+            pass: Pass::Whole,
+        };
+        (partial, Some(sum))
+    }
+
     /// `inputs`: x, w, then the epilogue's extra inputs.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let out = self.conv_cpu(inputs[0], inputs[1]);
@@ -103,9 +170,12 @@ impl Conv2dKernel {
         let [_, cg, kh, kw] = dims4(&self.w);
         let [_, o_all, oh, ow] = dims4(&self.out);
         let og = o_all / self.groups;
+        let chunk = self.c_chunk.unwrap_or(cg);
+        let outputs = self.out.numel();
         let f = f32::from_bits;
-        (0..self.out.numel())
-            .map(|i| {
+        (0..self.out_shape().numel())
+            .map(|gi| {
+                let (i, c_lo) = (gi % outputs, (gi / outputs) * chunk);
                 let (ox, oy, o, n) = (
                     i % ow,
                     (i / ow) % oh,
@@ -114,7 +184,7 @@ impl Conv2dKernel {
                 );
                 let g = o / og;
                 let mut acc = 0f32;
-                for c in 0..cg {
+                for c in c_lo..(c_lo + chunk).min(cg) {
                     for ki in 0..kh {
                         let Some(y) = self.window.at(0, oy, ki, h) else {
                             continue;
@@ -183,12 +253,26 @@ impl Conv2dKernel {
             }
         };
         let v = |s: usize| format!("{s}u");
+        let chunk = self.c_chunk.unwrap_or(cg);
+        let split = match self.c_chunk {
+            None => format!("let i = gi;\n    let c_lo = 0u;\n    let c_hi = {cg}u;"),
+            Some(c) => {
+                store = Writer::new();
+                store.indent(1);
+                store.line("out[gi] = acc;");
+                let outputs = self.out.numel();
+                format!(
+                    "let i = gi % {outputs}u;\n    let c_lo = (gi / {outputs}u) * {c}u;\n    let c_hi = min(c_lo + {chunk}u, {cg}u);"
+                )
+            }
+        };
         codegen::fill_template(
             include_str!("../../shaders/conv2d.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", codegen::WORKGROUP.to_string()),
-                ("TOTAL", v(self.out.numel())),
+                ("TOTAL", v(self.out_shape().numel())),
+                ("SPLIT", split),
                 ("OW", v(ow)),
                 ("OH", v(oh)),
                 ("O", v(o_all)),
@@ -238,6 +322,13 @@ pub struct PoolKernel {
 }
 
 impl PoolKernel {
+    /// Upper bound on the loop iterations one invocation runs (skipped padding rows and
+    /// columns count too).
+    pub fn loop_iterations(&self) -> u64 {
+        let [kh, kw] = self.window.kernel;
+        kh as u64 * (1 + kw as u64)
+    }
+
     pub fn run_cpu(&self, x: &[u32]) -> Vec<u32> {
         let [_, _, h, wd] = dims4(&self.x);
         let [_, _, oh, ow] = dims4(&self.out);

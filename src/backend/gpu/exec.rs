@@ -220,8 +220,23 @@ impl GpuPlan {
             if step.device != device {
                 continue;
             }
-            let kernel = &kernel.for_adapter(&ctx.adapter_kind());
+            let adapter = ctx.adapter_kind();
+            let kernel = &kernel.for_adapter(&adapter);
             let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
+            // Lowering splits long loops; this is the net for shapes it cannot split (a
+            // pooling window or one channel's convolution window past the limit).
+            match kernel.loop_iterations() {
+                Some(iterations) if adapter.software && iterations > crate::ops::LOOP_LIMIT => {
+                    return Err(Error::LoopLimit {
+                        node: step.nodes.join("+"),
+                        device: device.to_string(),
+                        kernel: kernel.describe(),
+                        iterations,
+                        limit: crate::ops::LOOP_LIMIT,
+                    });
+                }
+                _ => {}
+            }
             let mut slots: Vec<ValueId> = inputs.clone();
             slots.push(step.output);
             let resources = slots
