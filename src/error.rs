@@ -47,6 +47,15 @@ pub enum Error {
         limit_name: &'static str,
         limit: u64,
     },
+    /// Host memory for a value could not be allocated (a shape too large for this machine or
+    /// its memory limit): reported instead of aborting the process.
+    #[error("node '{node}' on {device}: cannot allocate {bytes} bytes for {what}")]
+    Alloc {
+        node: String,
+        device: String,
+        what: String,
+        bytes: u64,
+    },
     /// wgpu reported an error (validation, out of memory, device lost).
     #[error("gpu error on {device} while {action}: {message}")]
     Gpu {

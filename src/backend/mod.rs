@@ -69,6 +69,7 @@ pub async fn execute(
     feeds: &HashMap<String, &HostTensor>,
     read_back: bool,
 ) -> Result<Vec<HostTensor>> {
+    p.cpu.allocate(plan)?;
     for (name, v) in &plan.feeds {
         let t = feeds.get(name).ok_or_else(|| Error::Feed {
             name: name.clone(),
