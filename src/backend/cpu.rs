@@ -24,7 +24,8 @@ impl CpuState {
 
     /// Allocate the arena if this is the first run; the error names the largest value.
     pub fn allocate(&mut self, plan: &Plan) -> Result<()> {
-        if self.arena.len() as u64 * 4 == self.bytes {
+        let words = self.bytes.div_ceil(4);
+        if self.arena.len() as u64 == words {
             return Ok(());
         }
         let largest = plan
@@ -45,7 +46,8 @@ impl CpuState {
             },
             bytes: self.bytes,
         };
-        let words = usize::try_from(self.bytes / 4).map_err(|_| fail())?;
+        let words = usize::try_from(words).map_err(|_| fail())?;
+        // `try_reserve_exact` counts from the length, which is 0 until the first success.
         self.arena.try_reserve_exact(words).map_err(|_| fail())?;
         self.arena.resize(words, 0);
         Ok(())
