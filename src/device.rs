@@ -20,7 +20,7 @@ impl Device {
         match visible_gpus_from_env() {
             Ok(v) => best_of(v.as_deref()),
             Err(e) => {
-                log::error!("{e}; ignoring WGFLOW_VISIBLE_DEVICES");
+                log::error!("{e}; ignoring {VISIBLE_DEVICES_ENV}");
                 best_of(None)
             }
         }
@@ -184,8 +184,12 @@ pub fn devices() -> Vec<PhysicalDevice> {
     list
 }
 
+/// The environment variable listing the GPUs a session may use.
+pub const VISIBLE_DEVICES_ENV: &str = "WGFLOW_VISIBLE_DEVICES";
+
 /// The devices visible under `WGFLOW_VISIBLE_DEVICES` (a comma-separated list of GPU indices;
-/// empty hides every GPU). `cpu:0` is always visible.
+/// empty hides every GPU). `cpu:0` is always visible. A list naming a GPU that does not
+/// exist is an error here exactly as it is for a session.
 pub fn visible_devices() -> Result<Vec<PhysicalDevice>> {
     let visible = visible_gpus_from_env()?;
     Ok(devices()
@@ -197,11 +201,45 @@ pub fn visible_devices() -> Result<Vec<PhysicalDevice>> {
         .collect())
 }
 
-/// Parse `WGFLOW_VISIBLE_DEVICES`: `None` when unset.
+/// Parse and check `WGFLOW_VISIBLE_DEVICES`: `None` when unset; an error that names the
+/// variable and the valid indices when it is malformed or lists a GPU that does not exist.
 pub fn visible_gpus_from_env() -> Result<Option<Vec<usize>>> {
-    match std::env::var("WGFLOW_VISIBLE_DEVICES") {
-        Ok(v) => parse_visible_list(&v).map(Some),
-        Err(_) => Ok(None),
+    let Ok(value) = std::env::var(VISIBLE_DEVICES_ENV) else {
+        return Ok(None);
+    };
+    let origin = format!("{VISIBLE_DEVICES_ENV}={value}");
+    let list = parse_visible_list(&value).map_err(|e| {
+        let problem = match e {
+            Error::Device { spec, .. } => {
+                format!("'{spec}' is not a GPU index (write indices such as 0,1 or gpu:1)")
+            }
+            other => other.to_string(),
+        };
+        visibility_error(&origin, &problem)
+    })?;
+    check_visible(&list, &origin)?;
+    Ok(Some(list))
+}
+
+/// Check that every index of a visibility list names a GPU that exists; `origin` says where
+/// the list came from (the variable and its value, or the session option).
+pub(crate) fn check_visible(list: &[usize], origin: &str) -> Result<()> {
+    let gpus = context::adapter_count();
+    match list.iter().find(|&&i| i >= gpus) {
+        Some(i) => Err(visibility_error(origin, &format!("gpu:{i} does not exist"))),
+        None => Ok(()),
+    }
+}
+
+fn visibility_error(origin: &str, problem: &str) -> Error {
+    let gpus = context::adapter_count();
+    let valid = match gpus {
+        0 => "none: there is no GPU adapter, so leave the list empty".to_string(),
+        n => (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", "),
+    };
+    Error::Device {
+        spec: origin.to_string(),
+        message: format!("{problem}; valid GPU indices: {valid} (cpu:0 is always visible)"),
     }
 }
 

@@ -58,6 +58,28 @@ pub enum Error {
         iterations: u64,
         limit: u64,
     },
+    /// A kernel needs more workgroups than one dispatch holds: the grid folds into 2-D, so at
+    /// most `limit`² workgroups of `workgroup_size` invocations each.
+    #[error("node '{node}' on {device}: a dispatch of {invocations} invocations in workgroups of {workgroup_size} needs {workgroups} workgroups, more than the 2-D grid holds: {limit_name} squared = {limit}² = {max_workgroups} workgroups")]
+    Dispatch {
+        node: String,
+        device: String,
+        invocations: u64,
+        workgroup_size: u32,
+        workgroups: u64,
+        limit_name: &'static str,
+        limit: u32,
+        max_workgroups: u64,
+    },
+    /// Host memory for a value could not be allocated (a shape too large for this machine or
+    /// its memory limit): reported instead of aborting the process.
+    #[error("node '{node}' on {device}: cannot allocate {bytes} bytes for {what}")]
+    Alloc {
+        node: String,
+        device: String,
+        what: String,
+        bytes: u64,
+    },
     /// wgpu reported an error (validation, out of memory, device lost).
     #[error("gpu error on {device} while {action}: {message}")]
     Gpu {

@@ -78,26 +78,13 @@ impl Session {
     /// A session over `graph`'s current nodes.
     pub fn new(graph: &Graph, options: SessionOptions) -> Result<Session> {
         let visible = match &options.visible_devices {
-            Some(v) => Some(v.clone()),
+            Some(v) => {
+                device::check_visible(v, &format!("SessionOptions::visible_devices {v:?}"))?;
+                Some(v.clone())
+            }
             None => device::visible_gpus_from_env()?,
         };
         let all = device::devices();
-        if let Some(v) = &visible {
-            for &i in v {
-                if !all.iter().any(|d| d.device == Device::Gpu(i)) {
-                    return Err(Error::Device {
-                        spec: format!("gpu:{i}"),
-                        message: format!(
-                            "listed as visible but does not exist; devices: {}",
-                            all.iter()
-                                .map(|d| d.device.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    });
-                }
-            }
-        }
         let devices: Vec<(Device, DeviceLimits)> = all
             .into_iter()
             .filter(|d| match (d.device, &visible) {

@@ -319,3 +319,63 @@ fn dot_has_one_cluster_per_device_and_escapes_names() {
     );
     assert!(dot.contains(&format!("n{} -> n{} [label=\"0\"];", y.index(), z.index())));
 }
+
+/// `WGFLOW_VISIBLE_DEVICES` is checked the same way by `devices --visible` and by a run: a
+/// malformed value or a GPU that does not exist fails both, naming the variable and the valid
+/// indices; a valid value passes both.
+#[test]
+fn visible_devices_variable_is_checked_consistently_and_named() {
+    let gpus = common::gpus();
+    let valid: Vec<String> = (0..gpus.len()).map(|i| i.to_string()).collect();
+    let with = |value: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_wgflow"))
+            .args(args)
+            .env("WGFLOW_VISIBLE_DEVICES", value)
+            .output()
+            .expect("run wgflow")
+    };
+    let add = graph("add");
+    let commands: [&[&str]; 3] = [
+        &["devices", "--visible"],
+        &["plan", &add],
+        &[
+            "run",
+            &add,
+            "--out",
+            &std::env::temp_dir().display().to_string(),
+        ],
+    ];
+    let bad = gpus.len() + 5;
+    for (value, problem) in [
+        ("abc".to_string(), "'abc' is not a GPU index".to_string()),
+        ("0,x".to_string(), "'x' is not a GPU index".to_string()),
+        (bad.to_string(), format!("gpu:{bad} does not exist")),
+    ] {
+        for args in commands {
+            let out = with(&value, args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{value} {args:?}: {err}");
+            assert!(
+                err.contains(&format!("WGFLOW_VISIBLE_DEVICES={value}"))
+                    && err.contains(&problem)
+                    && err.contains("valid GPU indices"),
+                "{value} {args:?}: {err}"
+            );
+            if !gpus.is_empty() {
+                assert!(err.contains(&valid.join(", ")), "{value} {args:?}: {err}");
+            }
+        }
+    }
+    let mut good = vec![String::new()];
+    good.extend(valid.iter().cloned());
+    for value in &good {
+        for args in commands {
+            let out = with(value, args);
+            assert!(
+                out.status.success(),
+                "{value:?} {args:?}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+}

@@ -84,6 +84,14 @@ fn visible_devices_restrict_the_session() {
         err.contains("gpu:42") && err.contains("does not exist"),
         "{err}"
     );
+    let valid: Vec<String> = (0..gpus.len()).map(|i| i.to_string()).collect();
+    assert!(
+        err.contains("visible_devices") && err.contains("valid GPU indices"),
+        "{err}"
+    );
+    if !gpus.is_empty() {
+        assert!(err.contains(&valid.join(", ")), "{err}");
+    }
 }
 
 #[test]

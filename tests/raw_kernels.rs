@@ -122,6 +122,77 @@ fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
+/// A raw kernel dispatched with more invocations than the grid holds: the error counts
+/// invocations (not bytes), gives the workgroup size, and names the per-dimension limit,
+/// squared because the grid folds into 2-D.
+#[test]
+fn too_many_invocations_name_the_workgroup_size_and_the_grid_limit() {
+    let src = r#"
+@group(0) @binding(0) var<storage, read_write> o: array<u32>;
+@compute @workgroup_size(64)
+fn tick(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x == 0u && gid.y == 0u) { o[0] = 1u; }
+}"#;
+    let invocations: u64 = 1 << 40;
+    let k = RawWgsl::new(
+        "tick",
+        src,
+        "tick",
+        OutputRule::Fixed(Shape::new([1]), DType::U32),
+        Invocations::Fixed(invocations),
+    );
+    let mut g = Graph::new();
+    let o = g.raw_kernel(&k, &[]).unwrap();
+    let check = |msg: &str, limit: u64| {
+        let want = [
+            format!("a dispatch of {invocations} invocations"),
+            "in workgroups of 64".to_string(),
+            format!("needs {} workgroups", invocations / 64),
+            format!(
+                "max_compute_workgroups_per_dimension squared = {limit}² = {}",
+                limit * limit
+            ),
+        ];
+        for w in &want {
+            assert!(msg.contains(w.as_str()), "wanted {w:?} in: {msg}");
+        }
+        assert!(!msg.contains("bytes"), "{msg}");
+    };
+    // Without a GPU: the kernel's own check, at the default per-dimension limit.
+    let kernel = wgflow::ops::Kernel::RawWgsl(wgflow::ops::custom::RawKernel {
+        name: "tick".into(),
+        source: src.into(),
+        entry_point: "tick".into(),
+        workgroup_size: 64,
+        invocations,
+    });
+    let e = kernel.grid_on("tick", Device::Gpu(0), 65535).unwrap_err();
+    assert!(matches!(e, Error::Dispatch { .. }), "{e:?}");
+    check(&e.to_string(), 65535);
+    assert_eq!(
+        kernel.grid_on("tick", Device::Gpu(0), 1 << 20).unwrap(),
+        (1 << 20, 1 << 14)
+    );
+    for d in common::gpus() {
+        let limit = wgflow::devices()
+            .into_iter()
+            .find(|p| p.device == d)
+            .unwrap()
+            .limits
+            .max_compute_workgroups_per_dimension as u64;
+        if limit * limit >= invocations / 64 {
+            continue;
+        }
+        let e = gpu_session(&g, d).plan(&[o]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("node '{}' on {d}", g.name(o))),
+            "{msg}"
+        );
+        check(&msg, limit);
+    }
+}
+
 fn shader_msg(e: Error) -> String {
     match &e {
         Error::Shader { .. } => e.to_string(),

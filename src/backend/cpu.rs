@@ -6,16 +6,51 @@ use crate::compile::{MemoryPlan, Plan, Source, ValueId};
 use crate::ops::Kernel;
 use crate::{Error, Result};
 
-/// The CPU's arena for one plan.
+/// The CPU's arena for one plan. It is allocated on the first run, not when the plan is
+/// prepared, so planning a graph too large for this machine costs nothing, and running it is
+/// an [`Error::Alloc`] rather than an aborted process.
 pub struct CpuState {
     arena: Vec<u32>,
+    bytes: u64,
 }
 
 impl CpuState {
     pub fn new(mp: Option<&MemoryPlan>) -> Self {
         CpuState {
-            arena: vec![0; mp.map(|m| (m.peak_bytes / 4) as usize).unwrap_or(0)],
+            arena: Vec::new(),
+            bytes: mp.map_or(0, |m| m.peak_bytes),
         }
+    }
+
+    /// Allocate the arena if this is the first run; the error names the largest value.
+    pub fn allocate(&mut self, plan: &Plan) -> Result<()> {
+        let words = self.bytes.div_ceil(4);
+        if self.arena.len() as u64 == words {
+            return Ok(());
+        }
+        let largest = plan
+            .memory(crate::Device::Cpu)
+            .and_then(|m| m.offsets.keys().max_by_key(|&&v| plan.values[v].bytes()))
+            .map(|&v| &plan.values[v]);
+        let fail = || Error::Alloc {
+            node: largest.map_or_else(|| "(arena)".into(), |v| v.name.clone()),
+            device: "cpu:0".into(),
+            what: match largest {
+                Some(v) => format!(
+                    "the plan's arena (its largest value is {} {} of {} bytes)",
+                    v.dtype,
+                    v.shape,
+                    v.bytes()
+                ),
+                None => "the plan's arena".into(),
+            },
+            bytes: self.bytes,
+        };
+        let words = usize::try_from(words).map_err(|_| fail())?;
+        // `try_reserve_exact` counts from the length, which is 0 until the first success.
+        self.arena.try_reserve_exact(words).map_err(|_| fail())?;
+        self.arena.resize(words, 0);
+        Ok(())
     }
 
     /// The words of value `v` (which must live on `cpu:0`).
@@ -67,6 +102,22 @@ impl CpuState {
                 message: "this kernel has no CPU implementation; place it on a GPU".into(),
             });
         }
+        // The kernel returns its output as a fresh vector, allocated infallibly inside the
+        // op; reserving the same size first turns a failure into an error naming the node.
+        let v = &plan.values[output];
+        Vec::<u32>::new()
+            .try_reserve_exact(v.shape.numel())
+            .map_err(|_| Error::Alloc {
+                node: v.name.clone(),
+                device: "cpu:0".into(),
+                what: format!(
+                    "the output {} {} of {}",
+                    v.dtype,
+                    v.shape,
+                    kernel.describe()
+                ),
+                bytes: v.bytes(),
+            })?;
         let out = {
             let ins = inputs
                 .iter()

@@ -36,6 +36,23 @@ pub fn prepare(plan: &Plan, counters: &mut Counters) -> Result<Prepared> {
     })
 }
 
+/// A copy of value `v`'s words, reserved fallibly: a fetch or transfer can be as large as
+/// the arena itself, and failing to allocate it is an error naming the node, not an abort.
+fn copy_words(plan: &Plan, v: ValueId, words: &[u32]) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(words.len()).map_err(|_| {
+        let value = &plan.values[v];
+        Error::Alloc {
+            node: value.name.clone(),
+            device: value.device.to_string(),
+            what: format!("a host copy of {} {}", value.dtype, value.shape),
+            bytes: words.len() as u64 * 4,
+        }
+    })?;
+    out.extend_from_slice(words);
+    Ok(out)
+}
+
 fn gpu(p: &mut Prepared, i: usize) -> Result<&mut GpuPlan> {
     p.gpus
         .get_mut(&i)
@@ -44,7 +61,7 @@ fn gpu(p: &mut Prepared, i: usize) -> Result<&mut GpuPlan> {
 
 async fn read_one(plan: &Plan, p: &mut Prepared, v: ValueId) -> Result<Vec<u32>> {
     match plan.values[v].device {
-        Device::Cpu => Ok(p.cpu.read(plan, v)?.to_vec()),
+        Device::Cpu => copy_words(plan, v, p.cpu.read(plan, v)?),
         Device::Gpu(i) => {
             let mut out = gpu(p, i)?.read(plan, &[v]).await?;
             out.pop()
@@ -69,6 +86,7 @@ pub async fn execute(
     feeds: &HashMap<String, &HostTensor>,
     read_back: bool,
 ) -> Result<Vec<HostTensor>> {
+    p.cpu.allocate(plan)?;
     for (name, v) in &plan.feeds {
         let t = feeds.get(name).ok_or_else(|| Error::Feed {
             name: name.clone(),
@@ -121,7 +139,7 @@ pub async fn execute(
         };
         let words = match (host, v.device) {
             (Some(w), _) => w,
-            (None, Device::Cpu) => p.cpu.read(plan, f)?.to_vec(),
+            (None, Device::Cpu) => copy_words(plan, f, p.cpu.read(plan, f)?)?,
             (None, Device::Gpu(g)) => {
                 per_gpu.entry(g).or_default().push((k, f));
                 continue;

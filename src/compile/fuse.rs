@@ -79,10 +79,15 @@ fn recomputable(plan: &Plan) -> HashSet<ValueId> {
     ok
 }
 
+/// The largest output constant folding computes on the host (TensorFlow's Grappler uses the
+/// same 10 MiB): a broadcast of a small constant to a huge shape would otherwise be
+/// materialised, infallibly, while planning.
+pub const FOLD_MAX_BYTES: u64 = 10 << 20;
+
 /// Elementwise steps whose inputs are all constants run once, on the host, when the plan is
 /// compiled (TensorFlow's constant folding), with the CPU kernels' semantics; their outputs
 /// become constants. Casting stored f32 weights to f16, or scaling a constant, then costs
-/// nothing per run.
+/// nothing per run. Outputs over [`FOLD_MAX_BYTES`] are left to run as kernels.
 pub fn fold_constants(mut plan: Plan) -> Plan {
     let steps = std::mem::take(&mut plan.steps);
     for step in steps {
@@ -98,8 +103,8 @@ pub fn fold_constants(mut plan: Plan) -> Plan {
                         _ => None,
                     })
                     .collect();
-                words.and_then(|w| {
-                    let v = &plan.values[step.output];
+                let v = &plan.values[step.output];
+                words.filter(|_| v.bytes() <= FOLD_MAX_BYTES).and_then(|w| {
                     HostTensor::from_words(v.shape.clone(), v.dtype, k.run_cpu(&w)).ok()
                 })
             }

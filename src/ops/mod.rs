@@ -266,6 +266,30 @@ impl Kernel {
         crate::backend::gpu::codegen::grid(self.invocations(), self.workgroup_size(), max_per_dim)
     }
 
+    /// The workgroup grid on `device` (which allows `max_per_dim` workgroups per dimension),
+    /// or an [`crate::Error::Dispatch`] for `node` naming the invocations, workgroup size and
+    /// limit.
+    pub fn grid_on(
+        &self,
+        node: &str,
+        device: crate::Device,
+        max_per_dim: u32,
+    ) -> crate::Result<(u32, u32)> {
+        self.workgroups(max_per_dim).ok_or_else(|| {
+            let size = self.workgroup_size();
+            crate::Error::Dispatch {
+                node: node.to_string(),
+                device: device.to_string(),
+                invocations: self.invocations(),
+                workgroup_size: size,
+                workgroups: self.invocations().div_ceil(u64::from(size.max(1))),
+                limit_name: "max_compute_workgroups_per_dimension",
+                limit: max_per_dim,
+                max_workgroups: u64::from(max_per_dim).pow(2),
+            }
+        })
+    }
+
     /// Invocations per workgroup of the WGSL kernel.
     pub fn workgroup_size(&self) -> u32 {
         match self {

@@ -254,16 +254,11 @@ impl GpuPlan {
             let (pipeline, created) =
                 ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), windows.len())?;
             counters.pipelines_created += created as u64;
-            let grid = kernel
-                .workgroups(ctx.limits.max_compute_workgroups_per_dimension)
-                .ok_or_else(|| Error::Limit {
-                    node: step.nodes.join("+"),
-                    device: device.to_string(),
-                    what: format!("a dispatch of {} invocations", kernel.invocations()),
-                    bytes: kernel.invocations(),
-                    limit_name: "max_compute_workgroups_per_dimension (squared, times 256)",
-                    limit: ctx.limits.max_compute_workgroups_per_dimension as u64,
-                })?;
+            let grid = kernel.grid_on(
+                &step.nodes.join("+"),
+                device,
+                ctx.limits.max_compute_workgroups_per_dimension,
+            )?;
             let entries: Vec<wgpu::BindGroupEntry> = windows
                 .iter()
                 .enumerate()

@@ -8,6 +8,8 @@
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::path::Path;
 
+mod header;
+
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// The most elements a `.npy` file may declare (2^31), checked before anything is allocated.
 pub const MAX_ELEMENTS: usize = 1 << 31;
@@ -97,8 +99,8 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         .ok_or_else(|| Error::Host("truncated header".into()))?;
     let header = std::str::from_utf8(&b[start..end])
         .map_err(|_| Error::Host("header is not text".into()))?;
-    let descr = dict_value(header, "descr")?;
-    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    let header = header::parse(header).map_err(Error::Host)?;
+    let descr = header.descr.as_str();
     let (dtype, item) = match descr {
         "<f4" => (DType::F32, 4),
         "<f2" => (DType::F16, 2),
@@ -111,30 +113,12 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
             )))
         }
     };
-    match dict_value(header, "fortran_order")? {
-        "False" => {}
-        "True" => {
-            return Err(Error::Host(
-                "Fortran-order arrays are not supported; save np.ascontiguousarray(arr)".into(),
-            ))
-        }
-        other => return Err(Error::Host(format!("bad fortran_order value '{other}'"))),
+    if header.fortran_order {
+        return Err(Error::Host(
+            "Fortran-order arrays are not supported; save np.ascontiguousarray(arr)".into(),
+        ));
     }
-    let shape_text = dict_value(header, "shape")?;
-    let inner = shape_text
-        .strip_prefix('(')
-        .and_then(|s| s.strip_suffix(')'))
-        .ok_or_else(|| Error::Host(format!("bad shape '{shape_text}'")))?;
-    let dims = inner
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| Error::Host(format!("bad dimension '{s}' in shape {shape_text}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let shape = Shape(dims);
+    let shape = Shape(header.shape);
     let n = shape
         .checked_numel()
         .filter(|&n| n <= MAX_ELEMENTS)
@@ -159,29 +143,6 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
             .collect()
     };
     HostTensor::from_words(shape, dtype, words)
-}
-
-/// The text of `key`'s value in the header's Python dict literal (up to the next top-level
-/// comma or the closing brace).
-fn dict_value<'a>(header: &'a str, key: &str) -> Result<&'a str> {
-    let missing = || Error::Host(format!("header has no '{key}': {}", header.trim()));
-    let pos = header
-        .find(&format!("'{key}'"))
-        .or_else(|| header.find(&format!("\"{key}\"")))
-        .ok_or_else(missing)?;
-    let rest = &header[pos + key.len() + 2..];
-    let rest = rest.trim_start().strip_prefix(':').ok_or_else(missing)?;
-    let rest = rest.trim_start();
-    let mut depth = 0usize;
-    for (i, c) in rest.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' | '}' if depth == 0 => return Ok(rest[..i].trim()),
-            _ => {}
-        }
-    }
-    Err(missing())
 }
 
 #[cfg(test)]
@@ -255,7 +216,7 @@ mod tests {
         // Same-length substitutions keep the header length valid.
         assert!(msg(&swap("<f4", ">f4")).contains("'>f4' is not supported"));
         assert!(msg(&swap("<f4", "<f8")).contains("'<f8' is not supported"));
-        assert!(msg(&swap("False", "True,")).contains("Fortran-order"));
+        assert!(msg(&swap("False", "True ")).contains("Fortran-order"));
         let huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }\n";
         assert!(msg(&npy(1, huge, &[])).contains("more than 2^31"));
         let overflow =
