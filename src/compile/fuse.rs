@@ -126,15 +126,34 @@ fn pinned(plan: &Plan) -> HashSet<ValueId> {
 
 /// Drop steps whose output nothing reads any more (producers every consumer recomputed).
 fn drop_unused(mut plan: Plan) -> Plan {
-    loop {
-        let (_, consumers) = usage(&plan);
-        let before = plan.steps.len();
-        plan.steps
-            .retain(|s| consumers.get(&s.output).copied().unwrap_or(0) > 0);
-        if plan.steps.len() == before {
-            return plan;
+    // A worklist, not repeated sweeps: dropping a step can orphan its producers in turn, and
+    // a sweep per level would be quadratic in a long chain of them.
+    let (producer, mut consumers) = usage(&plan);
+    let mut dead = vec![false; plan.steps.len()];
+    let mut work: Vec<usize> = (0..plan.steps.len())
+        .filter(|&i| consumers.get(&plan.steps[i].output).copied().unwrap_or(0) == 0)
+        .collect();
+    while let Some(i) = work.pop() {
+        if std::mem::replace(&mut dead[i], true) {
+            continue;
+        }
+        let mut ins = plan.steps[i].inputs();
+        ins.sort_unstable();
+        ins.dedup();
+        for v in ins {
+            let Some(c) = consumers.get_mut(&v) else {
+                continue;
+            };
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                if let Some(&p) = producer.get(&v) {
+                    work.push(p);
+                }
+            }
         }
     }
+    drop_dead(&mut plan, &dead);
+    plan
 }
 
 /// Which step produces each value, and how many consumers each value has (a fetch or a view
