@@ -68,9 +68,16 @@ fn diamonds_nested_30_deep_fuse_into_one_kernel_of_30_ops() {
     for dev in devices() {
         let (plan, got) = run(&g, dev, x, d, &feed);
         assert_eq!(plan.dispatch_count(), 1, "{dev}:\n{}", plan.describe());
-        assert_eq!(elementwise_ops(&plan), vec![30], "{dev}: no work duplicated");
+        assert_eq!(
+            elementwise_ops(&plan),
+            vec![30],
+            "{dev}: no work duplicated"
+        );
         assert_eq!(got, want, "{dev}");
-        assert!(plan.describe().len() < 10_000, "{dev}: the listing stays short");
+        assert!(
+            plan.describe().len() < 10_000,
+            "{dev}: the listing stays short"
+        );
     }
 }
 
@@ -125,12 +132,20 @@ fn a_chain_of_10001_ops_runs_as_one_kernel() {
     }
     let feed = data();
     let want: Vec<f32> = feed.iter().map(|v| -v).collect();
-    for dev in devices() {
-        let (plan, got) = run(&g, dev, x, y, &feed);
-        assert_eq!(plan.dispatch_count(), 1, "{dev}");
-        assert_eq!(elementwise_ops(&plan), vec![10_001], "{dev}");
-        assert_eq!(got, want, "{dev}");
-    }
+    // Creating the pipeline of a 10,000-statement shader (wgpu's back ends, the driver's
+    // compiler) once overflowed a 2 MiB test thread; wgflow's own passes are held to 2 MiB
+    // by `a_10000_op_chain_plans_and_runs_on_a_2_mib_stack`.
+    let worker = std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(move || {
+            for dev in devices() {
+                let (plan, got) = run(&g, dev, x, y, &feed);
+                assert_eq!(plan.dispatch_count(), 1, "{dev}");
+                assert_eq!(elementwise_ops(&plan), vec![10_001], "{dev}");
+                assert_eq!(got, want, "{dev}");
+            }
+        });
+    worker.unwrap().join().expect("every device agrees");
 }
 
 /// `x = x * 0.5 + 1` unrolled 100 times (the chain that broke naga's recursion limit),
@@ -253,5 +268,34 @@ fn fan_out_to_reductions_and_back() {
             "{dev}: {} vs {want}",
             got[0]
         );
+    }
+}
+
+/// Planning is linear in graph size: a 20,000-op chain, fused or not (quadratic passes took
+/// minutes; the bound is generous, real figures are in `benches/plan.rs`).
+#[test]
+fn a_20000_op_chain_plans_quickly_fused_or_not() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [64], DType::F32).unwrap();
+    let mut y = x;
+    for _ in 0..20_000 {
+        y = g.neg(y).unwrap();
+    }
+    for fuse in [true, false] {
+        let target = wgflow::compile::Target {
+            devices: vec![(Device::Cpu, wgflow::device::DeviceLimits::cpu())],
+            default_device: Device::Cpu,
+            soft_placement: false,
+            fuse,
+            fold_constants: true,
+        };
+        let start = Instant::now();
+        let plan = wgflow::compile::compile(&g, &[y], &target).expect("plan");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "fuse={fuse}: {:?}",
+            start.elapsed()
+        );
+        assert_eq!(plan.dispatch_count(), if fuse { 1 } else { 20_000 });
     }
 }
