@@ -1,6 +1,7 @@
 //! Fusion: elementwise producers with a single consumer are inlined into that consumer's
-//! expression tree, and one-element constants become literals, so a chain or tree of
-//! elementwise ops runs as one kernel with no intermediate buffers.
+//! expression (a DAG: a value used twice is computed once), and one-element constants become
+//! literals, so a chain or tree of elementwise ops runs as one kernel with no intermediate
+//! buffers.
 //!
 //! Rule: a producer is inlined when its value is not fetched, is not read through a view, sits
 //! on the same device as its consumer, and either has exactly one consumer step (no work is
