@@ -24,7 +24,7 @@ fn every_elementwise_op_and_dtype_validates() {
         for op in UNARY {
             if let Ok(out) = op.result_dtype(d) {
                 check(&ew(
-                    Expr::Unary(op, Box::new(Expr::Input(0))),
+                    Expr::unary(op, Expr::input(0)),
                     vec![(s.clone(), d)],
                     s.clone(),
                     out,
@@ -36,24 +36,20 @@ fn every_elementwise_op_and_dtype_validates() {
             if let Ok(out) = op.result_dtype(d) {
                 // Broadcast operands exercise the index math too.
                 let inputs = vec![(Shape::from([3]), d), (Shape::from([2, 1]), d)];
-                let e = Expr::Binary(op, Box::new(Expr::Input(0)), Box::new(Expr::Input(1)));
+                let e = Expr::binary(op, Expr::input(0), Expr::input(1));
                 check(&ew(e, inputs, s.clone(), out));
                 n += 1;
             }
         }
         for to in DTYPES {
             check(&ew(
-                Expr::Cast(to, Box::new(Expr::Input(0))),
+                Expr::cast(to, Expr::input(0)),
                 vec![(s.clone(), d)],
                 s.clone(),
                 to,
             ));
-            let lit = Expr::Lit(d, 0x7f80_0000);
-            let sel = Expr::Select(
-                Box::new(Expr::Input(0)),
-                Box::new(Expr::Input(1)),
-                Box::new(lit),
-            );
+            let lit = Expr::lit(d, 0x7f80_0000);
+            let sel = Expr::select(Expr::input(0), Expr::input(1), lit);
             check(&ew(
                 sel,
                 vec![(Shape::scalar(), DType::Bool), (s.clone(), d)],
@@ -139,27 +135,24 @@ fn reductions_matmul_and_permute_validate() {
 #[test]
 fn fused_trees_and_exact_literals_validate() {
     // ((a*b + c) max 0) * 0.5 + exp(-a), with a scalar literal and a broadcast input.
-    let a = || Box::new(Expr::Input(0));
-    let f = |v: f32| Box::new(Expr::Lit(DType::F32, v.to_bits()));
-    let e = Expr::Binary(
+    let a = || Expr::input(0);
+    let f = |v: f32| Expr::lit(DType::F32, v.to_bits());
+    let e = Expr::binary(
         BinaryOp::Add,
-        Box::new(Expr::Binary(
+        Expr::binary(
             BinaryOp::Mul,
-            Box::new(Expr::Binary(
+            Expr::binary(
                 BinaryOp::Maximum,
-                Box::new(Expr::Binary(
+                Expr::binary(
                     BinaryOp::Add,
-                    Box::new(Expr::Binary(BinaryOp::Mul, a(), Box::new(Expr::Input(1)))),
-                    Box::new(Expr::Input(2)),
-                )),
+                    Expr::binary(BinaryOp::Mul, a(), Expr::input(1)),
+                    Expr::input(2),
+                ),
                 f(0.0),
-            )),
+            ),
             f(0.5),
-        )),
-        Box::new(Expr::Unary(
-            UnaryOp::Exp,
-            Box::new(Expr::Unary(UnaryOp::Neg, a())),
-        )),
+        ),
+        Expr::unary(UnaryOp::Exp, Expr::unary(UnaryOp::Neg, a())),
     );
     let s = Shape::from([1000, 3]);
     let k = ew(
@@ -182,7 +175,7 @@ fn fused_trees_and_exact_literals_validate() {
         3.4e38,
         0.1,
     ] {
-        let e = Expr::Binary(BinaryOp::Add, a(), f(v));
+        let e = Expr::binary(BinaryOp::Add, a(), f(v));
         let src = ew(e, vec![(s.clone(), DType::F32)], s.clone(), DType::F32).wgsl();
         validate("literal", &src).unwrap();
         let bits = format!("{:#010x}u", v.to_bits());
@@ -192,11 +185,7 @@ fn fused_trees_and_exact_literals_validate() {
         );
     }
     // Integer extremes as literals.
-    let e = Expr::Binary(
-        BinaryOp::Add,
-        a(),
-        Box::new(Expr::Lit(DType::I32, i32::MIN as u32)),
-    );
+    let e = Expr::binary(BinaryOp::Add, a(), Expr::lit(DType::I32, i32::MIN as u32));
     check(&ew(e, vec![(s.clone(), DType::I32)], s, DType::I32));
 }
 
@@ -225,25 +214,21 @@ fn matmul_epilogues_validate_for_every_strategy() {
 fn matmul_epilogues_validate_for(dt: DType, a: &[usize], b: &[usize], out: &[usize]) {
     use wgflow::ops::Epilogue;
     // relu(acc + bias) * scale + residual, with a bool mask selecting the residual.
-    let e = Expr::Select(
-        Box::new(Expr::Input(4)),
-        Box::new(Expr::Binary(
+    let e = Expr::select(
+        Expr::input(4),
+        Expr::binary(
             BinaryOp::Add,
-            Box::new(Expr::Binary(
+            Expr::binary(
                 BinaryOp::Mul,
-                Box::new(Expr::Unary(
+                Expr::unary(
                     UnaryOp::Relu,
-                    Box::new(Expr::Binary(
-                        BinaryOp::Add,
-                        Box::new(Expr::Input(0)),
-                        Box::new(Expr::Input(1)),
-                    )),
-                )),
-                Box::new(Expr::Input(2)),
-            )),
-            Box::new(Expr::Input(3)),
-        )),
-        Box::new(Expr::Input(0)),
+                    Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
+                ),
+                Expr::input(2),
+            ),
+            Expr::input(3),
+        ),
+        Expr::input(0),
     );
     let out = Shape::new(out.to_vec());
     let k = MatMulKernel {
@@ -284,21 +269,21 @@ fn reduction_epilogues_validate_for_every_strategy() {
 fn reduction_epilogues_validate_for(dt: DType) {
     use wgflow::ops::{Epilogue, ReduceStrategy};
     // sqrt(acc + eps) * scale + full
-    let e = Expr::Binary(
+    let e = Expr::binary(
         BinaryOp::Add,
-        Box::new(Expr::Binary(
+        Expr::binary(
             BinaryOp::Mul,
-            Box::new(Expr::Unary(
+            Expr::unary(
                 UnaryOp::Sqrt,
-                Box::new(Expr::Binary(
+                Expr::binary(
                     BinaryOp::Add,
-                    Box::new(Expr::Input(0)),
-                    Box::new(Expr::Lit(dt, 1e-5f32.to_bits())),
-                )),
-            )),
-            Box::new(Expr::Input(1)),
-        )),
-        Box::new(Expr::Input(2)),
+                    Expr::input(0),
+                    Expr::lit(dt, 1e-5f32.to_bits()),
+                ),
+            ),
+            Expr::input(1),
+        ),
+        Expr::input(2),
     );
     let mut seen = Vec::new();
     for (shape, axes, out) in [
@@ -353,18 +338,14 @@ fn reduction_prologues_validate_for_every_strategy_and_op() {
                 (Shape::new(vec![shape[1]]), dt),
                 (in_shape.clone(), DType::Bool),
             ];
-            let e = Expr::Select(
-                Box::new(Expr::Input(3)),
-                Box::new(Expr::Binary(
+            let e = Expr::select(
+                Expr::input(3),
+                Expr::binary(
                     BinaryOp::Mul,
-                    Box::new(Expr::Binary(
-                        BinaryOp::Sub,
-                        Box::new(Expr::Input(0)),
-                        Box::new(Expr::Input(1)),
-                    )),
-                    Box::new(Expr::Input(2)),
-                )),
-                Box::new(Expr::Input(0)),
+                    Expr::binary(BinaryOp::Sub, Expr::input(0), Expr::input(1)),
+                    Expr::input(2),
+                ),
+                Expr::input(0),
             );
             let out = Shape::new(out);
             for op in [
@@ -374,11 +355,7 @@ fn reduction_prologues_validate_for_every_strategy_and_op() {
                 ReduceOp::Any,
             ] {
                 let epilogue = (op == ReduceOp::Sum).then(|| Epilogue {
-                    expr: Expr::Binary(
-                        BinaryOp::Add,
-                        Box::new(Expr::Input(0)),
-                        Box::new(Expr::Input(1)),
-                    ),
+                    expr: Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
                     extra: vec![(out.clone(), dt)],
                 });
                 let k = ReduceKernel {
@@ -521,11 +498,7 @@ fn split_k_and_vector_matmuls_validate() {
         block: None,
         tiled: false,
         epilogue: Some(Epilogue {
-            expr: Expr::Binary(
-                BinaryOp::Add,
-                Box::new(Expr::Input(0)),
-                Box::new(Expr::Input(1)),
-            ),
+            expr: Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
             extra: vec![(Shape::from([6]), DType::F32)],
         }),
         k_chunk: None,
@@ -542,11 +515,7 @@ fn kernels_with_split_bindings_validate() {
     use wgflow::backend::gpu::split::{split_bindings, Split};
     let mut kernels = vec![
         ew(
-            Expr::Binary(
-                BinaryOp::Add,
-                Box::new(Expr::Input(0)),
-                Box::new(Expr::Input(1)),
-            ),
+            Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
             vec![
                 (Shape::from([8, 16]), DType::F32),
                 (Shape::from([8, 1]), DType::F32),
@@ -555,7 +524,7 @@ fn kernels_with_split_bindings_validate() {
             DType::F32,
         ),
         ew(
-            Expr::Unary(UnaryOp::Neg, Box::new(Expr::Input(0))),
+            Expr::unary(UnaryOp::Neg, Expr::input(0)),
             vec![(Shape::from([64]), DType::F16)],
             Shape::from([64]),
             DType::F16,

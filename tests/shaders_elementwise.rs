@@ -20,7 +20,7 @@ fn every_unary_and_binary_op_and_dtype_validates() {
     for d in DTYPES {
         for op in UnaryOp::ALL {
             if let Ok(out) = op.result_dtype(d) {
-                let e = Expr::Unary(op, Box::new(Expr::Input(0)));
+                let e = Expr::unary(op, Expr::input(0));
                 assert_eq!(e.dtype(&[d]), out, "{} on {d}", op.name());
                 check(&ew(e, vec![(s.clone(), d)], s.clone(), out));
                 unary += 1;
@@ -29,7 +29,7 @@ fn every_unary_and_binary_op_and_dtype_validates() {
         for op in BinaryOp::ALL {
             if let Ok(out) = op.result_dtype(d) {
                 let inputs = vec![(Shape::from([3]), d), (Shape::from([2, 1]), d)];
-                let e = Expr::Binary(op, Box::new(Expr::Input(0)), Box::new(Expr::Input(1)));
+                let e = Expr::binary(op, Expr::input(0), Expr::input(1));
                 assert_eq!(e.dtype(&[d, d]), out, "{} on {d}", op.name());
                 check(&ew(e, inputs, s.clone(), out));
                 binary += 1;
@@ -52,18 +52,10 @@ fn every_unary_and_binary_op_and_dtype_validates() {
 fn fused_predicate_chain_validates() {
     // isnan(x) || (floor_divide(i, j) >= 0) with a literal: bool results feeding logic.
     let s = Shape::from([4]);
-    let x = Expr::Unary(UnaryOp::IsNan, Box::new(Expr::Input(0)));
-    let q = Expr::Binary(
-        BinaryOp::FloorDiv,
-        Box::new(Expr::Input(1)),
-        Box::new(Expr::Input(2)),
-    );
-    let ge = Expr::Binary(
-        BinaryOp::GreaterEqual,
-        Box::new(q),
-        Box::new(Expr::Lit(DType::I32, 0)),
-    );
-    let e = Expr::Binary(BinaryOp::LogicalOr, Box::new(x), Box::new(ge));
+    let x = Expr::unary(UnaryOp::IsNan, Expr::input(0));
+    let q = Expr::binary(BinaryOp::FloorDiv, Expr::input(1), Expr::input(2));
+    let ge = Expr::binary(BinaryOp::GreaterEqual, q, Expr::lit(DType::I32, 0));
+    let e = Expr::binary(BinaryOp::LogicalOr, x, ge);
     let inputs = vec![
         (s.clone(), DType::F32),
         (s.clone(), DType::I32),
@@ -113,7 +105,7 @@ fn prelude_erf_coefficients_match_the_cpu() {
 /// builtin `pow` or float `%`), fused with casts, on f32 and f16, scalar and vec4 kernels.
 #[test]
 fn float_pow_divmod_and_casts_use_prelude_helpers_and_validate() {
-    let bin = |op, a: Expr, b: Expr| Expr::Binary(op, Box::new(a), Box::new(b));
+    let bin = |op, a: Expr, b: Expr| Expr::binary(op, a, b);
     for d in [DType::F32, DType::F16] {
         for n in [8, 7] {
             let s = Shape::from([n]);
@@ -123,18 +115,13 @@ fn float_pow_divmod_and_casts_use_prelude_helpers_and_validate() {
             } else {
                 2f32.to_bits()
             };
-            let p = bin(BinaryOp::Pow, Expr::Input(0), Expr::Lit(d, two));
-            let q = bin(BinaryOp::FloorDiv, Expr::Input(0), Expr::Input(1));
-            let r = bin(BinaryOp::Remainder, Expr::Input(1), Expr::Input(0));
+            let p = bin(BinaryOp::Pow, Expr::input(0), Expr::lit(d, two));
+            let q = bin(BinaryOp::FloorDiv, Expr::input(0), Expr::input(1));
+            let r = bin(BinaryOp::Remainder, Expr::input(1), Expr::input(0));
             let e = bin(BinaryOp::Sub, bin(BinaryOp::Add, p, q), r);
             let inputs = vec![(s.clone(), d), (s.clone(), d)];
             for to in [DType::I32, DType::U32] {
-                let k = ew(
-                    Expr::Cast(to, Box::new(e.clone())),
-                    inputs.clone(),
-                    s.clone(),
-                    to,
-                );
+                let k = ew(Expr::cast(to, e.clone()), inputs.clone(), s.clone(), to);
                 let Kernel::Elementwise(ek) = &k else {
                     unreachable!()
                 };

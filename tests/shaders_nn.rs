@@ -148,21 +148,17 @@ fn nn_kernels_validate() {
         groups: 2,
         out: out.clone(),
         epilogue: Some(Epilogue {
-            expr: Expr::Select(
-                Box::new(Expr::Input(4)),
-                Box::new(Expr::Unary(
+            expr: Expr::select(
+                Expr::input(4),
+                Expr::unary(
                     UnaryOp::Relu,
-                    Box::new(Expr::Binary(
+                    Expr::binary(
                         BinaryOp::Add,
-                        Box::new(Expr::Binary(
-                            BinaryOp::Mul,
-                            Box::new(Expr::Input(0)),
-                            Box::new(Expr::Input(2)),
-                        )),
-                        Box::new(Expr::Input(1)),
-                    )),
-                )),
-                Box::new(Expr::Input(3)),
+                        Expr::binary(BinaryOp::Mul, Expr::input(0), Expr::input(2)),
+                        Expr::input(1),
+                    ),
+                ),
+                Expr::input(3),
             ),
             extra: vec![
                 (Shape::new(vec![6, 1, 1]), DType::F32),

@@ -1,6 +1,7 @@
 //! Fusion: elementwise producers with a single consumer are inlined into that consumer's
-//! expression tree, and one-element constants become literals, so a chain or tree of
-//! elementwise ops runs as one kernel with no intermediate buffers.
+//! expression (a DAG: a value used twice is computed once), and one-element constants become
+//! literals, so a chain or tree of elementwise ops runs as one kernel with no intermediate
+//! buffers.
 //!
 //! Rule: a producer is inlined when its value is not fetched, is not read through a view, sits
 //! on the same device as its consumer, and either has exactly one consumer step (no work is
@@ -20,10 +21,10 @@
 
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::ops::elementwise::InputView;
-use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Prologue};
+use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Node, Prologue};
 use crate::Shape;
 use crate::{DType, HostTensor};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The most ops an elementwise kernel with several consumers may have and still be
 /// recomputed in each of them.
@@ -131,15 +132,34 @@ fn pinned(plan: &Plan) -> HashSet<ValueId> {
 
 /// Drop steps whose output nothing reads any more (producers every consumer recomputed).
 fn drop_unused(mut plan: Plan) -> Plan {
-    loop {
-        let (_, consumers) = usage(&plan);
-        let before = plan.steps.len();
-        plan.steps
-            .retain(|s| consumers.get(&s.output).copied().unwrap_or(0) > 0);
-        if plan.steps.len() == before {
-            return plan;
+    // A worklist, not repeated sweeps: dropping a step can orphan its producers in turn, and
+    // a sweep per level would be quadratic in a long chain of them.
+    let (producer, mut consumers) = usage(&plan);
+    let mut dead = vec![false; plan.steps.len()];
+    let mut work: Vec<usize> = (0..plan.steps.len())
+        .filter(|&i| consumers.get(&plan.steps[i].output).copied().unwrap_or(0) == 0)
+        .collect();
+    while let Some(i) = work.pop() {
+        if std::mem::replace(&mut dead[i], true) {
+            continue;
+        }
+        let mut ins = plan.steps[i].inputs();
+        ins.sort_unstable();
+        ins.dedup();
+        for v in ins {
+            let Some(c) = consumers.get_mut(&v) else {
+                continue;
+            };
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                if let Some(&p) = producer.get(&v) {
+                    work.push(p);
+                }
+            }
         }
     }
+    drop_dead(&mut plan, &dead);
+    plan
 }
 
 /// Which step produces each value, and how many consumers each value has (a fetch or a view
@@ -177,6 +197,7 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
     let pinned = pinned(&plan);
 
     let mut dead = vec![false; plan.steps.len()];
+    let mut work: Vec<Option<Work>> = vec![None; plan.steps.len()];
     for c in 0..plan.steps.len() {
         let device = plan.steps[c].device;
         let max_bindings = max_bindings(target, device);
@@ -187,30 +208,21 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
         else {
             continue;
         };
-        // Compacted first, so each value is one input and inlining replaces every use of it.
-        let srcs: Vec<Src> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| (v, viewed(k, i)))
-            .collect();
-        let (mut expr, mut ins) = compact(&k.expr, &srcs);
-        let mut nodes = Vec::new();
+        let out = plan.steps[c].output;
+        let mut w = Work::new(k, inputs, (c, out), plan.steps[c].nodes.clone());
         // Inline producers until nothing changes; each pass looks at the current inputs.
         loop {
             let mut changed = false;
-            for j in 0..ins.len() {
-                let v = ins[j].0;
-                let has_view = ins[j].1.is_some();
+            let ids: Vec<usize> = w.ins.keys().copied().collect();
+            for j in ids {
+                let Some((src, _)) = w.ins.get(&j).cloned() else {
+                    continue;
+                };
+                let v = src.0;
+                let has_view = src.1.is_some();
                 if let Source::Constant(t) = &plan.values[v].source {
                     if t.len() == 1 {
-                        let lit = Expr::Lit(t.dtype(), t.words()[0]);
-                        expr = expr.substitute(&mut |i| {
-                            if i == j {
-                                lit.clone()
-                            } else {
-                                Expr::Input(i)
-                            }
-                        });
+                        w.replace_input(j, Node::Lit(t.dtype(), t.words()[0]));
                         changed = true;
                         break;
                     }
@@ -243,19 +255,20 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                     )),
                     _ => None,
                 };
-                if let Some((src, view)) = window {
+                if let Some((from, view)) = window {
                     if !has_view
                         && !dead[p]
                         && plan.steps[p].device == device
                         && !pinned.contains(&v)
                     {
-                        ins[j] = (src, Some((view, plan.values[v].shape.clone())));
+                        w.rebind(j, (from, Some((view, plan.values[v].shape.clone()))));
                         if single {
                             dead[p] = true;
                         } else {
-                            *consumers.entry(src).or_default() += 1;
+                            *consumers.entry(from).or_default() += 1;
                         }
-                        nodes.extend(plan.steps[p].nodes.iter().cloned());
+                        w.names
+                            .extend(plan.steps[p].nodes.iter().map(|n| (p, n.clone())));
                         changed = true;
                         break;
                     }
@@ -264,53 +277,49 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                 if dead[p] || (!single && !shared.contains(&v)) || plan.steps[p].device != device {
                     continue;
                 }
-                let StepKind::Dispatch {
-                    kernel: Kernel::Elementwise(pk),
-                    inputs: pins,
-                } = &plan.steps[p].kind
-                else {
-                    continue;
-                };
-                if !single && !cheap(pk) {
+                let Some(pw) = work[p].as_ref() else { continue };
+                if !single && !pw.cheap(&plan) {
                     continue;
                 }
-                let base = ins.len();
-                let inner = pk.expr.substitute(&mut |i| Expr::Input(base + i));
-                let candidate = expr.substitute(&mut |i| {
-                    if i == j {
-                        inner.clone()
-                    } else {
-                        Expr::Input(i)
-                    }
-                });
-                let mut cand_ins = ins.clone();
-                cand_ins.extend(pins.iter().enumerate().map(|(i, &u)| (u, viewed(pk, i))));
-                let (candidate, cand_ins) = compact(&candidate, &cand_ins);
-                if cand_ins.len() + 1 > max_bindings {
+                if w.bindings_after(j, pw) + 1 > max_bindings {
                     continue;
                 }
-                expr = candidate;
-                ins = cand_ins;
-                if single {
+                let pw = if single {
                     dead[p] = true;
+                    work[p].take()
                 } else {
                     // The consumer now reads the producer's inputs too.
-                    for u in pins {
-                        *consumers.entry(*u).or_default() += 1;
+                    for (src, _) in pw.ins.values() {
+                        *consumers.entry(src.0).or_default() += 1;
                     }
+                    work[p].clone()
+                };
+                if let Some(pw) = pw {
+                    w = w.inline(j, pw);
                 }
-                nodes.extend(plan.steps[p].nodes.iter().cloned());
                 changed = true;
                 break;
             }
             if !changed {
                 break;
             }
-            let (e, i) = compact(&expr, &ins);
-            expr = e;
-            ins = i;
         }
-        let (expr, srcs) = compact(&expr, &ins);
+        work[c] = Some(w);
+    }
+    for (c, w) in work.into_iter().enumerate() {
+        let Some(w) = w else { continue };
+        if dead[c] {
+            continue;
+        }
+        let StepKind::Dispatch {
+            kernel: Kernel::Elementwise(k),
+            ..
+        } = &plan.steps[c].kind
+        else {
+            continue;
+        };
+        let (out_shape, out_dtype) = (k.out_shape.clone(), k.out_dtype);
+        let (expr, srcs, mut names) = w.finish();
         let ins: Vec<ValueId> = srcs.iter().map(|s| s.0).collect();
         let kernel = ElementwiseKernel {
             expr,
@@ -324,16 +333,17 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
                     (shape, plan.values[*v].dtype)
                 })
                 .collect(),
-            out_shape: k.out_shape.clone(),
-            out_dtype: k.out_dtype,
+            out_shape,
+            out_dtype,
             views: srcs
                 .iter()
                 .map(|s| s.1.as_ref().map(|(w, _)| w.clone()))
                 .collect(),
         };
+        // Producers before consumers, as the graph computes them.
+        names.sort_by_key(|(step, _)| *step);
         let step = &mut plan.steps[c];
-        nodes.append(&mut step.nodes);
-        step.nodes = nodes;
+        step.nodes = names.into_iter().map(|(_, n)| n).collect();
         step.kind = StepKind::Dispatch {
             kernel: Kernel::Elementwise(kernel),
             inputs: ins,
@@ -341,6 +351,211 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
     }
     drop_dead(&mut plan, &dead);
     plan
+}
+
+/// "Itself" in [`Work::fwd`].
+const NO_FWD: usize = usize::MAX;
+
+/// An elementwise kernel being fused: an arena of expression nodes in which an input's node,
+/// once the input is inlined, is forwarded to the inlined expression's result. Inlining then
+/// appends the smaller of the two arenas to the larger and rewrites nothing, so fusing a
+/// chain of n ops costs O(n log n), not O(n²).
+#[derive(Debug, Clone)]
+struct Work {
+    nodes: Vec<Node>,
+    /// The node each node stands for once forwarded ([`NO_FWD`]: itself).
+    fwd: Vec<usize>,
+    root: usize,
+    /// Live inputs by id (the `Node::Input` index in the arena): source and reading node.
+    ins: BTreeMap<usize, (Src, usize)>,
+    by_src: HashMap<Src, usize>,
+    next_id: usize,
+    /// Operations in the arena (a shared node counts once).
+    ops: usize,
+    /// The graph nodes computed, with the step each came from (for ordering).
+    names: Vec<(usize, String)>,
+    /// The value this kernel writes.
+    out: ValueId,
+}
+
+impl Work {
+    fn new(
+        k: &ElementwiseKernel,
+        inputs: &[ValueId],
+        step: (usize, ValueId),
+        names: Vec<String>,
+    ) -> Work {
+        let mut w = Work {
+            nodes: k.expr.nodes().to_vec(),
+            fwd: vec![NO_FWD; k.expr.nodes().len()],
+            root: k.expr.root(),
+            ins: BTreeMap::new(),
+            by_src: HashMap::new(),
+            next_id: 0,
+            ops: k.expr.op_count(),
+            names: names.into_iter().map(|n| (step.0, n)).collect(),
+            out: step.1,
+        };
+        for a in 0..w.nodes.len() {
+            if let Node::Input(i) = w.nodes[a] {
+                w.add_input(a, (inputs[i], viewed(k, i)));
+            }
+        }
+        w
+    }
+
+    /// Make arena node `a` read `src`, sharing an existing input of the same source.
+    fn add_input(&mut self, a: usize, src: Src) {
+        if let Some(&id) = self.by_src.get(&src) {
+            self.fwd[a] = self.ins[&id].1;
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.nodes[a] = Node::Input(id);
+        self.by_src.insert(src.clone(), id);
+        self.ins.insert(id, (src, a));
+    }
+
+    /// Drop input `id`, returning its arena node.
+    fn remove_input(&mut self, id: usize) -> Option<usize> {
+        let (src, a) = self.ins.remove(&id)?;
+        self.by_src.remove(&src);
+        Some(a)
+    }
+
+    /// Replace input `id` by a leaf node (a literal).
+    fn replace_input(&mut self, id: usize, leaf: Node) {
+        if let Some(a) = self.remove_input(id) {
+            self.nodes.push(leaf);
+            self.fwd.push(NO_FWD);
+            self.fwd[a] = self.nodes.len() - 1;
+        }
+    }
+
+    /// Read input `id` from another source (a view of the producer's input).
+    fn rebind(&mut self, id: usize, src: Src) {
+        if let Some(a) = self.remove_input(id) {
+            self.add_input(a, src);
+        }
+    }
+
+    /// Storage bindings (inputs) after inlining `p` in place of input `id`.
+    fn bindings_after(&self, id: usize, p: &Work) -> usize {
+        let new = p
+            .ins
+            .values()
+            .filter(|(src, _)| !self.by_src.contains_key(src))
+            .count();
+        self.ins.len() - usize::from(self.ins.contains_key(&id)) + new
+    }
+
+    /// Cheap enough to recompute in each consumer (see the module docs): at most one input
+    /// of the output's size, at most [`RECOMPUTE_MAX_OPS`] operations.
+    fn cheap(&self, plan: &Plan) -> bool {
+        let out = &plan.values[self.out].shape;
+        let full = self
+            .ins
+            .values()
+            .filter(|((v, view), _)| match view {
+                Some((_, apparent)) => apparent == out,
+                None => &plan.values[*v].shape == out,
+            })
+            .count();
+        full <= 1 && self.ops <= RECOMPUTE_MAX_OPS
+    }
+
+    /// Follow forwarding to the node that computes `a`'s value.
+    fn resolve(&self, mut a: usize) -> usize {
+        while self.fwd[a] != NO_FWD {
+            a = self.fwd[a];
+        }
+        a
+    }
+
+    /// This kernel with `p` computed in place of input `id`.
+    fn inline(mut self, id: usize, p: Work) -> Work {
+        let Some(slot) = self.remove_input(id) else {
+            return self;
+        };
+        let (p_root, out) = (p.root, self.out);
+        let self_is_big = self.nodes.len() >= p.nodes.len();
+        let (mut big, small) = if self_is_big { (self, p) } else { (p, self) };
+        let off = big.nodes.len();
+        big.nodes
+            .extend(small.nodes.iter().map(|n| n.map_operands(|o| o + off)));
+        big.fwd.extend(
+            small
+                .fwd
+                .iter()
+                .map(|&f| if f == NO_FWD { NO_FWD } else { f + off }),
+        );
+        for (src, a) in small.ins.into_values() {
+            big.add_input(a + off, src);
+        }
+        big.ops += small.ops;
+        let mut names = small.names;
+        if names.len() > big.names.len() {
+            std::mem::swap(&mut names, &mut big.names);
+        }
+        big.names.append(&mut names);
+        let (slot, p_root, root) = if self_is_big {
+            (slot, p_root + off, big.root)
+        } else {
+            (slot + off, p_root, small.root + off)
+        };
+        big.fwd[slot] = p_root;
+        big.root = root;
+        big.out = out;
+        big
+    }
+
+    /// The finished expression (shared nodes merged, inputs numbered by first use), its
+    /// inputs, and the graph nodes it computes.
+    fn finish(self) -> (Expr, Vec<Src>, Vec<(usize, String)>) {
+        const UNSEEN: usize = usize::MAX;
+        let mut map = vec![UNSEEN; self.nodes.len()];
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut seen: HashMap<Node, usize> = HashMap::new();
+        let mut input_pos: HashMap<usize, usize> = HashMap::new();
+        let mut srcs: Vec<Src> = Vec::new();
+        // Post-order without recursion: chains are as deep as they are long.
+        let mut stack = vec![(self.resolve(self.root), false)];
+        while let Some((a, expanded)) = stack.pop() {
+            if map[a] != UNSEEN {
+                continue;
+            }
+            let node = self.nodes[a];
+            if !expanded {
+                stack.push((a, true));
+                let ops: Vec<usize> = node.operands().collect();
+                for &o in ops.iter().rev() {
+                    let o = self.resolve(o);
+                    if map[o] == UNSEEN {
+                        stack.push((o, false));
+                    }
+                }
+                continue;
+            }
+            let node = match node {
+                Node::Input(id) => {
+                    let pos = *input_pos.entry(id).or_insert_with(|| {
+                        let src = self.ins.get(&id).map(|(s, _)| s.clone());
+                        srcs.push(src.unwrap_or((0, None)));
+                        srcs.len() - 1
+                    });
+                    Node::Input(pos)
+                }
+                other => other.map_operands(|o| map[self.resolve(o)]),
+            };
+            map[a] = *seen.entry(node).or_insert_with(|| {
+                nodes.push(node);
+                nodes.len() - 1
+            });
+        }
+        let expr = Expr::from_nodes(nodes).unwrap_or_else(|| Expr::input(0));
+        (expr, srcs, self.names)
+    }
 }
 
 fn drop_dead(plan: &mut Plan, dead: &[bool]) {
@@ -495,9 +710,9 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                 continue;
             }
             let expr = k.expr.substitute(&mut |i| match i.cmp(&j) {
-                std::cmp::Ordering::Equal => Expr::Input(0),
-                std::cmp::Ordering::Less => Expr::Input(i + 1),
-                std::cmp::Ordering::Greater => Expr::Input(i),
+                std::cmp::Ordering::Equal => Expr::input(0),
+                std::cmp::Ordering::Less => Expr::input(i + 1),
+                std::cmp::Ordering::Greater => Expr::input(i),
             });
             let epilogue = Some(Epilogue {
                 expr,
@@ -547,19 +762,4 @@ type Src = (ValueId, Option<(InputView, Shape)>);
 
 fn viewed(k: &ElementwiseKernel, i: usize) -> Option<(InputView, Shape)> {
     k.view(i).map(|w| (w.clone(), k.inputs[i].0.clone()))
-}
-
-/// Drop unused inputs and merge repeated ones (the same value through the same view),
-/// renumbering `Input`s by first use.
-fn compact<T: PartialEq + Clone>(expr: &Expr, inputs: &[T]) -> (Expr, Vec<T>) {
-    let mut out: Vec<T> = Vec::new();
-    let e = expr.substitute(&mut |i| {
-        let v = &inputs[i];
-        let pos = out.iter().position(|x| x == v).unwrap_or_else(|| {
-            out.push(v.clone());
-            out.len() - 1
-        });
-        Expr::Input(pos)
-    });
-    (e, out)
 }

@@ -155,13 +155,13 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 continue;
             }
             op if op.is_elementwise() => {
-                let args = || (0..inputs.len()).map(|i| Box::new(Expr::Input(i)));
+                let args = || (0..inputs.len()).map(Expr::input);
                 let expr = match op {
-                    Op::Unary(u) => Expr::Unary(*u, Box::new(Expr::Input(0))),
+                    Op::Unary(u) => Expr::unary(*u, Expr::input(0)),
                     Op::Binary(b) => {
                         let mut a = args();
                         match (a.next(), a.next()) {
-                            (Some(x), Some(y)) => Expr::Binary(*b, x, y),
+                            (Some(x), Some(y)) => Expr::binary(*b, x, y),
                             _ => {
                                 return Err(Error::Internal(format!(
                                     "{} needs 2 inputs",
@@ -173,7 +173,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                     Op::Select => {
                         let mut a = args();
                         match (a.next(), a.next(), a.next()) {
-                            (Some(c), Some(x), Some(y)) => Expr::Select(c, x, y),
+                            (Some(c), Some(x), Some(y)) => Expr::select(c, x, y),
                             _ => {
                                 return Err(Error::Internal(format!(
                                     "{} needs 3 inputs",
@@ -182,7 +182,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                             }
                         }
                     }
-                    Op::Cast(d) => Expr::Cast(*d, Box::new(Expr::Input(0))),
+                    Op::Cast(d) => Expr::cast(*d, Expr::input(0)),
                     Op::Custom(c) => c.expr.clone(),
                     _ => return Err(Error::Internal(format!("{} is not elementwise", node.name))),
                 };

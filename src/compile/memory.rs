@@ -161,12 +161,24 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
         let size = |v: ValueId| align(plan.values[v].bytes(), alignment);
         // A value written in place over a dying input shares that input's slot: the pair (or
         // chain) is placed as one item spanning both lifetimes.
-        let group = |mut v: ValueId| {
-            while let Some(&prev) = inplace.get(&v) {
-                v = prev;
+        // Memoized: a chain of n in-place steps would otherwise walk O(n) per value.
+        let mut groups: HashMap<ValueId, ValueId> = HashMap::new();
+        for &v in &roots {
+            let mut path = vec![v];
+            let mut g = v;
+            while let Some(&prev) = inplace.get(&g) {
+                if let Some(&known) = groups.get(&prev) {
+                    g = known;
+                    break;
+                }
+                path.push(prev);
+                g = prev;
             }
-            v
-        };
+            for p in path {
+                groups.insert(p, g);
+            }
+        }
+        let group = |v: ValueId| groups.get(&v).copied().unwrap_or(v);
         let mut spans: BTreeMap<ValueId, (u64, usize, usize)> = BTreeMap::new();
         for &v in &roots {
             let e = spans.entry(group(v)).or_insert((0, usize::MAX, 0));
@@ -184,10 +196,6 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
             })
             .collect();
         let (offsets, peak) = best_assignment(&items);
-        let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // (offset, size, first, last)
-        for it in &items {
-            placed.push((offsets[&it.v], it.size, it.first, it.last));
-        }
         for &v in &roots {
             mp.offsets.insert(v, offsets[&group(v)]);
             mp.lifetimes.insert(v, (first[&v], last[&v]));
@@ -197,14 +205,7 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
             }
         }
         mp.peak_bytes = peak;
-        for t in 0..=n {
-            let live: u64 = placed
-                .iter()
-                .filter(|p| p.2 <= t && t <= p.3)
-                .map(|p| p.1)
-                .sum();
-            mp.lower_bound_bytes = mp.lower_bound_bytes.max(live);
-        }
+        mp.lower_bound_bytes = live_peak(&items);
         if mp.peak_bytes > limits.max_buffer_size {
             return Err(Error::Limit {
                 node: "(arena)".into(),
@@ -253,7 +254,10 @@ fn best_assignment(items: &[Item]) -> (BTreeMap<ValueId, u64>, u64) {
             )
         },
     ];
-    let mut candidates: Vec<Vec<Item>> = orders
+    // Each greedy pass costs the sum over items of the items alive with each, quadratic
+    // when thousands of feeds are alive together; big plans take the first order only.
+    let tried = if items.len() <= 2048 { orders.len() } else { 1 };
+    let mut candidates: Vec<Vec<Item>> = orders[..tried]
         .iter()
         .map(|key| {
             let mut order = items.to_vec();
@@ -289,16 +293,91 @@ fn best_assignment(items: &[Item]) -> (BTreeMap<ValueId, u64>, u64) {
     best.unwrap_or_default()
 }
 
+/// The most bytes alive at one step (a sweep over lifetime ends).
+fn live_peak(items: &[Item]) -> u64 {
+    let mut events: Vec<(usize, i128)> = Vec::with_capacity(2 * items.len());
+    for it in items {
+        events.push((it.first, it.size as i128));
+        events.push((it.last + 1, -(it.size as i128)));
+    }
+    // Ends before starts at the same step: `last` is inclusive, so `last + 1` is free.
+    events.sort_unstable_by_key(|&(t, d)| (t, d));
+    let (mut live, mut peak) = (0i128, 0i128);
+    for (_, d) in events {
+        live += d;
+        peak = peak.max(live);
+    }
+    peak as u64
+}
+
+/// Placed items by lifetime: those alive at a step (a segment tree over steps) and those
+/// starting in a range (a sorted map), so finding the items alive together with a new one
+/// costs its answer, not a scan of everything placed.
+struct Placed {
+    leaves: usize,
+    cover: Vec<Vec<usize>>,
+    by_first: BTreeMap<usize, Vec<usize>>,
+    items: Vec<(u64, Item)>,
+}
+
+impl Placed {
+    fn new(steps: usize) -> Placed {
+        let leaves = (steps + 2).next_power_of_two();
+        Placed {
+            leaves,
+            cover: vec![Vec::new(); 2 * leaves],
+            by_first: BTreeMap::new(),
+            items: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, offset: u64, it: Item) {
+        let k = self.items.len();
+        self.items.push((offset, it));
+        self.by_first.entry(it.first).or_default().push(k);
+        let (mut l, mut r) = (it.first + self.leaves, it.last + 1 + self.leaves);
+        while l < r {
+            if l & 1 == 1 {
+                self.cover[l].push(k);
+                l += 1;
+            }
+            if r & 1 == 1 {
+                r -= 1;
+                self.cover[r].push(k);
+            }
+            l /= 2;
+            r /= 2;
+        }
+    }
+
+    /// `(offset, end)` of every placed item alive during `it`'s lifetime.
+    fn busy(&self, it: &Item) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut node = it.first + self.leaves;
+        while node >= 1 {
+            out.extend(self.cover[node].iter().copied());
+            node /= 2;
+        }
+        let later = (it.last > it.first).then(|| self.by_first.range(it.first + 1..=it.last));
+        for ks in later.into_iter().flatten().map(|(_, ks)| ks) {
+            out.extend(ks.iter().copied());
+        }
+        out.iter()
+            .map(|&k| {
+                let (o, p) = &self.items[k];
+                (*o, o + p.size)
+            })
+            .collect()
+    }
+}
+
 fn greedy(order: &[Item]) -> (BTreeMap<ValueId, u64>, u64) {
-    let mut placed: Vec<(u64, Item)> = Vec::with_capacity(order.len());
+    let steps = order.iter().map(|i| i.last).max().unwrap_or(0);
+    let mut placed = Placed::new(steps);
     let mut offsets = BTreeMap::new();
     let mut peak = 0;
     for &it in order {
-        let mut busy: Vec<(u64, u64)> = placed
-            .iter()
-            .filter(|(_, p)| p.first <= it.last && it.first <= p.last)
-            .map(|(o, p)| (*o, o + p.size))
-            .collect();
+        let mut busy = placed.busy(&it);
         busy.sort_unstable();
         let mut best: Option<(u64, u64)> = None; // (gap size, offset)
         let mut cursor = 0u64;
@@ -312,7 +391,7 @@ fn greedy(order: &[Item]) -> (BTreeMap<ValueId, u64>, u64) {
             cursor = cursor.max(end);
         }
         let offset = best.map(|b| b.1).unwrap_or(cursor);
-        placed.push((offset, it));
+        placed.insert(offset, it);
         offsets.insert(it.v, offset);
         peak = peak.max(offset + it.size);
     }

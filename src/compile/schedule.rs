@@ -5,7 +5,8 @@
 
 use super::{Plan, Source, ValueId};
 use crate::{Error, Result};
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// The dependency structure of a plan's steps.
 struct Deps {
@@ -41,35 +42,6 @@ fn deps(plan: &Plan) -> Deps {
     Deps { deps, users }
 }
 
-/// Kahn's algorithm; among ready steps the one `pick` ranks lowest goes first.
-fn kahn(
-    plan: &Plan,
-    d: &Deps,
-    mut pick: impl FnMut(&[usize], &[bool]) -> usize,
-) -> Result<Vec<usize>> {
-    let n = plan.steps.len();
-    let mut indegree: Vec<usize> = d.deps.iter().map(Vec::len).collect();
-    let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
-    let mut done = vec![false; n];
-    let mut order = Vec::with_capacity(n);
-    while !ready.is_empty() {
-        let k = pick(&ready, &done);
-        let i = ready.swap_remove(k);
-        done[i] = true;
-        order.push(i);
-        for &u in &d.users[i] {
-            indegree[u] -= 1;
-            if indegree[u] == 0 {
-                ready.push(u);
-            }
-        }
-    }
-    if order.len() != n {
-        return Err(Error::Internal("the step graph has a cycle".into()));
-    }
-    Ok(order)
-}
-
 fn reorder(mut plan: Plan, order: &[usize]) -> Plan {
     let mut old: Vec<Option<super::Step>> = plan.steps.drain(..).map(Some).collect();
     plan.steps = order.iter().filter_map(|&i| old[i].take()).collect();
@@ -77,13 +49,25 @@ fn reorder(mut plan: Plan, order: &[usize]) -> Plan {
 }
 
 fn earliest_first(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
-    kahn(plan, d, |ready, _| {
-        ready
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, &r)| r)
-            .map_or(0, |(k, _)| k)
-    })
+    let n = plan.steps.len();
+    let mut indegree: Vec<usize> = d.deps.iter().map(Vec::len).collect();
+    // A heap, not a scan of the ready list: a wide graph has thousands of ready steps.
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &u in &d.users[i] {
+            indegree[u] -= 1;
+            if indegree[u] == 0 {
+                ready.push(Reverse(u));
+            }
+        }
+    }
+    if order.len() != n {
+        return Err(Error::Internal("the step graph has a cycle".into()));
+    }
+    Ok(order)
 }
 
 /// The default order: Kahn's algorithm with ties to the earliest step (graph order).
@@ -156,48 +140,102 @@ fn depth_first(plan: &Plan, d: &Deps, reversed: bool) -> Vec<usize> {
     order
 }
 
+/// Kahn's algorithm where the ready step that frees the most bytes net goes first (ties to
+/// the lower index). A step's score changes only when one of its inputs is down to the reads
+/// that step itself makes, so scores live in a heap and are pushed again just then.
 fn memory_greedy(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
+    let n = plan.steps.len();
     let bytes = |v: ValueId| plan.values[v].bytes() as i64;
-    // Remaining reads of each storage root (fetched roots are never freed).
+    let fetched: HashSet<ValueId> = plan.fetches.iter().map(|&f| plan.root(f)).collect();
+    // Per step, each distinct storage root it reads and how many times.
+    let reads: Vec<Vec<(ValueId, usize)>> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            let mut r: Vec<ValueId> = s.inputs().into_iter().map(|v| plan.root(v)).collect();
+            r.sort_unstable();
+            let mut out: Vec<(ValueId, usize)> = Vec::new();
+            for v in r {
+                match out.last_mut() {
+                    Some((x, c)) if *x == v => *c += 1,
+                    _ => out.push((v, 1)),
+                }
+            }
+            out
+        })
+        .collect();
+    // Remaining reads of each storage root (fetched roots are never freed), and its readers.
     let mut remaining: HashMap<ValueId, usize> = HashMap::new();
-    for s in &plan.steps {
-        for v in s.inputs() {
-            *remaining.entry(plan.root(v)).or_default() += 1;
+    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    // The most reads of each root by one step: below that, no score can change.
+    let mut most: HashMap<ValueId, usize> = HashMap::new();
+    for (i, r) in reads.iter().enumerate() {
+        for &(v, c) in r {
+            *remaining.entry(v).or_default() += c;
+            readers.entry(v).or_default().push(i);
+            let m = most.entry(v).or_default();
+            *m = (*m).max(c);
         }
     }
-    let fetched: Vec<ValueId> = plan.fetches.iter().map(|&f| plan.root(f)).collect();
     let net = |i: usize, remaining: &HashMap<ValueId, usize>| -> i64 {
-        let s = &plan.steps[i];
         let mut freed = 0;
-        let mut seen = Vec::new();
-        for v in s.inputs() {
-            let r = plan.root(v);
-            if seen.contains(&r) {
-                continue;
-            }
-            seen.push(r);
-            let uses = s.inputs().iter().filter(|&&x| plan.root(x) == r).count();
+        for &(r, uses) in &reads[i] {
             let persistent =
                 matches!(plan.values[r].source, Source::Constant(_)) || fetched.contains(&r);
             if !persistent && remaining.get(&r).copied().unwrap_or(0) == uses {
                 freed += bytes(r);
             }
         }
-        bytes(s.output) - freed
+        bytes(plan.steps[i].output) - freed
     };
-    let mut rem = remaining.clone();
-    kahn(plan, d, |ready, _| {
-        let best = ready
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, &i)| (net(i, &rem), i))
-            .map(|(k, _)| k)
-            .unwrap_or(0);
-        for v in plan.steps[ready[best]].inputs() {
-            if let Some(c) = rem.get_mut(&plan.root(v)) {
-                *c = c.saturating_sub(1);
+    let mut indegree: Vec<usize> = d.deps.iter().map(Vec::len).collect();
+    let mut score: Vec<i64> = vec![0; n];
+    let mut is_ready = vec![false; n];
+    let mut done = vec![false; n];
+    let mut heap: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
+    for i in (0..n).filter(|&i| indegree[i] == 0) {
+        score[i] = net(i, &remaining);
+        is_ready[i] = true;
+        heap.push(Reverse((score[i], i)));
+    }
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse((sc, i))) = heap.pop() {
+        if done[i] || sc != score[i] {
+            continue; // stale entry
+        }
+        done[i] = true;
+        order.push(i);
+        for &(r, c) in &reads[i] {
+            let Some(left) = remaining.get_mut(&r) else {
+                continue;
+            };
+            *left = left.saturating_sub(c);
+            let left = *left;
+            // Only readers whose own reads are all that is left change score; there are at
+            // most `left` of them.
+            if left == 0 || left > most.get(&r).copied().unwrap_or(0) {
+                continue;
+            }
+            if let Some(rs) = readers.get(&r) {
+                for &u in rs.iter().filter(|&&u| is_ready[u] && !done[u]) {
+                    if reads[u].iter().any(|&(x, k)| x == r && k == left) {
+                        score[u] = net(u, &remaining);
+                        heap.push(Reverse((score[u], u)));
+                    }
+                }
             }
         }
-        best
-    })
+        for &u in &d.users[i] {
+            indegree[u] -= 1;
+            if indegree[u] == 0 {
+                score[u] = net(u, &remaining);
+                is_ready[u] = true;
+                heap.push(Reverse((score[u], u)));
+            }
+        }
+    }
+    if order.len() != n {
+        return Err(Error::Internal("the step graph has a cycle".into()));
+    }
+    Ok(order)
 }

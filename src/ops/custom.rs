@@ -9,7 +9,7 @@
 //! A raw WGSL kernel is the user's shader, validated by naga when the node is built and run
 //! as-is on a GPU. See [`RawWgsl`] for the binding convention.
 
-use super::elementwise::{BinaryOp, Expr, UnaryOp};
+use super::elementwise::{BinaryOp, Expr, Node, UnaryOp};
 use crate::{DType, Shape};
 use std::cell::RefCell;
 use std::fmt;
@@ -396,7 +396,7 @@ impl ElementwiseFn {
         let root = self.terms.len().checked_sub(1).ok_or("empty trace")?;
         let mut expr = self.typed(root, None, dtypes)?;
         if expr.dtype(dtypes) != sig.ret {
-            expr = Expr::Cast(sig.ret, Box::new(expr));
+            expr = Expr::cast(sig.ret, expr);
         }
         Ok((sig.clone(), expr))
     }
@@ -423,11 +423,11 @@ impl ElementwiseFn {
             Ok((x, y))
         };
         Ok(match *term {
-            Term::Input(k) => Expr::Input(k),
+            Term::Input(k) => Expr::input(k),
             Term::Float(v) => lit_float(v, want.unwrap_or(DType::F32))?,
             Term::Int(v) => lit_int(v, want.unwrap_or(DType::I32))?,
             Term::Bool(v) => match want {
-                None | Some(DType::Bool) => Expr::Lit(DType::Bool, v as u32),
+                None | Some(DType::Bool) => Expr::lit(DType::Bool, v as u32),
                 Some(d) => return Err(format!("literal {v} used where a {d} is expected")),
             },
             Term::Unary(op, a) => {
@@ -436,7 +436,7 @@ impl ElementwiseFn {
                 op.result_dtype(d).map_err(|ok| {
                     format!("{} of {d} is not supported (expects {ok})", op.name())
                 })?;
-                Expr::Unary(op, Box::new(x))
+                Expr::unary(op, x)
             }
             Term::Binary(op, a, b) => {
                 let (x, y) = pair(a, b)?;
@@ -450,7 +450,7 @@ impl ElementwiseFn {
                 op.result_dtype(dx).map_err(|ok| {
                     format!("{} of {dx} is not supported (expects {ok})", op.name())
                 })?;
-                Expr::Binary(op, Box::new(x), Box::new(y))
+                Expr::binary(op, x, y)
             }
             Term::Select(c, a, b) => {
                 let c = self.typed(c, Some(DType::Bool), ins)?;
@@ -468,26 +468,26 @@ impl ElementwiseFn {
                         y.dtype(ins)
                     ));
                 }
-                Expr::Select(Box::new(c), Box::new(x), Box::new(y))
+                Expr::select(c, x, y)
             }
-            Term::Cast(d, a) => Expr::Cast(d, Box::new(self.typed(a, None, ins)?)),
+            Term::Cast(d, a) => Expr::cast(d, self.typed(a, None, ins)?),
         })
     }
 }
 
 fn lit_float(v: f64, d: DType) -> Result<Expr, String> {
     match d {
-        DType::F32 => Ok(Expr::Lit(d, (v as f32).to_bits())),
+        DType::F32 => Ok(Expr::lit(d, (v as f32).to_bits())),
         // Rounded to nearest like an f32 literal; f16 arithmetic computes in f32 anyway.
-        DType::F16 => Ok(Expr::Lit(
+        DType::F16 => Ok(Expr::lit(
             d,
             crate::dtype::f32_to_f16_word((v as f32).to_bits()),
         )),
         DType::I32 if v.fract() == 0.0 && v >= i32::MIN as f64 && v <= i32::MAX as f64 => {
-            Ok(Expr::Lit(d, v as i32 as u32))
+            Ok(Expr::lit(d, v as i32 as u32))
         }
         DType::U32 if v.fract() == 0.0 && v >= 0.0 && v <= u32::MAX as f64 => {
-            Ok(Expr::Lit(d, v as u32))
+            Ok(Expr::lit(d, v as u32))
         }
         _ => Err(format!(
             "literal {v} cannot be {d} without losing its value; write a {d} literal or use .cast()"
@@ -497,13 +497,13 @@ fn lit_float(v: f64, d: DType) -> Result<Expr, String> {
 
 fn lit_int(v: i64, d: DType) -> Result<Expr, String> {
     match d {
-        DType::F32 if v.unsigned_abs() <= 1 << 24 => Ok(Expr::Lit(d, (v as f32).to_bits())),
-        DType::F16 if v.unsigned_abs() <= 1 << 11 => Ok(Expr::Lit(
+        DType::F32 if v.unsigned_abs() <= 1 << 24 => Ok(Expr::lit(d, (v as f32).to_bits())),
+        DType::F16 if v.unsigned_abs() <= 1 << 11 => Ok(Expr::lit(
             d,
             crate::dtype::f32_to_f16_word((v as f32).to_bits()),
         )),
-        DType::I32 if i32::try_from(v).is_ok() => Ok(Expr::Lit(d, v as i32 as u32)),
-        DType::U32 if u32::try_from(v).is_ok() => Ok(Expr::Lit(d, v as u32)),
+        DType::I32 if i32::try_from(v).is_ok() => Ok(Expr::lit(d, v as i32 as u32)),
+        DType::U32 if u32::try_from(v).is_ok() => Ok(Expr::lit(d, v as u32)),
         _ => Err(format!(
             "literal {v} cannot be {d} without losing its value; use .cast()"
         )),
@@ -720,43 +720,44 @@ pub struct RawKernel {
 
 /// Type-check a typed expression over inputs of `ins` dtypes; returns its dtype.
 pub fn check_expr(e: &Expr, ins: &[DType]) -> Result<DType, String> {
-    Ok(match e {
-        Expr::Input(i) => *ins
-            .get(*i)
-            .ok_or_else(|| format!("input {i} is used but there are {} inputs", ins.len()))?,
-        Expr::Lit(d, _) => *d,
-        Expr::Unary(op, a) => {
-            let d = check_expr(a, ins)?;
-            op.result_dtype(d)
-                .map_err(|ok| format!("{} of {d} is not supported (expects {ok})", op.name()))?
-        }
-        Expr::Binary(op, a, b) => {
-            let (x, y) = (check_expr(a, ins)?, check_expr(b, ins)?);
-            if x != y {
-                return Err(format!(
-                    "{} of {x} and {y}: operands must share a dtype",
-                    op.name()
-                ));
+    let mut types: Vec<DType> = Vec::with_capacity(e.nodes().len());
+    for node in e.nodes() {
+        let d = match *node {
+            Node::Input(i) => *ins
+                .get(i)
+                .ok_or_else(|| format!("input {i} is used but there are {} inputs", ins.len()))?,
+            Node::Lit(d, _) => d,
+            Node::Unary(op, a) => {
+                let d = types[a];
+                op.result_dtype(d)
+                    .map_err(|ok| format!("{} of {d} is not supported (expects {ok})", op.name()))?
             }
-            op.result_dtype(x)
-                .map_err(|ok| format!("{} of {x} is not supported (expects {ok})", op.name()))?
-        }
-        Expr::Select(c, a, b) => {
-            let (c, x, y) = (
-                check_expr(c, ins)?,
-                check_expr(a, ins)?,
-                check_expr(b, ins)?,
-            );
-            if c != DType::Bool || x != y {
-                return Err(format!(
-                    "where({c}, {x}, {y}) needs a bool condition and equal branches"
-                ));
+            Node::Binary(op, a, b) => {
+                let (x, y) = (types[a], types[b]);
+                if x != y {
+                    return Err(format!(
+                        "{} of {x} and {y}: operands must share a dtype",
+                        op.name()
+                    ));
+                }
+                op.result_dtype(x)
+                    .map_err(|ok| format!("{} of {x} is not supported (expects {ok})", op.name()))?
             }
-            x
-        }
-        Expr::Cast(d, a) => {
-            check_expr(a, ins)?;
-            *d
-        }
-    })
+            Node::Select(c, a, b) => {
+                let (c, x, y) = (types[c], types[a], types[b]);
+                if c != DType::Bool || x != y {
+                    return Err(format!(
+                        "where({c}, {x}, {y}) needs a bool condition and equal branches"
+                    ));
+                }
+                x
+            }
+            Node::Cast(d, _) => d,
+        };
+        types.push(d);
+    }
+    types
+        .last()
+        .copied()
+        .ok_or_else(|| "empty expression".to_string())
 }

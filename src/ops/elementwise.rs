@@ -1,5 +1,5 @@
-//! Elementwise ops: unary, binary, select and cast, and the `Expr` tree that fusion, codegen
-//! and the CPU backend share. A fused kernel is one `Expr` over indexed inputs, each read with
+//! Elementwise ops: unary, binary, select and cast, and the kernels over the `Expr` DAG that
+//! fusion, codegen and the CPU backend share. A fused kernel is one `Expr` over indexed inputs, each read with
 //! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
 //! producer into its consumer never changes which element an input supplies).
 
@@ -7,6 +7,7 @@ use crate::backend::gpu::codegen::{self, Writer};
 use crate::{DType, Shape};
 
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
+pub use super::expr::{Expr, Node};
 
 /// Unary elementwise primitives.
 ///
@@ -262,93 +263,6 @@ impl BinaryOp {
     }
 }
 
-/// An elementwise expression over a kernel's inputs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Expr {
-    /// Input `i` of the kernel, broadcast to the output shape.
-    Input(usize),
-    /// A literal, stored as its 32-bit word so that it is written bit-exactly.
-    Lit(DType, u32),
-    Unary(UnaryOp, Box<Expr>),
-    Binary(BinaryOp, Box<Expr>, Box<Expr>),
-    /// `where(cond, a, b)`.
-    Select(Box<Expr>, Box<Expr>, Box<Expr>),
-    Cast(DType, Box<Expr>),
-}
-
-impl Expr {
-    /// The dtype this expression produces given the dtypes of the kernel inputs.
-    pub fn dtype(&self, inputs: &[DType]) -> DType {
-        match self {
-            Expr::Input(i) => inputs[*i],
-            Expr::Lit(d, _) => *d,
-            Expr::Unary(op, _) if op.is_predicate() => DType::Bool,
-            Expr::Unary(_, a) => a.dtype(inputs),
-            Expr::Binary(op, _, _) if op.is_comparison() => DType::Bool,
-            Expr::Binary(_, a, _) => a.dtype(inputs),
-            Expr::Select(_, a, _) => a.dtype(inputs),
-            Expr::Cast(d, _) => *d,
-        }
-    }
-
-    /// Number of primitive operations in the tree (used in kernel names and reports).
-    pub fn op_count(&self) -> usize {
-        match self {
-            Expr::Input(_) | Expr::Lit(..) => 0,
-            Expr::Unary(_, a) | Expr::Cast(_, a) => 1 + a.op_count(),
-            Expr::Binary(_, a, b) => 1 + a.op_count() + b.op_count(),
-            Expr::Select(c, a, b) => 1 + c.op_count() + a.op_count() + b.op_count(),
-        }
-    }
-
-    /// Replace every `Input(i)` with `f(i)`.
-    pub fn substitute(&self, f: &mut impl FnMut(usize) -> Expr) -> Expr {
-        match self {
-            Expr::Input(i) => f(*i),
-            Expr::Lit(d, w) => Expr::Lit(*d, *w),
-            Expr::Unary(op, a) => Expr::Unary(*op, Box::new(a.substitute(f))),
-            Expr::Binary(op, a, b) => {
-                Expr::Binary(*op, Box::new(a.substitute(f)), Box::new(b.substitute(f)))
-            }
-            Expr::Select(c, a, b) => Expr::Select(
-                Box::new(c.substitute(f)),
-                Box::new(a.substitute(f)),
-                Box::new(b.substitute(f)),
-            ),
-            Expr::Cast(d, a) => Expr::Cast(*d, Box::new(a.substitute(f))),
-        }
-    }
-
-    /// Short description, e.g. `add(mul(in0, in1), in2)`.
-    pub fn describe(&self) -> String {
-        match self {
-            Expr::Input(i) => format!("in{i}"),
-            Expr::Lit(d, w) => lit_text(*d, *w),
-            Expr::Unary(op, a) => format!("{}({})", op.name(), a.describe()),
-            Expr::Binary(op, a, b) => format!("{}({}, {})", op.name(), a.describe(), b.describe()),
-            Expr::Select(c, a, b) => {
-                format!(
-                    "where({}, {}, {})",
-                    c.describe(),
-                    a.describe(),
-                    b.describe()
-                )
-            }
-            Expr::Cast(d, a) => format!("cast<{d}>({})", a.describe()),
-        }
-    }
-}
-
-fn lit_text(d: DType, w: u32) -> String {
-    match d {
-        DType::F32 => format!("{}", f32::from_bits(w)),
-        DType::F16 => format!("{}", half::f16::from_bits(w as u16)),
-        DType::I32 => format!("{}", w as i32),
-        DType::U32 => format!("{w}"),
-        DType::Bool => format!("{}", w != 0),
-    }
-}
-
 /// A strided window onto an input's buffer: a slice, flip, broadcast or transpose that fusion
 /// folded into its consumer instead of copying. Element `c` of the input's (apparent) shape is
 /// word `offset + Σ c_k · strides[k]` of the bound buffer.
@@ -400,86 +314,114 @@ impl ElementwiseKernel {
 
 impl ElementwiseKernel {
     /// Evaluate on the CPU. `inputs[i]` holds input `i`'s words in row-major order.
+    ///
+    /// Node by node over whole arrays, each freed after its last use: no recursion, so any
+    /// chain length runs on a small stack, and a chain holds two arrays at a time.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let dtypes: Vec<DType> = self.inputs.iter().map(|(_, d)| *d).collect();
-        self.eval(&self.expr, inputs, &dtypes)
-    }
-
-    fn eval(&self, e: &Expr, inputs: &[&[u32]], dtypes: &[DType]) -> Vec<u32> {
+        let nodes = self.expr.nodes();
+        let types = self.expr.dtypes(&dtypes);
         let n = self.out_shape.numel();
-        match e {
-            Expr::Input(i) => {
-                let (shape, _) = &self.inputs[*i];
-                let data = inputs[*i];
-                if let Some(view) = self.view(*i) {
-                    let strides = view.strides_over(shape, &self.out_shape);
-                    let dims = self.out_shape.dims();
-                    return (0..n)
-                        .map(|lin| {
-                            let (mut rem, mut at) = (lin, view.offset);
-                            for k in (0..dims.len()).rev() {
-                                at += (rem % dims[k]) as i64 * strides[k];
-                                rem /= dims[k];
-                            }
-                            data[at as usize]
-                        })
-                        .collect();
-                }
-                if shape == &self.out_shape {
-                    return data.to_vec();
-                }
-                let strides = shape.broadcast_strides(&self.out_shape);
-                let dims = self.out_shape.dims();
-                let mut out = Vec::with_capacity(n);
-                let mut coord = vec![0usize; dims.len()];
-                for _ in 0..n {
-                    let off: usize = coord.iter().zip(&strides).map(|(c, s)| c * s).sum();
-                    out.push(data[off]);
-                    for ax in (0..dims.len()).rev() {
-                        coord[ax] += 1;
-                        if coord[ax] < dims[ax] {
-                            break;
-                        }
-                        coord[ax] = 0;
-                    }
-                }
-                out
-            }
-            Expr::Lit(_, w) => vec![*w; n],
-            Expr::Unary(op, a) => {
-                let d = a.dtype(dtypes);
-                let mut v = self.eval(a, inputs, dtypes);
-                for w in &mut v {
-                    *w = unary_cpu(*op, d, *w);
-                }
-                v
-            }
-            Expr::Binary(op, a, b) => {
-                let d = a.dtype(dtypes);
-                let va = self.eval(a, inputs, dtypes);
-                let vb = self.eval(b, inputs, dtypes);
-                va.iter()
-                    .zip(&vb)
-                    .map(|(&x, &y)| binary_cpu(*op, d, x, y))
-                    .collect()
-            }
-            Expr::Select(c, a, b) => {
-                let vc = self.eval(c, inputs, dtypes);
-                let va = self.eval(a, inputs, dtypes);
-                let vb = self.eval(b, inputs, dtypes);
-                (0..n)
-                    .map(|i| if vc[i] != 0 { va[i] } else { vb[i] })
-                    .collect()
-            }
-            Expr::Cast(to, a) => {
-                let from = a.dtype(dtypes);
-                let mut v = self.eval(a, inputs, dtypes);
-                for w in &mut v {
-                    *w = cast_cpu(from, *to, *w);
-                }
-                v
+        let mut last = vec![0; nodes.len()];
+        for (k, node) in nodes.iter().enumerate() {
+            for o in node.operands() {
+                last[o] = k;
             }
         }
+        let mut vals: Vec<Vec<u32>> = Vec::with_capacity(nodes.len());
+        for (k, node) in nodes.iter().enumerate() {
+            // An operand whose last use is here gives its array to the result.
+            let own = |o: usize, vals: &mut Vec<Vec<u32>>| {
+                if last[o] == k && node.operands().filter(|&x| x == o).count() == 1 {
+                    std::mem::take(&mut vals[o])
+                } else {
+                    vals[o].clone()
+                }
+            };
+            let v = match *node {
+                Node::Input(i) => self.load_cpu(i, inputs[i]),
+                Node::Lit(_, w) => vec![w; n],
+                Node::Unary(op, a) => {
+                    let d = types[a];
+                    let mut v = own(a, &mut vals);
+                    for w in &mut v {
+                        *w = unary_cpu(op, d, *w);
+                    }
+                    v
+                }
+                Node::Cast(to, a) => {
+                    let from = types[a];
+                    let mut v = own(a, &mut vals);
+                    for w in &mut v {
+                        *w = cast_cpu(from, to, *w);
+                    }
+                    v
+                }
+                Node::Binary(op, a, b) => {
+                    let d = types[a];
+                    let mut v = own(a, &mut vals);
+                    for (x, &y) in v.iter_mut().zip(&vals[b]) {
+                        *x = binary_cpu(op, d, *x, y);
+                    }
+                    v
+                }
+                Node::Select(c, a, b) => (0..n)
+                    .map(|i| {
+                        if vals[c][i] != 0 {
+                            vals[a][i]
+                        } else {
+                            vals[b][i]
+                        }
+                    })
+                    .collect(),
+            };
+            for o in node.operands() {
+                if last[o] == k {
+                    vals[o] = Vec::new();
+                }
+            }
+            vals.push(v);
+        }
+        vals.pop().unwrap_or_default()
+    }
+
+    /// Input `i`'s words at every output index (through its view or broadcast).
+    fn load_cpu(&self, i: usize, data: &[u32]) -> Vec<u32> {
+        let n = self.out_shape.numel();
+        let (shape, _) = &self.inputs[i];
+        if let Some(view) = self.view(i) {
+            let strides = view.strides_over(shape, &self.out_shape);
+            let dims = self.out_shape.dims();
+            return (0..n)
+                .map(|lin| {
+                    let (mut rem, mut at) = (lin, view.offset);
+                    for k in (0..dims.len()).rev() {
+                        at += (rem % dims[k]) as i64 * strides[k];
+                        rem /= dims[k];
+                    }
+                    data[at as usize]
+                })
+                .collect();
+        }
+        if shape == &self.out_shape {
+            return data.to_vec();
+        }
+        let strides = shape.broadcast_strides(&self.out_shape);
+        let dims = self.out_shape.dims();
+        let mut out = Vec::with_capacity(n);
+        let mut coord = vec![0usize; dims.len()];
+        for _ in 0..n {
+            let off: usize = coord.iter().zip(&strides).map(|(c, s)| c * s).sum();
+            out.push(data[off]);
+            for ax in (0..dims.len()).rev() {
+                coord[ax] += 1;
+                if coord[ax] < dims[ax] {
+                    break;
+                }
+                coord[ax] = 0;
+            }
+        }
+        out
     }
 }
 
@@ -522,17 +464,7 @@ impl ElementwiseKernel {
         codegen::storage_binding_vec(&mut bindings, self.inputs.len(), "out", self.out_dtype, vec);
 
         // The expression is one function of scalars, applied once per element.
-        let params: Vec<String> = dtypes
-            .iter()
-            .enumerate()
-            .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
-            .collect();
-        let func = format!(
-            "fn wgf_expr({}) -> {} {{\n    return {};\n}}",
-            params.join(", "),
-            self.out_dtype.wgsl(),
-            expr_wgsl(&self.expr, &dtypes)
-        );
+        let func = expr_fn_wgsl("wgf_expr", &self.expr, &dtypes, self.out_dtype);
 
         let mut body = Writer::new();
         body.indent(1);
@@ -614,133 +546,158 @@ impl ElementwiseKernel {
     }
 }
 
-/// WGSL text of an expression whose inputs are bound to `x0, x1, ...`. f16 values are f32
-/// in WGSL: every op that yields f16 is rounded to f16, exactly as `unary_cpu` & co. do.
-pub fn expr_wgsl(e: &Expr, dtypes: &[DType]) -> String {
-    let text = expr_wgsl_unrounded(e, dtypes);
-    let rounds = match e {
-        Expr::Unary(..) | Expr::Binary(..) => true,
-        Expr::Cast(_, a) => a.dtype(dtypes) != DType::F16,
-        Expr::Input(_) | Expr::Lit(..) | Expr::Select(..) => false,
-    };
-    if rounds && e.dtype(dtypes) == DType::F16 {
-        format!("wgf_round_f16({text})")
-    } else {
-        text
+/// `fn NAME(x0: .., x1: ..) -> RET` computing `e` over parameters of `dtypes`, one `let` per
+/// operation: WGSL front ends limit how deeply expressions nest (naga stops near 200), and a
+/// node used twice is computed once. f16 values are f32 in WGSL: every op that yields f16 is
+/// rounded to f16, exactly as `unary_cpu` & co. do.
+pub fn expr_fn_wgsl(name: &str, e: &Expr, dtypes: &[DType], ret: DType) -> String {
+    let params: Vec<String> = dtypes
+        .iter()
+        .enumerate()
+        .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
+        .collect();
+    let mut w = Writer::new();
+    w.line(&format!(
+        "fn {name}({}) -> {} {{",
+        params.join(", "),
+        ret.wgsl()
+    ));
+    w.indent(1);
+    let types = e.dtypes(dtypes);
+    let mut names: Vec<String> = Vec::with_capacity(e.nodes().len());
+    for (k, node) in e.nodes().iter().enumerate() {
+        let text = node_wgsl(node, &names, &types);
+        let rounds = match *node {
+            Node::Unary(..) | Node::Binary(..) => true,
+            Node::Cast(_, a) => types[a] != DType::F16,
+            Node::Input(_) | Node::Lit(..) | Node::Select(..) => false,
+        };
+        let text = if rounds && types[k] == DType::F16 {
+            format!("wgf_round_f16({text})")
+        } else {
+            text
+        };
+        if node.is_op() {
+            w.line(&format!("let t{k} = {text};"));
+            names.push(format!("t{k}"));
+        } else {
+            names.push(text);
+        }
+    }
+    w.line(&format!("return {};", names[e.root()]));
+    w.indent(0);
+    w.line("}");
+    w.finish()
+}
+
+/// One node's WGSL over its operands' names (`Input`s are `xI`, literals their text).
+fn node_wgsl(node: &Node, names: &[String], types: &[DType]) -> String {
+    match *node {
+        Node::Input(i) => format!("x{i}"),
+        Node::Lit(d, w) => codegen::literal(d, w),
+        Node::Unary(op, a) => unary_wgsl(op, &names[a], types[a].compute()),
+        Node::Binary(op, a, b) => binary_wgsl(op, &names[a], &names[b], types[a].compute()),
+        Node::Select(c, a, b) => format!("select({}, {}, {})", names[b], names[a], names[c]),
+        Node::Cast(to, a) => cast_wgsl(&names[a], types[a].compute(), to.compute()),
     }
 }
 
-fn expr_wgsl_unrounded(e: &Expr, dtypes: &[DType]) -> String {
-    match e {
-        Expr::Input(i) => format!("x{i}"),
-        Expr::Lit(d, w) => codegen::literal(*d, *w),
-        Expr::Unary(op, a) => {
-            let d = a.dtype(dtypes).compute();
-            let x = expr_wgsl(a, dtypes);
-            let zero = codegen::literal(d, 0);
-            match op {
-                UnaryOp::Neg => format!("(-{x})"),
-                UnaryOp::Abs if d == DType::U32 => x,
-                UnaryOp::Abs => format!("abs({x})"),
-                UnaryOp::Exp => format!("exp({x})"),
-                UnaryOp::Log => format!("wgf_log({x})"),
-                UnaryOp::Sqrt => format!("sqrt({x})"),
-                // Not the builtin: see wgf_tanh in the prelude (small |x|, overflow, NaN).
-                UnaryOp::Tanh => format!("wgf_tanh({x})"),
-                UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-{x})))"),
-                UnaryOp::Relu if d == DType::U32 => x,
-                UnaryOp::Relu if d == DType::F32 => format!("wgf_relu({x})"),
-                UnaryOp::Relu => format!("max({x}, {zero})"),
-                UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round if d != DType::F32 => x,
-                UnaryOp::Floor => format!("floor({x})"),
-                UnaryOp::Ceil => format!("ceil({x})"),
-                // WGSL's round is specified as ties-to-even.
-                UnaryOp::Round => format!("round({x})"),
-                UnaryOp::Sign if d == DType::F32 => format!("wgf_sign({x})"),
-                UnaryOp::Sign if d == DType::U32 => format!("select(0u, 1u, {x} != 0u)"),
-                UnaryOp::Sign => format!("select(select(0, -1, {x} < 0), 1, {x} > 0)"),
-                UnaryOp::Reciprocal => format!("(1.0 / {x})"),
-                // Not inverseSqrt: its result at 0 and its precision are left to the driver.
-                UnaryOp::Rsqrt => format!("(1.0 / sqrt({x}))"),
-                UnaryOp::Log1p => format!("wgf_log1p({x})"),
-                UnaryOp::Expm1 => format!("wgf_expm1({x})"),
-                UnaryOp::Sin => format!("sin({x})"),
-                UnaryOp::Cos => format!("cos({x})"),
-                UnaryOp::Erf => format!("wgf_erf({x})"),
-                UnaryOp::Softplus => format!("wgf_softplus({x})"),
-                UnaryOp::IsNan if d == DType::F32 => format!("wgf_isnan({x})"),
-                UnaryOp::IsInf if d == DType::F32 => format!("wgf_isinf({x})"),
-                UnaryOp::IsFinite if d == DType::F32 => format!("wgf_isfinite({x})"),
-                UnaryOp::IsNan | UnaryOp::IsInf => "false".to_string(),
-                UnaryOp::IsFinite => "true".to_string(),
-                UnaryOp::LogicalNot => format!("(!{x})"),
-            }
-        }
-        Expr::Binary(op, a, b) => {
-            let d = a.dtype(dtypes).compute();
-            let (x, y) = (expr_wgsl(a, dtypes), expr_wgsl(b, dtypes));
-            match op {
-                BinaryOp::Add => format!("({x} + {y})"),
-                BinaryOp::Sub => format!("({x} - {y})"),
-                BinaryOp::Mul => format!("({x} * {y})"),
-                BinaryOp::Div if d == DType::I32 => format!("wgf_div_i32({x}, {y})"),
-                BinaryOp::Div if d == DType::U32 => format!("wgf_div_u32({x}, {y})"),
-                BinaryOp::Div => format!("({x} / {y})"),
-                BinaryOp::Maximum if d.is_float() => format!("wgf_max({x}, {y})"),
-                BinaryOp::Minimum if d.is_float() => format!("wgf_min({x}, {y})"),
-                BinaryOp::Maximum => format!("max({x}, {y})"),
-                BinaryOp::Minimum => format!("min({x}, {y})"),
-                BinaryOp::Pow if d == DType::I32 => format!("wgf_pow_i32({x}, {y})"),
-                BinaryOp::Pow if d == DType::U32 => format!("wgf_pow_u32({x}, {y})"),
-                // Not the builtin: see wgf_pow_f32 (negative bases, NaN, zeros, x*x).
-                BinaryOp::Pow => format!("wgf_pow_f32({x}, {y})"),
-                BinaryOp::Equal => format!("({x} == {y})"),
-                BinaryOp::Less => format!("({x} < {y})"),
-                BinaryOp::Greater => format!("({x} > {y})"),
-                BinaryOp::NotEqual if d == DType::F32 => format!("wgf_ne({x}, {y})"),
-                BinaryOp::LessEqual if d == DType::F32 => format!("wgf_le({x}, {y})"),
-                BinaryOp::GreaterEqual if d == DType::F32 => format!("wgf_ge({x}, {y})"),
-                BinaryOp::NotEqual | BinaryOp::LogicalXor => format!("({x} != {y})"),
-                BinaryOp::LessEqual => format!("({x} <= {y})"),
-                BinaryOp::GreaterEqual => format!("({x} >= {y})"),
-                // Non-short-circuit forms: both operands are plain values.
-                BinaryOp::LogicalAnd => format!("({x} & {y})"),
-                BinaryOp::LogicalOr => format!("({x} | {y})"),
-                BinaryOp::FloorDiv if d == DType::I32 => format!("wgf_floordiv_i32({x}, {y})"),
-                BinaryOp::FloorDiv if d == DType::U32 => format!("wgf_floordiv_u32({x}, {y})"),
-                BinaryOp::FloorDiv => format!("wgf_divmod_f32({x}, {y}).x"),
-                BinaryOp::Remainder if d == DType::I32 => format!("wgf_rem_i32({x}, {y})"),
-                BinaryOp::Remainder if d == DType::U32 => format!("wgf_rem_u32({x}, {y})"),
-                BinaryOp::Remainder => format!("wgf_divmod_f32({x}, {y}).y"),
-            }
-        }
-        Expr::Select(c, a, b) => format!(
-            "select({}, {}, {})",
-            expr_wgsl(b, dtypes),
-            expr_wgsl(a, dtypes),
-            expr_wgsl(c, dtypes)
+fn unary_wgsl(op: UnaryOp, x: &str, d: DType) -> String {
+    let zero = codegen::literal(d, 0);
+    let x = x.to_string();
+    match op {
+        UnaryOp::Neg => format!("(-{x})"),
+        UnaryOp::Abs if d == DType::U32 => x,
+        UnaryOp::Abs => format!("abs({x})"),
+        UnaryOp::Exp => format!("exp({x})"),
+        UnaryOp::Log => format!("wgf_log({x})"),
+        UnaryOp::Sqrt => format!("sqrt({x})"),
+        // Not the builtin: see wgf_tanh in the prelude (small |x|, overflow, NaN).
+        UnaryOp::Tanh => format!("wgf_tanh({x})"),
+        UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-{x})))"),
+        UnaryOp::Relu if d == DType::U32 => x,
+        UnaryOp::Relu if d == DType::F32 => format!("wgf_relu({x})"),
+        UnaryOp::Relu => format!("max({x}, {zero})"),
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round if d != DType::F32 => x,
+        UnaryOp::Floor => format!("floor({x})"),
+        UnaryOp::Ceil => format!("ceil({x})"),
+        // WGSL's round is specified as ties-to-even.
+        UnaryOp::Round => format!("round({x})"),
+        UnaryOp::Sign if d == DType::F32 => format!("wgf_sign({x})"),
+        UnaryOp::Sign if d == DType::U32 => format!("select(0u, 1u, {x} != 0u)"),
+        UnaryOp::Sign => format!("select(select(0, -1, {x} < 0), 1, {x} > 0)"),
+        UnaryOp::Reciprocal => format!("(1.0 / {x})"),
+        // Not inverseSqrt: its result at 0 and its precision are left to the driver.
+        UnaryOp::Rsqrt => format!("(1.0 / sqrt({x}))"),
+        UnaryOp::Log1p => format!("wgf_log1p({x})"),
+        UnaryOp::Expm1 => format!("wgf_expm1({x})"),
+        UnaryOp::Sin => format!("sin({x})"),
+        UnaryOp::Cos => format!("cos({x})"),
+        UnaryOp::Erf => format!("wgf_erf({x})"),
+        UnaryOp::Softplus => format!("wgf_softplus({x})"),
+        UnaryOp::IsNan if d == DType::F32 => format!("wgf_isnan({x})"),
+        UnaryOp::IsInf if d == DType::F32 => format!("wgf_isinf({x})"),
+        UnaryOp::IsFinite if d == DType::F32 => format!("wgf_isfinite({x})"),
+        UnaryOp::IsNan | UnaryOp::IsInf => "false".to_string(),
+        UnaryOp::IsFinite => "true".to_string(),
+        UnaryOp::LogicalNot => format!("(!{x})"),
+    }
+}
+
+fn binary_wgsl(op: BinaryOp, x: &str, y: &str, d: DType) -> String {
+    match op {
+        BinaryOp::Add => format!("({x} + {y})"),
+        BinaryOp::Sub => format!("({x} - {y})"),
+        BinaryOp::Mul => format!("({x} * {y})"),
+        BinaryOp::Div if d == DType::I32 => format!("wgf_div_i32({x}, {y})"),
+        BinaryOp::Div if d == DType::U32 => format!("wgf_div_u32({x}, {y})"),
+        BinaryOp::Div => format!("({x} / {y})"),
+        BinaryOp::Maximum if d.is_float() => format!("wgf_max({x}, {y})"),
+        BinaryOp::Minimum if d.is_float() => format!("wgf_min({x}, {y})"),
+        BinaryOp::Maximum => format!("max({x}, {y})"),
+        BinaryOp::Minimum => format!("min({x}, {y})"),
+        BinaryOp::Pow if d == DType::I32 => format!("wgf_pow_i32({x}, {y})"),
+        BinaryOp::Pow if d == DType::U32 => format!("wgf_pow_u32({x}, {y})"),
+        // Not the builtin: see wgf_pow_f32 (negative bases, NaN, zeros, x*x).
+        BinaryOp::Pow => format!("wgf_pow_f32({x}, {y})"),
+        BinaryOp::Equal => format!("({x} == {y})"),
+        BinaryOp::Less => format!("({x} < {y})"),
+        BinaryOp::Greater => format!("({x} > {y})"),
+        BinaryOp::NotEqual if d == DType::F32 => format!("wgf_ne({x}, {y})"),
+        BinaryOp::LessEqual if d == DType::F32 => format!("wgf_le({x}, {y})"),
+        BinaryOp::GreaterEqual if d == DType::F32 => format!("wgf_ge({x}, {y})"),
+        BinaryOp::NotEqual | BinaryOp::LogicalXor => format!("({x} != {y})"),
+        BinaryOp::LessEqual => format!("({x} <= {y})"),
+        BinaryOp::GreaterEqual => format!("({x} >= {y})"),
+        // Non-short-circuit forms: both operands are plain values.
+        BinaryOp::LogicalAnd => format!("({x} & {y})"),
+        BinaryOp::LogicalOr => format!("({x} | {y})"),
+        BinaryOp::FloorDiv if d == DType::I32 => format!("wgf_floordiv_i32({x}, {y})"),
+        BinaryOp::FloorDiv if d == DType::U32 => format!("wgf_floordiv_u32({x}, {y})"),
+        BinaryOp::FloorDiv => format!("wgf_divmod_f32({x}, {y}).x"),
+        BinaryOp::Remainder if d == DType::I32 => format!("wgf_rem_i32({x}, {y})"),
+        BinaryOp::Remainder if d == DType::U32 => format!("wgf_rem_u32({x}, {y})"),
+        BinaryOp::Remainder => format!("wgf_divmod_f32({x}, {y}).y"),
+    }
+}
+
+fn cast_wgsl(x: &str, from: DType, to: DType) -> String {
+    let to = &to;
+    match (from, *to) {
+        (f, t) if f == t => x.to_string(),
+        // NaN is truthy; drivers may fold `NaN != 0.0` to false, so test the bits.
+        (DType::F32, DType::Bool) => format!("(({x} != 0.0) || wgf_isnan({x}))"),
+        (_, DType::Bool) => format!("({x} != {})", codegen::literal(from, 0)),
+        (DType::Bool, t) => format!(
+            "select({}, {}, {x})",
+            codegen::literal(t, 0),
+            codegen::one(t)
         ),
-        Expr::Cast(to, a) => {
-            let from = a.dtype(dtypes).compute();
-            let to = &to.compute();
-            let x = expr_wgsl(a, dtypes);
-            match (from, *to) {
-                (f, t) if f == t => x,
-                // NaN is truthy; drivers may fold `NaN != 0.0` to false, so test the bits.
-                (DType::F32, DType::Bool) => format!("(({x} != 0.0) || wgf_isnan({x}))"),
-                (_, DType::Bool) => format!("({x} != {})", codegen::literal(from, 0)),
-                (DType::Bool, t) => format!(
-                    "select({}, {}, {x})",
-                    codegen::literal(t, 0),
-                    codegen::one(t)
-                ),
-                (DType::F32, DType::U32) => format!("wgf_f32_to_u32({x})"),
-                (DType::F32, DType::I32) => format!("wgf_f32_to_i32({x})"),
-                (DType::I32, DType::U32) | (DType::U32, DType::I32) => {
-                    format!("bitcast<{}>({x})", to.wgsl())
-                }
-                (_, t) => format!("{}({x})", t.wgsl()),
-            }
+        (DType::F32, DType::U32) => format!("wgf_f32_to_u32({x})"),
+        (DType::F32, DType::I32) => format!("wgf_f32_to_i32({x})"),
+        (DType::I32, DType::U32) | (DType::U32, DType::I32) => {
+            format!("bitcast<{}>({x})", to.wgsl())
         }
+        (_, t) => format!("{}({x})", t.wgsl()),
     }
 }

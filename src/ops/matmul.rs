@@ -3,7 +3,7 @@
 
 use crate::backend::gpu::codegen::{self, Writer};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
-use crate::ops::elementwise::{binary_cpu, expr_wgsl};
+use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
@@ -22,17 +22,7 @@ impl Epilogue {
     pub fn wgsl_function(&self, acc: DType) -> String {
         let mut dtypes = vec![acc];
         dtypes.extend(self.extra.iter().map(|(_, d)| *d));
-        let params: Vec<String> = dtypes
-            .iter()
-            .enumerate()
-            .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
-            .collect();
-        format!(
-            "fn wgf_epi({}) -> {} {{\n    return {};\n}}",
-            params.join(", "),
-            acc.wgsl(),
-            expr_wgsl(&self.expr, &dtypes)
-        )
+        expr_fn_wgsl("wgf_epi", &self.expr, &dtypes, acc)
     }
 
     /// Apply on the CPU to `acc` (the kernel's result, of `shape`) and the extra inputs.

@@ -5,13 +5,14 @@
 pub mod custom;
 pub mod elementwise;
 pub mod elementwise_cpu;
+pub mod expr;
 pub mod matmul;
 pub mod movement;
 pub mod nn;
 pub mod random;
 pub mod reduce;
 
-pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, UnaryOp};
+pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
 pub use matmul::{Epilogue, EpilogueInput, MatMulKernel};
 pub use movement::{
     ConcatKernel, GatherKernel, PadKernel, PermuteKernel, SliceArg, StridedKernel, StridedKind,

@@ -981,18 +981,10 @@ impl ReduceKernel {
         };
         let t = self.dtype.wgsl();
         let dtypes: Vec<DType> = p.inputs.iter().map(|(_, d)| *d).collect();
-        let params: Vec<String> = dtypes
-            .iter()
-            .enumerate()
-            .map(|(i, d)| format!("x{i}: {}", d.wgsl()))
-            .collect();
         let mut w = Writer::new();
-        w.line(&format!("fn wgf_pro({}) -> {t} {{", params.join(", ")));
-        w.line(&format!(
-            "    return {};",
-            crate::ops::elementwise::expr_wgsl(&p.expr, &dtypes)
+        w.line(&crate::ops::elementwise::expr_fn_wgsl(
+            "wgf_pro", &p.expr, &dtypes, self.dtype,
         ));
-        w.line("}");
         let dims = self.in_shape.dims();
         // Loads of input j at linear index `at` (a broadcast index unless full-shape).
         let scalar = |w: &mut Writer, j: usize, s: &Shape, d: DType, at: &str, name: &str| {

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::device::DeviceSpec;
 use crate::ops::custom::{CustomElementwise, Invocations, OutputRule, RawWgsl};
-use crate::ops::{Expr, Op};
+use crate::ops::{Expr, Node, Op};
 use crate::{DType, HostTensor, Result, Shape};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -144,26 +144,29 @@ fn write_window(s: &mut String, w: &crate::ops::Window) {
     );
 }
 
-/// A typed expression as nested JSON arrays (format in the parent module).
+/// A typed expression as nested JSON arrays (format in the parent module); a shared node is
+/// written out at each of its uses.
 fn expr_json(e: &Expr) -> String {
-    match e {
-        Expr::Input(i) => format!("[\"in\", {i}]"),
-        Expr::Lit(d, w) => format!("[\"lit\", \"{d}\", {w}]"),
-        Expr::Unary(op, a) => format!("[\"unary\", \"{}\", {}]", unary_name(*op), expr_json(a)),
-        Expr::Binary(op, a, b) => format!(
-            "[\"binary\", \"{}\", {}, {}]",
-            binary_name(*op),
-            expr_json(a),
-            expr_json(b)
-        ),
-        Expr::Select(c, a, b) => format!(
-            "[\"where\", {}, {}, {}]",
-            expr_json(c),
-            expr_json(a),
-            expr_json(b)
-        ),
-        Expr::Cast(d, a) => format!("[\"cast\", \"{d}\", {}]", expr_json(a)),
+    let mut text: Vec<String> = Vec::with_capacity(e.nodes().len());
+    for n in e.nodes() {
+        let t = match *n {
+            Node::Input(i) => format!("[\"in\", {i}]"),
+            Node::Lit(d, w) => format!("[\"lit\", \"{d}\", {w}]"),
+            Node::Unary(op, a) => format!("[\"unary\", \"{}\", {}]", unary_name(op), text[a]),
+            Node::Binary(op, a, b) => format!(
+                "[\"binary\", \"{}\", {}, {}]",
+                binary_name(op),
+                text[a],
+                text[b]
+            ),
+            Node::Select(c, a, b) => {
+                format!("[\"where\", {}, {}, {}]", text[c], text[a], text[b])
+            }
+            Node::Cast(d, a) => format!("[\"cast\", \"{d}\", {}]", text[a]),
+        };
+        text.push(t);
     }
+    text.pop().unwrap_or_default()
 }
 
 /// Parse [`expr_json`]'s form; serde_json's recursion limit bounds the depth.
@@ -184,7 +187,7 @@ fn parse_expr(v: &Value, at: &str) -> Result<Expr> {
         None => Err(bad("missing operand")),
     };
     let e = match (tag, a.len()) {
-        ("in", 2) => Expr::Input(
+        ("in", 2) => Expr::input(
             a[1].as_u64()
                 .and_then(|i| usize::try_from(i).ok())
                 .ok_or_else(|| bad("expected an input index"))?,
@@ -195,7 +198,7 @@ fn parse_expr(v: &Value, at: &str) -> Result<Expr> {
             if d == DType::Bool && w > 1 {
                 return Err(bad("a bool literal's word is 0 or 1"));
             }
-            Expr::Lit(d, w)
+            Expr::lit(d, w)
         }
         ("unary", 3) => {
             let name = a[1].as_str().unwrap_or("");
@@ -203,7 +206,7 @@ fn parse_expr(v: &Value, at: &str) -> Result<Expr> {
                 .iter()
                 .find(|u| unary_name(**u) == name)
                 .ok_or_else(|| bad("unknown unary op"))?;
-            Expr::Unary(*op, Box::new(sub(2)?))
+            Expr::unary(*op, sub(2)?)
         }
         ("binary", 4) => {
             let name = a[1].as_str().unwrap_or("");
@@ -211,13 +214,10 @@ fn parse_expr(v: &Value, at: &str) -> Result<Expr> {
                 .iter()
                 .find(|b| binary_name(**b) == name)
                 .ok_or_else(|| bad("unknown binary op"))?;
-            Expr::Binary(*op, Box::new(sub(2)?), Box::new(sub(3)?))
+            Expr::binary(*op, sub(2)?, sub(3)?)
         }
-        ("where", 4) => Expr::Select(Box::new(sub(1)?), Box::new(sub(2)?), Box::new(sub(3)?)),
-        ("cast", 3) => Expr::Cast(
-            dtype(1).ok_or_else(|| bad("unknown cast dtype"))?,
-            Box::new(sub(2)?),
-        ),
+        ("where", 4) => Expr::select(sub(1)?, sub(2)?, sub(3)?),
+        ("cast", 3) => Expr::cast(dtype(1).ok_or_else(|| bad("unknown cast dtype"))?, sub(2)?),
         _ => {
             return Err(bad(
                 "expected [\"in\"|\"lit\"|\"unary\"|\"binary\"|\"where\"|\"cast\", ...]",

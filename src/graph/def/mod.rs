@@ -59,7 +59,8 @@
 //! A `custom` node's `expr` is a JSON tree of arrays: `["in", i]`, `["lit", dtype, word]`
 //! (the literal's 32-bit pattern as an unsigned integer), `["unary", op, e]`,
 //! `["binary", op, a, b]`, `["where", c, a, b]`, `["cast", dtype, e]`, with the op names of
-//! the table above. It is type-checked against the inputs on load. A raw kernel's shader is
+//! the table above (a subexpression used twice is written twice). It is type-checked against
+//! the inputs on load. A raw kernel's shader is
 //! validated on load like one built with the API.
 //!
 //! Unknown fields are errors, so a typo does not silently change a graph.
