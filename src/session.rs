@@ -239,6 +239,15 @@ impl Session {
             .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))
     }
 
+    /// The plan `fetches` would run, compiled but not prepared: no device buffers, pipelines
+    /// or bind groups are created and nothing is cached, so tools that only print a plan
+    /// (`wgflow plan`, `wgflow dot`) cost no device memory. Errors found only while
+    /// preparing (shader validation, dispatch limits) show up at [`Session::plan`] or a run.
+    pub fn compile_only(&self, fetches: &[Tensor]) -> Result<Plan> {
+        self.signature(fetches)?;
+        compile::compile(&self.graph, fetches, &self.target)
+    }
+
     fn placeholder_node(&self, t: Tensor) -> Result<&crate::graph::Node> {
         if !self.graph.owns(t) {
             return Err(Error::Feed {

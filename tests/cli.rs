@@ -379,3 +379,34 @@ fn visible_devices_variable_is_checked_consistently_and_named() {
         }
     }
 }
+
+/// `wgflow plan` and `wgflow dot` print through `Session::compile_only`: the same plan as
+/// `Session::plan`, with nothing created on the device.
+#[test]
+fn compile_only_prepares_nothing() {
+    let ex = example_graphs::mlp();
+    let out = ex.graph.tensor("layer2/add").unwrap();
+    for dev in devices() {
+        let mut s = common::session_on(&ex.graph, dev);
+        let printed = s.compile_only(&[out]).unwrap();
+        let c = s.counters();
+        assert_eq!(
+            (
+                c.plans_compiled,
+                c.pipelines_created,
+                c.buffers_created,
+                c.bind_groups_created
+            ),
+            (0, 0, 0, 0),
+            "{dev}"
+        );
+        let prepared = s.plan(&[out]).unwrap();
+        assert_eq!(printed.describe(), prepared.describe(), "{dev}");
+        if dev.is_gpu() {
+            assert!(
+                s.counters().pipelines_created > 0,
+                "{dev}: the counters count"
+            );
+        }
+    }
+}

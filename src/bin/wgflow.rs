@@ -74,12 +74,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Devices { visible } => devices(visible),
         Command::Run { common, feeds, out } => run(&common, &feeds, &out),
-        Command::Plan { common } => open(&common).and_then(|(mut s, fetches)| {
-            print!("{}", s.plan(&fetches)?.describe());
+        // Printing needs the compiled plan only: nothing is prepared on a device.
+        Command::Plan { common } => open(&common).and_then(|(s, fetches)| {
+            print!("{}", s.compile_only(&fetches)?.describe());
             Ok(())
         }),
-        Command::Dot { common } => open(&common).and_then(|(mut s, fetches)| {
-            let plan = s.plan(&fetches)?;
+        Command::Dot { common } => open(&common).and_then(|(s, fetches)| {
+            let plan = s.compile_only(&fetches)?;
             print!("{}", wgflow::trace::dot(s.graph(), &plan));
             Ok(())
         }),
