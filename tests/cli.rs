@@ -258,7 +258,7 @@ fn errors_exit_non_zero_with_the_message_on_stderr() {
 #[test]
 fn help_covers_every_subcommand() {
     let top = run_ok(&["--help"]);
-    for sub in ["devices", "run", "plan", "dot"] {
+    for sub in ["devices", "validate", "run", "plan", "dot"] {
         assert!(top.contains(sub), "{top}");
     }
     let run = run_ok(&["run", "--help"]);
@@ -278,6 +278,7 @@ fn help_covers_every_subcommand() {
             "{h}"
         );
     }
+    assert!(run_ok(&["validate", "--help"]).contains("GRAPH.json"));
 }
 
 #[test]
@@ -377,6 +378,69 @@ fn visible_devices_variable_is_checked_consistently_and_named() {
                 text(&out.stderr)
             );
         }
+    }
+}
+
+/// `wgflow` with extra environment variables.
+fn wgflow_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(args)
+        .env_remove("WGFLOW_VISIBLE_DEVICES")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run wgflow")
+}
+
+#[test]
+fn validate_checks_a_graph_file_without_a_device() {
+    // A malformed WGFLOW_VISIBLE_DEVICES fails anything that looks at devices (see
+    // visible_devices_variable_is_checked_consistently_and_named): validate must not.
+    let env = [("WGFLOW_VISIBLE_DEVICES", "not-a-list")];
+    let good = wgflow_env(&["validate", &graph("mlp")], &env);
+    assert!(good.status.success(), "{}", text(&good.stderr));
+    let stdout = text(&good.stdout);
+    assert!(
+        stdout.contains("ok, nodes: 10, placeholders: 1, sinks: 1"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+
+    let dir = scratch("validate");
+    let truncated = dir.join("truncated.json");
+    std::fs::write(
+        &truncated,
+        "{\"format\": \"wgflow.graph\", \"version\": 1, \"nodes\": [",
+    )
+    .unwrap();
+    // Parses, but a builder check fails: shapes that cannot broadcast.
+    let unbroadcastable = dir.join("shapes.json");
+    std::fs::write(
+        &unbroadcastable,
+        r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+            {"name": "p", "op": "constant", "shape": [3], "dtype": "f32", "data": [1.0, 2.0, 3.0]},
+            {"name": "q", "op": "constant", "shape": [2], "dtype": "f32", "data": [3.0, 4.0]},
+            {"name": "s", "op": "add", "inputs": ["p", "q"], "shape": [3], "dtype": "f32"}
+        ]}"#,
+    )
+    .unwrap();
+    let missing = dir.join("missing.json");
+    for (file, fragment) in [
+        (&truncated, "EOF while parsing"),
+        (
+            &unbroadcastable,
+            "'s': add: shapes [3] and [2] cannot broadcast",
+        ),
+        (&missing, "cannot read"),
+    ] {
+        let out = wgflow_env(&["validate", file.to_str().unwrap()], &env);
+        assert_eq!(out.status.code(), Some(1), "{file:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with("wgflow: ") && err.contains(fragment),
+            "{err}"
+        );
+        assert!(err.contains(file.to_str().unwrap()), "{err}");
+        assert!(out.stdout.is_empty());
     }
 }
 

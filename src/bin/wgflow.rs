@@ -2,9 +2,10 @@
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
+use wgflow::ops::Op;
 use wgflow::{Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 #[derive(Parser)]
@@ -25,6 +26,13 @@ enum Command {
         /// Show only the devices visible under WGFLOW_VISIBLE_DEVICES.
         #[arg(long)]
         visible: bool,
+    },
+    /// Check a graph file (every builder check runs again) without touching any device;
+    /// print a one-line summary, or the error and exit 1.
+    Validate {
+        /// The graph file (JSON written by Graph::save).
+        #[arg(value_name = "GRAPH.json")]
+        graph: PathBuf,
     },
     /// Run a saved graph: read feeds from .npy files, write fetches as .npy, print a summary.
     Run {
@@ -73,6 +81,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Devices { visible } => devices(visible),
+        Command::Validate { graph } => validate(&graph),
         Command::Run { common, feeds, out } => run(&common, &feeds, &out),
         // Printing needs the compiled plan only: nothing is prepared on a device.
         Command::Plan { common } => open(&common).and_then(|(s, fetches)| {
@@ -119,6 +128,23 @@ fn devices(visible: bool) -> wgflow::Result<()> {
         );
     }
     println!("best: {}", wgflow::Device::best());
+    Ok(())
+}
+
+/// Load the graph only: no adapter is enumerated and no session is made.
+fn validate(path: &Path) -> wgflow::Result<()> {
+    let graph = Graph::load(path)?;
+    let placeholders = graph
+        .tensors()
+        .filter(|&t| graph.node(t).op == Op::Placeholder)
+        .count();
+    println!(
+        "{}: ok, nodes: {}, placeholders: {}, sinks: {}",
+        path.display(),
+        graph.len(),
+        placeholders,
+        sinks(&graph).len()
+    );
     Ok(())
 }
 
