@@ -267,6 +267,8 @@ fn help_covers_every_subcommand() {
         "--fetch <NAME>",
         "--device <DEVICE>",
         "--out <DIR>",
+        "--force",
+        "--runs <N>",
         "GRAPH.json",
     ] {
         assert!(run.contains(flag), "{flag}: {run}");
@@ -336,15 +338,12 @@ fn visible_devices_variable_is_checked_consistently_and_named() {
             .expect("run wgflow")
     };
     let add = graph("add");
+    let out = scratch("visible");
     let commands: [&[&str]; 3] = [
         &["devices", "--visible"],
         &["plan", &add],
-        &[
-            "run",
-            &add,
-            "--out",
-            &std::env::temp_dir().display().to_string(),
-        ],
+        // Each good value runs again into the same directory.
+        &["run", &add, "--out", out.to_str().unwrap(), "--force"],
     ];
     let bad = gpus.len() + 5;
     for (value, problem) in [
@@ -442,6 +441,96 @@ fn validate_checks_a_graph_file_without_a_device() {
         assert!(err.contains(file.to_str().unwrap()), "{err}");
         assert!(out.stdout.is_empty());
     }
+}
+
+#[test]
+fn run_refuses_to_overwrite_unless_forced() {
+    let dir = scratch("force");
+    let out = dir.to_str().unwrap();
+    let args = ["run", &graph("add"), "--device", "cpu:0", "--out", out];
+    run_ok(&args);
+    let file = dir.join("add.npy");
+    std::fs::write(&file, b"keep me").unwrap();
+    let again = wgflow(&args);
+    assert_eq!(again.status.code(), Some(1));
+    let err = text(&again.stderr);
+    assert!(
+        err.contains(&format!("{}: already exists; pass --force", file.display())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+    run_ok(&[&args[..], &["--force"]].concat());
+    let got = wgflow::npy::read(&file).unwrap();
+    assert_eq!(got.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 9.0]);
+}
+
+#[test]
+fn run_file_names_stay_inside_out_and_are_distinct() {
+    let dir = scratch("names");
+    let g = dir.join("names.json");
+    std::fs::write(
+        &g,
+        r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+            {"name": "../../x", "op": "constant", "shape": [2], "dtype": "f32", "data": [1.0, 2.0]},
+            {"name": "a/b", "op": "constant", "shape": [2], "dtype": "f32", "data": [3.0, 4.0]},
+            {"name": "a_b", "op": "add", "inputs": ["../../x", "a/b"], "shape": [2], "dtype": "f32"},
+            {"name": "A_B", "op": "neg", "inputs": ["a_b"], "shape": [2], "dtype": "f32"}
+        ]}"#,
+    )
+    .unwrap();
+    let out = dir.join("out").join("deep");
+    let mut args = vec!["run", g.to_str().unwrap(), "--device", "cpu:0"];
+    for f in ["../../x", "a/b", "a_b", "A_B"] {
+        args.extend(["--fetch", f]);
+    }
+    args.extend(["--out", out.to_str().unwrap()]);
+    run_ok(&args);
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["A_B_3.npy", "_._.._x.npy", "a_b.npy", "a_b_2.npy"]);
+    let value = |f: &str| {
+        wgflow::npy::read(out.join(f))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    assert_eq!(value("_._.._x.npy"), [1.0, 2.0]);
+    assert_eq!(value("a_b.npy"), [3.0, 4.0]);
+    assert_eq!(value("a_b_2.npy"), [4.0, 6.0]);
+    assert_eq!(value("A_B_3.npy"), [-4.0, -6.0]);
+    // Nothing escaped: the output tree holds exactly the four files, and no `x.npy` appeared
+    // two levels up.
+    assert_eq!(std::fs::read_dir(dir.join("out")).unwrap().count(), 1);
+    assert!(!dir.join("x.npy").exists() && !dir.join("out").join("x.npy").exists());
+}
+
+#[test]
+fn run_times_several_runs() {
+    let dir = scratch("runs");
+    let stdout = run_ok(&[
+        "run",
+        &graph("softmax"),
+        "--device",
+        "cpu:0",
+        "--runs",
+        "4",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let line = stdout.lines().find(|l| l.starts_with("time:")).unwrap();
+    let ms = |key: &str| -> f64 {
+        let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key}: {line}")) + key.len()..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert!(line.contains("over 4 runs"), "{line}");
+    assert!(ms("min ") <= ms("median "), "{line}");
+    let zero = wgflow(&["run", &graph("softmax"), "--runs", "0"]);
+    assert!(!zero.status.success());
+    let err = text(&zero.stderr);
+    assert!(err.contains("invalid value '0' for '--runs <N>'"), "{err}");
 }
 
 /// `wgflow plan` and `wgflow dot` print through `Session::compile_only`: the same plan as

@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::HashSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -42,9 +43,17 @@ enum Command {
         /// placeholder the fetches need must be fed.
         #[arg(long = "feed", value_name = "NAME=FILE.npy")]
         feeds: Vec<String>,
-        /// Directory for the fetched values, one NAME.npy per fetch ('/' in names becomes '_').
+        /// Directory for the fetched values, one NAME.npy per fetch (characters other than
+        /// letters, digits, '-', '_' and '.' become '_'; a clash gets a numeric suffix).
         #[arg(long, value_name = "DIR", default_value = ".")]
         out: PathBuf,
+        /// Overwrite .npy files that already exist in the output directory.
+        #[arg(long)]
+        force: bool,
+        /// Timed runs after the first (compiling) one; prints their median and minimum.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        runs: u32,
     },
     /// Print the compiled plan: placement, schedule (kernels after fusion) and memory
     /// (peak, lower bound, no-reuse).
@@ -76,23 +85,25 @@ struct GraphArgs {
     soft_placement: bool,
 }
 
+/// The CLI's own errors (an existing output file, ...) are plain messages; the library's
+/// errors keep their text.
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result: CliResult = match cli.command {
         Command::Devices { visible } => devices(visible),
         Command::Validate { graph } => validate(&graph),
-        Command::Run { common, feeds, out } => run(&common, &feeds, &out),
-        // Printing needs the compiled plan only: nothing is prepared on a device.
-        Command::Plan { common } => open(&common).and_then(|(s, fetches)| {
-            print!("{}", s.compile_only(&fetches)?.describe());
-            Ok(())
-        }),
-        Command::Dot { common } => open(&common).and_then(|(s, fetches)| {
-            let plan = s.compile_only(&fetches)?;
-            print!("{}", wgflow::trace::dot(s.graph(), &plan));
-            Ok(())
-        }),
+        Command::Run {
+            common,
+            feeds,
+            out,
+            force,
+            runs,
+        } => run(&common, &feeds, &out, force, runs),
+        Command::Plan { common } => print_plan(&common),
+        Command::Dot { common } => print_dot(&common),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -103,12 +114,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn devices(visible: bool) -> wgflow::Result<()> {
+fn devices(visible: bool) -> CliResult {
     let list = if visible {
         wgflow::visible_devices()?
     } else {
         wgflow::devices()
     };
+    let best = wgflow::Device::best();
     println!(
         "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6} {:>4}",
         "device", "name", "backend", "type", "max_buffer", "max_binding", "align", "bufs", "f16"
@@ -127,12 +139,27 @@ fn devices(visible: bool) -> wgflow::Result<()> {
             if d.limits.shader_f16 { "yes" } else { "no" },
         );
     }
-    println!("best: {}", wgflow::Device::best());
+    println!("best: {best}");
+    Ok(())
+}
+
+// Printing needs the compiled plan only: nothing is prepared on a device.
+fn print_plan(args: &GraphArgs) -> CliResult {
+    let (session, fetches) = open(args)?;
+    let plan = session.compile_only(&fetches)?;
+    print!("{}", plan.describe());
+    Ok(())
+}
+
+fn print_dot(args: &GraphArgs) -> CliResult {
+    let (session, fetches) = open(args)?;
+    let plan = session.compile_only(&fetches)?;
+    print!("{}", wgflow::trace::dot(session.graph(), &plan));
     Ok(())
 }
 
 /// Load the graph only: no adapter is enumerated and no session is made.
-fn validate(path: &Path) -> wgflow::Result<()> {
+fn validate(path: &Path) -> CliResult {
     let graph = Graph::load(path)?;
     let placeholders = graph
         .tensors()
@@ -195,8 +222,21 @@ fn sinks(g: &Graph) -> Vec<Tensor> {
     g.tensors().filter(|t| !used.contains(t)).collect()
 }
 
-fn run(args: &GraphArgs, feeds: &[String], out: &std::path::Path) -> wgflow::Result<()> {
+fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -> CliResult {
     let (mut session, fetches) = open(args)?;
+    // Check the output files before any work, so a refused overwrite costs nothing.
+    let names: Vec<&str> = fetches.iter().map(|&t| session.graph().name(t)).collect();
+    let paths: Vec<PathBuf> = file_names(&names)
+        .into_iter()
+        .map(|f| out.join(f))
+        .collect();
+    if !force {
+        if let Some(p) = paths.iter().find(|p| p.exists()) {
+            return Err(
+                format!("{}: already exists; pass --force to overwrite", p.display()).into(),
+            );
+        }
+    }
     let mut fed: Vec<(Tensor, HostTensor)> = Vec::new();
     for f in feeds {
         let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
@@ -232,18 +272,26 @@ fn run(args: &GraphArgs, feeds: &[String], out: &std::path::Path) -> wgflow::Res
         return Err(Error::Feed {
             name: missing.join(", "),
             message: "needed by the fetches but not fed; pass --feed NAME=FILE.npy for each".into(),
-        });
+        }
+        .into());
     }
     let values = session.run(&fed, &fetches)?;
     let first = start.elapsed();
-    let again = Instant::now();
-    session.run(&fed, &fetches)?;
-    let steady = again.elapsed();
-    std::fs::create_dir_all(out).map_err(|e| Error::Host(format!("{}: {e}", out.display())))?;
-    for (t, v) in fetches.iter().zip(&values) {
-        let name = session.graph().name(*t).replace('/', "_");
-        let path = out.join(format!("{name}.npy"));
-        wgflow::npy::write(&path, v)?;
+    let mut times = Vec::with_capacity(runs as usize);
+    for _ in 0..runs {
+        let again = Instant::now();
+        session.run(&fed, &fetches)?;
+        times.push(again.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = if times.len() % 2 == 1 {
+        times[times.len() / 2]
+    } else {
+        (times[times.len() / 2 - 1] + times[times.len() / 2]) / 2.0
+    };
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for ((t, v), path) in fetches.iter().zip(&values).zip(&paths) {
+        write_npy(path, v, force)?;
         println!(
             "{} {} {} -> {}",
             session.graph().name(*t),
@@ -255,9 +303,11 @@ fn run(args: &GraphArgs, feeds: &[String], out: &std::path::Path) -> wgflow::Res
     let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
     println!("devices: {}", devices.join(", "));
     println!(
-        "time: compile+run {:.3} ms, run {:.3} ms ({} dispatches, {} transfers)",
+        "time: compile+run {:.3} ms, run median {median:.3} ms, min {:.3} ms over {runs} {} \
+         ({} dispatches, {} transfers)",
         first.as_secs_f64() * 1e3,
-        steady.as_secs_f64() * 1e3,
+        times[0],
+        if runs == 1 { "run" } else { "runs" },
         plan.dispatch_count(),
         plan.transfer_count()
     );
@@ -267,5 +317,58 @@ fn run(args: &GraphArgs, feeds: &[String], out: &std::path::Path) -> wgflow::Res
             m.peak_bytes, m.lower_bound_bytes, m.no_reuse_bytes, m.constant_bytes
         );
     }
+    Ok(())
+}
+
+/// One file name per fetch, inside the output directory whatever the node name: characters
+/// other than ASCII letters, digits, '-', '_' and '.' become '_' (so '/' and '\\' cannot
+/// leave it), a leading '.' becomes '_' (no hidden files, no '..'), and a name already
+/// taken (compared without case, for case-insensitive file systems) gets `_2`, `_3`, ...
+fn file_names(names: &[&str]) -> Vec<String> {
+    let mut taken = HashSet::new();
+    names
+        .iter()
+        .map(|name| {
+            let mut stem: String = name
+                .chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+                    _ => '_',
+                })
+                .collect();
+            if stem.is_empty() || stem.starts_with('.') {
+                stem.replace_range(..stem.len().min(1), "_");
+            }
+            let mut file = format!("{stem}.npy");
+            let mut n = 2;
+            while !taken.insert(file.to_lowercase()) {
+                file = format!("{stem}_{n}.npy");
+                n += 1;
+            }
+            file
+        })
+        .collect()
+}
+
+/// Write `v` to `path`; without `force`, refuse a file that appeared since the check.
+fn write_npy(path: &Path, v: &HostTensor, force: bool) -> CliResult {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut file = options.open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            format!(
+                "{}: already exists; pass --force to overwrite",
+                path.display()
+            )
+        }
+        _ => format!("{}: cannot write: {e}", path.display()),
+    })?;
+    file.write_all(&wgflow::npy::to_bytes(v))
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     Ok(())
 }
