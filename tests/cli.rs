@@ -280,6 +280,8 @@ fn help_covers_every_subcommand() {
             "{h}"
         );
     }
+    assert!(run_ok(&["plan", "--help"]).contains("--json"));
+    assert!(run_ok(&["devices", "--help"]).contains("--json"));
     assert!(run_ok(&["validate", "--help"]).contains("GRAPH.json"));
 }
 
@@ -531,6 +533,99 @@ fn run_times_several_runs() {
     assert!(!zero.status.success());
     let err = text(&zero.stderr);
     assert!(err.contains("invalid value '0' for '--runs <N>'"), "{err}");
+}
+
+#[test]
+fn devices_json_lists_what_the_table_shows() {
+    let table = run_ok(&["devices"]);
+    let json: serde_json::Value = serde_json::from_str(&run_ok(&["devices", "--json"])).unwrap();
+    let list = json.as_array().expect("an array");
+    assert_eq!(list.len(), common::gpus().len() + 1, "{json:#}");
+    for d in list {
+        let device = d["device"].as_str().unwrap();
+        assert!(table.contains(device), "{device}: {table}");
+        for key in ["name", "backend", "type", "driver"] {
+            assert!(d[key].is_string(), "{key}: {d}");
+        }
+        assert!(
+            d["shader_f16"].is_boolean() && d["best"].is_boolean(),
+            "{d}"
+        );
+        assert!(d["min_storage_buffer_offset_alignment"].as_u64().unwrap() >= 4);
+        if device.starts_with("gpu:") {
+            assert!(
+                d["max_storage_buffer_binding_size"].as_u64().unwrap() > 0,
+                "{d}"
+            );
+            assert!(
+                d["max_storage_buffers_per_shader_stage"].as_u64().unwrap() >= 4,
+                "{d}"
+            );
+        }
+    }
+    let last = list.last().unwrap();
+    assert_eq!(last["device"], "cpu:0");
+    assert!(
+        last["max_buffer_size"].is_null(),
+        "cpu:0 has no buffer limit: {last}"
+    );
+    let best: Vec<&str> = list
+        .iter()
+        .filter(|d| d["best"] == true)
+        .map(|d| d["device"].as_str().unwrap())
+        .collect();
+    assert_eq!(best.len(), 1);
+    assert!(table.contains(&format!("best: {}", best[0])), "{table}");
+}
+
+#[test]
+fn plan_json_has_placement_steps_and_memory() {
+    let json: serde_json::Value = serde_json::from_str(&run_ok(&[
+        "plan",
+        &graph("mlp"),
+        "--device",
+        "cpu:0",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(json["devices"], serde_json::json!(["cpu:0"]));
+    let placement = json["placement"].as_array().unwrap();
+    assert!(placement
+        .iter()
+        .any(|p| p["node"] == "layer1/matmul" && p["device"] == "cpu:0"));
+    assert_eq!(json["feeds"][0]["name"], "x");
+    assert_eq!(json["feeds"][0]["shape"], serde_json::json!([4, 3]));
+    assert_eq!(json["fetches"][0]["name"], "layer2/add");
+    assert_eq!(json["fetches"][0]["dtype"], "f32");
+    let steps = json["steps"].as_array().unwrap();
+    let dispatches = steps.iter().filter(|s| s["kind"] == "dispatch").count();
+    assert_eq!(json["dispatches"].as_u64(), Some(dispatches as u64));
+    assert_eq!(json["transfers"].as_u64(), Some(0));
+    let matmul = steps
+        .iter()
+        .find(|s| {
+            s["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n == "layer1/matmul")
+        })
+        .expect("a step computes layer1/matmul");
+    assert!(
+        matmul["kernel"]
+            .as_str()
+            .unwrap()
+            .contains("matmul [4, 3] @ [3, 8]"),
+        "{matmul}"
+    );
+    assert_eq!(matmul["device"], "cpu:0");
+    assert_eq!(matmul["inputs"][0]["name"], "x");
+    let m = &json["memory"]["cpu:0"];
+    let bytes = |k: &str| m[k].as_u64().unwrap_or_else(|| panic!("{k}: {m}"));
+    assert!(bytes("peak_bytes") > 0);
+    assert!(bytes("lower_bound_bytes") <= bytes("peak_bytes"));
+    assert!(bytes("peak_bytes") <= bytes("no_reuse_bytes"));
+    assert_eq!(bytes("constant_bytes"), 200);
 }
 
 /// `wgflow plan` and `wgflow dot` print through `Session::compile_only`: the same plan as

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
+use wgflow::compile::{Plan, StepKind};
 use wgflow::ops::Op;
 use wgflow::{Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
 
@@ -27,6 +28,10 @@ enum Command {
         /// Show only the devices visible under WGFLOW_VISIBLE_DEVICES.
         #[arg(long)]
         visible: bool,
+        /// Print a JSON array of objects instead of the table (limits a device does not
+        /// have are null).
+        #[arg(long)]
+        json: bool,
     },
     /// Check a graph file (every builder check runs again) without touching any device;
     /// print a one-line summary, or the error and exit 1.
@@ -60,6 +65,9 @@ enum Command {
     Plan {
         #[command(flatten)]
         common: GraphArgs,
+        /// Print the plan as a JSON object (placement, feeds, steps, memory per device).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the graph as Graphviz DOT, one cluster per device of the plan's placement
     /// (render with `dot -Tsvg`).
@@ -93,7 +101,7 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     let result: CliResult = match cli.command {
-        Command::Devices { visible } => devices(visible),
+        Command::Devices { visible, json } => devices(visible, json),
         Command::Validate { graph } => validate(&graph),
         Command::Run {
             common,
@@ -102,7 +110,7 @@ fn main() -> ExitCode {
             force,
             runs,
         } => run(&common, &feeds, &out, force, runs),
-        Command::Plan { common } => print_plan(&common),
+        Command::Plan { common, json } => print_plan(&common, json),
         Command::Dot { common } => print_dot(&common),
     };
     match result {
@@ -114,13 +122,41 @@ fn main() -> ExitCode {
     }
 }
 
-fn devices(visible: bool) -> CliResult {
+fn devices(visible: bool, json: bool) -> CliResult {
     let list = if visible {
         wgflow::visible_devices()?
     } else {
         wgflow::devices()
     };
     let best = wgflow::Device::best();
+    if json {
+        // null where the table prints '-': the device has no such limit.
+        let limited = |x: u64| (limit(x) != "-").then_some(x);
+        let rows: Vec<serde_json::Value> = list
+            .iter()
+            .map(|d| {
+                let l = &d.limits;
+                serde_json::json!({
+                    "device": d.device.to_string(),
+                    "name": d.name,
+                    "backend": d.backend,
+                    "type": d.device_type,
+                    "driver": d.driver,
+                    "max_buffer_size": limited(l.max_buffer_size),
+                    "max_storage_buffer_binding_size": limited(l.max_storage_buffer_binding_size),
+                    "min_storage_buffer_offset_alignment": l.min_storage_buffer_offset_alignment,
+                    "max_storage_buffers_per_shader_stage":
+                        limited(l.max_storage_buffers_per_shader_stage as u64),
+                    "max_compute_workgroups_per_dimension":
+                        limited(l.max_compute_workgroups_per_dimension as u64),
+                    "shader_f16": l.shader_f16,
+                    "best": d.device == best,
+                })
+            })
+            .collect();
+        println!("{:#}", serde_json::Value::Array(rows));
+        return Ok(());
+    }
     println!(
         "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6} {:>4}",
         "device", "name", "backend", "type", "max_buffer", "max_binding", "align", "bufs", "f16"
@@ -144,10 +180,14 @@ fn devices(visible: bool) -> CliResult {
 }
 
 // Printing needs the compiled plan only: nothing is prepared on a device.
-fn print_plan(args: &GraphArgs) -> CliResult {
+fn print_plan(args: &GraphArgs, json: bool) -> CliResult {
     let (session, fetches) = open(args)?;
     let plan = session.compile_only(&fetches)?;
-    print!("{}", plan.describe());
+    if json {
+        println!("{:#}", plan_json(&plan));
+    } else {
+        print!("{}", plan.describe());
+    }
     Ok(())
 }
 
@@ -173,6 +213,72 @@ fn validate(path: &Path) -> CliResult {
         sinks(&graph).len()
     );
     Ok(())
+}
+
+/// The plan as JSON for scripts: what [`Plan::describe`] prints, with numbers as numbers.
+fn plan_json(plan: &Plan) -> serde_json::Value {
+    use serde_json::json;
+    let value = |v: usize| {
+        let v = &plan.values[v];
+        json!({
+            "name": v.name,
+            "dtype": v.dtype.to_string(),
+            "shape": v.shape.dims(),
+            "device": v.device.to_string(),
+        })
+    };
+    let steps: Vec<serde_json::Value> = plan
+        .steps
+        .iter()
+        .map(|st| {
+            let (kind, kernel, inputs) = match &st.kind {
+                StepKind::Dispatch { kernel, inputs } => {
+                    ("dispatch", Some(kernel.describe()), inputs.clone())
+                }
+                StepKind::Transfer { src } => ("transfer", None, vec![*src]),
+            };
+            json!({
+                "kind": kind,
+                "device": st.device.to_string(),
+                "kernel": kernel,
+                "inputs": inputs.into_iter().map(value).collect::<Vec<_>>(),
+                "output": value(st.output),
+                "nodes": st.nodes,
+            })
+        })
+        .collect();
+    let memory: serde_json::Map<String, serde_json::Value> = plan
+        .memory
+        .iter()
+        .map(|(d, m)| {
+            (
+                d.to_string(),
+                json!({
+                    "peak_bytes": m.peak_bytes,
+                    "lower_bound_bytes": m.lower_bound_bytes,
+                    "no_reuse_bytes": m.no_reuse_bytes,
+                    "constant_bytes": m.constant_bytes,
+                    "alignment": m.alignment,
+                    "in_place_values": m.in_place.len(),
+                }),
+            )
+        })
+        .collect();
+    let placement: Vec<serde_json::Value> = plan
+        .placement
+        .iter()
+        .map(|(n, d)| json!({ "node": n, "device": d.to_string() }))
+        .collect();
+    json!({
+        "devices": plan.devices().iter().map(Device::to_string).collect::<Vec<_>>(),
+        "placement": placement,
+        "feeds": plan.feeds.iter().map(|(_, v)| value(*v)).collect::<Vec<_>>(),
+        "fetches": plan.fetches.iter().map(|&v| value(v)).collect::<Vec<_>>(),
+        "dispatches": plan.dispatch_count(),
+        "transfers": plan.transfer_count(),
+        "steps": steps,
+        "memory": memory,
+    })
 }
 
 fn limit(x: u64) -> String {
