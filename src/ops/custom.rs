@@ -586,6 +586,13 @@ pub enum Invocations {
 /// exceeds the adapter's per-dimension limit (65535 workgroups by default): recover the
 /// linear index as `gid.x + gid.y * nwg.x * X` and guard it against the invocation count.
 ///
+/// **Loops.** Mesa's software adapters (lavapipe, llvmpipe GL) silently end an invocation's
+/// loops after 65,535 iterations *in total* (all loops of the invocation together). wgflow's
+/// own kernels split their work to stay far below that, but it cannot see inside raw WGSL:
+/// keep each invocation's loop count well under 65,535 (spread work over more invocations),
+/// or results on those adapters are silently wrong. Tensors larger than
+/// `max_storage_buffer_binding_size` cannot be bound to a raw kernel (an error at compile).
+///
 /// ```
 /// # fn main() -> wgflow::Result<()> {
 /// use wgflow::ops::custom::{Invocations, OutputRule, RawWgsl};
