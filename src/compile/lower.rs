@@ -212,23 +212,9 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 // Partial passes: each reads the previous one's output.
                 let mut prev = inputs[0];
                 for p in passes {
-                    let v = l.value(Value {
-                        shape: p.out_shape.clone(),
-                        dtype: p.op.out_dtype(p.dtype),
-                        device,
-                        source: Source::Step,
-                        name: format!("{}/partial", node.name),
-                    });
-                    l.steps.push(Step {
-                        kind: StepKind::Dispatch {
-                            kernel: Kernel::Reduce(p),
-                            inputs: vec![prev],
-                        },
-                        output: v,
-                        device,
-                        nodes: vec![node.name.clone()],
-                    });
-                    prev = v;
+                    // A partial pass's dtype is the node's (arg ops: i32 indices).
+                    let shape = p.out_shape.clone();
+                    prev = l.partial(Kernel::Reduce(p), shape, node, device, vec![prev]);
                 }
                 step_inputs = Some(match last.pass {
                     Pass::ArgOfPartials { .. } => vec![inputs[0], prev],
