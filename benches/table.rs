@@ -341,12 +341,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             },
         ],
     });
-    let (x, y) = wgflow::backend::gpu::codegen::grid(
-        n4,
-        256,
-        ctx.limits.max_compute_workgroups_per_dimension,
-    )
-    .unwrap();
+    let (x, y) =
+        wgflow::ops::wgsl::grid(n4, 256, ctx.limits.max_compute_workgroups_per_dimension).unwrap();
     let kernel = time(
         || {
             let mut enc = ctx.device.create_command_encoder(&Default::default());

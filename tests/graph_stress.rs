@@ -205,7 +205,7 @@ fn a_10000_op_chain_plans_and_runs_on_a_2_mib_stack() {
     let (ok, dispatches, wgsl) = worker.join().expect("no stack overflow");
     assert!(ok);
     assert_eq!(dispatches, 1);
-    wgflow::backend::gpu::codegen::validate("chain", &wgsl).expect("naga accepts the kernel");
+    wgflow::ops::wgsl::validate("chain", &wgsl).expect("naga accepts the kernel");
 }
 
 /// One input fans out to 2,000 scaled copies that fan back in through a chain of adds:

@@ -5,7 +5,7 @@ mod common;
 
 use common::wgsl::{check, ew};
 
-use wgflow::backend::gpu::codegen::validate;
+use wgflow::ops::wgsl::validate;
 use wgflow::ops::{
     AdapterKind, BinaryOp, Expr, Kernel, MatMulKernel, PermuteKernel, ReduceKernel, ReduceOp,
     UnaryOp,

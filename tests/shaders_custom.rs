@@ -1,9 +1,9 @@
 //! The WGSL that typed elementwise functions lower to (alone and fused) validates with naga,
 //! for every signature dtype; needs no GPU.
 
-use wgflow::backend::gpu::codegen::validate;
 use wgflow::compile::StepKind;
 use wgflow::ops::custom::{select, ElementwiseFn};
+use wgflow::ops::wgsl::validate;
 use wgflow::{DType, Device, Graph, Session, SessionOptions};
 
 #[test]

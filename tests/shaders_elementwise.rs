@@ -6,8 +6,8 @@ mod common;
 
 use common::wgsl::{check, ew};
 
-use wgflow::backend::gpu::codegen::PRELUDE;
 use wgflow::ops::elementwise_cpu::erf_coefficients;
+use wgflow::ops::wgsl::PRELUDE;
 use wgflow::ops::{BinaryOp, Distribution, Expr, Kernel, RandomKernel, RandomSpec, UnaryOp};
 use wgflow::{DType, Shape};
 

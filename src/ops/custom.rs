@@ -578,7 +578,7 @@ pub enum Invocations {
 /// when the node is built, so write them into the source if the kernel needs them. There is
 /// no other binding: a shader declaring any other one is rejected when the node is built.
 /// Inputs are `read_write` only because several bindings may be slices of one arena buffer
-/// (see [`crate::backend::gpu::codegen::storage_binding`]): a kernel must write its output
+/// (see [`crate::ops::wgsl::storage_binding`]): a kernel must write its output
 /// only, never an input, or it corrupts values other kernels still read.
 ///
 /// **Dispatch.** The entry point's `@workgroup_size(X)` must be one-dimensional. The kernel
@@ -644,7 +644,7 @@ impl RawWgsl {
     /// Validate the source with naga and check the entry point and bindings against the
     /// convention for `inputs` inputs; returns the workgroup size.
     pub fn check(&self, inputs: usize) -> crate::Result<u32> {
-        let module = crate::backend::gpu::codegen::validate(&self.name, &self.source)?;
+        let module = crate::ops::wgsl::validate(&self.name, &self.source)?;
         let bad = |m: String| crate::Error::Shader {
             kernel: self.name.clone(),
             message: m,

@@ -3,7 +3,7 @@
 //! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
 //! producer into its consumer never changes which element an input supplies).
 
-use crate::backend::gpu::codegen::{self, Writer};
+use crate::ops::wgsl::{self, Writer};
 use crate::{DType, Shape};
 
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
@@ -459,9 +459,9 @@ impl ElementwiseKernel {
         let full = |s: &Shape| vec && s == &self.out_shape;
         let mut bindings = Writer::new();
         for (i, (s, d)) in self.inputs.iter().enumerate() {
-            codegen::storage_binding_vec(&mut bindings, i, &format!("in{i}"), *d, full(s));
+            wgsl::storage_binding_vec(&mut bindings, i, &format!("in{i}"), *d, full(s));
         }
-        codegen::storage_binding_vec(&mut bindings, self.inputs.len(), "out", self.out_dtype, vec);
+        wgsl::storage_binding_vec(&mut bindings, self.inputs.len(), "out", self.out_dtype, vec);
 
         // The expression is one function of scalars, applied once per element.
         let func = expr_fn_wgsl("wgf_expr", &self.expr, &dtypes, self.out_dtype);
@@ -471,7 +471,7 @@ impl ElementwiseKernel {
         let dims = self.out_shape.dims();
         for (i, (shape, d)) in self.inputs.iter().enumerate() {
             if full(shape) {
-                let v = codegen::load_vec4(&format!("in{i}"), "i", *d);
+                let v = wgsl::load_vec4(&format!("in{i}"), "i", *d);
                 body.line(&format!("let v{i} = {v};"));
                 continue;
             }
@@ -492,12 +492,12 @@ impl ElementwiseKernel {
                 "0u".to_string()
             } else {
                 let strides = shape.broadcast_strides(&self.out_shape);
-                codegen::strided_index(&mut body, &format!("idx{i}"), "i", dims, &strides);
+                wgsl::strided_index(&mut body, &format!("idx{i}"), "i", dims, &strides);
                 format!("idx{i}")
             };
             body.line(&format!(
                 "let x{i} = {};",
-                codegen::load(&format!("in{i}"), &idx, *d)
+                wgsl::load(&format!("in{i}"), &idx, *d)
             ));
         }
         if vec {
@@ -522,24 +522,24 @@ impl ElementwiseKernel {
             let value = format!("vec4<{}>({})", self.out_dtype.wgsl(), lanes.join(", "));
             body.line(&format!(
                 "{};",
-                codegen::store_vec4("out", "i", &value, self.out_dtype)
+                wgsl::store_vec4("out", "i", &value, self.out_dtype)
             ));
         } else {
             let args: Vec<String> = (0..self.inputs.len()).map(|i| format!("x{i}")).collect();
             body.line(&format!("let y = wgf_expr({});", args.join(", ")));
             body.line(&format!(
                 "{};",
-                codegen::store("out", "i", "y", self.out_dtype)
+                wgsl::store("out", "i", "y", self.out_dtype)
             ));
         }
 
-        codegen::fill_template(
+        wgsl::fill_template(
             include_str!("../../shaders/elementwise.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("FUNC", func),
                 ("N", format!("{}u", self.invocations())),
-                ("WG", codegen::WORKGROUP.to_string()),
+                ("WG", wgsl::WORKGROUP.to_string()),
                 ("BODY", body.finish()),
             ],
         )
@@ -594,7 +594,7 @@ pub fn expr_fn_wgsl(name: &str, e: &Expr, dtypes: &[DType], ret: DType) -> Strin
 fn node_wgsl(node: &Node, names: &[String], types: &[DType]) -> String {
     match *node {
         Node::Input(i) => format!("x{i}"),
-        Node::Lit(d, w) => codegen::literal(d, w),
+        Node::Lit(d, w) => wgsl::literal(d, w),
         Node::Unary(op, a) => unary_wgsl(op, &names[a], types[a].compute()),
         Node::Binary(op, a, b) => binary_wgsl(op, &names[a], &names[b], types[a].compute()),
         Node::Select(c, a, b) => format!("select({}, {}, {})", names[b], names[a], names[c]),
@@ -603,7 +603,7 @@ fn node_wgsl(node: &Node, names: &[String], types: &[DType]) -> String {
 }
 
 fn unary_wgsl(op: UnaryOp, x: &str, d: DType) -> String {
-    let zero = codegen::literal(d, 0);
+    let zero = wgsl::literal(d, 0);
     let x = x.to_string();
     match op {
         UnaryOp::Neg => format!("(-{x})"),
@@ -687,12 +687,8 @@ fn cast_wgsl(x: &str, from: DType, to: DType) -> String {
         (f, t) if f == t => x.to_string(),
         // NaN is truthy; drivers may fold `NaN != 0.0` to false, so test the bits.
         (DType::F32, DType::Bool) => format!("(({x} != 0.0) || wgf_isnan({x}))"),
-        (_, DType::Bool) => format!("({x} != {})", codegen::literal(from, 0)),
-        (DType::Bool, t) => format!(
-            "select({}, {}, {x})",
-            codegen::literal(t, 0),
-            codegen::one(t)
-        ),
+        (_, DType::Bool) => format!("({x} != {})", wgsl::literal(from, 0)),
+        (DType::Bool, t) => format!("select({}, {}, {x})", wgsl::literal(t, 0), wgsl::one(t)),
         (DType::F32, DType::U32) => format!("wgf_f32_to_u32({x})"),
         (DType::F32, DType::I32) => format!("wgf_f32_to_i32({x})"),
         (DType::I32, DType::U32) | (DType::U32, DType::I32) => {

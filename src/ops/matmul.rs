@@ -1,9 +1,9 @@
 //! Matrix products with NumPy `matmul` semantics: batch dims broadcast (read in place through
 //! zero strides), 1-D operands are a row or a column, and long K runs split-K.
 
-use crate::backend::gpu::codegen::{self, Writer};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
+use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
@@ -394,7 +394,7 @@ impl MatMulKernel {
         } else if self.block.is_some() {
             64
         } else {
-            codegen::WORKGROUP
+            wgsl::WORKGROUP
         }
     }
 
@@ -420,12 +420,12 @@ impl MatMulKernel {
         let (bd, sa, sb) = self.batch();
         let (func, extra) = self.epilogue_wgsl();
         let mut bindings = Writer::new();
-        codegen::storage_binding(&mut bindings, 0, "in0", self.dtype);
-        codegen::storage_binding(&mut bindings, 1, "in1", self.dtype);
+        wgsl::storage_binding(&mut bindings, 0, "in0", self.dtype);
+        wgsl::storage_binding(&mut bindings, 1, "in1", self.dtype);
         for (j, (_, d)) in extra.iter().enumerate() {
-            codegen::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
+            wgsl::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
         }
-        codegen::storage_binding(&mut bindings, 2 + extra.len(), "out", self.dtype);
+        wgsl::storage_binding(&mut bindings, 2 + extra.len(), "out", self.dtype);
         let acc = if self.dtype == DType::F16 {
             "wgf_round_f16(acc)"
         } else {
@@ -441,36 +441,36 @@ impl MatMulKernel {
                         EpilogueInput::Row => "n",
                         EpilogueInput::Scalar => "0u",
                     };
-                    codegen::load(&format!("in{}", 2 + j), idx, *d)
+                    wgsl::load(&format!("in{}", 2 + j), idx, *d)
                 }))
                 .collect();
             let value = format!("wgf_epi({})", args.join(", "));
-            format!("    {};", codegen::store("out", "o", &value, self.dtype))
+            format!("    {};", wgsl::store("out", "o", &value, self.dtype))
         } else {
-            format!("    {};", codegen::store("out", "o", "acc", self.dtype))
+            format!("    {};", wgsl::store("out", "o", "acc", self.dtype))
         };
         let mut batch = Writer::new();
         batch.indent(1);
-        codegen::strided_index(&mut batch, "a_base", "batch", &bd, &sa);
-        codegen::strided_index(&mut batch, "b_base", "batch", &bd, &sb);
+        wgsl::strided_index(&mut batch, "a_base", "batch", &bd, &sa);
+        wgsl::strided_index(&mut batch, "b_base", "batch", &bd, &sb);
         self.k_len(&mut batch);
-        codegen::fill_template(
+        wgsl::fill_template(
             include_str!("../../shaders/matmul.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
-                ("WG", codegen::WORKGROUP.to_string()),
+                ("WG", wgsl::WORKGROUP.to_string()),
                 ("TOTAL", format!("{}u", self.out_shape().numel())),
                 ("M", m.to_string()),
                 ("N", n.to_string()),
                 ("BATCH", batch.finish()),
-                ("ZERO", codegen::literal(self.dtype, 0)),
+                ("ZERO", wgsl::literal(self.dtype, 0)),
                 (
                     "A",
-                    codegen::load("in0", &format!("a_base + m * {k}u + k"), self.dtype),
+                    wgsl::load("in0", &format!("a_base + m * {k}u + k"), self.dtype),
                 ),
                 (
                     "B",
-                    codegen::load("in1", &format!("b_base + k * {n}u + n"), self.dtype),
+                    wgsl::load("in1", &format!("b_base + k * {n}u + n"), self.dtype),
                 ),
                 ("FUNC", func),
                 ("STORE", store),
@@ -517,11 +517,11 @@ impl MatMulKernel {
         w.line(&format!("let n0 = (o % {nb}u) * {tn}u;"));
         w.line(&format!("let m0 = ((o / {nb}u) % {mb}u) * {tm}u;"));
         w.line(&format!("let batch = o / {}u;", mb * nb));
-        codegen::strided_index(&mut w, "a_base", "batch", &bd, &sa);
-        codegen::strided_index(&mut w, "b_base", "batch", &bd, &sb);
+        wgsl::strided_index(&mut w, "a_base", "batch", &bd, &sa);
+        wgsl::strided_index(&mut w, "b_base", "batch", &bd, &sb);
         self.k_len(&mut w);
         w.line(&format!("let o_base = batch * {}u;", m * n));
-        let zero = codegen::literal(self.dtype, 0);
+        let zero = wgsl::literal(self.dtype, 0);
         for r in 0..tm {
             for c in 0..cols {
                 w.line(&format!("var acc_{r}_{c} = vec4<{t}>({zero});"));
@@ -532,7 +532,7 @@ impl MatMulKernel {
         for r in 0..tm {
             w.line(&format!(
                 "let a{r} = {};",
-                codegen::load_vec4(
+                wgsl::load_vec4(
                     "in0",
                     &format!("(a_base + (m0 + {r}u) * {k}u + k) / 4u"),
                     self.dtype
@@ -543,7 +543,7 @@ impl MatMulKernel {
             for c in 0..cols {
                 w.line(&format!(
                     "let b{kk}_{c} = {};",
-                    codegen::load_vec4(
+                    wgsl::load_vec4(
                         "in1",
                         &format!("(b_base + (k + {kk}u) * {n}u + n0) / 4u + {c}u"),
                         self.dtype
@@ -569,15 +569,15 @@ impl MatMulKernel {
     /// Bindings (vec4 A, B, output and full/row epilogue inputs) and the epilogue function.
     fn blocked_header(&self, w: &mut Writer) {
         let (func, extra) = self.epilogue_wgsl();
-        codegen::storage_binding_vec(w, 0, "in0", self.dtype, true);
-        codegen::storage_binding_vec(w, 1, "in1", self.dtype, true);
+        wgsl::storage_binding_vec(w, 0, "in0", self.dtype, true);
+        wgsl::storage_binding_vec(w, 1, "in1", self.dtype, true);
         for (j, (kind, d)) in extra.iter().enumerate() {
             let vec = *kind != EpilogueInput::Scalar;
-            codegen::storage_binding_vec(w, 2 + j, &format!("in{}", 2 + j), *d, vec);
+            wgsl::storage_binding_vec(w, 2 + j, &format!("in{}", 2 + j), *d, vec);
         }
-        codegen::storage_binding_vec(w, 2 + extra.len(), "out", self.dtype, true);
+        wgsl::storage_binding_vec(w, 2 + extra.len(), "out", self.dtype, true);
         if self.epilogue.is_some() {
-            for line in codegen::PRELUDE.lines().chain(func.lines()) {
+            for line in wgsl::PRELUDE.lines().chain(func.lines()) {
                 w.line(line);
             }
         }
@@ -595,12 +595,11 @@ impl MatMulKernel {
             match kind {
                 EpilogueInput::Scalar => w.line(&format!(
                     "let e{j} = {};",
-                    codegen::load(&format!("in{b}"), "0", *d)
+                    wgsl::load(&format!("in{b}"), "0", *d)
                 )),
                 EpilogueInput::Row => {
                     for c in 0..cols {
-                        let v =
-                            codegen::load_vec4(&format!("in{b}"), &format!("n0 / 4u + {c}u"), *d);
+                        let v = wgsl::load_vec4(&format!("in{b}"), &format!("n0 / 4u + {c}u"), *d);
                         w.line(&format!("let e{j}_{c} = {v};"));
                     }
                 }
@@ -625,7 +624,7 @@ impl MatMulKernel {
                                     EpilogueInput::Scalar => format!("e{j}"),
                                     EpilogueInput::Row => format!("e{j}_{c}.{lane}"),
                                     EpilogueInput::Full => {
-                                        codegen::widen(&format!("in{}[{at}].{lane}", 2 + j), *d)
+                                        wgsl::widen(&format!("in{}[{at}].{lane}", 2 + j), *d)
                                     }
                                 });
                             }
@@ -638,7 +637,7 @@ impl MatMulKernel {
                 };
                 w.line(&format!(
                     "{};",
-                    codegen::store_vec4("out", &at, &value, self.dtype)
+                    wgsl::store_vec4("out", &at, &value, self.dtype)
                 ));
             }
         }
@@ -675,8 +674,8 @@ impl MatMulKernel {
         w.line(&format!("let tn = tile % {tiles_n}u;"));
         w.line(&format!("let tm = (tile / {tiles_n}u) % {tiles_m}u;"));
         w.line(&format!("let batch = tile / {}u;", tiles_m * tiles_n));
-        codegen::strided_index(&mut w, "a_base", "batch", &bd, &sa);
-        codegen::strided_index(&mut w, "b_base", "batch", &bd, &sb);
+        wgsl::strided_index(&mut w, "a_base", "batch", &bd, &sa);
+        wgsl::strided_index(&mut w, "b_base", "batch", &bd, &sb);
         self.k_len(&mut w);
         w.line(&format!("let o_base = batch * {}u;", m * n));
         w.line("let tx = lid % 16u;");
@@ -689,7 +688,7 @@ impl MatMulKernel {
         w.line("let ac = (lid % 4u) * 4u;");
         w.line("let br = lid / 16u;");
         w.line("let bc = lid % 16u;");
-        let zero = codegen::literal(self.dtype, 0);
+        let zero = wgsl::literal(self.dtype, 0);
         for r in 0..4 {
             w.line(&format!("var acc_{r}_0 = vec4<{t}>({zero});"));
         }
@@ -699,7 +698,7 @@ impl MatMulKernel {
         w.indent(2);
         w.line(&format!(
             "let av = {};",
-            codegen::load_vec4(
+            wgsl::load_vec4(
                 "in0",
                 &format!("(a_base + (tm * {TILE}u + ar) * {k}u + k0 + ac) / 4u"),
                 self.dtype
@@ -710,7 +709,7 @@ impl MatMulKernel {
         }
         w.line(&format!(
             "b_tile[br * 16u + bc] = {};",
-            codegen::load_vec4(
+            wgsl::load_vec4(
                 "in1",
                 &format!("(b_base + (k0 + br) * {n}u + tn * {TILE}u) / 4u + bc"),
                 self.dtype

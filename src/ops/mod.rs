@@ -11,6 +11,7 @@ pub mod movement;
 pub mod nn;
 pub mod random;
 pub mod reduce;
+pub mod wgsl;
 
 pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
 pub use matmul::{Epilogue, EpilogueInput, MatMulKernel};
@@ -226,7 +227,7 @@ impl Kernel {
             Kernel::Random(k) => k.wgsl(),
             Kernel::RawWgsl(k) => return k.source.clone(),
         };
-        crate::backend::gpu::codegen::with_f16_support(generated)
+        crate::ops::wgsl::with_f16_support(generated)
     }
 
     /// The WGSL entry point.
@@ -264,7 +265,7 @@ impl Kernel {
     /// The workgroup grid `(x, y)` this kernel is dispatched with, or `None` if it exceeds
     /// `max_per_dim` squared.
     pub fn workgroups(&self, max_per_dim: u32) -> Option<(u32, u32)> {
-        crate::backend::gpu::codegen::grid(self.invocations(), self.workgroup_size(), max_per_dim)
+        crate::ops::wgsl::grid(self.invocations(), self.workgroup_size(), max_per_dim)
     }
 
     /// The workgroup grid on `device` (which allows `max_per_dim` workgroups per dimension),
@@ -296,7 +297,7 @@ impl Kernel {
         match self {
             Kernel::MatMul(k) => k.workgroup_size(),
             Kernel::RawWgsl(k) => k.workgroup_size,
-            _ => crate::backend::gpu::codegen::WORKGROUP,
+            _ => crate::ops::wgsl::WORKGROUP,
         }
     }
 

@@ -5,7 +5,7 @@
 //!
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
-use crate::backend::gpu::codegen::{self, Writer};
+use crate::ops::wgsl::{self, Writer};
 use crate::{DType, Shape};
 
 /// Shape rule for reshape; one dimension may be -1 and is inferred.
@@ -101,22 +101,22 @@ impl PermuteKernel {
 
     pub fn wgsl(&self) -> String {
         let mut bindings = Writer::new();
-        codegen::storage_binding(&mut bindings, 0, "in0", self.dtype);
-        codegen::storage_binding(&mut bindings, 1, "out", self.dtype);
+        wgsl::storage_binding(&mut bindings, 0, "in0", self.dtype);
+        wgsl::storage_binding(&mut bindings, 1, "out", self.dtype);
         let mut body = Writer::new();
         body.indent(1);
-        codegen::strided_index(
+        wgsl::strided_index(
             &mut body,
             "src",
             "i",
             self.out_shape.dims(),
             &self.src_strides(),
         );
-        codegen::fill_template(
+        wgsl::fill_template(
             include_str!("../../shaders/permute.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
-                ("WG", codegen::WORKGROUP.to_string()),
+                ("WG", wgsl::WORKGROUP.to_string()),
                 ("N", format!("{}u", self.out_shape.numel())),
                 ("BODY", body.finish()),
             ],
@@ -260,14 +260,14 @@ fn copy_kernel(inputs: &[DType], dtype: DType, n: usize, body: Writer) -> String
     let untyped = |d: DType| if d == DType::F16 { d } else { DType::U32 };
     let mut bindings = Writer::new();
     for (i, d) in inputs.iter().enumerate() {
-        codegen::storage_binding(&mut bindings, i, &format!("in{i}"), untyped(*d));
+        wgsl::storage_binding(&mut bindings, i, &format!("in{i}"), untyped(*d));
     }
-    codegen::storage_binding(&mut bindings, inputs.len(), "out", untyped(dtype));
-    codegen::fill_template(
+    wgsl::storage_binding(&mut bindings, inputs.len(), "out", untyped(dtype));
+    wgsl::fill_template(
         include_str!("../../shaders/gather.wgsl"),
         &[
             ("BINDINGS", bindings.finish()),
-            ("WG", codegen::WORKGROUP.to_string()),
+            ("WG", wgsl::WORKGROUP.to_string()),
             ("N", format!("{n}u")),
             ("BODY", body.finish()),
         ],

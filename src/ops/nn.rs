@@ -2,8 +2,8 @@
 //! groups) and 2-D max/average pooling. Bias, activations and the normalisations are
 //! composites in `graph/build_nn.rs`; fusion makes them the convolution's epilogue.
 
-use crate::backend::gpu::codegen::{self, Writer};
 use crate::ops::elementwise::binary_cpu;
+use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
@@ -210,16 +210,16 @@ impl Conv2dKernel {
         let [_, o_all, oh, ow] = dims4(&self.out);
         let og = o_all / self.groups;
         let mut bindings = Writer::new();
-        codegen::storage_binding(&mut bindings, 0, "in0", DType::F32);
-        codegen::storage_binding(&mut bindings, 1, "in1", DType::F32);
+        wgsl::storage_binding(&mut bindings, 0, "in0", DType::F32);
+        wgsl::storage_binding(&mut bindings, 1, "in1", DType::F32);
         let extra = self
             .epilogue
             .as_ref()
             .map_or(&[][..], |e| e.extra.as_slice());
         for (j, (_, d)) in extra.iter().enumerate() {
-            codegen::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
+            wgsl::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
         }
-        codegen::storage_binding(&mut bindings, 2 + extra.len(), "out", DType::F32);
+        wgsl::storage_binding(&mut bindings, 2 + extra.len(), "out", DType::F32);
         // The epilogue reads each extra input at its broadcast index of output `i`.
         let mut store = Writer::new();
         store.indent(1);
@@ -237,7 +237,7 @@ impl Conv2dKernel {
                         "0u".to_string()
                     } else {
                         let strides = s.broadcast_strides(&self.out);
-                        codegen::strided_index(
+                        wgsl::strided_index(
                             &mut store,
                             &format!("e{j}"),
                             "i",
@@ -246,7 +246,7 @@ impl Conv2dKernel {
                         );
                         format!("e{j}")
                     };
-                    args.push(codegen::load(&format!("in{}", 2 + j), &idx, *d));
+                    args.push(wgsl::load(&format!("in{}", 2 + j), &idx, *d));
                 }
                 store.line(&format!("out[i] = wgf_epi({});", args.join(", ")));
                 e.wgsl_function(DType::F32)
@@ -266,11 +266,11 @@ impl Conv2dKernel {
                 )
             }
         };
-        codegen::fill_template(
+        wgsl::fill_template(
             include_str!("../../shaders/conv2d.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
-                ("WG", codegen::WORKGROUP.to_string()),
+                ("WG", wgsl::WORKGROUP.to_string()),
                 ("TOTAL", v(self.out_shape().numel())),
                 ("SPLIT", split),
                 ("OW", v(ow)),
@@ -365,8 +365,8 @@ impl PoolKernel {
         let [_, _, h, wd] = dims4(&self.x);
         let [_, _, oh, ow] = dims4(&self.out);
         let mut bindings = Writer::new();
-        codegen::storage_binding(&mut bindings, 0, "in0", DType::F32);
-        codegen::storage_binding(&mut bindings, 1, "out", DType::F32);
+        wgsl::storage_binding(&mut bindings, 0, "in0", DType::F32);
+        wgsl::storage_binding(&mut bindings, 1, "out", DType::F32);
         let (init, combine, finish) = match self.kind {
             // -inf is replaced by the first in-bounds element, which every window has.
             PoolKind::Max => (
@@ -377,11 +377,11 @@ impl PoolKernel {
             PoolKind::Avg => ("0.0", "acc + v", "acc / f32(count)"),
         };
         let v = |s: usize| format!("{s}u");
-        codegen::fill_template(
+        wgsl::fill_template(
             include_str!("../../shaders/pool2d.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
-                ("WG", codegen::WORKGROUP.to_string()),
+                ("WG", wgsl::WORKGROUP.to_string()),
                 ("TOTAL", v(self.out.numel())),
                 ("OW", v(ow)),
                 ("OH", v(oh)),

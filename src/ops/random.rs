@@ -20,7 +20,7 @@
 //! Random ops are stateless: a plan produces the same tensor on every run (like a constant
 //! that is computed on the device instead of uploaded). Use a different seed for new numbers.
 
-use crate::backend::gpu::codegen::{self, Writer};
+use crate::ops::wgsl::{self, Writer};
 use crate::Shape;
 
 /// The distribution a random op samples.
@@ -141,19 +141,19 @@ impl RandomKernel {
     /// The WGSL source (template `shaders/random.wgsl`).
     pub fn wgsl(&self) -> String {
         let mut bindings = Writer::new();
-        codegen::storage_binding(&mut bindings, 0, "out", crate::DType::F32);
-        let lit = |v: f32| codegen::literal(crate::DType::F32, v.to_bits());
+        wgsl::storage_binding(&mut bindings, 0, "out", crate::DType::F32);
+        let lit = |v: f32| wgsl::literal(crate::DType::F32, v.to_bits());
         let (dist, a, b) = match self.spec.dist {
             Distribution::Uniform { low, high } => ("wgf_uniform", lit(low), lit(high)),
             Distribution::Normal { mean, std } => ("wgf_normal", lit(mean), lit(std)),
         };
         let key = self.key();
-        codegen::fill_template(
+        wgsl::fill_template(
             include_str!("../../shaders/random.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("N", format!("{}u", self.out_shape.numel())),
-                ("WG", codegen::WORKGROUP.to_string()),
+                ("WG", wgsl::WORKGROUP.to_string()),
                 ("KEY0", format!("{}u", key[0])),
                 ("KEY1", format!("{}u", key[1])),
                 ("DIST", dist.to_string()),

@@ -2,9 +2,9 @@
 //! argmax/argmin (the index of the first extreme in row-major order of the reduced axes).
 //! var, std and logsumexp are composites in `graph/build_nn.rs`.
 
-use crate::backend::gpu::codegen::{self, Writer};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
+use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr};
 use crate::{DType, Shape};
 use std::borrow::Cow;
@@ -349,25 +349,25 @@ impl ReduceKernel {
         let n_src = self.sources();
         let mut next = n_src;
         if let Pass::ArgOfPartials { .. } = self.pass {
-            codegen::storage_binding(&mut bindings, next, "parts", DType::I32);
+            wgsl::storage_binding(&mut bindings, next, "parts", DType::I32);
             next += 1;
         }
         for (j, (_, xd)) in self.extra().iter().enumerate() {
             let b = next + j;
-            codegen::storage_binding(&mut bindings, b, &format!("in{b}"), *xd);
+            wgsl::storage_binding(&mut bindings, b, &format!("in{b}"), *xd);
         }
-        codegen::storage_binding(&mut bindings, next + self.extra().len(), "out", out_d);
+        wgsl::storage_binding(&mut bindings, next + self.extra().len(), "out", out_d);
         let mut base = Writer::new();
         base.indent(1);
-        codegen::strided_index(&mut base, "base", "o", &kd, &ks);
+        wgsl::strided_index(&mut base, "base", "o", &kd, &ks);
         // `let {name} = <offset of reduced element {linear}>;` at `level`.
         let offset = |w: &mut Writer, name: &str, linear: &str, level: usize| {
             w.indent(level);
-            codegen::strided_index(w, name, linear, &rd, &rs);
+            wgsl::strided_index(w, name, linear, &rd, &rs);
         };
         let mut fold = Writer::new();
         let common = [
-            ("WG", codegen::WORKGROUP.to_string()),
+            ("WG", wgsl::WORKGROUP.to_string()),
             ("N", format!("{}u", self.out_shape.numel())),
             ("CHUNKS", chunks.to_string()),
             ("CHUNK", chunk.to_string()),
@@ -410,7 +410,7 @@ impl ReduceKernel {
             let mut values = vec![("BINDINGS", bindings.finish()), ("FUNC", func)];
             values.extend(common);
             values.push(("FOLD", fold.finish()));
-            return codegen::fill_template(include_str!("../../shaders/arg_reduce.wgsl"), &values);
+            return wgsl::fill_template(include_str!("../../shaders/arg_reduce.wgsl"), &values);
         }
         let combine = match (self.op, d.is_float()) {
             (ReduceOp::Sum | ReduceOp::Mean, _) => "acc + v",
@@ -445,7 +445,7 @@ impl ReduceKernel {
             f.line("}");
         } else {
             let (init, start) = match self.op {
-                ReduceOp::Prod => (codegen::one(d), "lo"),
+                ReduceOp::Prod => (wgsl::one(d), "lo"),
                 ReduceOp::All => ("true".to_string(), "lo"),
                 ReduceOp::Any => ("false".to_string(), "lo"),
                 _ => {
@@ -468,10 +468,10 @@ impl ReduceKernel {
             ("FOLD", fold.finish()),
             (
                 "STORE",
-                codegen::store("out", "oc", &self.apply_epilogue(&finish, &epi_args), out_d),
+                wgsl::store("out", "oc", &self.apply_epilogue(&finish, &epi_args), out_d),
             ),
         ]);
-        codegen::fill_template(include_str!("../../shaders/reduce.wgsl"), &values)
+        wgsl::fill_template(include_str!("../../shaders/reduce.wgsl"), &values)
     }
 
     /// `acc` turned into the result: divided by the count for `Mean`.
@@ -480,15 +480,12 @@ impl ReduceKernel {
         let n = self.mean_count();
         match (self.op, d.compute()) {
             (ReduceOp::Mean, DType::F32) => {
-                format!(
-                    "acc / {}",
-                    codegen::literal(DType::F32, (n as f32).to_bits())
-                )
+                format!("acc / {}", wgsl::literal(DType::F32, (n as f32).to_bits()))
             }
             (ReduceOp::Mean, DType::I32) => {
-                format!("wgf_div_i32(acc, {})", codegen::literal(d, n as u32))
+                format!("wgf_div_i32(acc, {})", wgsl::literal(d, n as u32))
             }
-            (ReduceOp::Mean, _) => format!("wgf_div_u32(acc, {})", codegen::literal(d, n as u32)),
+            (ReduceOp::Mean, _) => format!("wgf_div_u32(acc, {})", wgsl::literal(d, n as u32)),
             _ => "acc".to_string(),
         }
     }
@@ -517,7 +514,7 @@ fn truthy(d: DType, w: u32) -> bool {
 fn zero_of(d: DType) -> String {
     match d {
         DType::Bool => "false".into(),
-        _ => codegen::literal(d, 0),
+        _ => wgsl::literal(d, 0),
     }
 }
 
@@ -808,17 +805,13 @@ impl ReduceKernel {
         let n_src = self.sources();
         for (j, (_, xd)) in self.extra().iter().enumerate() {
             let b = n_src + j;
-            codegen::storage_binding(&mut w, b, &format!("in{b}"), *xd);
+            wgsl::storage_binding(&mut w, b, &format!("in{b}"), *xd);
         }
-        codegen::storage_binding(&mut w, n_src + self.extra().len(), "out", d);
+        wgsl::storage_binding(&mut w, n_src + self.extra().len(), "out", d);
         let (func, epi_args) = self.epilogue_parts();
         let finish = self.apply_epilogue(&self.finish_wgsl(), &epi_args);
         let pro = self.prologue_functions(vec);
-        for line in codegen::PRELUDE
-            .lines()
-            .chain(func.lines())
-            .chain(pro.lines())
-        {
+        for line in wgsl::PRELUDE.lines().chain(func.lines()).chain(pro.lines()) {
             w.line(line);
         }
         // Output `oc` folds elements [lo, hi) of row `o` (chunk `c`; the last one takes the
@@ -845,12 +838,12 @@ impl ReduceKernel {
                     }
                 }
             };
-            w.line(&format!("@compute @workgroup_size({})", codegen::WORKGROUP));
+            w.line(&format!("@compute @workgroup_size({})", wgsl::WORKGROUP));
             w.line("fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {");
             w.indent(1);
             w.line(&format!(
                 "let oc = gid.x + gid.y * nwg.x * {}u;",
-                codegen::WORKGROUP
+                wgsl::WORKGROUP
             ));
             w.line(&format!("if (oc >= {n}u) {{"));
             w.line("    return;");
@@ -886,7 +879,7 @@ impl ReduceKernel {
                 "let acc = {};",
                 comb(&comb("v4.x", "v4.y"), &comb("v4.z", "v4.w"))
             ));
-            w.line(&format!("{};", codegen::store("out", "oc", &finish, d)));
+            w.line(&format!("{};", wgsl::store("out", "oc", &finish, d)));
             w.indent(0);
             w.line("}");
             return w.finish();
@@ -925,7 +918,7 @@ impl ReduceKernel {
         }
         w.line("if (t == 0u && valid) {");
         w.line("    let acc = part[0];");
-        w.line(&format!("    {};", codegen::store("out", "oc", &finish, d)));
+        w.line(&format!("    {};", wgsl::store("out", "oc", &finish, d)));
         w.line("}");
         w.indent(0);
         w.line("}");
@@ -938,7 +931,7 @@ impl ReduceKernel {
 fn sum_identity_wgsl(d: DType) -> String {
     match d.compute() {
         DType::F32 => "bitcast<f32>(0x80000000u)".to_string(),
-        other => codegen::literal(other, 0),
+        other => wgsl::literal(other, 0),
     }
 }
 
@@ -947,11 +940,11 @@ impl ReduceKernel {
     /// inputs, full-shape ones as vec4s when `vec`.
     fn bind_sources(&self, w: &mut Writer, vec: bool) {
         match &self.prologue {
-            None => codegen::storage_binding_vec(w, 0, "in0", self.dtype, vec),
+            None => wgsl::storage_binding_vec(w, 0, "in0", self.dtype, vec),
             Some(p) => {
                 for (j, (s, d)) in p.inputs.iter().enumerate() {
                     let v = vec && s == &self.in_shape;
-                    codegen::storage_binding_vec(w, j, &format!("in{j}"), *d, v);
+                    wgsl::storage_binding_vec(w, j, &format!("in{j}"), *d, v);
                 }
             }
         }
@@ -960,7 +953,7 @@ impl ReduceKernel {
     /// The reduced value at linear input index `idx`.
     fn src_load(&self, idx: &str) -> String {
         match self.prologue {
-            None => codegen::load("in0", idx, self.dtype),
+            None => wgsl::load("in0", idx, self.dtype),
             Some(_) => format!("wgf_load({idx})"),
         }
     }
@@ -968,7 +961,7 @@ impl ReduceKernel {
     /// The four reduced values from vec4 index `idx4` (row strategies).
     fn src_load4(&self, idx4: &str) -> String {
         match self.prologue {
-            None => codegen::load_vec4("in0", idx4, self.dtype),
+            None => wgsl::load_vec4("in0", idx4, self.dtype),
             Some(_) => format!("wgf_load4({idx4})"),
         }
     }
@@ -991,17 +984,17 @@ impl ReduceKernel {
             if s == &self.in_shape {
                 w.line(&format!(
                     "let {name} = {};",
-                    codegen::load(&format!("in{j}"), at, d)
+                    wgsl::load(&format!("in{j}"), at, d)
                 ));
             } else if s.numel() == 1 {
                 w.line(&format!(
                     "let {name} = {};",
-                    codegen::load(&format!("in{j}"), "0u", d)
+                    wgsl::load(&format!("in{j}"), "0u", d)
                 ));
             } else {
                 let strides = s.broadcast_strides(&self.in_shape);
-                codegen::strided_index(w, &format!("{name}_at"), at, dims, &strides);
-                let load = codegen::load(&format!("in{j}"), &format!("{name}_at"), d);
+                wgsl::strided_index(w, &format!("{name}_at"), at, dims, &strides);
+                let load = wgsl::load(&format!("in{j}"), &format!("{name}_at"), d);
                 w.line(&format!("let {name} = {load};"));
             }
         };
@@ -1022,7 +1015,7 @@ impl ReduceKernel {
         let lanes = ["x", "y", "z", "w"];
         for (j, (s, d)) in p.inputs.iter().enumerate() {
             if s == &self.in_shape {
-                let wide = codegen::load_vec4(&format!("in{j}"), "i4", *d);
+                let wide = wgsl::load_vec4(&format!("in{j}"), "i4", *d);
                 w.line(&format!("let v{j} = {wide};"));
             } else {
                 for (l, _) in lanes.iter().enumerate() {
@@ -1078,7 +1071,7 @@ impl ReduceKernel {
             .enumerate()
             .map(|(j, (s, d))| {
                 let idx = if s.numel() == 1 { "0u" } else { "o" };
-                codegen::load(&format!("in{}", self.sources() + j), idx, *d)
+                wgsl::load(&format!("in{}", self.sources() + j), idx, *d)
             })
             .collect();
         (e.wgsl_function(self.dtype), loads)

@@ -1,6 +1,6 @@
 //! Helpers for the naga validation tests (`tests/shaders*.rs`).
 
-use wgflow::backend::gpu::codegen::validate;
+use wgflow::ops::wgsl::validate;
 use wgflow::ops::{ElementwiseKernel, Expr, Kernel};
 use wgflow::{DType, Shape};
 

@@ -1,6 +1,5 @@
-//! The wgpu backend: contexts, WGSL codegen, pipeline cache, and the executor.
+//! The wgpu backend: contexts, pipeline cache, and the executor.
 
-pub mod codegen;
 pub mod context;
 pub mod exec;
 pub mod split;

@@ -8,7 +8,7 @@ use crate::DType;
 pub const WORKGROUP: u32 = 256;
 
 /// The shared helpers prepended to every kernel.
-pub const PRELUDE: &str = include_str!("../../../shaders/prelude.wgsl");
+pub const PRELUDE: &str = include_str!("../../shaders/prelude.wgsl");
 
 /// Accumulates WGSL lines at an indentation level.
 #[derive(Default)]
@@ -171,7 +171,7 @@ pub fn one(dtype: DType) -> String {
 }
 
 /// Helpers for kernels that touch f16 (see [`with_f16_support`]).
-pub const F16_HELPERS: &str = include_str!("../../../shaders/f16.wgsl");
+pub const F16_HELPERS: &str = include_str!("../../shaders/f16.wgsl");
 
 /// Enable f16 and append its helpers when a generated kernel stores or rounds f16 values
 /// (the `enable` directive must come first, and must be absent where f16 is not used, since
