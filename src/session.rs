@@ -4,6 +4,7 @@ use crate::backend::{self, Prepared};
 use crate::compile::{self, Plan, Target};
 use crate::device::{self, Device, DeviceLimits};
 use crate::graph::{Graph, Tensor};
+use crate::ops::Leaf;
 use crate::ops::Op;
 use crate::{Error, HostTensor, Result};
 use std::collections::HashMap;
@@ -256,7 +257,7 @@ impl Session {
             });
         }
         let node = self.graph.node(t);
-        if node.op != Op::Placeholder {
+        if node.op != Op::Leaf(Leaf::Placeholder) {
             return Err(Error::Feed {
                 name: node.name.clone(),
                 message: format!(

@@ -7,6 +7,7 @@ mod example_graphs;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use wgflow::ops::Leaf;
 use wgflow::{Device, HostTensor};
 
 fn wgflow(args: &[&str]) -> Output {
@@ -120,7 +121,7 @@ fn run_mlp_with_a_fed_npy_matches_a_cpu_session_and_numpy_math() {
 fn hand_mlp(ex: &example_graphs::Example) -> HostTensor {
     let g = &ex.graph;
     let c = |n: &str| match &g.node(g.tensor(n).unwrap()).op {
-        wgflow::ops::Op::Constant(v) => v.to_vec::<f32>().unwrap(),
+        wgflow::ops::Op::Leaf(Leaf::Constant(v)) => v.to_vec::<f32>().unwrap(),
         other => panic!("{n} is {other:?}"),
     };
     let (w1, b1, w2, b2) = (

@@ -9,6 +9,7 @@ mod example_graphs;
 use every_new_op::every_new_op;
 use std::time::{Duration, Instant};
 use wgflow::graph::def::{def_from_json, def_to_json};
+use wgflow::ops::Leaf;
 use wgflow::{DType, Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 /// A graph that uses every op, every dtype, scopes, non-finite and base64 constants.
@@ -214,11 +215,11 @@ fn constants_round_trip_bit_exactly() {
     let a = g.constant(odd.clone()).unwrap();
     let b = g.constant(vec![true; 1500]).unwrap();
     let h = Graph::from_json(&g.to_json().unwrap()).unwrap();
-    let Op::Constant(va) = &h.node(h.tensor(g.name(a)).unwrap()).op else {
+    let Op::Leaf(Leaf::Constant(va)) = &h.node(h.tensor(g.name(a)).unwrap()).op else {
         panic!("not a constant")
     };
     assert_eq!(va.to_vec::<f32>().unwrap(), odd);
-    let Op::Constant(vb) = &h.node(h.tensor(g.name(b)).unwrap()).op else {
+    let Op::Leaf(Leaf::Constant(vb)) = &h.node(h.tensor(g.name(b)).unwrap()).op else {
         panic!("not a constant")
     };
     assert_eq!(vb.to_vec::<bool>().unwrap(), vec![true; 1500]);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 use wgflow::compile::{Plan, StepKind};
+use wgflow::ops::Leaf;
 use wgflow::ops::Op;
 use wgflow::{Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
 
@@ -203,7 +204,7 @@ fn validate(path: &Path) -> CliResult {
     let graph = Graph::load(path)?;
     let placeholders = graph
         .tensors()
-        .filter(|&t| graph.node(t).op == Op::Placeholder)
+        .filter(|&t| graph.node(t).op == Op::Leaf(Leaf::Placeholder))
         .count();
     println!(
         "{}: ok, nodes: {}, placeholders: {}, sinks: {}",

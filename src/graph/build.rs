@@ -4,6 +4,7 @@
 use super::{Graph, Tensor};
 use crate::ops::matmul::matmul_shape;
 use crate::ops::{movement, reduce, BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::ops::{Elementwise, MatMul, Movement, Reduce};
 use crate::{DType, Error, Result, Shape};
 use std::panic::Location;
 
@@ -150,7 +151,14 @@ impl Graph {
                 )
             })?;
         let dtype = self.dtype(a);
-        Ok(self.push(Op::Select, &[nc, na, nb], shape, dtype, "where", loc))
+        Ok(self.push(
+            Op::Elementwise(Elementwise::Select),
+            &[nc, na, nb],
+            shape,
+            dtype,
+            "where",
+            loc,
+        ))
     }
 
     /// Convert to `dtype`. Float→int truncates toward zero and saturates (NaN → 0);
@@ -160,7 +168,14 @@ impl Graph {
         let loc = Location::caller();
         let n = self.check(x, "cast", loc)?;
         let shape = self.shape(x).clone();
-        Ok(self.push(Op::Cast(dtype), &[n], shape, dtype, "cast", loc))
+        Ok(self.push(
+            Op::Elementwise(Elementwise::Cast(dtype)),
+            &[n],
+            shape,
+            dtype,
+            "cast",
+            loc,
+        ))
     }
 
     /// Matrix product `[..., M, K] @ [..., K, N]` with NumPy `matmul`'s rules: batch dims
@@ -185,7 +200,7 @@ impl Graph {
         }
         let shape =
             matmul_shape(self.shape(a), self.shape(b)).map_err(|m| Error::build(op, loc, m))?;
-        Ok(self.push(Op::MatMul, &[na, nb], shape, da, "matmul", loc))
+        Ok(self.push(Op::MatMul(MatMul), &[na, nb], shape, da, "matmul", loc))
     }
 
     /// A view with a new shape of the same element count; one dimension may be -1.
@@ -197,7 +212,14 @@ impl Graph {
         let out = movement::reshape_shape(self.shape(x), shape)
             .map_err(|m| Error::build("reshape", loc, m))?;
         let dtype = self.dtype(x);
-        Ok(self.push(Op::Reshape, &[n], out, dtype, "reshape", loc))
+        Ok(self.push(
+            Op::Movement(Movement::Reshape),
+            &[n],
+            out,
+            dtype,
+            "reshape",
+            loc,
+        ))
     }
 
     /// Permute axes: output axis `i` is input axis `perm[i]` (NumPy `transpose(x, perm)`).
@@ -210,9 +232,23 @@ impl Graph {
         let dtype = self.dtype(x);
         if perm.iter().enumerate().all(|(i, &p)| i == p) {
             // The identity permutation moves nothing: a view.
-            return Ok(self.push(Op::Reshape, &[n], out, dtype, "transpose", loc));
+            return Ok(self.push(
+                Op::Movement(Movement::Reshape),
+                &[n],
+                out,
+                dtype,
+                "transpose",
+                loc,
+            ));
         }
-        Ok(self.push(Op::Permute(perm), &[n], out, dtype, "transpose", loc))
+        Ok(self.push(
+            Op::Movement(Movement::Permute(perm)),
+            &[n],
+            out,
+            dtype,
+            "transpose",
+            loc,
+        ))
     }
 
     /// Softmax along `axis`, computed stably as `exp(x - max) / sum(exp(x - max))`.
@@ -254,7 +290,14 @@ impl Graph {
             )
         })?;
         let shape = self.shape(x).clone();
-        Ok(self.push(Op::Unary(op), &[n], shape, dtype, op.name(), loc))
+        Ok(self.push(
+            Op::Elementwise(Elementwise::Unary(op)),
+            &[n],
+            shape,
+            dtype,
+            op.name(),
+            loc,
+        ))
     }
 
     pub(crate) fn binary(
@@ -291,7 +334,14 @@ impl Graph {
                 format!("dtype {da} is not supported (expects {ok})"),
             )
         })?;
-        Ok(self.push(Op::Binary(op), &[na, nb], shape, dtype, op.name(), loc))
+        Ok(self.push(
+            Op::Elementwise(Elementwise::Binary(op)),
+            &[na, nb],
+            shape,
+            dtype,
+            op.name(),
+            loc,
+        ))
     }
 
     pub(crate) fn reduce(
@@ -319,6 +369,13 @@ impl Graph {
             .map_err(|m| Error::build(op.name(), loc, m))?;
         reduce::check_empty(op, self.shape(x), &axes, &shape)
             .map_err(|m| Error::build(op.name(), loc, m))?;
-        Ok(self.push(Op::Reduce { op, axes }, &[n], shape, dtype, op.name(), loc))
+        Ok(self.push(
+            Op::Reduce(Reduce { op, axes }),
+            &[n],
+            shape,
+            dtype,
+            op.name(),
+            loc,
+        ))
     }
 }

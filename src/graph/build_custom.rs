@@ -2,6 +2,7 @@
 
 use super::{Graph, Tensor};
 use crate::ops::custom::{check_expr, CustomElementwise, ElementwiseFn, RawWgsl};
+use crate::ops::Custom;
 use crate::ops::{Expr, Op};
 use crate::{DType, Error, Result, Shape};
 use petgraph::graph::NodeIndex;
@@ -30,7 +31,7 @@ impl Graph {
             expr,
         };
         Ok(self.push(
-            Op::Custom(Box::new(custom)),
+            Op::Custom(Custom::Elementwise(Box::new(custom))),
             &nodes,
             shape,
             sig.ret,
@@ -54,7 +55,7 @@ impl Graph {
             expr,
         };
         Ok(self.push(
-            Op::Custom(Box::new(custom)),
+            Op::Custom(Custom::Elementwise(Box::new(custom))),
             &nodes,
             shape,
             dtype,
@@ -88,7 +89,7 @@ impl Graph {
             ));
         }
         Ok(self.push(
-            Op::RawWgsl(Arc::new(kernel.clone())),
+            Op::Custom(Custom::Raw(Arc::new(kernel.clone()))),
             &nodes,
             shape,
             dtype,

@@ -15,6 +15,7 @@
 //! device; see [`crate::ops::random`] for the exact algorithm.
 
 use super::{Graph, Tensor};
+use crate::ops::Leaf;
 use crate::ops::{BinaryOp, Distribution, Op, RandomSpec, UnaryOp};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
@@ -361,7 +362,7 @@ impl Graph {
         check_shape(op, &shape, loc)?;
         let t = HostTensor::from_words(shape.clone(), dtype, words)
             .map_err(|e| Error::build(op, loc, e.to_string()))?;
-        Ok(self.push(Op::Constant(t), &[], shape, dtype, op, loc))
+        Ok(self.push(Op::Leaf(Leaf::Constant(t)), &[], shape, dtype, op, loc))
     }
 
     /// A scalar constant (fusion turns it into a literal).

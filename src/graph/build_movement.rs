@@ -5,6 +5,7 @@
 use super::{Axes, Graph, Tensor};
 use crate::ops::movement::{self, SliceArg, StridedKind};
 use crate::ops::{BinaryOp, Op};
+use crate::ops::{Leaf, Movement};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
 
@@ -250,7 +251,7 @@ impl Graph {
                 };
                 let before = pads.iter().map(|p| p.0).collect();
                 Ok(self.push(
-                    Op::Pad { before, value },
+                    Op::Movement(Movement::Pad { before, value }),
                     &[n],
                     Shape(dims),
                     dtype,
@@ -355,7 +356,7 @@ impl Graph {
             )
         })?;
         let n = shape.dims()[k] as i64;
-        if let Op::Constant(t) = &self.node(indices).op {
+        if let Op::Leaf(Leaf::Constant(t)) = &self.node(indices).op {
             if let Some(&bad) = t
                 .words()
                 .iter()
@@ -379,7 +380,14 @@ impl Graph {
             .copied()
             .collect();
         let dtype = self.dtype(x);
-        Ok(self.push(Op::Gather(k), &[nx, ni], Shape(dims), dtype, "take", loc))
+        Ok(self.push(
+            Op::Movement(Movement::Gather(k)),
+            &[nx, ni],
+            Shape(dims),
+            dtype,
+            "take",
+            loc,
+        ))
     }
 
     /// One-hot f32 encoding along a new last axis of size `depth`; an index outside
@@ -409,13 +417,27 @@ impl Graph {
 
     pub(crate) fn push_constant(&mut self, t: HostTensor, loc: Loc) -> Result<Tensor> {
         let (shape, dtype) = (t.shape().clone(), t.dtype());
-        Ok(self.push(Op::Constant(t), &[], shape, dtype, "constant", loc))
+        Ok(self.push(
+            Op::Leaf(Leaf::Constant(t)),
+            &[],
+            shape,
+            dtype,
+            "constant",
+            loc,
+        ))
     }
 
     pub(crate) fn view(&mut self, x: Tensor, shape: Shape, name: &str, loc: Loc) -> Result<Tensor> {
         let n = self.check(x, name, loc)?;
         let dtype = self.dtype(x);
-        Ok(self.push(Op::Reshape, &[n], shape, dtype, name, loc))
+        Ok(self.push(
+            Op::Movement(Movement::Reshape),
+            &[n],
+            shape,
+            dtype,
+            name,
+            loc,
+        ))
     }
 
     fn strided(
@@ -429,11 +451,11 @@ impl Graph {
     ) -> Result<Tensor> {
         let n = self.check(x, kind.name(), loc)?;
         let dtype = self.dtype(x);
-        let op = Op::Strided {
+        let op = Op::Movement(Movement::Strided {
             kind,
             offset,
             strides,
-        };
+        });
         Ok(self.push(op, &[n], shape, dtype, kind.name(), loc))
     }
 
@@ -490,7 +512,14 @@ impl Graph {
         }
         let mut dims = base.dims().to_vec();
         dims[k] = total;
-        Ok(self.push(Op::Concat(k), &nodes, Shape(dims), dtype, "concat", loc))
+        Ok(self.push(
+            Op::Movement(Movement::Concat(k)),
+            &nodes,
+            Shape(dims),
+            dtype,
+            "concat",
+            loc,
+        ))
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::{Axes, Graph, Tensor};
 use crate::ops::{reduce, BinaryOp, Op, PoolKind, ReduceOp, UnaryOp, Window};
+use crate::ops::{Elementwise, Nn, Reduce};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
 
@@ -268,7 +269,7 @@ impl Graph {
         let [oh, ow] = window.out_hw([xd[2], xd[3]]).map_err(err)?;
         let out = Shape(vec![xd[0], wd[0], oh, ow]);
         let y = self.push(
-            Op::Conv2d { window, groups: g },
+            Op::Nn(Nn::Conv2d { window, groups: g }),
             &[nx, nw],
             out,
             DType::F32,
@@ -364,7 +365,7 @@ impl Graph {
         let [oh, ow] = window.out_hw([xs.dims()[2], xs.dims()[3]]).map_err(err)?;
         let out = Shape(vec![xs.dims()[0], xs.dims()[1], oh, ow]);
         Ok(self.push(
-            Op::Pool { kind, window },
+            Op::Nn(Nn::Pool { kind, window }),
             &[n],
             out,
             DType::F32,
@@ -391,7 +392,7 @@ impl Graph {
         // Non-bool input is tested in the kernel (NaN-safe), not through a cast.
         let n = self.check(x, op.name(), loc)?;
         Ok(self.push(
-            Op::Reduce { op, axes },
+            Op::Reduce(Reduce { op, axes }),
             &[n],
             shape,
             DType::Bool,
@@ -425,7 +426,7 @@ impl Graph {
         reduce::check_empty(op, self.shape(x), &axes, &shape)
             .map_err(|m| Error::build(op.name(), loc, m))?;
         Ok(self.push(
-            Op::Reduce { op, axes },
+            Op::Reduce(Reduce { op, axes }),
             &[n],
             shape,
             DType::I32,
@@ -492,7 +493,14 @@ impl Graph {
         let ns = [finite, m, zero].map(|t| t.node());
         let shape = self.shape(m).clone();
         let dtype = self.dtype(m);
-        Ok(self.push(Op::Select, &ns, shape, dtype, "where", loc))
+        Ok(self.push(
+            Op::Elementwise(Elementwise::Select),
+            &ns,
+            shape,
+            dtype,
+            "where",
+            loc,
+        ))
     }
 
     /// A scalar constant of `like`'s float dtype.

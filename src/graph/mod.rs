@@ -35,6 +35,7 @@ pub use build_nn::Conv2dOptions;
 pub use def::{GraphDef, NodeDef};
 
 use crate::device::DeviceSpec;
+use crate::ops::Leaf;
 use crate::ops::Op;
 use crate::{DType, Error, HostTensor, Result, Shape};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -173,7 +174,14 @@ impl Graph {
         let value = value.into();
         check_size("constant", value.shape(), location)?;
         let (shape, dtype) = (value.shape().clone(), value.dtype());
-        Ok(self.push(Op::Constant(value), &[], shape, dtype, "constant", location))
+        Ok(self.push(
+            Op::Leaf(Leaf::Constant(value)),
+            &[],
+            shape,
+            dtype,
+            "constant",
+            location,
+        ))
     }
 
     /// A value supplied at run time under `name` (prefixed by the active name scopes).
@@ -195,7 +203,14 @@ impl Graph {
                 format!("a node named '{full}' already exists"),
             ));
         }
-        let t = self.push(Op::Placeholder, &[], shape, dtype, name, location);
+        let t = self.push(
+            Op::Leaf(Leaf::Placeholder),
+            &[],
+            shape,
+            dtype,
+            name,
+            location,
+        );
         Ok(t)
     }
 

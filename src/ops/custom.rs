@@ -9,7 +9,9 @@
 //! A raw WGSL kernel is the user's shader, validated by naga when the node is built and run
 //! as-is on a GPU. See [`RawWgsl`] for the binding convention.
 
-use super::elementwise::{BinaryOp, Expr, Node, UnaryOp};
+use super::elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
+use super::family::{Arity, Family, KernelDef, LowerCx, Lowered};
+use super::Kernel;
 use crate::{DType, Shape};
 use std::cell::RefCell;
 use std::fmt;
@@ -767,4 +769,90 @@ pub fn check_expr(e: &Expr, ins: &[DType]) -> Result<DType, String> {
         .last()
         .copied()
         .ok_or_else(|| "empty expression".to_string())
+}
+
+// ---------------------------------------------------------------------------------------
+// The family
+// ---------------------------------------------------------------------------------------
+
+/// A user's kernel applied to a node's inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Custom {
+    /// A typed elementwise function (fuses like the built-in elementwise ops).
+    Elementwise(Box<CustomElementwise>),
+    /// Raw WGSL, GPU only.
+    Raw(Arc<RawWgsl>),
+}
+
+impl Family for Custom {
+    fn name(&self) -> &'static str {
+        match self {
+            Custom::Elementwise(_) => "custom",
+            Custom::Raw(_) => "raw_wgsl",
+        }
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Any
+    }
+
+    fn is_elementwise(&self) -> bool {
+        matches!(self, Custom::Elementwise(_))
+    }
+
+    fn is_gpu_only(&self) -> bool {
+        matches!(self, Custom::Raw(_))
+    }
+
+    fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
+        Ok(cx.dispatch(match self {
+            Custom::Elementwise(c) => {
+                Kernel::Elementwise(ElementwiseKernel::of(c.expr.clone(), cx))
+            }
+            Custom::Raw(r) => {
+                let workgroup_size = r.check(cx.args.len())?;
+                Kernel::RawWgsl(RawKernel {
+                    name: r.name.clone(),
+                    source: r.source.clone(),
+                    entry_point: r.entry_point.clone(),
+                    workgroup_size,
+                    invocations: match r.invocations {
+                        Invocations::PerOutputElement => cx.shape.numel() as u64,
+                        Invocations::Fixed(n) => n,
+                    },
+                })
+            }
+        }))
+    }
+}
+
+impl KernelDef for RawKernel {
+    fn describe(&self) -> String {
+        format!("raw WGSL '{}' ({})", self.name, self.entry_point)
+    }
+
+    fn wgsl(&self) -> String {
+        self.source.clone()
+    }
+
+    /// Never called: raw kernels have no CPU implementation.
+    fn run_cpu(&self, _inputs: &[&[u32]]) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn has_cpu(&self) -> bool {
+        false
+    }
+
+    fn invocations(&self) -> u64 {
+        self.invocations
+    }
+
+    fn workgroup_size(&self) -> u32 {
+        self.workgroup_size
+    }
+
+    fn entry_point(&self) -> &str {
+        &self.entry_point
+    }
 }

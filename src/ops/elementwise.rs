@@ -3,6 +3,8 @@
 //! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
 //! producer into its consumer never changes which element an input supplies).
 
+use super::family::{Arity, Family, KernelDef, LowerCx, Lowered};
+use super::Kernel;
 use crate::ops::wgsl::{self, Writer};
 use crate::{DType, Shape};
 
@@ -695,5 +697,100 @@ fn cast_wgsl(x: &str, from: DType, to: DType) -> String {
             format!("bitcast<{}>({x})", to.wgsl())
         }
         (_, t) => format!("{}({x})", t.wgsl()),
+    }
+}
+
+// ---------------------------------------------------------------- the family
+
+/// The elementwise primitives (fused into [`ElementwiseKernel`]s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elementwise {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    /// `where(cond, a, b)`.
+    Select,
+    /// Conversion to the dtype (saturating for float to integer).
+    Cast(DType),
+}
+
+impl Elementwise {
+    /// The op as an expression over inputs `0..arity`.
+    pub fn expr(self) -> Expr {
+        match self {
+            Elementwise::Unary(u) => Expr::unary(u, Expr::input(0)),
+            Elementwise::Binary(b) => Expr::binary(b, Expr::input(0), Expr::input(1)),
+            Elementwise::Select => Expr::select(Expr::input(0), Expr::input(1), Expr::input(2)),
+            Elementwise::Cast(d) => Expr::cast(d, Expr::input(0)),
+        }
+    }
+}
+
+impl Family for Elementwise {
+    fn name(&self) -> &'static str {
+        match self {
+            Elementwise::Unary(u) => u.name(),
+            Elementwise::Binary(b) => b.name(),
+            Elementwise::Select => "where",
+            Elementwise::Cast(_) => "cast",
+        }
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exactly(match self {
+            Elementwise::Unary(_) | Elementwise::Cast(_) => 1,
+            Elementwise::Binary(_) => 2,
+            Elementwise::Select => 3,
+        })
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+
+    fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
+        Ok(cx.dispatch(Kernel::Elementwise(ElementwiseKernel::of(self.expr(), cx))))
+    }
+}
+
+impl ElementwiseKernel {
+    /// One node's kernel: `expr` over the node's inputs, unfused.
+    pub fn of(expr: Expr, cx: &LowerCx<'_>) -> ElementwiseKernel {
+        ElementwiseKernel {
+            expr,
+            inputs: cx.inputs.to_vec(),
+            out_shape: cx.shape.clone(),
+            out_dtype: cx.dtype,
+            views: Vec::new(),
+        }
+    }
+}
+
+impl KernelDef for ElementwiseKernel {
+    fn describe(&self) -> String {
+        let viewed: Vec<String> = (0..self.inputs.len())
+            .filter(|&i| self.view(i).is_some())
+            .map(|i| format!("in{i}"))
+            .collect();
+        if viewed.is_empty() {
+            format!("elementwise {}", self.expr.describe())
+        } else {
+            format!(
+                "elementwise {} (strided views of {})",
+                self.expr.describe(),
+                viewed.join(", ")
+            )
+        }
+    }
+
+    fn wgsl(&self) -> String {
+        ElementwiseKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        ElementwiseKernel::run_cpu(self, inputs)
+    }
+
+    fn invocations(&self) -> u64 {
+        ElementwiseKernel::invocations(self)
     }
 }

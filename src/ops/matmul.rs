@@ -3,8 +3,9 @@
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
+use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
-use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Pass, ReduceKernel, ReduceOp};
+use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
@@ -733,5 +734,81 @@ impl MatMulKernel {
         w.indent(0);
         w.line("}");
         w.finish()
+    }
+}
+
+// ---------------------------------------------------------------- the family
+
+/// NumPy's `matmul`: batched, broadcast over batch axes, 1-D operands read as vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatMul;
+
+impl Family for MatMul {
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exactly(2)
+    }
+
+    fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
+        let (first, sum) = MatMulKernel {
+            a: cx.in_shape(0).clone(),
+            b: cx.in_shape(1).clone(),
+            out: cx.shape.clone(),
+            dtype: cx.dtype,
+            block: None,
+            tiled: false,
+            epilogue: None,
+            k_chunk: None,
+        }
+        .passes();
+        Ok(match sum {
+            None => cx.dispatch(Kernel::MatMul(first)),
+            // Split-K: partial products over K chunks, then their sum.
+            Some(sum) => {
+                let shape = first.out_shape();
+                let partial = cx.partial(Kernel::MatMul(first), shape, cx.args.to_vec());
+                Lowered::Dispatch {
+                    kernel: Kernel::Reduce(sum),
+                    inputs: vec![partial],
+                }
+            }
+        })
+    }
+
+    /// `[m, 0] @ [0, n]` is zeros.
+    fn on_empty_input(&self, _dtype: DType) -> EmptyInput {
+        EmptyInput::Fill(0)
+    }
+}
+
+impl KernelDef for MatMulKernel {
+    fn describe(&self) -> String {
+        match &self.epilogue {
+            None => format!("matmul {} @ {}", self.a, self.b),
+            Some(e) => format!("matmul {} @ {} then {}", self.a, self.b, e.expr.describe()),
+        }
+    }
+
+    fn wgsl(&self) -> String {
+        MatMulKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        MatMulKernel::run_cpu(self, inputs)
+    }
+
+    fn invocations(&self) -> u64 {
+        MatMulKernel::invocations(self)
+    }
+
+    fn workgroup_size(&self) -> u32 {
+        MatMulKernel::workgroup_size(self)
+    }
+
+    fn loop_iterations(&self) -> Option<u64> {
+        Some(MatMulKernel::loop_iterations(self))
     }
 }

@@ -6,6 +6,8 @@ pub mod custom;
 pub mod elementwise;
 pub mod elementwise_cpu;
 pub mod expr;
+pub mod family;
+pub mod leaf;
 pub mod matmul;
 pub mod movement;
 pub mod nn;
@@ -13,121 +15,84 @@ pub mod random;
 pub mod reduce;
 pub mod wgsl;
 
-pub use elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
-pub use matmul::{Epilogue, EpilogueInput, MatMulKernel};
+pub use custom::Custom;
+pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, UnaryOp};
+pub use family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+pub use leaf::Leaf;
+pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};
 pub use movement::{
-    ConcatKernel, GatherKernel, PadKernel, PermuteKernel, SliceArg, StridedKernel, StridedKind,
+    ConcatKernel, GatherKernel, Movement, PadKernel, PermuteKernel, SliceArg, StridedKernel,
+    StridedKind,
 };
-pub use nn::{Conv2dKernel, PoolKernel, PoolKind, Window};
+pub use nn::{Conv2dKernel, Nn, PoolKernel, PoolKind, Window};
 pub use random::{Distribution, RandomKernel, RandomSpec};
-pub use reduce::{Pass, Prologue, ReduceKernel, ReduceOp, ReduceStrategy};
+pub use reduce::{Pass, Prologue, Reduce, ReduceKernel, ReduceOp, ReduceStrategy};
 
-use crate::{DType, HostTensor};
-use std::sync::Arc;
-
-/// A primitive op: the closed set every pass understands.
+/// A primitive op: one variant per op family, registered here once. Everything else about
+/// an op is in its family's file, reached through [`Op::family`] ([`Family`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
-    /// A value baked into the graph.
-    Constant(HostTensor),
-    /// A value fed at run time (by the node's name).
-    Placeholder,
-    Unary(UnaryOp),
-    Binary(BinaryOp),
-    /// `where(cond, a, b)`.
-    Select,
-    Cast(DType),
-    Reduce {
-        op: ReduceOp,
-        axes: Vec<usize>,
-    },
-    MatMul,
-    /// A view with the node's shape: no data moves.
-    Reshape,
-    Permute(Vec<usize>),
-    /// `out[i] = in[offset + Σ coord_k * strides[k]]` over the contiguous input, signed strides.
-    Strided {
-        kind: StridedKind,
-        offset: i64,
-        strides: Vec<i64>,
-    },
-    /// Concatenate all inputs along an axis.
-    Concat(usize),
-    /// Constant padding: `before[k]` elements ahead of axis `k`; `value` is the raw word.
-    Pad {
-        before: Vec<usize>,
-        value: u32,
-    },
-    /// `take(x, indices, axis)` with i32 indices (clamped; see [`GatherKernel`]).
-    Gather(usize),
-    /// NCHW × OIHW convolution.
-    Conv2d {
-        window: Window,
-        groups: usize,
-    },
-    Pool {
-        kind: PoolKind,
-        window: Window,
-    },
-    /// An f32 tensor drawn from a seeded counter-based generator (see `ops/random.rs`).
+    /// Constants and placeholders (`ops/leaf.rs`).
+    Leaf(Leaf),
+    /// Unary, binary, `where` and casts (`ops/elementwise.rs`).
+    Elementwise(Elementwise),
+    /// Reductions over axes (`ops/reduce.rs`).
+    Reduce(Reduce),
+    /// Batched matmul (`ops/matmul.rs`).
+    MatMul(MatMul),
+    /// Reshape, transpose, strided copies, concat, pad, take (`ops/movement.rs`).
+    Movement(Movement),
+    /// Convolution and pooling (`ops/nn.rs`).
+    Nn(Nn),
+    /// Seeded random tensors (`ops/random.rs`).
     Random(RandomSpec),
-    /// A user's typed elementwise function, applied (see [`custom::ElementwiseFn`]).
-    Custom(Box<custom::CustomElementwise>),
-    /// A user's raw WGSL kernel (GPU only; see [`custom::RawWgsl`]).
-    RawWgsl(Arc<custom::RawWgsl>),
+    /// Users' elementwise functions and raw WGSL kernels (`ops/custom.rs`).
+    Custom(Custom),
 }
 
 impl Op {
-    /// The op's name, used for default node names and messages.
-    pub fn name(&self) -> &'static str {
+    /// The op's family: its name, arity, properties, lowering and gradient.
+    pub fn family(&self) -> &dyn Family {
         match self {
-            Op::Constant(_) => "constant",
-            Op::Placeholder => "placeholder",
-            Op::Unary(u) => u.name(),
-            Op::Binary(b) => b.name(),
-            Op::Select => "where",
-            Op::Cast(_) => "cast",
-            Op::Reduce { op, .. } => op.name(),
-            Op::MatMul => "matmul",
-            Op::Reshape => "reshape",
-            Op::Permute(_) => "transpose",
-            Op::Strided { kind, .. } => kind.name(),
-            Op::Concat(_) => "concat",
-            Op::Pad { .. } => "pad",
-            Op::Gather(_) => "take",
-            Op::Conv2d { .. } => "conv2d",
-            Op::Pool { kind, .. } => kind.name(),
-            Op::Random(r) => r.name(),
-            Op::Custom(_) => "custom",
-            Op::RawWgsl(_) => "raw_wgsl",
+            Op::Leaf(f) => f,
+            Op::Elementwise(f) => f,
+            Op::Reduce(f) => f,
+            Op::MatMul(f) => f,
+            Op::Movement(f) => f,
+            Op::Nn(f) => f,
+            Op::Random(f) => f,
+            Op::Custom(f) => f,
         }
+    }
+
+    /// The op's name, used for default node names, messages and graph files.
+    pub fn name(&self) -> &'static str {
+        self.family().name()
     }
 
     /// Computed one element at a time from the same position of its (broadcast) inputs.
     pub fn is_elementwise(&self) -> bool {
-        matches!(
-            self,
-            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) | Op::Custom(_)
-        )
+        self.family().is_elementwise()
     }
 
     /// Produces no new data: its output aliases its input's storage.
     pub fn is_view(&self) -> bool {
-        matches!(self, Op::Reshape)
+        self.family().is_view()
     }
 
     /// Runs only on a GPU.
     pub fn is_gpu_only(&self) -> bool {
-        matches!(self, Op::RawWgsl(_))
+        self.family().is_gpu_only()
     }
 
     /// Has no inputs.
     pub fn is_leaf(&self) -> bool {
-        matches!(self, Op::Constant(_) | Op::Placeholder)
+        self.family().is_leaf()
     }
 }
 
-/// A unit of device work after fusion: what a `Dispatch` step runs.
+/// A unit of device work after fusion: what a `Dispatch` step runs. One variant per kind of
+/// kernel, registered here once; everything else is in the kernel's [`KernelDef`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kernel {
     Elementwise(ElementwiseKernel),
@@ -145,127 +110,61 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    /// The kernel's definition: WGSL, CPU kernel, dispatch size.
+    pub fn def(&self) -> &dyn KernelDef {
+        match self {
+            Kernel::Elementwise(k) => k,
+            Kernel::Reduce(k) => k,
+            Kernel::MatMul(k) => k,
+            Kernel::Permute(k) => k,
+            Kernel::Strided(k) => k,
+            Kernel::Concat(k) => k,
+            Kernel::Pad(k) => k,
+            Kernel::Gather(k) => k,
+            Kernel::Conv2d(k) => k,
+            Kernel::Pool(k) => k,
+            Kernel::Random(k) => k,
+            Kernel::RawWgsl(k) => k,
+        }
+    }
+
     /// A short human-readable description for plans and traces.
     pub fn describe(&self) -> String {
-        match self {
-            Kernel::Elementwise(k) => {
-                let viewed: Vec<String> = (0..k.inputs.len())
-                    .filter(|&i| k.view(i).is_some())
-                    .map(|i| format!("in{i}"))
-                    .collect();
-                if viewed.is_empty() {
-                    format!("elementwise {}", k.expr.describe())
-                } else {
-                    format!(
-                        "elementwise {} (strided views of {})",
-                        k.expr.describe(),
-                        viewed.join(", ")
-                    )
-                }
-            }
-            Kernel::Reduce(k) => {
-                let of = match &k.prologue {
-                    None => k.in_shape.to_string(),
-                    Some(p) => format!("{} {}", p.expr.describe(), k.in_shape),
-                };
-                let pass = match k.pass {
-                    reduce::Pass::Whole => String::new(),
-                    reduce::Pass::Partial { chunk } => format!(" in chunks of {chunk}"),
-                    reduce::Pass::MeanOfPartials { count } => {
-                        format!(" of partial sums of {count} elements")
-                    }
-                    reduce::Pass::ArgOfPartials { chunks } => {
-                        format!(" among {chunks} chunk winners")
-                    }
-                };
-                let base = format!("{} over axes {:?} of {of}{pass}", k.op.name(), k.axes);
-                match &k.epilogue {
-                    None => base,
-                    Some(e) => format!("{base} then {}", e.expr.describe()),
-                }
-            }
-            Kernel::MatMul(k) => match &k.epilogue {
-                None => format!("matmul {} @ {}", k.a, k.b),
-                Some(e) => format!("matmul {} @ {} then {}", k.a, k.b, e.expr.describe()),
-            },
-            Kernel::Permute(k) => format!("transpose {:?} of {}", k.perm, k.in_shape),
-            Kernel::Strided(k) => format!("{} to {}", k.kind.name(), k.out_shape),
-            Kernel::Concat(k) => format!("concat axis {} to {}", k.axis, k.out_shape),
-            Kernel::Pad(k) => format!("pad {} to {}", k.in_shape, k.out_shape),
-            Kernel::Gather(k) => format!("take axis {} of {}", k.axis, k.x_shape),
-            Kernel::Conv2d(k) => {
-                let base = format!("conv2d {} * {}", k.x, k.w);
-                match &k.epilogue {
-                    None => base,
-                    Some(e) => format!("{base} then {}", e.expr.describe()),
-                }
-            }
-            Kernel::Pool(k) => format!("{} {:?} of {}", k.kind.name(), k.window.kernel, k.x),
-            Kernel::Random(k) => format!(
-                "{} of {} (seed {})",
-                k.spec.name(),
-                k.out_shape,
-                k.spec.seed
-            ),
-            Kernel::RawWgsl(k) => format!("raw WGSL '{}' ({})", k.name, k.entry_point),
-        }
+        self.def().describe()
     }
 
     /// The kernel's WGSL source.
     pub fn wgsl(&self) -> String {
-        let generated = match self {
-            Kernel::Elementwise(k) => k.wgsl(),
-            Kernel::Reduce(k) => k.wgsl(),
-            Kernel::MatMul(k) => k.wgsl(),
-            Kernel::Permute(k) => k.wgsl(),
-            Kernel::Strided(k) => k.wgsl(),
-            Kernel::Concat(k) => k.wgsl(),
-            Kernel::Pad(k) => k.wgsl(),
-            Kernel::Gather(k) => k.wgsl(),
-            Kernel::Conv2d(k) => k.wgsl(),
-            Kernel::Pool(k) => k.wgsl(),
-            Kernel::Random(k) => k.wgsl(),
-            Kernel::RawWgsl(k) => return k.source.clone(),
-        };
-        crate::ops::wgsl::with_f16_support(generated)
+        match self {
+            // A user's source is bound as written.
+            Kernel::RawWgsl(k) => k.source.clone(),
+            _ => wgsl::with_f16_support(self.def().wgsl()),
+        }
     }
 
     /// The WGSL entry point.
     pub fn entry_point(&self) -> &str {
-        match self {
-            Kernel::RawWgsl(k) => &k.entry_point,
-            _ => "main",
-        }
+        self.def().entry_point()
     }
 
     /// Whether [`Kernel::run_cpu`] can run it (raw WGSL kernels are GPU only).
     pub fn has_cpu(&self) -> bool {
-        !matches!(self, Kernel::RawWgsl(_))
+        self.def().has_cpu()
     }
 
     /// Run on the CPU; `inputs` are the input tensors' words in binding order. A kernel
     /// without a CPU implementation ([`Kernel::has_cpu`]) yields nothing; callers check first.
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        match self {
-            Kernel::RawWgsl(_) => Vec::new(),
-            Kernel::Elementwise(k) => k.run_cpu(inputs),
-            Kernel::Reduce(k) => k.run_cpu(inputs),
-            Kernel::MatMul(k) => k.run_cpu(inputs),
-            Kernel::Permute(k) => k.run_cpu(inputs[0]),
-            Kernel::Strided(k) => k.run_cpu(inputs[0]),
-            Kernel::Concat(k) => k.run_cpu(inputs),
-            Kernel::Pad(k) => k.run_cpu(inputs[0]),
-            Kernel::Gather(k) => k.run_cpu(inputs[0], inputs[1]),
-            Kernel::Conv2d(k) => k.run_cpu(inputs),
-            Kernel::Pool(k) => k.run_cpu(inputs[0]),
-            Kernel::Random(k) => k.run_cpu(),
+        if !self.has_cpu() {
+            return Vec::new();
         }
+        self.def().run_cpu(inputs)
     }
 
     /// The workgroup grid `(x, y)` this kernel is dispatched with, or `None` if it exceeds
     /// `max_per_dim` squared.
     pub fn workgroups(&self, max_per_dim: u32) -> Option<(u32, u32)> {
-        crate::ops::wgsl::grid(self.invocations(), self.workgroup_size(), max_per_dim)
+        wgsl::grid(self.invocations(), self.workgroup_size(), max_per_dim)
     }
 
     /// The workgroup grid on `device` (which allows `max_per_dim` workgroups per dimension),
@@ -294,11 +193,7 @@ impl Kernel {
 
     /// Invocations per workgroup of the WGSL kernel.
     pub fn workgroup_size(&self) -> u32 {
-        match self {
-            Kernel::MatMul(k) => k.workgroup_size(),
-            Kernel::RawWgsl(k) => k.workgroup_size,
-            _ => crate::ops::wgsl::WORKGROUP,
-        }
+        self.def().workgroup_size()
     }
 
     /// The kernel as it should run on an adapter: strategies that depend on the kind of
@@ -314,30 +209,12 @@ impl Kernel {
     /// together, for kernels whose loops grow with their shapes (reductions bound theirs
     /// by chunking, see [`reduce::Pass`]); compared with [`LOOP_LIMIT`] on software adapters.
     pub fn loop_iterations(&self) -> Option<u64> {
-        match self {
-            Kernel::MatMul(k) => Some(k.loop_iterations()),
-            Kernel::Conv2d(k) => Some(k.loop_iterations()),
-            Kernel::Pool(k) => Some(k.loop_iterations()),
-            _ => None,
-        }
+        self.def().loop_iterations()
     }
 
     /// How many invocations the WGSL kernel is dispatched with.
     pub fn invocations(&self) -> u64 {
-        match self {
-            Kernel::Elementwise(k) => k.invocations(),
-            Kernel::MatMul(k) => k.invocations(),
-            Kernel::Reduce(k) => k.invocations(),
-            Kernel::Permute(k) => k.out_shape.numel() as u64,
-            Kernel::Strided(k) => k.out_shape.numel() as u64,
-            Kernel::Concat(k) => k.out_shape.numel() as u64,
-            Kernel::Pad(k) => k.out_shape.numel() as u64,
-            Kernel::Gather(k) => k.out_shape.numel() as u64,
-            Kernel::Conv2d(k) => k.out_shape().numel() as u64,
-            Kernel::Pool(k) => k.out.numel() as u64,
-            Kernel::Random(k) => k.out_shape.numel() as u64,
-            Kernel::RawWgsl(k) => k.invocations,
-        }
+        self.def().invocations()
     }
 }
 

@@ -5,7 +5,9 @@
 //!
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
+use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
+use crate::ops::Kernel;
 use crate::{DType, Shape};
 
 /// Shape rule for reshape; one dimension may be -1 and is inferred.
@@ -513,5 +515,214 @@ impl GatherKernel {
             self.out_shape.numel(),
             body,
         )
+    }
+}
+
+// ---------------------------------------------------------------- the family
+
+/// The movement primitives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Movement {
+    /// A view with the node's shape: no data moves.
+    Reshape,
+    Permute(Vec<usize>),
+    /// `out[i] = in[offset + Σ coord_k * strides[k]]` over the contiguous input, signed strides.
+    Strided {
+        kind: StridedKind,
+        offset: i64,
+        strides: Vec<i64>,
+    },
+    /// Concatenate all inputs along an axis.
+    Concat(usize),
+    /// Constant padding: `before[k]` elements ahead of axis `k`; `value` is the raw word.
+    Pad {
+        before: Vec<usize>,
+        value: u32,
+    },
+    /// `take(x, indices, axis)` with i32 indices (clamped; see [`GatherKernel`]).
+    Gather(usize),
+}
+
+impl Family for Movement {
+    fn name(&self) -> &'static str {
+        match self {
+            Movement::Reshape => "reshape",
+            Movement::Permute(_) => "transpose",
+            Movement::Strided { kind, .. } => kind.name(),
+            Movement::Concat(_) => "concat",
+            Movement::Pad { .. } => "pad",
+            Movement::Gather(_) => "take",
+        }
+    }
+
+    fn arity(&self) -> Arity {
+        match self {
+            Movement::Concat(_) => Arity::AtLeast(2),
+            Movement::Gather(_) => Arity::Exactly(2),
+            Movement::Reshape
+            | Movement::Permute(_)
+            | Movement::Strided { .. }
+            | Movement::Pad { .. } => Arity::Exactly(1),
+        }
+    }
+
+    fn is_view(&self) -> bool {
+        matches!(self, Movement::Reshape)
+    }
+
+    fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
+        let (out_shape, dtype) = (cx.shape.clone(), cx.dtype);
+        let kernel = match self {
+            Movement::Reshape => return Ok(Lowered::View(cx.args[0])),
+            Movement::Permute(perm) => Kernel::Permute(PermuteKernel {
+                in_shape: cx.in_shape(0).clone(),
+                perm: perm.clone(),
+                out_shape,
+                dtype,
+            }),
+            Movement::Strided {
+                kind,
+                offset,
+                strides,
+            } => Kernel::Strided(StridedKernel {
+                kind: *kind,
+                out_shape,
+                offset: *offset,
+                strides: strides.clone(),
+                dtype,
+            }),
+            Movement::Concat(axis) => {
+                // Empty pieces add nothing (and could not be bound).
+                let kept: Vec<usize> = (0..cx.args.len())
+                    .filter(|&i| cx.in_shape(i).numel() > 0)
+                    .collect();
+                return Ok(Lowered::Dispatch {
+                    kernel: Kernel::Concat(ConcatKernel {
+                        in_shapes: kept.iter().map(|&i| cx.in_shape(i).clone()).collect(),
+                        axis: *axis,
+                        out_shape,
+                        dtype,
+                    }),
+                    inputs: kept.iter().map(|&i| cx.args[i]).collect(),
+                });
+            }
+            Movement::Pad { before, value } => Kernel::Pad(PadKernel {
+                in_shape: cx.in_shape(0).clone(),
+                before: before.clone(),
+                value: *value,
+                out_shape,
+                dtype,
+            }),
+            Movement::Gather(axis) => Kernel::Gather(GatherKernel {
+                x_shape: cx.in_shape(0).clone(),
+                indices: cx.in_shape(1).numel(),
+                axis: *axis,
+                out_shape,
+                dtype,
+            }),
+        };
+        Ok(cx.dispatch(kernel))
+    }
+
+    fn on_empty_input(&self, _dtype: DType) -> EmptyInput {
+        match self {
+            // Padding nothing gives the pad value.
+            Movement::Pad { value, .. } => EmptyInput::Fill(*value),
+            Movement::Concat(_) => EmptyInput::Lower,
+            Movement::Reshape
+            | Movement::Permute(_)
+            | Movement::Strided { .. }
+            | Movement::Gather(_) => EmptyInput::Impossible,
+        }
+    }
+}
+
+impl KernelDef for PermuteKernel {
+    fn describe(&self) -> String {
+        format!("transpose {:?} of {}", self.perm, self.in_shape)
+    }
+
+    fn wgsl(&self) -> String {
+        PermuteKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        PermuteKernel::run_cpu(self, inputs[0])
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out_shape.numel() as u64
+    }
+}
+
+impl KernelDef for StridedKernel {
+    fn describe(&self) -> String {
+        format!("{} to {}", self.kind.name(), self.out_shape)
+    }
+
+    fn wgsl(&self) -> String {
+        StridedKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        StridedKernel::run_cpu(self, inputs[0])
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out_shape.numel() as u64
+    }
+}
+
+impl KernelDef for ConcatKernel {
+    fn describe(&self) -> String {
+        format!("concat axis {} to {}", self.axis, self.out_shape)
+    }
+
+    fn wgsl(&self) -> String {
+        ConcatKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        ConcatKernel::run_cpu(self, inputs)
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out_shape.numel() as u64
+    }
+}
+
+impl KernelDef for PadKernel {
+    fn describe(&self) -> String {
+        format!("pad {} to {}", self.in_shape, self.out_shape)
+    }
+
+    fn wgsl(&self) -> String {
+        PadKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        PadKernel::run_cpu(self, inputs[0])
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out_shape.numel() as u64
+    }
+}
+
+impl KernelDef for GatherKernel {
+    fn describe(&self) -> String {
+        format!("take axis {} of {}", self.axis, self.x_shape)
+    }
+
+    fn wgsl(&self) -> String {
+        GatherKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        GatherKernel::run_cpu(self, inputs[0], inputs[1])
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out_shape.numel() as u64
     }
 }

@@ -3,8 +3,9 @@
 //! composites in `graph/build_nn.rs`; fusion makes them the convolution's epilogue.
 
 use crate::ops::elementwise::binary_cpu;
+use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
-use crate::ops::{BinaryOp, Epilogue, Pass, ReduceKernel, ReduceOp};
+use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
@@ -404,4 +405,132 @@ impl PoolKernel {
 fn dims4(s: &Shape) -> [usize; 4] {
     let d = s.dims();
     [d[0], d[1], d[2], d[3]]
+}
+
+// ---------------------------------------------------------------- the family
+
+/// Convolution and pooling over NCHW tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nn {
+    /// NCHW × OIHW convolution.
+    Conv2d {
+        window: Window,
+        groups: usize,
+    },
+    Pool {
+        kind: PoolKind,
+        window: Window,
+    },
+}
+
+impl Family for Nn {
+    fn name(&self) -> &'static str {
+        match self {
+            Nn::Conv2d { .. } => "conv2d",
+            Nn::Pool { kind, .. } => kind.name(),
+        }
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exactly(match self {
+            Nn::Conv2d { .. } => 2,
+            Nn::Pool { .. } => 1,
+        })
+    }
+
+    fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
+        match *self {
+            Nn::Conv2d { window, groups } => {
+                let (first, sum) = Conv2dKernel {
+                    x: cx.in_shape(0).clone(),
+                    w: cx.in_shape(1).clone(),
+                    window,
+                    groups,
+                    out: cx.shape.clone(),
+                    epilogue: None,
+                    c_chunk: None,
+                }
+                .passes();
+                Ok(match sum {
+                    None => cx.dispatch(Kernel::Conv2d(first)),
+                    // Input channels in chunks, then the sum of the partial convolutions.
+                    Some(sum) => {
+                        let shape = first.out_shape();
+                        let partial = cx.partial(Kernel::Conv2d(first), shape, cx.args.to_vec());
+                        Lowered::Dispatch {
+                            kernel: Kernel::Reduce(sum),
+                            inputs: vec![partial],
+                        }
+                    }
+                })
+            }
+            Nn::Pool { kind, window } => Ok(cx.dispatch(Kernel::Pool(PoolKernel {
+                kind,
+                x: cx.in_shape(0).clone(),
+                window,
+                out: cx.shape.clone(),
+            }))),
+        }
+    }
+
+    fn on_empty_input(&self, _dtype: DType) -> EmptyInput {
+        match self {
+            // Zero input channels: a sum over nothing.
+            Nn::Conv2d { .. } => EmptyInput::Fill(0),
+            Nn::Pool { .. } => EmptyInput::Impossible,
+        }
+    }
+}
+
+impl KernelDef for Conv2dKernel {
+    fn describe(&self) -> String {
+        let base = format!("conv2d {} * {}", self.x, self.w);
+        match &self.epilogue {
+            None => base,
+            Some(e) => format!("{base} then {}", e.expr.describe()),
+        }
+    }
+
+    fn wgsl(&self) -> String {
+        Conv2dKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        Conv2dKernel::run_cpu(self, inputs)
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out_shape().numel() as u64
+    }
+
+    fn loop_iterations(&self) -> Option<u64> {
+        Some(Conv2dKernel::loop_iterations(self))
+    }
+}
+
+impl KernelDef for PoolKernel {
+    fn describe(&self) -> String {
+        format!(
+            "{} {:?} of {}",
+            self.kind.name(),
+            self.window.kernel,
+            self.x
+        )
+    }
+
+    fn wgsl(&self) -> String {
+        PoolKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        PoolKernel::run_cpu(self, inputs[0])
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out.numel() as u64
+    }
+
+    fn loop_iterations(&self) -> Option<u64> {
+        Some(PoolKernel::loop_iterations(self))
+    }
 }

@@ -20,7 +20,9 @@
 //! Random ops are stateless: a plan produces the same tensor on every run (like a constant
 //! that is computed on the device instead of uploaded). Use a different seed for new numbers.
 
+use crate::ops::family::{Arity, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
+use crate::ops::Kernel;
 use crate::Shape;
 
 /// The distribution a random op samples.
@@ -161,6 +163,48 @@ impl RandomKernel {
                 ("B", b),
             ],
         )
+    }
+}
+
+// ---------------------------------------------------------------- the family
+
+impl Family for RandomSpec {
+    fn name(&self) -> &'static str {
+        RandomSpec::name(self)
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exactly(0)
+    }
+
+    fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
+        Ok(cx.dispatch(Kernel::Random(RandomKernel {
+            spec: *self,
+            out_shape: cx.shape.clone(),
+        })))
+    }
+}
+
+impl KernelDef for RandomKernel {
+    fn describe(&self) -> String {
+        format!(
+            "{} of {} (seed {})",
+            self.spec.name(),
+            self.out_shape,
+            self.spec.seed
+        )
+    }
+
+    fn wgsl(&self) -> String {
+        RandomKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, _inputs: &[&[u32]]) -> Vec<u32> {
+        RandomKernel::run_cpu(self)
+    }
+
+    fn invocations(&self) -> u64 {
+        self.out_shape.numel() as u64
     }
 }
 

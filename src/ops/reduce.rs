@@ -4,8 +4,9 @@
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
+use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
-use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr};
+use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
 use crate::{DType, Shape};
 use std::borrow::Cow;
 
@@ -1100,5 +1101,111 @@ impl ReduceKernel {
                 self.op,
                 ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min
             )
+    }
+}
+
+// ---------------------------------------------------------------- the family
+
+/// A reduction of its input over `axes` (sorted, non-negative); keepdims follows from the
+/// node's rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reduce {
+    pub op: ReduceOp,
+    pub axes: Vec<usize>,
+}
+
+impl Family for Reduce {
+    fn name(&self) -> &'static str {
+        self.op.name()
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exactly(1)
+    }
+
+    fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
+        let whole = ReduceKernel {
+            prologue: None,
+            epilogue: None,
+            op: self.op,
+            in_shape: cx.in_shape(0).clone(),
+            dtype: cx.in_dtype(0),
+            axes: self.axes.clone(),
+            out_shape: cx.shape.clone(),
+            pass: Pass::Whole,
+        };
+        let mut passes = whole.passes();
+        let last = passes.pop().ok_or_else(|| {
+            crate::Error::Internal(format!("reduction '{}' lowered to no kernel", cx.name))
+        })?;
+        // Partial passes: each reads the previous one's output (arg ops: i32 indices, the
+        // node's dtype).
+        let mut prev = cx.args[0];
+        for p in passes {
+            let shape = p.out_shape.clone();
+            prev = cx.partial(Kernel::Reduce(p), shape, vec![prev]);
+        }
+        let inputs = match last.pass {
+            Pass::ArgOfPartials { .. } => vec![cx.args[0], prev],
+            _ => vec![prev],
+        };
+        Ok(Lowered::Dispatch {
+            kernel: Kernel::Reduce(last),
+            inputs,
+        })
+    }
+
+    fn on_empty_input(&self, dtype: DType) -> EmptyInput {
+        let one = match dtype {
+            DType::F32 => 1.0f32.to_bits(),
+            DType::F16 => 0x3c00,
+            _ => 1,
+        };
+        match self.op {
+            ReduceOp::Sum | ReduceOp::Any => EmptyInput::Fill(0),
+            ReduceOp::Prod | ReduceOp::All => EmptyInput::Fill(one),
+            // NumPy: the mean of nothing is NaN (with a warning); integer means give 0.
+            ReduceOp::Mean => EmptyInput::Fill(match dtype {
+                DType::F32 => f32::NAN.to_bits(),
+                DType::F16 => 0x7e00,
+                _ => 0,
+            }),
+            // Rejected when built: no identity.
+            ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                EmptyInput::Impossible
+            }
+        }
+    }
+}
+
+impl KernelDef for ReduceKernel {
+    fn describe(&self) -> String {
+        let of = match &self.prologue {
+            None => self.in_shape.to_string(),
+            Some(p) => format!("{} {}", p.expr.describe(), self.in_shape),
+        };
+        let pass = match self.pass {
+            Pass::Whole => String::new(),
+            Pass::Partial { chunk } => format!(" in chunks of {chunk}"),
+            Pass::MeanOfPartials { count } => format!(" of partial sums of {count} elements"),
+            Pass::ArgOfPartials { chunks } => format!(" among {chunks} chunk winners"),
+        };
+        let base = format!("{} over axes {:?} of {of}{pass}", self.op.name(), self.axes);
+        match &self.epilogue {
+            None => base,
+            Some(e) => format!("{base} then {}", e.expr.describe()),
+        }
+    }
+
+    fn wgsl(&self) -> String {
+        ReduceKernel::wgsl(self)
+    }
+
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        ReduceKernel::run_cpu(self, inputs)
+    }
+
+    fn invocations(&self) -> u64 {
+        ReduceKernel::invocations(self)
     }
 }

@@ -7,6 +7,7 @@ use super::{
 };
 use crate::device::DeviceSpec;
 use crate::ops::custom::{CustomElementwise, Invocations, OutputRule, RawWgsl};
+use crate::ops::{Custom, Elementwise, Leaf, MatMul, Movement, Nn, Reduce};
 use crate::ops::{Expr, Node, Op};
 use crate::{DType, HostTensor, Result, Shape};
 use serde_json::{Map, Value};
@@ -47,16 +48,16 @@ pub fn def_to_json(def: &GraphDef) -> String {
             let _ = write!(s, ", \"device\": \"{d}\"");
         }
         match &nd.op {
-            Op::Reduce { axes, .. } => {
+            Op::Reduce(Reduce { axes, .. }) => {
                 let _ = write!(s, ", \"axes\": {}", usize_list(axes));
             }
-            Op::Permute(perm) => {
+            Op::Movement(Movement::Permute(perm)) => {
                 let _ = write!(s, ", \"perm\": {}", usize_list(perm));
             }
-            Op::Constant(value) => write_data(&mut s, value),
-            Op::Strided {
+            Op::Leaf(Leaf::Constant(value)) => write_data(&mut s, value),
+            Op::Movement(Movement::Strided {
                 offset, strides, ..
-            } => {
+            }) => {
                 let st: Vec<String> = strides.iter().map(i64::to_string).collect();
                 let _ = write!(
                     s,
@@ -64,21 +65,21 @@ pub fn def_to_json(def: &GraphDef) -> String {
                     st.join(", ")
                 );
             }
-            Op::Concat(axis) | Op::Gather(axis) => {
+            Op::Movement(Movement::Concat(axis)) | Op::Movement(Movement::Gather(axis)) => {
                 let _ = write!(s, ", \"axis\": {axis}");
             }
-            Op::Pad { before, value } => {
+            Op::Movement(Movement::Pad { before, value }) => {
                 let _ = write!(
                     s,
                     ", \"before\": {}, \"value_bits\": {value}",
                     usize_list(before)
                 );
             }
-            Op::Conv2d { window, groups } => {
+            Op::Nn(Nn::Conv2d { window, groups }) => {
                 write_window(&mut s, window);
                 let _ = write!(s, ", \"groups\": {groups}");
             }
-            Op::Pool { window, .. } => write_window(&mut s, window),
+            Op::Nn(Nn::Pool { window, .. }) => write_window(&mut s, window),
             Op::Random(spec) => {
                 let (a, b) = match spec.dist {
                     crate::ops::Distribution::Uniform { low, high } => (low, high),
@@ -92,7 +93,7 @@ pub fn def_to_json(def: &GraphDef) -> String {
                     f32_json(b)
                 );
             }
-            Op::Custom(c) => {
+            Op::Custom(Custom::Elementwise(c)) => {
                 let _ = write!(
                     s,
                     ", \"kernel\": {}, \"expr\": {}",
@@ -100,7 +101,7 @@ pub fn def_to_json(def: &GraphDef) -> String {
                     expr_json(&c.expr)
                 );
             }
-            Op::RawWgsl(r) => {
+            Op::Custom(Custom::Raw(r)) => {
                 let _ = write!(
                     s,
                     ", \"kernel\": {}, \"entry_point\": {}, \"source\": {}",
@@ -115,13 +116,13 @@ pub fn def_to_json(def: &GraphDef) -> String {
                     let _ = write!(s, ", \"invocations\": {n}");
                 }
             }
-            Op::Placeholder
-            | Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Select
-            | Op::Cast(_)
-            | Op::MatMul
-            | Op::Reshape => {}
+            Op::Leaf(Leaf::Placeholder)
+            | Op::Elementwise(Elementwise::Unary(_))
+            | Op::Elementwise(Elementwise::Binary(_))
+            | Op::Elementwise(Elementwise::Select)
+            | Op::Elementwise(Elementwise::Cast(_))
+            | Op::MatMul(MatMul)
+            | Op::Movement(Movement::Reshape) => {}
         }
         s.push('}');
         if i + 1 < def.nodes.len() {
@@ -503,20 +504,22 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
         COMMON.iter().chain(extra).copied().collect()
     };
     let (op, allowed, arity) = if let Some(&u) = UNARY.iter().find(|u| unary_name(**u) == opname) {
-        (Op::Unary(u), with(&[]), 1)
+        (Op::Elementwise(Elementwise::Unary(u)), with(&[]), 1)
     } else if let Some(&b) = BINARY.iter().find(|b| binary_name(**b) == opname) {
-        (Op::Binary(b), with(&[]), 2)
+        (Op::Elementwise(Elementwise::Binary(b)), with(&[]), 2)
     } else if let Some(&r) = REDUCE.iter().find(|r| reduce_name(**r) == opname) {
         let axes = usize_array(obj.get("axes"), &field("axes"), false)?;
-        (Op::Reduce { op: r, axes }, with(&["axes"]), 1)
+        (Op::Reduce(Reduce { op: r, axes }), with(&["axes"]), 1)
     } else if let Some(op) = parse_new_op(obj, opname, &field)? {
         let (allowed, arity): (&[&'static str], usize) = match &op {
-            Op::Strided { .. } => (&["offset", "strides"], 1),
-            Op::Concat(_) => (&["axis"], CONCAT),
-            Op::Gather(_) => (&["axis"], 2),
-            Op::Pad { .. } => (&["before", "value_bits"], 1),
-            Op::Conv2d { .. } => (&["kernel", "stride", "padding", "dilation", "groups"], 2),
-            Op::Pool { .. } => (&["kernel", "stride", "padding", "dilation"], 1),
+            Op::Movement(Movement::Strided { .. }) => (&["offset", "strides"], 1),
+            Op::Movement(Movement::Concat(_)) => (&["axis"], CONCAT),
+            Op::Movement(Movement::Gather(_)) => (&["axis"], 2),
+            Op::Movement(Movement::Pad { .. }) => (&["before", "value_bits"], 1),
+            Op::Nn(Nn::Conv2d { .. }) => {
+                (&["kernel", "stride", "padding", "dilation", "groups"], 2)
+            }
+            Op::Nn(Nn::Pool { .. }) => (&["kernel", "stride", "padding", "dilation"], 1),
             _ => (&["seed", "params"], 0),
         };
         (op, with(allowed), arity)
@@ -524,16 +527,20 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
         match opname {
             "constant" => {
                 let value = parse_data(obj, &at, &shape, dtype)?;
-                (Op::Constant(value), with(&["data", "data_base64"]), 0)
+                (
+                    Op::Leaf(Leaf::Constant(value)),
+                    with(&["data", "data_base64"]),
+                    0,
+                )
             }
-            "placeholder" => (Op::Placeholder, with(&[]), 0),
-            "where" => (Op::Select, with(&[]), 3),
-            "cast" => (Op::Cast(dtype), with(&[]), 1),
-            "matmul" => (Op::MatMul, with(&[]), 2),
-            "reshape" => (Op::Reshape, with(&[]), 1),
+            "placeholder" => (Op::Leaf(Leaf::Placeholder), with(&[]), 0),
+            "where" => (Op::Elementwise(Elementwise::Select), with(&[]), 3),
+            "cast" => (Op::Elementwise(Elementwise::Cast(dtype)), with(&[]), 1),
+            "matmul" => (Op::MatMul(MatMul), with(&[]), 2),
+            "reshape" => (Op::Movement(Movement::Reshape), with(&[]), 1),
             "transpose" => {
                 let perm = usize_array(obj.get("perm"), &field("perm"), false)?;
-                (Op::Permute(perm), with(&["perm"]), 1)
+                (Op::Movement(Movement::Permute(perm)), with(&["perm"]), 1)
             }
             "custom" => {
                 let name = string_field(obj, "kernel", &field("kernel"))?;
@@ -543,7 +550,7 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
                 };
                 let c = CustomElementwise { name, expr };
                 (
-                    Op::Custom(Box::new(c)),
+                    Op::Custom(Custom::Elementwise(Box::new(c))),
                     with(&["kernel", "expr"]),
                     inputs.len(),
                 )
@@ -578,7 +585,7 @@ fn parse_node(i: usize, v: &Value) -> Result<NodeDef> {
                     "invocations",
                 ];
                 (
-                    Op::RawWgsl(std::sync::Arc::new(r)),
+                    Op::Custom(Custom::Raw(std::sync::Arc::new(r))),
                     with(&extra),
                     inputs.len(),
                 )

@@ -86,6 +86,7 @@
 use super::Graph;
 use crate::device::DeviceSpec;
 use crate::ops::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::ops::{Custom, Elementwise, Leaf, MatMul, Movement, Nn, Reduce};
 use crate::{DType, Error, Result, Shape};
 use std::path::Path;
 
@@ -191,25 +192,25 @@ const REDUCE: [ReduceOp; 9] = [
 /// file representation here before the crate compiles.
 fn op_name(op: &Op) -> &'static str {
     match op {
-        Op::Constant(_) => "constant",
-        Op::Placeholder => "placeholder",
-        Op::Unary(u) => unary_name(*u),
-        Op::Binary(b) => binary_name(*b),
-        Op::Select => "where",
-        Op::Cast(_) => "cast",
-        Op::Reduce { op, .. } => reduce_name(*op),
-        Op::MatMul => "matmul",
-        Op::Reshape => "reshape",
-        Op::Permute(_) => "transpose",
-        Op::Strided { kind, .. } => kind.name(),
+        Op::Leaf(Leaf::Constant(_)) => "constant",
+        Op::Leaf(Leaf::Placeholder) => "placeholder",
+        Op::Elementwise(Elementwise::Unary(u)) => unary_name(*u),
+        Op::Elementwise(Elementwise::Binary(b)) => binary_name(*b),
+        Op::Elementwise(Elementwise::Select) => "where",
+        Op::Elementwise(Elementwise::Cast(_)) => "cast",
+        Op::Reduce(Reduce { op, .. }) => reduce_name(*op),
+        Op::MatMul(MatMul) => "matmul",
+        Op::Movement(Movement::Reshape) => "reshape",
+        Op::Movement(Movement::Permute(_)) => "transpose",
+        Op::Movement(Movement::Strided { kind, .. }) => kind.name(),
         Op::Random(spec) => spec.name(),
-        Op::Concat(_) => "concat",
-        Op::Pad { .. } => "pad",
-        Op::Gather(_) => "take",
-        Op::Conv2d { .. } => "conv2d",
-        Op::Pool { kind, .. } => kind.name(),
-        Op::Custom(_) => "custom",
-        Op::RawWgsl(_) => "raw_wgsl",
+        Op::Movement(Movement::Concat(_)) => "concat",
+        Op::Movement(Movement::Pad { .. }) => "pad",
+        Op::Movement(Movement::Gather(_)) => "take",
+        Op::Nn(Nn::Conv2d { .. }) => "conv2d",
+        Op::Nn(Nn::Pool { kind, .. }) => kind.name(),
+        Op::Custom(Custom::Elementwise(_)) => "custom",
+        Op::Custom(Custom::Raw(_)) => "raw_wgsl",
     }
 }
 
@@ -222,7 +223,7 @@ impl Graph {
             .node_indices()
             .map(|n| {
                 let node = &self.g[n];
-                if let Op::RawWgsl(r) = &node.op {
+                if let Op::Custom(Custom::Raw(r)) = &node.op {
                     if matches!(r.output, crate::ops::custom::OutputRule::Fn(_)) {
                         return Err(err(
                             node_at(n.index(), &node.name),
@@ -379,19 +380,22 @@ fn check_declared(at: &str, shape: &Shape) -> Result<()> {
 /// One node through the builder an API user would call, inside the node's device scope.
 fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
     let want = match &nd.op {
-        Op::Constant(_) | Op::Placeholder | Op::Random(_) => 0,
-        Op::Unary(_)
-        | Op::Cast(_)
-        | Op::Reduce { .. }
-        | Op::Reshape
-        | Op::Permute(_)
-        | Op::Strided { .. }
-        | Op::Pad { .. }
-        | Op::Pool { .. } => 1,
-        Op::Binary(_) | Op::MatMul | Op::Gather(_) | Op::Conv2d { .. } => 2,
-        Op::Select => 3,
-        Op::Concat(_) => x.len().max(2),
-        Op::Custom(_) | Op::RawWgsl(_) => x.len(),
+        Op::Leaf(Leaf::Constant(_)) | Op::Leaf(Leaf::Placeholder) | Op::Random(_) => 0,
+        Op::Elementwise(Elementwise::Unary(_))
+        | Op::Elementwise(Elementwise::Cast(_))
+        | Op::Reduce(Reduce { .. })
+        | Op::Movement(Movement::Reshape)
+        | Op::Movement(Movement::Permute(_))
+        | Op::Movement(Movement::Strided { .. })
+        | Op::Movement(Movement::Pad { .. })
+        | Op::Nn(Nn::Pool { .. }) => 1,
+        Op::Elementwise(Elementwise::Binary(_))
+        | Op::MatMul(MatMul)
+        | Op::Movement(Movement::Gather(_))
+        | Op::Nn(Nn::Conv2d { .. }) => 2,
+        Op::Elementwise(Elementwise::Select) => 3,
+        Op::Movement(Movement::Concat(_)) => x.len().max(2),
+        Op::Custom(Custom::Elementwise(_)) | Op::Custom(Custom::Raw(_)) => x.len(),
     };
     if x.len() != want {
         return Err(err(
@@ -399,7 +403,7 @@ fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super:
             format!(
                 "{} takes {} input(s), {} given",
                 op_name(&nd.op),
-                if matches!(nd.op, Op::Concat(_)) {
+                if matches!(nd.op, Op::Movement(Movement::Concat(_))) {
                     "2 or more".to_string()
                 } else {
                     want.to_string()
@@ -433,7 +437,7 @@ fn build_node(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super:
 
 fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::Tensor> {
     match &nd.op {
-        Op::Constant(value) => {
+        Op::Leaf(Leaf::Constant(value)) => {
             if value.shape() != &nd.shape || value.dtype() != nd.dtype {
                 return Err(err(
                     "",
@@ -448,12 +452,14 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
             }
             g.constant(value.clone())
         }
-        Op::Placeholder => g.placeholder(&nd.name, nd.shape.clone(), nd.dtype),
-        Op::Unary(u) => g.unary(*u, x[0], std::panic::Location::caller()),
-        Op::Binary(b) => g.binary(*b, x[0], x[1], std::panic::Location::caller()),
-        Op::Select => g.select(x[0], x[1], x[2]),
-        Op::Cast(d) => g.cast(x[0], *d),
-        Op::Reduce { op, axes } => {
+        Op::Leaf(Leaf::Placeholder) => g.placeholder(&nd.name, nd.shape.clone(), nd.dtype),
+        Op::Elementwise(Elementwise::Unary(u)) => g.unary(*u, x[0], std::panic::Location::caller()),
+        Op::Elementwise(Elementwise::Binary(b)) => {
+            g.binary(*b, x[0], x[1], std::panic::Location::caller())
+        }
+        Op::Elementwise(Elementwise::Select) => g.select(x[0], x[1], x[2]),
+        Op::Elementwise(Elementwise::Cast(d)) => g.cast(x[0], *d),
+        Op::Reduce(Reduce { op, axes }) => {
             let keepdims = nd.shape.rank() == g.shape(x[0]).rank();
             let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
             match op {
@@ -478,29 +484,29 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
                 }
             }
         }
-        Op::MatMul => g.matmul(x[0], x[1]),
-        Op::Reshape => {
+        Op::MatMul(MatMul) => g.matmul(x[0], x[1]),
+        Op::Movement(Movement::Reshape) => {
             let target: Vec<isize> = nd.shape.dims().iter().map(|&d| d as isize).collect();
             g.reshape(x[0], &target)
         }
-        Op::Permute(perm) => {
+        Op::Movement(Movement::Permute(perm)) => {
             let perm: Vec<isize> = perm.iter().map(|&p| p as isize).collect();
             g.transpose(x[0], &perm)
         }
-        Op::Custom(c) => g.apply_expr(&c.name, c.expr.clone(), x),
-        Op::RawWgsl(r) => {
+        Op::Custom(Custom::Elementwise(c)) => g.apply_expr(&c.name, c.expr.clone(), x),
+        Op::Custom(Custom::Raw(r)) => {
             let mut r = (**r).clone();
             if let crate::ops::custom::OutputRule::Fixed(..) = r.output {
                 r.output = crate::ops::custom::OutputRule::Fixed(nd.shape.clone(), nd.dtype);
             }
             g.raw_kernel(&r, x)
         }
-        Op::Strided { .. }
-        | Op::Concat(_)
-        | Op::Pad { .. }
-        | Op::Gather(_)
-        | Op::Conv2d { .. }
-        | Op::Pool { .. }
+        Op::Movement(Movement::Strided { .. })
+        | Op::Movement(Movement::Concat(_))
+        | Op::Movement(Movement::Pad { .. })
+        | Op::Movement(Movement::Gather(_))
+        | Op::Nn(Nn::Conv2d { .. })
+        | Op::Nn(Nn::Pool { .. })
         | Op::Random(_) => rebuild::build_op(g, nd, x),
     }
 }

@@ -7,15 +7,16 @@
 use super::{err, op_name, NodeDef};
 use crate::graph::{Graph, PadMode, Tensor};
 use crate::ops::{Distribution, Op, PoolKind, SliceArg, StridedKind};
+use crate::ops::{Movement, Nn};
 use crate::{Conv2dOptions, DType, Result, Shape};
 
 pub(super) fn build_op(g: &mut Graph, nd: &NodeDef, x: &[Tensor]) -> Result<Tensor> {
     match &nd.op {
-        Op::Strided {
+        Op::Movement(Movement::Strided {
             kind,
             offset,
             strides,
-        } => match kind {
+        }) => match kind {
             StridedKind::BroadcastTo => g.broadcast_to(x[0], nd.shape.dims()),
             StridedKind::Flip => {
                 let axes: Vec<isize> = (0..strides.len())
@@ -29,9 +30,9 @@ pub(super) fn build_op(g: &mut Graph, nd: &NodeDef, x: &[Tensor]) -> Result<Tens
                 g.slice(x[0], &args)
             }
         },
-        Op::Concat(axis) => g.concat(x, *axis as isize),
-        Op::Gather(axis) => g.take(x[0], x[1], *axis as isize),
-        Op::Pad { before, value } => {
+        Op::Movement(Movement::Concat(axis)) => g.concat(x, *axis as isize),
+        Op::Movement(Movement::Gather(axis)) => g.take(x[0], x[1], *axis as isize),
+        Op::Movement(Movement::Pad { before, value }) => {
             let pads = pad_widths(g.shape(x[0]), &nd.shape, before)?;
             let v = match g.dtype(x[0]) {
                 DType::F32 => f64::from(f32::from_bits(*value)),
@@ -41,7 +42,7 @@ pub(super) fn build_op(g: &mut Graph, nd: &NodeDef, x: &[Tensor]) -> Result<Tens
             };
             g.pad(x[0], &pads, PadMode::Constant(v))
         }
-        Op::Conv2d { window, groups } => {
+        Op::Nn(Nn::Conv2d { window, groups }) => {
             let opts = Conv2dOptions {
                 stride: window.stride,
                 padding: window.padding,
@@ -50,7 +51,7 @@ pub(super) fn build_op(g: &mut Graph, nd: &NodeDef, x: &[Tensor]) -> Result<Tens
             };
             g.conv2d(x[0], x[1], None, opts)
         }
-        Op::Pool { kind, window } => match kind {
+        Op::Nn(Nn::Pool { kind, window }) => match kind {
             PoolKind::Max => g.max_pool2d(x[0], window.kernel, window.stride, window.padding),
             PoolKind::Avg => g.avg_pool2d(x[0], window.kernel, window.stride, window.padding),
         },
@@ -74,12 +75,12 @@ pub(super) fn build_op(g: &mut Graph, nd: &NodeDef, x: &[Tensor]) -> Result<Tens
 pub(super) fn check_same_op(file: &Op, built: &Op) -> Result<()> {
     let derived = matches!(
         file,
-        Op::Strided { .. }
-            | Op::Concat(_)
-            | Op::Pad { .. }
-            | Op::Gather(_)
-            | Op::Conv2d { .. }
-            | Op::Pool { .. }
+        Op::Movement(Movement::Strided { .. })
+            | Op::Movement(Movement::Concat(_))
+            | Op::Movement(Movement::Pad { .. })
+            | Op::Movement(Movement::Gather(_))
+            | Op::Nn(Nn::Conv2d { .. })
+            | Op::Nn(Nn::Pool { .. })
             | Op::Random(_)
     );
     if !derived || file == built {
@@ -99,13 +100,17 @@ pub(super) fn check_same_op(file: &Op, built: &Op) -> Result<()> {
 
 fn attrs(op: &Op) -> String {
     match op {
-        Op::Strided {
+        Op::Movement(Movement::Strided {
             offset, strides, ..
-        } => format!("offset {offset}, strides {strides:?}"),
-        Op::Concat(axis) | Op::Gather(axis) => format!("axis {axis}"),
-        Op::Pad { before, value } => format!("before {before:?}, value_bits {value}"),
-        Op::Conv2d { window, groups } => format!("{window:?}, groups {groups}"),
-        Op::Pool { window, .. } => format!("{window:?}"),
+        }) => format!("offset {offset}, strides {strides:?}"),
+        Op::Movement(Movement::Concat(axis)) | Op::Movement(Movement::Gather(axis)) => {
+            format!("axis {axis}")
+        }
+        Op::Movement(Movement::Pad { before, value }) => {
+            format!("before {before:?}, value_bits {value}")
+        }
+        Op::Nn(Nn::Conv2d { window, groups }) => format!("{window:?}, groups {groups}"),
+        Op::Nn(Nn::Pool { window, .. }) => format!("{window:?}"),
         Op::Random(spec) => format!("{:?}, seed {}", spec.dist, spec.seed),
         _ => "no attributes".into(),
     }

@@ -4,6 +4,7 @@
 use super::super::{err, MAX_ELEMENTS, MAX_RANK, MAX_STRIDE, MAX_WINDOW};
 use super::{json_word, short, usize_array};
 use crate::ops::{Distribution, Op, PoolKind, RandomSpec, StridedKind, Window};
+use crate::ops::{Movement, Nn};
 use crate::{DType, Result};
 use serde_json::{Map, Value};
 
@@ -20,11 +21,11 @@ pub(super) fn parse_new_op(
     let strided = |kind| -> Result<Op> {
         let offset = uint(obj.get("offset"), &field("offset"), MAX_ELEMENTS as u64)? as i64;
         let strides = i64_array(obj.get("strides"), &field("strides"), MAX_STRIDE)?;
-        Ok(Op::Strided {
+        Ok(Op::Movement(Movement::Strided {
             kind,
             offset,
             strides,
-        })
+        }))
     };
     let axis = || uint(obj.get("axis"), &field("axis"), MAX_RANK as u64).map(|a| a as usize);
     let window = || -> Result<Window> {
@@ -49,24 +50,24 @@ pub(super) fn parse_new_op(
         "slice" => strided(StridedKind::Slice)?,
         "flip" => strided(StridedKind::Flip)?,
         "broadcast_to" => strided(StridedKind::BroadcastTo)?,
-        "concat" => Op::Concat(axis()?),
-        "take" => Op::Gather(axis()?),
-        "pad" => Op::Pad {
+        "concat" => Op::Movement(Movement::Concat(axis()?)),
+        "take" => Op::Movement(Movement::Gather(axis()?)),
+        "pad" => Op::Movement(Movement::Pad {
             before: usize_array(obj.get("before"), &field("before"), true)?,
             value: uint(obj.get("value_bits"), &field("value_bits"), u32::MAX as u64)? as u32,
-        },
-        "conv2d" => Op::Conv2d {
+        }),
+        "conv2d" => Op::Nn(Nn::Conv2d {
             window: window()?,
             groups: uint(obj.get("groups"), &field("groups"), MAX_ELEMENTS as u64)? as usize,
-        },
-        "max_pool2d" => Op::Pool {
+        }),
+        "max_pool2d" => Op::Nn(Nn::Pool {
             kind: PoolKind::Max,
             window: window()?,
-        },
-        "avg_pool2d" => Op::Pool {
+        }),
+        "avg_pool2d" => Op::Nn(Nn::Pool {
             kind: PoolKind::Avg,
             window: window()?,
-        },
+        }),
         "random_uniform" => random(true)?,
         "random_normal" => random(false)?,
         _ => return Ok(None),

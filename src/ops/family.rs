@@ -1,0 +1,218 @@
+//! The two traits every op family implements, so that everything about an op lives in its
+//! family's file:
+//!
+//! * [`Family`] — implemented by the family's op type (the payload of its [`Op`](super::Op) variant): the
+//!   op's name, arity and properties, its lowering to kernels, what it gives for empty
+//!   inputs, and its gradient slot.
+//! * [`KernelDef`] — implemented by each kernel type the family lowers to: its WGSL, its CPU
+//!   kernel, its dispatch size and description.
+//!
+//! `ops/mod.rs` registers each family once (a variant of [`Op`](super::Op) and of [`Kernel`] and one arm
+//! in [`Op::family`](super::Op::family) and [`Kernel::def`](super::Kernel::def)); every other pass calls through the traits, so no
+//! `match` over ops is repeated elsewhere. See `docs/architecture.md` for a worked example.
+
+use super::Kernel;
+use crate::{DType, HostTensor, Result, Shape};
+use std::fmt;
+
+/// How many inputs an op takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arity {
+    Exactly(usize),
+    /// At least this many (concat).
+    AtLeast(usize),
+    /// Whatever the op was built with (user kernels).
+    Any,
+}
+
+impl Arity {
+    /// Whether `n` inputs fit.
+    pub fn admits(self, n: usize) -> bool {
+        match self {
+            Arity::Exactly(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+            Arity::Any => true,
+        }
+    }
+}
+
+impl fmt::Display for Arity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arity::Exactly(k) => write!(f, "{k}"),
+            Arity::AtLeast(k) => write!(f, "{k} or more"),
+            Arity::Any => write!(f, "any number of"),
+        }
+    }
+}
+
+/// A value a lowering reads or produces: one of the node's inputs, or a partial result made
+/// with [`LowerCx::partial`]. Opaque to the families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arg(pub(crate) usize);
+
+/// What the compiler offers a lowering: partial passes (split-K products, chunked
+/// reductions) whose output the node's last kernel reads.
+pub trait Emit {
+    /// Dispatch `kernel` over `inputs` into a new value of `shape` and the node's dtype.
+    fn partial(&mut self, kernel: Kernel, shape: Shape, inputs: Vec<Arg>) -> Arg;
+}
+
+/// One node being lowered.
+pub struct LowerCx<'a> {
+    /// The node's name (for messages).
+    pub name: &'a str,
+    /// The node's output.
+    pub shape: &'a Shape,
+    pub dtype: DType,
+    /// The inputs' shapes and dtypes, in argument order.
+    pub inputs: &'a [(Shape, DType)],
+    /// The inputs as values, in argument order.
+    pub args: &'a [Arg],
+    pub(crate) emit: &'a mut dyn Emit,
+}
+
+impl LowerCx<'_> {
+    /// Shape of input `i`.
+    pub fn in_shape(&self, i: usize) -> &Shape {
+        &self.inputs[i].0
+    }
+
+    /// Dtype of input `i`.
+    pub fn in_dtype(&self, i: usize) -> DType {
+        self.inputs[i].1
+    }
+
+    /// Dispatch a partial pass (see [`Emit::partial`]).
+    pub fn partial(&mut self, kernel: Kernel, shape: Shape, inputs: Vec<Arg>) -> Arg {
+        self.emit.partial(kernel, shape, inputs)
+    }
+
+    /// The node's last kernel reading all of the node's inputs.
+    pub fn dispatch(&self, kernel: Kernel) -> Lowered {
+        Lowered::Dispatch {
+            kernel,
+            inputs: self.args.to_vec(),
+        }
+    }
+}
+
+/// Where a node's value comes from after lowering.
+#[derive(Debug)]
+pub enum Lowered {
+    /// Fed by name at run time.
+    Feed,
+    /// Baked into the plan.
+    Constant(HostTensor),
+    /// Shares the storage of an input (no data moves).
+    View(Arg),
+    /// The result of a kernel over `inputs`.
+    Dispatch { kernel: Kernel, inputs: Vec<Arg> },
+}
+
+/// What an op gives when an input is empty but its output is not (an empty output is always
+/// an empty constant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyInput {
+    /// Every element is this word (a sum over nothing is 0, `[m,0]@[0,n]` is zeros).
+    Fill(u32),
+    /// Lower as usual; the lowering skips the empty inputs (concat).
+    Lower,
+    /// Cannot happen for a node the builders accept; an internal error if it does.
+    Impossible,
+}
+
+/// A node whose gradient is asked for: its op, inputs and output, as graph node indices.
+#[derive(Debug, Clone)]
+pub struct GradNode<'a> {
+    pub name: &'a str,
+    pub inputs: &'a [(Shape, DType)],
+    pub shape: &'a Shape,
+    pub dtype: DType,
+}
+
+/// Everything about the ops of one family. Implemented by the payload of the family's
+/// [`Op`](super::Op) variant.
+pub trait Family: fmt::Debug {
+    /// The op's name: default node names, messages, and the `op` of graph files.
+    fn name(&self) -> &'static str;
+
+    /// How many inputs it takes.
+    fn arity(&self) -> Arity;
+
+    /// Computed one element at a time from the same position of its (broadcast) inputs;
+    /// fusion merges such ops into one expression.
+    fn is_elementwise(&self) -> bool {
+        false
+    }
+
+    /// Produces no new data: its output aliases its input's storage.
+    fn is_view(&self) -> bool {
+        false
+    }
+
+    /// Runs only on a GPU (raw WGSL).
+    fn is_gpu_only(&self) -> bool {
+        false
+    }
+
+    /// Has no inputs and no kernel (constants, placeholders).
+    fn is_leaf(&self) -> bool {
+        false
+    }
+
+    /// The node as kernels (or a feed, constant or view).
+    fn lower(&self, cx: &mut LowerCx<'_>) -> Result<Lowered>;
+
+    /// The rule for an empty input with a non-empty output (see [`EmptyInput`]).
+    fn on_empty_input(&self, _dtype: DType) -> EmptyInput {
+        EmptyInput::Impossible
+    }
+
+    /// The gradient slot: the vector-Jacobian product of the node for each input, as graph
+    /// nodes. Until reverse mode lands every family answers "not differentiable".
+    fn grad(&self, node: &GradNode<'_>) -> Result<Vec<Option<usize>>> {
+        Err(crate::Error::Internal(format!(
+            "{} ('{}') is not differentiable yet",
+            self.name(),
+            node.name
+        )))
+    }
+}
+
+/// Everything about one kind of kernel: its WGSL, its CPU implementation and its dispatch.
+pub trait KernelDef: fmt::Debug {
+    /// A short description for plans and traces.
+    fn describe(&self) -> String;
+
+    /// The generated WGSL (before f16 support is switched on).
+    fn wgsl(&self) -> String;
+
+    /// The CPU kernel; `inputs` are the input tensors' words in binding order. Only called
+    /// when [`KernelDef::has_cpu`] holds.
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32>;
+
+    /// Whether [`KernelDef::run_cpu`] exists (raw WGSL kernels are GPU only).
+    fn has_cpu(&self) -> bool {
+        true
+    }
+
+    /// How many invocations the WGSL kernel is dispatched with.
+    fn invocations(&self) -> u64;
+
+    /// Invocations per workgroup.
+    fn workgroup_size(&self) -> u32 {
+        super::wgsl::WORKGROUP
+    }
+
+    /// The WGSL entry point.
+    fn entry_point(&self) -> &str {
+        "main"
+    }
+
+    /// Upper bound on loop iterations per invocation, for kernels whose loops grow with their
+    /// shapes (see [`super::LOOP_LIMIT`]).
+    fn loop_iterations(&self) -> Option<u64> {
+        None
+    }
+}

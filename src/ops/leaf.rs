@@ -1,0 +1,38 @@
+//! Leaves: constants baked into the graph and placeholders fed at run time. They have no
+//! kernel; lowering turns them into a plan's constant or feed values.
+
+use super::family::{Arity, Family, LowerCx, Lowered};
+use crate::{HostTensor, Result};
+
+/// A node without inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Leaf {
+    /// A value baked into the graph.
+    Constant(HostTensor),
+    /// A value fed at run time (by the node's name).
+    Placeholder,
+}
+
+impl Family for Leaf {
+    fn name(&self) -> &'static str {
+        match self {
+            Leaf::Constant(_) => "constant",
+            Leaf::Placeholder => "placeholder",
+        }
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exactly(0)
+    }
+
+    fn is_leaf(&self) -> bool {
+        true
+    }
+
+    fn lower(&self, _cx: &mut LowerCx<'_>) -> Result<Lowered> {
+        Ok(match self {
+            Leaf::Constant(t) => Lowered::Constant(t.clone()),
+            Leaf::Placeholder => Lowered::Feed,
+        })
+    }
+}
