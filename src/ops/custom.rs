@@ -835,6 +835,11 @@ impl KernelDef for RawKernel {
         self.source.clone()
     }
 
+    /// A user's source carries its own `enable` directives.
+    fn uses_f16(&self) -> bool {
+        false
+    }
+
     /// Never called: raw kernels have no CPU implementation.
     fn run_cpu(&self, _inputs: &[&[u32]]) -> Vec<u32> {
         Vec::new()

@@ -786,6 +786,12 @@ impl KernelDef for ElementwiseKernel {
         ElementwiseKernel::wgsl(self)
     }
 
+    fn uses_f16(&self) -> bool {
+        self.out_dtype == DType::F16
+            || self.inputs.iter().any(|(_, d)| *d == DType::F16)
+            || self.expr.mentions(DType::F16)
+    }
+
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         ElementwiseKernel::run_cpu(self, inputs)
     }

@@ -252,7 +252,35 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
         (DType::I32, UnaryOp::Sign) => (w as i32).signum() as u32,
         (DType::U32, UnaryOp::Sign) => b(w != 0),
         // abs/relu of u32 and floor/ceil/round of integers are the identity.
-        _ => w,
+        (DType::U32, UnaryOp::Abs | UnaryOp::Relu)
+        | (DType::I32 | DType::U32, UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round) => w,
+        // Rejected by the dtype rule (`UnaryOp::result_dtype`); the identity keeps the
+        // function total. The ops are listed so that a new one must be given a case.
+        (
+            DType::I32 | DType::U32 | DType::Bool | DType::F16,
+            UnaryOp::Exp
+            | UnaryOp::Log
+            | UnaryOp::Sqrt
+            | UnaryOp::Tanh
+            | UnaryOp::Sigmoid
+            | UnaryOp::Reciprocal
+            | UnaryOp::Rsqrt
+            | UnaryOp::Log1p
+            | UnaryOp::Expm1
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Erf
+            | UnaryOp::Softplus
+            | UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Relu
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Sign
+            | UnaryOp::LogicalNot,
+        )
+        | (DType::F32, UnaryOp::LogicalNot) => w,
     }
 }
 
@@ -302,7 +330,7 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                 BinaryOp::LessEqual => b(a <= c),
                 BinaryOp::GreaterEqual => b(a >= c),
                 // Rejected by the dtype rule; defined so the function is total.
-                _ => x,
+                BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor => x,
             }
         }
         DType::I32 => {
@@ -329,7 +357,8 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                 BinaryOp::NotEqual => return b(a != c),
                 BinaryOp::LessEqual => return b(a <= c),
                 BinaryOp::GreaterEqual => return b(a >= c),
-                _ => a,
+                // Rejected by the dtype rule; defined so the function is total.
+                BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor => a,
             };
             r as u32
         }

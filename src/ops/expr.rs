@@ -101,6 +101,14 @@ impl Expr {
     }
 
     /// The nodes, operands first; the last one is the result.
+    /// Whether a literal or cast of the expression has dtype `d` (inputs are not looked at).
+    pub fn mentions(&self, d: DType) -> bool {
+        self.nodes().iter().any(|n| match *n {
+            Node::Lit(t, _) | Node::Cast(t, _) => t == d,
+            Node::Input(_) | Node::Unary(..) | Node::Binary(..) | Node::Select(..) => false,
+        })
+    }
+
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }

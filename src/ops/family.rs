@@ -192,6 +192,10 @@ pub trait KernelDef: fmt::Debug {
     /// when [`KernelDef::has_cpu`] holds.
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32>;
 
+    /// Whether the WGSL declares or computes f16 values, so it needs `enable f16;` and the
+    /// f16 helpers (decided from the kernel's dtypes, not its text).
+    fn uses_f16(&self) -> bool;
+
     /// Whether [`KernelDef::run_cpu`] exists (raw WGSL kernels are GPU only).
     fn has_cpu(&self) -> bool {
         true

@@ -19,6 +19,11 @@ pub struct Epilogue {
 }
 
 impl Epilogue {
+    /// Whether the epilogue reads or computes f16 values.
+    pub fn uses_f16(&self) -> bool {
+        self.extra.iter().any(|(_, d)| *d == DType::F16) || self.expr.mentions(DType::F16)
+    }
+
     /// `fn wgf_epi(x0: acc, x1: extra0, ...) -> acc` applying the expression.
     pub fn wgsl_function(&self, acc: DType) -> String {
         let mut dtypes = vec![acc];
@@ -794,6 +799,10 @@ impl KernelDef for MatMulKernel {
 
     fn wgsl(&self) -> String {
         MatMulKernel::wgsl(self)
+    }
+
+    fn uses_f16(&self) -> bool {
+        self.dtype == DType::F16 || self.epilogue.as_ref().is_some_and(Epilogue::uses_f16)
     }
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {

@@ -138,7 +138,7 @@ impl Kernel {
         match self {
             // A user's source is bound as written.
             Kernel::RawWgsl(k) => k.source.clone(),
-            _ => wgsl::with_f16_support(self.def().wgsl()),
+            _ => wgsl::with_f16_support(self.def().wgsl(), self.def().uses_f16()),
         }
     }
 

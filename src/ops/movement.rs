@@ -646,6 +646,11 @@ impl KernelDef for PermuteKernel {
         PermuteKernel::wgsl(self)
     }
 
+    /// Words move untyped, except f16 (2 bytes on a GPU).
+    fn uses_f16(&self) -> bool {
+        self.dtype == DType::F16
+    }
+
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         PermuteKernel::run_cpu(self, inputs[0])
     }
@@ -662,6 +667,11 @@ impl KernelDef for StridedKernel {
 
     fn wgsl(&self) -> String {
         StridedKernel::wgsl(self)
+    }
+
+    /// Words move untyped, except f16 (2 bytes on a GPU).
+    fn uses_f16(&self) -> bool {
+        self.dtype == DType::F16
     }
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
@@ -682,6 +692,11 @@ impl KernelDef for ConcatKernel {
         ConcatKernel::wgsl(self)
     }
 
+    /// Words move untyped, except f16 (2 bytes on a GPU).
+    fn uses_f16(&self) -> bool {
+        self.dtype == DType::F16
+    }
+
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         ConcatKernel::run_cpu(self, inputs)
     }
@@ -700,6 +715,11 @@ impl KernelDef for PadKernel {
         PadKernel::wgsl(self)
     }
 
+    /// Words move untyped, except f16 (2 bytes on a GPU).
+    fn uses_f16(&self) -> bool {
+        self.dtype == DType::F16
+    }
+
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         PadKernel::run_cpu(self, inputs[0])
     }
@@ -716,6 +736,11 @@ impl KernelDef for GatherKernel {
 
     fn wgsl(&self) -> String {
         GatherKernel::wgsl(self)
+    }
+
+    /// Words move untyped, except f16 (2 bytes on a GPU).
+    fn uses_f16(&self) -> bool {
+        self.dtype == DType::F16
     }
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {

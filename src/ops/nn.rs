@@ -495,6 +495,11 @@ impl KernelDef for Conv2dKernel {
         Conv2dKernel::wgsl(self)
     }
 
+    /// Convolutions are f32; a fused epilogue may still read f16.
+    fn uses_f16(&self) -> bool {
+        self.epilogue.as_ref().is_some_and(Epilogue::uses_f16)
+    }
+
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         Conv2dKernel::run_cpu(self, inputs)
     }
@@ -520,6 +525,11 @@ impl KernelDef for PoolKernel {
 
     fn wgsl(&self) -> String {
         PoolKernel::wgsl(self)
+    }
+
+    /// Pooling is f32 only.
+    fn uses_f16(&self) -> bool {
+        false
     }
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {

@@ -199,6 +199,11 @@ impl KernelDef for RandomKernel {
         RandomKernel::wgsl(self)
     }
 
+    /// Random tensors are f32.
+    fn uses_f16(&self) -> bool {
+        false
+    }
+
     fn run_cpu(&self, _inputs: &[&[u32]]) -> Vec<u32> {
         RandomKernel::run_cpu(self)
     }

@@ -53,7 +53,7 @@ impl ReduceOp {
         match self {
             ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I32,
             ReduceOp::All | ReduceOp::Any => DType::Bool,
-            _ => d,
+            ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Max | ReduceOp::Min | ReduceOp::Prod => d,
         }
     }
 }
@@ -413,20 +413,22 @@ impl ReduceKernel {
             values.push(("FOLD", fold.finish()));
             return wgsl::fill_template(include_str!("../../shaders/arg_reduce.wgsl"), &values);
         }
+        let zero = zero_of(d);
         let combine = match (self.op, d.is_float()) {
             (ReduceOp::Sum | ReduceOp::Mean, _) => "acc + v",
             (ReduceOp::Prod, _) => "acc * v",
             // NaN is true; the bit test keeps fast-math drivers from folding `NaN != 0` to false.
             (ReduceOp::All, true) => "acc && (v != 0.0 || wgf_isnan(v))",
             (ReduceOp::Any, true) => "acc || (v != 0.0 || wgf_isnan(v))",
-            (ReduceOp::All, false) => "acc && (v != OTHER_ZERO)",
-            (ReduceOp::Any, false) => "acc || (v != OTHER_ZERO)",
+            (ReduceOp::All, false) => &format!("acc && (v != {zero})"),
+            (ReduceOp::Any, false) => &format!("acc || (v != {zero})"),
             (ReduceOp::Max, true) => "wgf_max(acc, v)",
             (ReduceOp::Min, true) => "wgf_min(acc, v)",
             (ReduceOp::Max, false) => "max(acc, v)",
-            _ => "min(acc, v)",
-        }
-        .replace("OTHER_ZERO", &zero_of(d));
+            (ReduceOp::Min, false) => "min(acc, v)",
+            // Written by the arg template above.
+            (ReduceOp::ArgMax | ReduceOp::ArgMin, _) => "",
+        };
         let f = &mut fold;
         f.indent(1);
         if self.is_sum() {
@@ -449,7 +451,13 @@ impl ReduceKernel {
                 ReduceOp::Prod => (wgsl::one(d), "lo"),
                 ReduceOp::All => ("true".to_string(), "lo"),
                 ReduceOp::Any => ("false".to_string(), "lo"),
-                _ => {
+                // No identity: start from the first element.
+                ReduceOp::Max
+                | ReduceOp::Min
+                | ReduceOp::Sum
+                | ReduceOp::Mean
+                | ReduceOp::ArgMax
+                | ReduceOp::ArgMin => {
                     offset(f, "off0", "lo", 1);
                     (self.src_load("base + off0"), "lo + 1u")
                 }
@@ -487,7 +495,17 @@ impl ReduceKernel {
                 format!("wgf_div_i32(acc, {})", wgsl::literal(d, n as u32))
             }
             (ReduceOp::Mean, _) => format!("wgf_div_u32(acc, {})", wgsl::literal(d, n as u32)),
-            _ => "acc".to_string(),
+            (
+                ReduceOp::Sum
+                | ReduceOp::Max
+                | ReduceOp::Min
+                | ReduceOp::Prod
+                | ReduceOp::All
+                | ReduceOp::Any
+                | ReduceOp::ArgMax
+                | ReduceOp::ArgMin,
+                _,
+            ) => "acc".to_string(),
         }
     }
 }
@@ -714,7 +732,12 @@ impl ReduceKernel {
             ReduceOp::Prod => BinaryOp::Mul,
             ReduceOp::Max => BinaryOp::Maximum,
             ReduceOp::Min => BinaryOp::Minimum,
-            _ => BinaryOp::Add,
+            ReduceOp::Sum
+            | ReduceOp::Mean
+            | ReduceOp::All
+            | ReduceOp::Any
+            | ReduceOp::ArgMax
+            | ReduceOp::ArgMin => BinaryOp::Add,
         }
     }
 
@@ -1199,6 +1222,17 @@ impl KernelDef for ReduceKernel {
 
     fn wgsl(&self) -> String {
         ReduceKernel::wgsl(self)
+    }
+
+    fn uses_f16(&self) -> bool {
+        let f16 = |ins: &[(Shape, DType)]| ins.iter().any(|(_, d)| *d == DType::F16);
+        self.dtype == DType::F16
+            || self.op.out_dtype(self.dtype) == DType::F16
+            || self
+                .prologue
+                .as_ref()
+                .is_some_and(|p| f16(&p.inputs) || p.expr.mentions(DType::F16))
+            || self.epilogue.as_ref().is_some_and(Epilogue::uses_f16)
     }
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {

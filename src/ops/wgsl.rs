@@ -174,10 +174,10 @@ pub fn one(dtype: DType) -> String {
 pub const F16_HELPERS: &str = include_str!("../../shaders/f16.wgsl");
 
 /// Enable f16 and append its helpers when a generated kernel stores or rounds f16 values
-/// (the `enable` directive must come first, and must be absent where f16 is not used, since
-/// it needs the adapter's `shader-f16` feature).
-pub fn with_f16_support(source: String) -> String {
-    if source.contains("f16") {
+/// (`uses_f16`; the `enable` directive must come first, and must be absent where f16 is not
+/// used, since it needs the adapter's `shader-f16` feature).
+pub fn with_f16_support(source: String, uses_f16: bool) -> String {
+    if uses_f16 {
         format!("enable f16;\n{source}\n{F16_HELPERS}")
     } else {
         source

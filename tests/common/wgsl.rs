@@ -7,6 +7,16 @@ use wgflow::{DType, Shape};
 /// naga parses and validates the kernel's WGSL; the panic shows the source.
 pub fn check(kernel: &Kernel) {
     let src = kernel.wgsl();
+    // The typed f16 decision agrees with what the generated text uses.
+    let generated = kernel.def().wgsl();
+    if !matches!(kernel, Kernel::RawWgsl(_)) {
+        assert_eq!(
+            kernel.def().uses_f16(),
+            generated.contains("f16"),
+            "uses_f16 of {}",
+            kernel.describe()
+        );
+    }
     if let Err(e) = validate(&kernel.describe(), &src) {
         panic!("{e}\n--- source ---\n{src}");
     }
