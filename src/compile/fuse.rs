@@ -191,121 +191,154 @@ fn usage(plan: &Plan) -> (HashMap<ValueId, usize>, HashMap<ValueId, usize>) {
     (producer, consumers)
 }
 
-fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
-    let (producer, mut consumers) = usage(&plan);
-    let shared = recomputable(&plan);
-    let pinned = pinned(&plan);
+/// The state of elementwise fusion over a plan's steps.
+struct Fuser<'p> {
+    plan: &'p Plan,
+    producer: HashMap<ValueId, usize>,
+    consumers: HashMap<ValueId, usize>,
+    shared: HashSet<ValueId>,
+    pinned: HashSet<ValueId>,
+    /// Steps inlined into all their consumers.
+    dead: Vec<bool>,
+    /// Each elementwise step's kernel as fused so far.
+    work: Vec<Option<Work>>,
+}
 
-    let mut dead = vec![false; plan.steps.len()];
-    let mut work: Vec<Option<Work>> = vec![None; plan.steps.len()];
+fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
+    let (producer, consumers) = usage(&plan);
+    let mut f = Fuser {
+        plan: &plan,
+        producer,
+        consumers,
+        shared: recomputable(&plan),
+        pinned: pinned(&plan),
+        dead: vec![false; plan.steps.len()],
+        work: vec![None; plan.steps.len()],
+    };
     for c in 0..plan.steps.len() {
-        let device = plan.steps[c].device;
-        let max_bindings = max_bindings(target, device);
+        let step = &plan.steps[c];
         let StepKind::Dispatch {
             kernel: Kernel::Elementwise(k),
             inputs,
-        } = &plan.steps[c].kind
+        } = &step.kind
         else {
             continue;
         };
-        let out = plan.steps[c].output;
-        let mut w = Work::new(k, inputs, (c, out), plan.steps[c].nodes.clone());
+        let mut w = Work::new(k, inputs, (c, step.output), step.nodes.clone());
+        let max_bindings = max_bindings(target, step.device);
         // Inline producers until nothing changes; each pass looks at the current inputs.
-        loop {
-            let mut changed = false;
-            let ids: Vec<usize> = w.ins.keys().copied().collect();
-            for j in ids {
-                let Some((src, _)) = w.ins.get(&j).cloned() else {
-                    continue;
-                };
-                let v = src.0;
-                let has_view = src.1.is_some();
-                if let Source::Constant(t) = &plan.values[v].source {
-                    if t.len() == 1 {
-                        w.replace_input(j, Node::Lit(t.dtype(), t.words()[0]));
-                        changed = true;
-                        break;
-                    }
-                }
-                let Some(&p) = producer.get(&v) else { continue };
-                let single = consumers.get(&v).copied().unwrap_or(0) == 1;
-                // A slice, flip, broadcast or transpose feeding elementwise work is read
-                // through a view of its input instead of being copied (one level: a view of a
-                // view's output is not affine in general).
-                let window = match &plan.steps[p].kind {
-                    StepKind::Dispatch {
-                        kernel: Kernel::Strided(sk),
-                        inputs: pins,
-                    } => Some((
-                        pins[0],
-                        InputView {
-                            offset: sk.offset,
-                            strides: sk.strides.clone(),
-                        },
-                    )),
-                    StepKind::Dispatch {
-                        kernel: Kernel::Permute(pk),
-                        inputs: pins,
-                    } => Some((
-                        pins[0],
-                        InputView {
-                            offset: 0,
-                            strides: pk.src_strides().iter().map(|&s| s as i64).collect(),
-                        },
-                    )),
-                    _ => None,
-                };
-                if let Some((from, view)) = window {
-                    if !has_view
-                        && !dead[p]
-                        && plan.steps[p].device == device
-                        && !pinned.contains(&v)
-                    {
-                        w.rebind(j, (from, Some((view, plan.values[v].shape.clone()))));
-                        if single {
-                            dead[p] = true;
-                        } else {
-                            *consumers.entry(from).or_default() += 1;
-                        }
-                        w.names
-                            .extend(plan.steps[p].nodes.iter().map(|n| (p, n.clone())));
-                        changed = true;
-                        break;
-                    }
-                    continue;
-                }
-                if dead[p] || (!single && !shared.contains(&v)) || plan.steps[p].device != device {
-                    continue;
-                }
-                let Some(pw) = work[p].as_ref() else { continue };
-                if !single && !pw.cheap(&plan) {
-                    continue;
-                }
-                if w.bindings_after(j, pw) + 1 > max_bindings {
-                    continue;
-                }
-                let pw = if single {
-                    dead[p] = true;
-                    work[p].take()
-                } else {
-                    // The consumer now reads the producer's inputs too.
-                    for (src, _) in pw.ins.values() {
-                        *consumers.entry(src.0).or_default() += 1;
-                    }
-                    work[p].clone()
-                };
-                if let Some(pw) = pw {
-                    w = w.inline(j, pw);
-                }
-                changed = true;
-                break;
-            }
-            if !changed {
-                break;
-            }
-        }
-        work[c] = Some(w);
+        while f.inline_one(&mut w, step.device, max_bindings) {}
+        f.work[c] = Some(w);
     }
+    let (work, dead) = (f.work, f.dead);
+    write_back(&mut plan, work, &dead);
+    drop_dead(&mut plan, &dead);
+    plan
+}
+
+/// A slice, flip, broadcast or transpose step read as a view of its input: `(input, view)`.
+fn as_view(kind: &StepKind) -> Option<(ValueId, InputView)> {
+    match kind {
+        StepKind::Dispatch {
+            kernel: Kernel::Strided(sk),
+            inputs,
+        } => Some((
+            inputs[0],
+            InputView {
+                offset: sk.offset,
+                strides: sk.strides.clone(),
+            },
+        )),
+        StepKind::Dispatch {
+            kernel: Kernel::Permute(pk),
+            inputs,
+        } => Some((
+            inputs[0],
+            InputView {
+                offset: 0,
+                strides: pk.src_strides().iter().map(|&s| s as i64).collect(),
+            },
+        )),
+        _ => None,
+    }
+}
+
+impl Fuser<'_> {
+    /// Absorb one input of `w` (a scalar constant, a view, or a producer's expression);
+    /// whether anything changed.
+    fn inline_one(&mut self, w: &mut Work, device: crate::device::Device, max: usize) -> bool {
+        let plan = self.plan;
+        let ids: Vec<usize> = w.ins.keys().copied().collect();
+        for j in ids {
+            let Some((src, _)) = w.ins.get(&j).cloned() else {
+                continue;
+            };
+            let v = src.0;
+            if let Source::Constant(t) = &plan.values[v].source {
+                if t.len() == 1 {
+                    w.replace_input(j, Node::Lit(t.dtype(), t.words()[0]));
+                    return true;
+                }
+            }
+            let Some(&p) = self.producer.get(&v) else {
+                continue;
+            };
+            let single = self.consumers.get(&v).copied().unwrap_or(0) == 1;
+            // A slice, flip, broadcast or transpose feeding elementwise work is read through
+            // a view of its input instead of being copied (one level: a view of a view's
+            // output is not affine in general).
+            if let Some((from, view)) = as_view(&plan.steps[p].kind) {
+                let has_view = src.1.is_some();
+                if has_view
+                    || self.dead[p]
+                    || plan.steps[p].device != device
+                    || self.pinned.contains(&v)
+                {
+                    continue;
+                }
+                w.rebind(j, (from, Some((view, plan.values[v].shape.clone()))));
+                if single {
+                    self.dead[p] = true;
+                } else {
+                    *self.consumers.entry(from).or_default() += 1;
+                }
+                w.names
+                    .extend(plan.steps[p].nodes.iter().map(|n| (p, n.clone())));
+                return true;
+            }
+            if self.dead[p]
+                || (!single && !self.shared.contains(&v))
+                || plan.steps[p].device != device
+            {
+                continue;
+            }
+            let Some(pw) = self.work[p].as_ref() else {
+                continue;
+            };
+            if (!single && !pw.cheap(plan)) || w.bindings_after(j, pw) + 1 > max {
+                continue;
+            }
+            let pw = if single {
+                self.dead[p] = true;
+                self.work[p].take()
+            } else {
+                // The consumer now reads the producer's inputs too.
+                for (src, _) in pw.ins.values() {
+                    *self.consumers.entry(src.0).or_default() += 1;
+                }
+                self.work[p].clone()
+            };
+            if let Some(pw) = pw {
+                *w = std::mem::take(w).inline(j, pw);
+            }
+            return true;
+        }
+        false
+    }
+}
+
+/// Replace each surviving elementwise step's kernel by its fused one.
+fn write_back(plan: &mut Plan, work: Vec<Option<Work>>, dead: &[bool]) {
     for (c, w) in work.into_iter().enumerate() {
         let Some(w) = w else { continue };
         if dead[c] {
@@ -349,8 +382,6 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
             inputs: ins,
         };
     }
-    drop_dead(&mut plan, &dead);
-    plan
 }
 
 /// "Itself" in [`Work::fwd`].
@@ -360,7 +391,7 @@ const NO_FWD: usize = usize::MAX;
 /// once the input is inlined, is forwarded to the inlined expression's result. Inlining then
 /// appends the smaller of the two arenas to the larger and rewrites nothing, so fusing a
 /// chain of n ops costs O(n log n), not O(n²).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Work {
     nodes: Vec<Node>,
     /// The node each node stands for once forwarded ([`NO_FWD`]: itself).

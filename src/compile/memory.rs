@@ -3,7 +3,7 @@
 //! offset alignment and binding-size limits.
 
 use super::{Plan, Source, StepKind, Target, ValueId};
-use crate::device::Device;
+use crate::device::{Device, DeviceLimits};
 use crate::ops::Kernel;
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
@@ -78,9 +78,13 @@ fn align(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
-    let n = plan.steps.len();
-    // Lifetimes of storage roots, in step indices; fetched values live to the end.
+/// Lifetimes of storage roots, in step indices; fetched values live to the end.
+struct Lifetimes {
+    first: HashMap<ValueId, usize>,
+    last: HashMap<ValueId, usize>,
+}
+
+fn lifetimes(plan: &Plan) -> Lifetimes {
     let mut first: HashMap<ValueId, usize> = HashMap::new();
     let mut last: HashMap<ValueId, usize> = HashMap::new();
     for (_, v) in &plan.feeds {
@@ -99,126 +103,159 @@ pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
     for &f in &plan.fetches {
         let r = plan.root(f);
         if first.contains_key(&r) {
-            last.insert(r, n);
+            last.insert(r, plan.steps.len());
         }
     }
-    let inplace = in_place_pairs(&plan, &last);
+    Lifetimes { first, last }
+}
+
+pub fn plan_memory(mut plan: Plan, target: &Target) -> Result<Plan> {
+    let life = lifetimes(&plan);
+    let inplace = in_place_pairs(&plan, &life.last);
+    for device in plan.devices() {
+        let limits = target
+            .limits(device)
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("no limits for {device}")))?;
+        let mp = plan_device(&plan, device, &limits, &life, &inplace)?;
+        plan.memory.insert(device, mp);
+    }
+    Ok(plan)
+}
+
+/// A value over one buffer of the device: no kernel can reach it. (Kernels bind a tensor
+/// over `max_storage_buffer_binding_size` as several windows, backend/gpu/split.rs.)
+fn check_fits(
+    plan: &Plan,
+    id: ValueId,
+    what: &str,
+    device: Device,
+    limits: &DeviceLimits,
+) -> Result<()> {
+    let v = &plan.values[id];
+    if v.bytes() > limits.max_buffer_size {
+        return Err(Error::Limit {
+            node: v.name.clone(),
+            device: device.to_string(),
+            what: format!("{what} {} {}", v.dtype, v.shape),
+            bytes: v.bytes(),
+            limit_name: "max_buffer_size",
+            limit: limits.max_buffer_size,
+        });
+    }
+    Ok(())
+}
+
+/// A value written in place over a dying input shares that input's slot: each root maps to
+/// the first value of its in-place chain. Memoized: a chain of n in-place steps would
+/// otherwise walk O(n) per value.
+fn in_place_groups(
+    roots: &[ValueId],
+    inplace: &HashMap<ValueId, ValueId>,
+) -> HashMap<ValueId, ValueId> {
+    let mut groups: HashMap<ValueId, ValueId> = HashMap::new();
+    for &v in roots {
+        let mut path = vec![v];
+        let mut g = v;
+        while let Some(&prev) = inplace.get(&g) {
+            if let Some(&known) = groups.get(&prev) {
+                g = known;
+                break;
+            }
+            path.push(prev);
+            g = prev;
+        }
+        for p in path {
+            groups.insert(p, g);
+        }
+    }
+    groups
+}
+
+/// The memory plan of one device: constants packed once, then the arena.
+fn plan_device(
+    plan: &Plan,
+    device: Device,
+    limits: &DeviceLimits,
+    life: &Lifetimes,
+    inplace: &HashMap<ValueId, ValueId>,
+) -> Result<MemoryPlan> {
+    let alignment = (limits.min_storage_buffer_offset_alignment as u64).max(4);
+    let mut mp = MemoryPlan {
+        alignment,
+        ..Default::default()
+    };
     let read: std::collections::HashSet<ValueId> = plan
         .steps
         .iter()
         .flat_map(|s| s.inputs())
         .map(|v| plan.root(v))
         .collect();
-
-    for device in plan.devices() {
-        let limits = target
-            .limits(device)
-            .cloned()
-            .ok_or_else(|| Error::Internal(format!("no limits for {device}")))?;
-        let alignment = (limits.min_storage_buffer_offset_alignment as u64).max(4);
-        let mut mp = MemoryPlan {
-            alignment,
-            ..Default::default()
-        };
-        // Kernels bind a tensor over `max_storage_buffer_binding_size` as several windows
-        // (backend/gpu/split.rs); what no kernel can reach is a tensor over one buffer.
-        let check = |id: ValueId, what: &str| -> Result<()> {
-            let v = &plan.values[id];
-            if v.bytes() > limits.max_buffer_size {
-                return Err(Error::Limit {
-                    node: v.name.clone(),
-                    device: device.to_string(),
-                    what: format!("{what} {} {}", v.dtype, v.shape),
-                    bytes: v.bytes(),
-                    limit_name: "max_buffer_size",
-                    limit: limits.max_buffer_size,
-                });
-            }
-            Ok(())
-        };
-        // Constants that steps read: packed once, for the plan's life. (Fetched constants come
-        // straight from the host; folded-away and literal-inlined ones take no space.)
-        for (id, v) in plan.values.iter().enumerate() {
-            if v.device == device && matches!(v.source, Source::Constant(_)) && read.contains(&id) {
-                check(id, "constant")?;
-                mp.constant_offsets.insert(id, mp.constant_bytes);
-                mp.constant_bytes += align(v.bytes(), alignment);
-            }
+    // Constants that steps read: packed once, for the plan's life. (Fetched constants come
+    // straight from the host; folded-away and literal-inlined ones take no space.)
+    for (id, v) in plan.values.iter().enumerate() {
+        if v.device == device && matches!(v.source, Source::Constant(_)) && read.contains(&id) {
+            check_fits(plan, id, "constant", device, limits)?;
+            mp.constant_offsets.insert(id, mp.constant_bytes);
+            mp.constant_bytes += align(v.bytes(), alignment);
         }
-        let roots: Vec<ValueId> = first
-            .keys()
-            .copied()
-            .filter(|&v| plan.values[v].device == device)
-            .collect();
-        for &r in &roots {
-            check(r, "tensor")?;
-        }
-        for (id, v) in plan.values.iter().enumerate() {
-            if v.device == device && matches!(v.source, Source::View(_)) {
-                check(id, "view")?;
-            }
-        }
-        let size = |v: ValueId| align(plan.values[v].bytes(), alignment);
-        // A value written in place over a dying input shares that input's slot: the pair (or
-        // chain) is placed as one item spanning both lifetimes.
-        // Memoized: a chain of n in-place steps would otherwise walk O(n) per value.
-        let mut groups: HashMap<ValueId, ValueId> = HashMap::new();
-        for &v in &roots {
-            let mut path = vec![v];
-            let mut g = v;
-            while let Some(&prev) = inplace.get(&g) {
-                if let Some(&known) = groups.get(&prev) {
-                    g = known;
-                    break;
-                }
-                path.push(prev);
-                g = prev;
-            }
-            for p in path {
-                groups.insert(p, g);
-            }
-        }
-        let group = |v: ValueId| groups.get(&v).copied().unwrap_or(v);
-        let mut spans: BTreeMap<ValueId, (u64, usize, usize)> = BTreeMap::new();
-        for &v in &roots {
-            let e = spans.entry(group(v)).or_insert((0, usize::MAX, 0));
-            e.0 = e.0.max(size(v));
-            e.1 = e.1.min(first[&v]);
-            e.2 = e.2.max(last[&v]);
-        }
-        let items: Vec<Item> = spans
-            .iter()
-            .map(|(&v, &(size, first, last))| Item {
-                v,
-                size,
-                first,
-                last,
-            })
-            .collect();
-        let (offsets, peak) = best_assignment(&items);
-        for &v in &roots {
-            mp.offsets.insert(v, offsets[&group(v)]);
-            mp.lifetimes.insert(v, (first[&v], last[&v]));
-            mp.no_reuse_bytes += size(v);
-            if let Some(&prev) = inplace.get(&v) {
-                mp.in_place.insert(v, prev);
-            }
-        }
-        mp.peak_bytes = peak;
-        mp.lower_bound_bytes = live_peak(&items);
-        if mp.peak_bytes > limits.max_buffer_size {
-            return Err(Error::Limit {
-                node: "(arena)".into(),
-                device: device.to_string(),
-                what: "the planned arena".into(),
-                bytes: mp.peak_bytes,
-                limit_name: "max_buffer_size",
-                limit: limits.max_buffer_size,
-            });
-        }
-        plan.memory.insert(device, mp);
     }
-    Ok(plan)
+    let roots: Vec<ValueId> = life
+        .first
+        .keys()
+        .copied()
+        .filter(|&v| plan.values[v].device == device)
+        .collect();
+    for &r in &roots {
+        check_fits(plan, r, "tensor", device, limits)?;
+    }
+    for (id, v) in plan.values.iter().enumerate() {
+        if v.device == device && matches!(v.source, Source::View(_)) {
+            check_fits(plan, id, "view", device, limits)?;
+        }
+    }
+    let size = |v: ValueId| align(plan.values[v].bytes(), alignment);
+    let groups = in_place_groups(&roots, inplace);
+    let group = |v: ValueId| groups.get(&v).copied().unwrap_or(v);
+    // An in-place pair (or chain) is placed as one item spanning both lifetimes.
+    let mut spans: BTreeMap<ValueId, (u64, usize, usize)> = BTreeMap::new();
+    for &v in &roots {
+        let e = spans.entry(group(v)).or_insert((0, usize::MAX, 0));
+        e.0 = e.0.max(size(v));
+        e.1 = e.1.min(life.first[&v]);
+        e.2 = e.2.max(life.last[&v]);
+    }
+    let items: Vec<Item> = spans
+        .iter()
+        .map(|(&v, &(size, first, last))| Item {
+            v,
+            size,
+            first,
+            last,
+        })
+        .collect();
+    let (offsets, peak) = best_assignment(&items);
+    for &v in &roots {
+        mp.offsets.insert(v, offsets[&group(v)]);
+        mp.lifetimes.insert(v, (life.first[&v], life.last[&v]));
+        mp.no_reuse_bytes += size(v);
+        if let Some(&prev) = inplace.get(&v) {
+            mp.in_place.insert(v, prev);
+        }
+    }
+    mp.peak_bytes = peak;
+    mp.lower_bound_bytes = live_peak(&items);
+    if mp.peak_bytes > limits.max_buffer_size {
+        return Err(Error::Limit {
+            node: "(arena)".into(),
+            device: device.to_string(),
+            what: "the planned arena".into(),
+            bytes: mp.peak_bytes,
+            limit_name: "max_buffer_size",
+            limit: limits.max_buffer_size,
+        });
+    }
+    Ok(mp)
 }
 
 /// A value to place: its aligned size and inclusive lifetime in steps.
