@@ -208,28 +208,67 @@ impl Plan {
 /// Compile the part of `graph` that `fetches` need. The placeholders it reads are listed in
 /// [`Plan::feeds`]; a run must feed each of them.
 pub fn compile(graph: &Graph, fetches: &[Tensor], target: &Target) -> Result<Plan> {
-    let kept = prune::prune(graph, fetches)?;
-    let placed = place::place(graph, &kept, target)?;
-    let lowered = lower::lower(graph, &placed, fetches)?;
+    let start = std::time::Instant::now();
+    let mut clock = PassClock::default();
+    let kept = clock.time("prune", || prune::prune(graph, fetches))?;
+    let placed = clock.time("place", || place::place(graph, &kept, target))?;
+    let lowered = clock.time("lower", || lower::lower(graph, &placed, fetches))?;
     let lowered = if target.fold_constants {
-        fuse::fold_constants(lowered)
+        clock.time("fold", || fuse::fold_constants(lowered))
     } else {
         lowered
     };
     let fused = if target.fuse {
-        fuse::fuse(lowered, target)
+        clock.time("fuse", || fuse::fuse(lowered, target))
     } else {
         lowered
     };
     // The schedule decides which values are alive together: plan memory for each candidate
     // order and keep the lowest total peak (ties keep the earlier, default order).
+    let candidates = clock.time("schedule", || schedule::candidates(fused))?;
     let mut best: Option<Plan> = None;
-    for candidate in schedule::candidates(fused)? {
-        let planned = memory::plan_memory(candidate, target)?;
+    for candidate in candidates {
+        let planned = clock.time("memory", || memory::plan_memory(candidate, target))?;
         let peak = |p: &Plan| p.memory.values().map(|m| m.peak_bytes).sum::<u64>();
         if best.as_ref().is_none_or(|b| peak(&planned) < peak(b)) {
             best = Some(planned);
         }
     }
-    best.ok_or_else(|| crate::Error::Internal("no schedule".into()))
+    let plan = best.ok_or_else(|| crate::Error::Internal("no schedule".into()))?;
+    log::debug!(
+        "compiled {} node(s) into {} step(s) in {:.2} ms ({})",
+        kept.len(),
+        plan.steps.len(),
+        start.elapsed().as_secs_f64() * 1e3,
+        clock.summary()
+    );
+    Ok(plan)
+}
+
+/// Time spent in each compile pass (summed when a pass runs more than once), for the debug
+/// log: a slow compile should say which pass is slow.
+#[derive(Default)]
+struct PassClock {
+    passes: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl PassClock {
+    fn time<T>(&mut self, pass: &'static str, f: impl FnOnce() -> T) -> T {
+        let t = std::time::Instant::now();
+        let r = f();
+        let dt = t.elapsed();
+        match self.passes.iter_mut().find(|(p, _)| *p == pass) {
+            Some((_, d)) => *d += dt,
+            None => self.passes.push((pass, dt)),
+        }
+        r
+    }
+
+    fn summary(&self) -> String {
+        self.passes
+            .iter()
+            .map(|(p, d)| format!("{p} {:.2} ms", d.as_secs_f64() * 1e3))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
