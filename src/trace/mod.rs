@@ -1,4 +1,7 @@
-//! Pictures of graphs and plans: Graphviz DOT with one cluster per device.
+//! Pictures of graphs and plans: Graphviz DOT with one cluster per device, and the memory
+//! plan as SVG ([`Plan::memory_svg`], in `memory.rs`).
+
+mod memory;
 
 use crate::compile::Plan;
 use crate::device::Device;
