@@ -294,18 +294,8 @@ impl GpuContext {
         }
     }
 
-    /// The pipeline for `wgsl` with `bindings` storage bindings, from the cache or created
-    /// now. Returns whether it was created.
-    pub fn pipeline(
-        &self,
-        label: &str,
-        wgsl: &str,
-        bindings: usize,
-    ) -> Result<(Arc<CachedPipeline>, bool)> {
-        self.pipeline_at(label, wgsl, "main", bindings)
-    }
-
-    /// [`GpuContext::pipeline`] with the entry point named `entry`.
+    /// The pipeline for `wgsl` (entry point `entry`) with `bindings` storage bindings, from
+    /// the cache or created now. Returns whether it was created.
     pub fn pipeline_at(
         &self,
         label: &str,
