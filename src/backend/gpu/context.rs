@@ -181,12 +181,14 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         };
         DiskCache { cache, path }
     });
-    let gl = info.backend == "gl";
+    let adapter_info = adapter.get_info();
     let ctx = Arc::new(GpuContext {
-        gl_serial: gl.then(|| Mutex::new(())),
+        gl_serial: (adapter_info.backend == wgpu::Backend::Gl).then(|| Mutex::new(())),
         name,
         limits: limits_of(&device.limits(), device.features()),
         info,
+        backend: adapter_info.backend,
+        device_type: adapter_info.device_type,
         device,
         queue,
         pipelines: Mutex::new(HashMap::new()),
@@ -228,7 +230,11 @@ pub struct CachedPipeline {
 /// A wgpu device and queue for one adapter.
 pub struct GpuContext {
     pub name: String,
+    /// What `wgflow::devices()` shows for this adapter (display strings).
     pub info: PhysicalDevice,
+    /// The adapter's graphics API and type, which decisions about it are made from.
+    pub backend: wgpu::Backend,
+    pub device_type: wgpu::DeviceType,
     pub limits: DeviceLimits,
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
@@ -249,11 +255,12 @@ impl GpuContext {
         let software = match std::env::var("WGFLOW_KERNELS").as_deref() {
             Ok("software") => true,
             Ok("hardware") => false,
-            _ => self.info.device_type == "software",
+            // Lavapipe, llvmpipe and WARP report themselves as CPU devices.
+            _ => self.device_type == wgpu::DeviceType::Cpu,
         };
         crate::ops::AdapterKind {
             software,
-            gl: self.info.backend == "gl",
+            gl: self.backend == wgpu::Backend::Gl,
         }
     }
 
