@@ -1,12 +1,14 @@
-//! Physical devices: every wgpu adapter as `gpu:N`, plus `cpu:0`; device specs as users write
-//! them (`gpu:0`, `/GPU:0`, `/device:GPU:0`, `cpu:0`, `gpu`); visibility; `Device::best()`.
+//! Devices as data: `gpu:N` and `cpu:0`; device specs as users write them (`gpu:0`, `/GPU:0`,
+//! `/device:GPU:0`, `cpu:0`, `gpu`); limits; what a physical device looks like; visibility
+//! lists. Nothing here asks the machine what it has: enumerating adapters (`devices()`,
+//! `Device::best()`) is the backend's job (`backend/devices.rs`), so this module depends on
+//! nothing but the error type.
 
-use crate::backend::gpu::context::{self, GpuContext};
 use crate::{Error, Result};
 use std::fmt;
-use std::sync::Arc;
 
-/// A concrete device: `cpu:0` or `gpu:N`, where N indexes [`devices`]' GPU order.
+/// A concrete device: `cpu:0` or `gpu:N`, where N indexes [`devices`](crate::devices)' GPU
+/// order. [`Device::best`] picks one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Device {
     Cpu,
@@ -14,18 +16,6 @@ pub enum Device {
 }
 
 impl Device {
-    /// The best visible GPU (discrete > integrated > virtual > software), else `cpu:0`:
-    /// the `torch.device('cuda' if available else 'cpu')` idiom.
-    pub fn best() -> Device {
-        match visible_gpus_from_env() {
-            Ok(v) => best_of(v.as_deref()),
-            Err(e) => {
-                log::error!("{e}; ignoring {VISIBLE_DEVICES_ENV}");
-                best_of(None)
-            }
-        }
-    }
-
     /// Parse a concrete device spec (`"gpu"` without an index is not concrete: use
     /// [`DeviceSpec::parse`] for scopes).
     pub fn parse(spec: &str) -> Result<Device> {
@@ -45,9 +35,9 @@ impl Device {
     }
 }
 
-pub(crate) fn best_of(visible: Option<&[usize]>) -> Device {
-    let n = context::adapter_count();
-    (0..n)
+/// The first of `gpus` GPUs (they are in preference order) that `visible` allows, else `cpu:0`.
+pub(crate) fn best_of(gpus: usize, visible: Option<&[usize]>) -> Device {
+    (0..gpus)
         .find(|i| visible.is_none_or(|v| v.contains(i)))
         .map(Device::Gpu)
         .unwrap_or(Device::Cpu)
@@ -141,7 +131,7 @@ impl DeviceLimits {
     }
 }
 
-/// One entry of [`devices`].
+/// One entry of [`devices`](crate::devices).
 #[derive(Debug, Clone)]
 pub struct PhysicalDevice {
     pub device: Device,
@@ -169,70 +159,55 @@ impl fmt::Display for PhysicalDevice {
     }
 }
 
-/// Every physical device, GPUs first in preference order, then `cpu:0` (always present).
-/// Visibility is not applied here: see [`visible_devices`].
-pub fn devices() -> Vec<PhysicalDevice> {
-    let mut list = context::adapter_infos();
-    list.push(PhysicalDevice {
-        device: Device::Cpu,
-        name: "wgflow reference CPU".into(),
-        backend: "cpu".into(),
-        device_type: "cpu".into(),
-        driver: format!("wgflow {}", env!("CARGO_PKG_VERSION")),
-        limits: DeviceLimits::cpu(),
-    });
-    list
+impl PhysicalDevice {
+    /// The built-in `cpu:0`, always present.
+    pub(crate) fn cpu() -> Self {
+        PhysicalDevice {
+            device: Device::Cpu,
+            name: "wgflow reference CPU".into(),
+            backend: "cpu".into(),
+            device_type: "cpu".into(),
+            driver: format!("wgflow {}", env!("CARGO_PKG_VERSION")),
+            limits: DeviceLimits::cpu(),
+        }
+    }
 }
 
 /// The environment variable listing the GPUs a session may use.
 pub const VISIBLE_DEVICES_ENV: &str = "WGFLOW_VISIBLE_DEVICES";
 
-/// The devices visible under `WGFLOW_VISIBLE_DEVICES` (a comma-separated list of GPU indices;
-/// empty hides every GPU). `cpu:0` is always visible. A list naming a GPU that does not
-/// exist is an error here exactly as it is for a session.
-pub fn visible_devices() -> Result<Vec<PhysicalDevice>> {
-    let visible = visible_gpus_from_env()?;
-    Ok(devices()
-        .into_iter()
-        .filter(|d| match (d.device, &visible) {
-            (Device::Gpu(i), Some(v)) => v.contains(&i),
-            _ => true,
-        })
-        .collect())
-}
-
-/// Parse and check `WGFLOW_VISIBLE_DEVICES`: `None` when unset; an error that names the
-/// variable and the valid indices when it is malformed or lists a GPU that does not exist.
-pub fn visible_gpus_from_env() -> Result<Option<Vec<usize>>> {
-    let Ok(value) = std::env::var(VISIBLE_DEVICES_ENV) else {
-        return Ok(None);
-    };
+/// Parse and check a `WGFLOW_VISIBLE_DEVICES` value against a machine with `gpus` GPUs: an
+/// error names the variable and the valid indices when it is malformed or lists a GPU that
+/// does not exist.
+pub(crate) fn parse_visible_env(value: &str, gpus: usize) -> Result<Vec<usize>> {
     let origin = format!("{VISIBLE_DEVICES_ENV}={value}");
-    let list = parse_visible_list(&value).map_err(|e| {
+    let list = parse_visible_list(value).map_err(|e| {
         let problem = match e {
             Error::Device { spec, .. } => {
                 format!("'{spec}' is not a GPU index (write indices such as 0,1 or gpu:1)")
             }
             other => other.to_string(),
         };
-        visibility_error(&origin, &problem)
+        visibility_error(&origin, &problem, gpus)
     })?;
-    check_visible(&list, &origin)?;
-    Ok(Some(list))
+    check_visible(&list, &origin, gpus)?;
+    Ok(list)
 }
 
-/// Check that every index of a visibility list names a GPU that exists; `origin` says where
+/// Check that every index of a visibility list names one of `gpus` GPUs; `origin` says where
 /// the list came from (the variable and its value, or the session option).
-pub(crate) fn check_visible(list: &[usize], origin: &str) -> Result<()> {
-    let gpus = context::adapter_count();
+pub(crate) fn check_visible(list: &[usize], origin: &str, gpus: usize) -> Result<()> {
     match list.iter().find(|&&i| i >= gpus) {
-        Some(i) => Err(visibility_error(origin, &format!("gpu:{i} does not exist"))),
+        Some(i) => Err(visibility_error(
+            origin,
+            &format!("gpu:{i} does not exist"),
+            gpus,
+        )),
         None => Ok(()),
     }
 }
 
-fn visibility_error(origin: &str, problem: &str) -> Error {
-    let gpus = context::adapter_count();
+fn visibility_error(origin: &str, problem: &str, gpus: usize) -> Error {
     let valid = match gpus {
         0 => "none: there is no GPU adapter, so leave the list empty".to_string(),
         n => (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", "),
@@ -263,11 +238,6 @@ pub fn parse_visible_list(list: &str) -> Result<Vec<usize>> {
         out.push(i);
     }
     Ok(out)
-}
-
-/// The wgpu context of `gpu:N`, created on first use.
-pub(crate) fn gpu_context(index: usize) -> Result<Arc<GpuContext>> {
-    context::get(index)
 }
 
 #[cfg(test)]
@@ -301,5 +271,23 @@ mod tests {
         assert_eq!(parse_visible_list("0, 2").unwrap(), vec![0, 2]);
         assert_eq!(parse_visible_list("").unwrap(), Vec::<usize>::new());
         assert!(parse_visible_list("cpu:0").is_err());
+    }
+
+    #[test]
+    fn visibility_against_a_machine() {
+        assert_eq!(parse_visible_env("1", 2).unwrap(), vec![1]);
+        let e = parse_visible_env("2", 2).unwrap_err().to_string();
+        assert!(
+            e.contains("gpu:2 does not exist") && e.contains("valid GPU indices: 0, 1"),
+            "{e}"
+        );
+        let e = parse_visible_env("x", 0).unwrap_err().to_string();
+        assert!(
+            e.contains("'x' is not a GPU index") && e.contains("no GPU adapter"),
+            "{e}"
+        );
+        assert_eq!(best_of(2, Some(&[1])), Device::Gpu(1));
+        assert_eq!(best_of(2, Some(&[])), Device::Cpu);
+        assert_eq!(best_of(0, None), Device::Cpu);
     }
 }

@@ -42,7 +42,8 @@ pub mod session;
 pub mod shape;
 pub mod trace;
 
-pub use device::{devices, visible_devices, Device, DeviceSpec, PhysicalDevice};
+pub use backend::{devices, visible_devices};
+pub use device::{Device, DeviceSpec, PhysicalDevice};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Axes, Graph, Tensor};

@@ -1,8 +1,8 @@
 //! Sessions: compile a graph for a set of fetches (cached per signature), then run it.
 
-use crate::backend::{self, Prepared};
+use crate::backend::{self, Created, Prepared};
 use crate::compile::{self, Plan, Target};
-use crate::device::{self, Device, DeviceLimits};
+use crate::device::{Device, DeviceLimits};
 use crate::graph::{Graph, Tensor};
 use crate::ops::Leaf;
 use crate::ops::Op;
@@ -54,6 +54,15 @@ pub struct Counters {
     pub runs: u64,
 }
 
+impl Counters {
+    /// Count what the backends created for a plan.
+    fn add(&mut self, created: Created) {
+        self.pipelines_created += created.pipelines;
+        self.bind_groups_created += created.bind_groups;
+        self.buffers_created += created.buffers;
+    }
+}
+
 /// Placeholders have static shapes, so a plan depends only on what is fetched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Signature {
@@ -80,12 +89,15 @@ impl Session {
     pub fn new(graph: &Graph, options: SessionOptions) -> Result<Session> {
         let visible = match &options.visible_devices {
             Some(v) => {
-                device::check_visible(v, &format!("SessionOptions::visible_devices {v:?}"))?;
+                backend::devices::check_visible(
+                    v,
+                    &format!("SessionOptions::visible_devices {v:?}"),
+                )?;
                 Some(v.clone())
             }
-            None => device::visible_gpus_from_env()?,
+            None => backend::visible_gpus_from_env()?,
         };
-        let all = device::devices();
+        let all = backend::devices();
         let devices: Vec<(Device, DeviceLimits)> = all
             .into_iter()
             .filter(|d| match (d.device, &visible) {
@@ -102,7 +114,7 @@ impl Session {
                     message: "the default device is not visible to this session".into(),
                 })
             }
-            None => device::best_of(visible.as_deref()),
+            None => backend::devices::best_of(visible.as_deref()),
         };
         log::info!("wgflow session: default device {default_device}");
         Ok(Session {
@@ -324,7 +336,8 @@ impl Session {
             }
         }
         self.counters.plans_compiled += 1;
-        let prepared = backend::prepare(&plan, &mut self.counters)?;
+        let (prepared, created) = backend::prepare(&plan)?;
+        self.counters.add(created);
         self.cache.insert(
             sig.clone(),
             Entry {

@@ -2,9 +2,12 @@
 //! out by the memory plan, exactly as a GPU would. It is the oracle GPU results are tested
 //! against, and it exercises the memory plan on machines with no GPU.
 
-use crate::compile::{MemoryPlan, Plan, Source, ValueId};
+use super::{Backend, Created};
+use crate::compile::{Plan, Source, StepKind, ValueId};
+use crate::device::Device;
 use crate::ops::Kernel;
 use crate::{Error, Result};
+use futures::future::BoxFuture;
 
 /// The CPU's arena for one plan. It is allocated on the first run, not when the plan is
 /// prepared, so planning a graph too large for this machine costs nothing, and running it is
@@ -14,14 +17,70 @@ pub struct CpuState {
     bytes: u64,
 }
 
-impl CpuState {
-    pub fn new(mp: Option<&MemoryPlan>) -> Self {
-        CpuState {
+impl Backend for CpuState {
+    /// Nothing is allocated yet (see [`CpuState`]), so nothing is counted.
+    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)> {
+        let state = CpuState {
             arena: Vec::new(),
-            bytes: mp.map_or(0, |m| m.peak_bytes),
-        }
+            bytes: plan.memory(device).map_or(0, |m| m.peak_bytes),
+        };
+        Ok((state, Created::default()))
     }
 
+    fn begin_run(&mut self, plan: &Plan) -> Result<()> {
+        self.allocate(plan)
+    }
+
+    fn upload(&mut self, plan: &Plan, v: ValueId, words: &[u32]) -> Result<()> {
+        self.write(plan, v, words)
+    }
+
+    fn dispatch(&mut self, plan: &Plan, steps: &[usize]) -> Result<()> {
+        for &i in steps {
+            let step = &plan.steps[i];
+            let StepKind::Dispatch { kernel, inputs } = &step.kind else {
+                return Err(Error::Internal(format!("step {i} is not a dispatch")));
+            };
+            self.run_kernel(plan, kernel, inputs, step.output)?;
+        }
+        Ok(())
+    }
+
+    fn download<'a>(
+        &'a mut self,
+        plan: &'a Plan,
+        values: &'a [ValueId],
+    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>>> {
+        let out = values
+            .iter()
+            .map(|&v| copy_words(plan, v, self.read(plan, v)?))
+            .collect();
+        Box::pin(std::future::ready(out))
+    }
+
+    fn finish(&mut self, _wait: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A copy of value `v`'s words, reserved fallibly: a fetch or transfer can be as large as
+/// the arena itself, and failing to allocate it is an error naming the node, not an abort.
+fn copy_words(plan: &Plan, v: ValueId, words: &[u32]) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(words.len()).map_err(|_| {
+        let value = &plan.values[v];
+        Error::Alloc {
+            node: value.name.clone(),
+            device: value.device.to_string(),
+            what: format!("a host copy of {} {}", value.dtype, value.shape),
+            bytes: words.len() as u64 * 4,
+        }
+    })?;
+    out.extend_from_slice(words);
+    Ok(out)
+}
+
+impl CpuState {
     /// Allocate the arena if this is the first run; the error names the largest value.
     pub fn allocate(&mut self, plan: &Plan) -> Result<()> {
         let words = self.bytes.div_ceil(4);
@@ -29,7 +88,7 @@ impl CpuState {
             return Ok(());
         }
         let largest = plan
-            .memory(crate::Device::Cpu)
+            .memory(Device::Cpu)
             .and_then(|m| m.offsets.keys().max_by_key(|&&v| plan.values[v].bytes()))
             .map(|&v| &plan.values[v]);
         let fail = || Error::Alloc {
@@ -80,14 +139,14 @@ impl CpuState {
     }
 
     fn offset(&self, plan: &Plan, root: ValueId) -> Result<usize> {
-        plan.memory(crate::Device::Cpu)
+        plan.memory(Device::Cpu)
             .and_then(|m| m.offsets.get(&root))
             .map(|&o| (o / 4) as usize)
             .ok_or_else(|| Error::Internal(format!("value {root} has no cpu arena slot")))
     }
 
     /// Run one kernel: read the inputs, compute, write the output.
-    pub fn dispatch(
+    pub fn run_kernel(
         &mut self,
         plan: &Plan,
         kernel: &Kernel,

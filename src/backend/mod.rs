@@ -1,80 +1,107 @@
-//! Backends: machinery only, no op knowledge. A backend prepares a plan's resources once
-//! (arena, constants, pipelines, bind groups) and then executes its steps per run.
+//! Backends: machinery only, no op knowledge. A backend prepares a plan's resources on its
+//! device once (arena, constants, pipelines, bind groups) and then executes its steps per
+//! run. Every device kind implements [`Backend`]; this module walks a plan's steps and hands
+//! each to the backend of its device, so a new kind of device is one folder here plus one
+//! [`Device`] variant (and one arm in [`prepare`]).
 //!
-//! Steps run in schedule order. Consecutive dispatches on one GPU are recorded into one
-//! compute pass of one encoder; a transfer or a read-back submits what is pending on the
-//! devices it touches.
+//! Steps run in schedule order. Consecutive dispatches on one device go to its backend in
+//! one call (one compute pass of one encoder on a GPU); a transfer or a read-back submits
+//! what is pending on the devices it touches.
 
 pub mod cpu;
+pub mod devices;
 pub mod gpu;
+
+pub use devices::{devices, gpu_count, visible_devices, visible_gpus_from_env};
 
 use crate::compile::{Plan, Source, StepKind, ValueId};
 use crate::device::Device;
-use crate::session::Counters;
 use crate::{Error, HostTensor, Result};
-use cpu::CpuState;
-use gpu::exec::GpuPlan;
+use futures::future::BoxFuture;
 use std::collections::{BTreeMap, HashMap};
+
+/// What preparing a plan created on the devices; the session adds it to its counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Created {
+    pub buffers: u64,
+    pub pipelines: u64,
+    pub bind_groups: u64,
+}
+
+impl std::ops::AddAssign for Created {
+    fn add_assign(&mut self, other: Created) {
+        self.buffers += other.buffers;
+        self.pipelines += other.pipelines;
+        self.bind_groups += other.bind_groups;
+    }
+}
+
+/// One plan's resources on one device, and how its steps run there.
+pub trait Backend: Send {
+    /// Allocate what `plan` needs on `device` (which the plan uses), and report what was
+    /// created.
+    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)>
+    where
+        Self: Sized;
+
+    /// Called at the start of every run (the CPU allocates its arena on the first).
+    fn begin_run(&mut self, plan: &Plan) -> Result<()>;
+
+    /// Write value `v`'s words: a feed, or a transfer's arrival.
+    fn upload(&mut self, plan: &Plan, v: ValueId, words: &[u32]) -> Result<()>;
+
+    /// Run the dispatch steps `steps` (consecutive indices into `plan.steps`, all on this
+    /// device), in order.
+    fn dispatch(&mut self, plan: &Plan, steps: &[usize]) -> Result<()>;
+
+    /// Copy `values` back to the host, one vector of words each, in order.
+    fn download<'a>(
+        &'a mut self,
+        plan: &'a Plan,
+        values: &'a [ValueId],
+    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>>>;
+
+    /// Submit what is recorded; with `wait`, block until the device has finished it.
+    fn finish(&mut self, wait: bool) -> Result<()>;
+}
 
 /// A plan's resources on every device it uses.
 pub struct Prepared {
-    cpu: CpuState,
-    gpus: BTreeMap<usize, GpuPlan>,
+    backends: BTreeMap<Device, Box<dyn Backend>>,
 }
 
-/// Allocate everything a plan needs; counts what it creates in `counters`.
-pub fn prepare(plan: &Plan, counters: &mut Counters) -> Result<Prepared> {
-    let mut gpus = BTreeMap::new();
+impl Prepared {
+    fn on(&mut self, device: Device) -> Result<&mut (dyn Backend + 'static)> {
+        self.backends
+            .get_mut(&device)
+            .map(|b| &mut **b)
+            .ok_or_else(|| Error::Internal(format!("{device} was not prepared")))
+    }
+}
+
+/// Allocate everything a plan needs on every device it uses.
+pub fn prepare(plan: &Plan) -> Result<(Prepared, Created)> {
+    fn boxed<B: Backend + 'static>(r: Result<(B, Created)>) -> Result<(Box<dyn Backend>, Created)> {
+        r.map(|(b, c)| (Box::new(b) as Box<dyn Backend>, c))
+    }
+    let mut backends = BTreeMap::new();
+    let mut created = Created::default();
     for d in plan.devices() {
-        if let Device::Gpu(i) = d {
-            gpus.insert(i, GpuPlan::prepare(plan, i, counters)?);
-        }
+        let (backend, c) = match d {
+            Device::Cpu => boxed(cpu::CpuState::prepare(plan, d))?,
+            Device::Gpu(_) => boxed(gpu::exec::GpuPlan::prepare(plan, d))?,
+        };
+        backends.insert(d, backend);
+        created += c;
     }
-    Ok(Prepared {
-        cpu: CpuState::new(plan.memory(Device::Cpu)),
-        gpus,
-    })
+    Ok((Prepared { backends }, created))
 }
 
-/// A copy of value `v`'s words, reserved fallibly: a fetch or transfer can be as large as
-/// the arena itself, and failing to allocate it is an error naming the node, not an abort.
-fn copy_words(plan: &Plan, v: ValueId, words: &[u32]) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(words.len()).map_err(|_| {
-        let value = &plan.values[v];
-        Error::Alloc {
-            node: value.name.clone(),
-            device: value.device.to_string(),
-            what: format!("a host copy of {} {}", value.dtype, value.shape),
-            bytes: words.len() as u64 * 4,
-        }
-    })?;
-    out.extend_from_slice(words);
-    Ok(out)
-}
-
-fn gpu(p: &mut Prepared, i: usize) -> Result<&mut GpuPlan> {
-    p.gpus
-        .get_mut(&i)
-        .ok_or_else(|| Error::Internal(format!("gpu:{i} was not prepared")))
-}
-
-async fn read_one(plan: &Plan, p: &mut Prepared, v: ValueId) -> Result<Vec<u32>> {
-    match plan.values[v].device {
-        Device::Cpu => copy_words(plan, v, p.cpu.read(plan, v)?),
-        Device::Gpu(i) => {
-            let mut out = gpu(p, i)?.read(plan, &[v]).await?;
-            out.pop()
-                .ok_or_else(|| Error::Internal("empty read-back".into()))
-        }
-    }
-}
-
-async fn write_one(plan: &Plan, p: &mut Prepared, v: ValueId, words: &[u32]) -> Result<()> {
-    match plan.values[v].device {
-        Device::Cpu => p.cpu.write(plan, v, words),
-        Device::Gpu(i) => gpu(p, i)?.write(plan, v, words),
-    }
+/// Read one value back from its device.
+async fn download_one(plan: &Plan, p: &mut Prepared, v: ValueId) -> Result<Vec<u32>> {
+    let mut out = p.on(plan.values[v].device)?.download(plan, &[v]).await?;
+    out.pop()
+        .ok_or_else(|| Error::Internal("empty read-back".into()))
 }
 
 /// Run a prepared plan. `feeds` maps placeholder names to checked host tensors. With
@@ -86,50 +113,49 @@ pub async fn execute(
     feeds: &HashMap<String, &HostTensor>,
     read_back: bool,
 ) -> Result<Vec<HostTensor>> {
-    p.cpu.allocate(plan)?;
+    for b in p.backends.values_mut() {
+        b.begin_run(plan)?;
+    }
     for (name, v) in &plan.feeds {
         let t = feeds.get(name).ok_or_else(|| Error::Feed {
             name: name.clone(),
             message: "was not fed".into(),
         })?;
-        write_one(plan, p, *v, t.words()).await?;
+        p.on(plan.values[*v].device)?.upload(plan, *v, t.words())?;
     }
     let mut i = 0;
     while i < plan.steps.len() {
         let step = &plan.steps[i];
-        match (&step.kind, step.device) {
-            (StepKind::Dispatch { kernel, inputs }, Device::Cpu) => {
-                p.cpu.dispatch(plan, kernel, inputs, step.output)?;
-                i += 1;
-            }
-            (StepKind::Dispatch { .. }, Device::Gpu(g)) => {
-                let run: Vec<usize> = (i..plan.steps.len())
-                    .take_while(|&j| {
-                        plan.steps[j].device == step.device
-                            && matches!(plan.steps[j].kind, StepKind::Dispatch { .. })
+        match &step.kind {
+            StepKind::Dispatch { .. } => {
+                let end = (i..plan.steps.len())
+                    .find(|&j| {
+                        plan.steps[j].device != step.device
+                            || !matches!(plan.steps[j].kind, StepKind::Dispatch { .. })
                     })
-                    .collect();
-                i += run.len();
-                gpu(p, g)?.encode(&run)?;
+                    .unwrap_or(plan.steps.len());
+                let run: Vec<usize> = (i..end).collect();
+                p.on(step.device)?.dispatch(plan, &run)?;
+                i = end;
             }
-            (StepKind::Transfer { src }, _) => {
-                let words = read_one(plan, p, *src).await?;
-                write_one(plan, p, step.output, &words).await?;
+            StepKind::Transfer { src } => {
+                let words = download_one(plan, p, *src).await?;
+                p.on(plan.values[step.output].device)?
+                    .upload(plan, step.output, &words)?;
                 i += 1;
             }
         }
     }
     if !read_back {
-        for g in p.gpus.values_mut() {
-            g.flush();
-            g.ctx.wait()?;
+        for b in p.backends.values_mut() {
+            b.finish(true)?;
         }
         return Ok(Vec::new());
     }
     // Fetches: constants and feeds come straight from the host; device values are read back
-    // with one copy batch per device.
+    // with one batch per device.
     let mut results: Vec<Option<HostTensor>> = vec![None; plan.fetches.len()];
-    let mut per_gpu: BTreeMap<usize, Vec<(usize, ValueId)>> = BTreeMap::new();
+    let mut per_device: BTreeMap<Device, Vec<(usize, ValueId)>> = BTreeMap::new();
     for (k, &f) in plan.fetches.iter().enumerate() {
         let v = &plan.values[f];
         let host = match &plan.values[plan.root(f)].source {
@@ -137,26 +163,23 @@ pub async fn execute(
             Source::Feed(name) => feeds.get(name).map(|t| t.words().to_vec()),
             _ => None,
         };
-        let words = match (host, v.device) {
-            (Some(w), _) => w,
-            (None, Device::Cpu) => copy_words(plan, f, p.cpu.read(plan, f)?)?,
-            (None, Device::Gpu(g)) => {
-                per_gpu.entry(g).or_default().push((k, f));
-                continue;
+        match host {
+            Some(words) => {
+                results[k] = Some(HostTensor::from_words(v.shape.clone(), v.dtype, words)?)
             }
-        };
-        results[k] = Some(HostTensor::from_words(v.shape.clone(), v.dtype, words)?);
+            None => per_device.entry(v.device).or_default().push((k, f)),
+        }
     }
-    for (g, list) in per_gpu {
+    for (d, list) in per_device {
         let ids: Vec<ValueId> = list.iter().map(|&(_, f)| f).collect();
-        let data = gpu(p, g)?.read(plan, &ids).await?;
+        let data = p.on(d)?.download(plan, &ids).await?;
         for ((k, f), words) in list.into_iter().zip(data) {
             let v = &plan.values[f];
             results[k] = Some(HostTensor::from_words(v.shape.clone(), v.dtype, words)?);
         }
     }
-    for g in p.gpus.values_mut() {
-        g.flush();
+    for b in p.backends.values_mut() {
+        b.finish(false)?;
     }
     results
         .into_iter()

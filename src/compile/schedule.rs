@@ -48,6 +48,7 @@ fn reorder(mut plan: Plan, order: &[usize]) -> Plan {
     plan
 }
 
+/// The default order: Kahn's algorithm with ties to the earliest step (graph order).
 fn earliest_first(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
     let n = plan.steps.len();
     let mut indegree: Vec<usize> = d.deps.iter().map(Vec::len).collect();
@@ -68,12 +69,6 @@ fn earliest_first(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
         return Err(Error::Internal("the step graph has a cycle".into()));
     }
     Ok(order)
-}
-
-/// The default order: Kahn's algorithm with ties to the earliest step (graph order).
-pub fn schedule(plan: Plan) -> Result<Plan> {
-    let order = earliest_first(&plan, &deps(&plan))?;
-    Ok(reorder(plan, &order))
 }
 
 /// Candidate orders for the memory planner: the default, depth-first from the fetches (one

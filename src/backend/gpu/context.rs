@@ -181,12 +181,14 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         };
         DiskCache { cache, path }
     });
-    let gl = info.backend == "gl";
+    let adapter_info = adapter.get_info();
     let ctx = Arc::new(GpuContext {
-        gl_serial: gl.then(|| Mutex::new(())),
+        gl_serial: (adapter_info.backend == wgpu::Backend::Gl).then(|| Mutex::new(())),
         name,
         limits: limits_of(&device.limits(), device.features()),
         info,
+        backend: adapter_info.backend,
+        device_type: adapter_info.device_type,
         device,
         queue,
         pipelines: Mutex::new(HashMap::new()),
@@ -197,8 +199,9 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
 }
 
 /// The on-disk pipeline cache file of an adapter, if caching is on and the adapter supports
-/// it: `$WGFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/wgflow`, else `$HOME/.cache/wgflow`.
-/// `WGFLOW_PIPELINE_CACHE=0` turns it off.
+/// it: in `$WGFLOW_CACHE_DIR`, else in `wgflow` under the platform's cache directory
+/// (`dirs::cache_dir`: `$XDG_CACHE_HOME` or `$HOME/.cache` on Linux, `~/Library/Caches` on
+/// macOS, `%LOCALAPPDATA%` on Windows). `WGFLOW_PIPELINE_CACHE=0` turns it off.
 fn pipeline_cache_file(adapter: &wgpu::Adapter) -> Option<std::path::PathBuf> {
     if std::env::var("WGFLOW_PIPELINE_CACHE").is_ok_and(|v| v == "0") {
         return None;
@@ -209,12 +212,7 @@ fn pipeline_cache_file(adapter: &wgpu::Adapter) -> Option<std::path::PathBuf> {
     let key = wgpu::util::pipeline_cache_key(&adapter.get_info())?;
     let dir = std::env::var_os("WGFLOW_CACHE_DIR")
         .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| std::path::Path::new(&d).join("wgflow"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME").map(|d| std::path::Path::new(&d).join(".cache/wgflow"))
-        })?;
+        .or_else(|| dirs::cache_dir().map(|d| d.join("wgflow")))?;
     Some(dir.join(key))
 }
 
@@ -232,7 +230,11 @@ pub struct CachedPipeline {
 /// A wgpu device and queue for one adapter.
 pub struct GpuContext {
     pub name: String,
+    /// What `wgflow::devices()` shows for this adapter (display strings).
     pub info: PhysicalDevice,
+    /// The adapter's graphics API and type, which decisions about it are made from.
+    pub backend: wgpu::Backend,
+    pub device_type: wgpu::DeviceType,
     pub limits: DeviceLimits,
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
@@ -253,11 +255,12 @@ impl GpuContext {
         let software = match std::env::var("WGFLOW_KERNELS").as_deref() {
             Ok("software") => true,
             Ok("hardware") => false,
-            _ => self.info.device_type == "software",
+            // Lavapipe, llvmpipe and WARP report themselves as CPU devices.
+            _ => self.device_type == wgpu::DeviceType::Cpu,
         };
         crate::ops::AdapterKind {
             software,
-            gl: self.info.backend == "gl",
+            gl: self.backend == wgpu::Backend::Gl,
         }
     }
 
@@ -294,18 +297,8 @@ impl GpuContext {
         }
     }
 
-    /// The pipeline for `wgsl` with `bindings` storage bindings, from the cache or created
-    /// now. Returns whether it was created.
-    pub fn pipeline(
-        &self,
-        label: &str,
-        wgsl: &str,
-        bindings: usize,
-    ) -> Result<(Arc<CachedPipeline>, bool)> {
-        self.pipeline_at(label, wgsl, "main", bindings)
-    }
-
-    /// [`GpuContext::pipeline`] with the entry point named `entry`.
+    /// The pipeline for `wgsl` (entry point `entry`) with `bindings` storage bindings, from
+    /// the cache or created now. Returns whether it was created.
     pub fn pipeline_at(
         &self,
         label: &str,
@@ -422,16 +415,12 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Drive a wgpu future to completion on this thread. On native backends wgpu's futures
-/// (adapter and device requests, error-scope pops) are ready when first polled, so this never
-/// spins in practice; unlike `futures::executor::block_on` it may be called while another
-/// executor is running, e.g. inside `Session::run_async`.
+/// (adapter and device requests, error-scope pops) are ready when first polled.
+///
+/// `pollster` rather than `futures::executor::block_on`: this runs while another executor may
+/// be driving the caller (inside `Session::run_async`, itself under `futures`' `block_on` in
+/// `Session::run`), and `futures`' executor panics when entered twice on one thread;
+/// `pollster` has no such guard and parks the thread instead of spinning.
 pub(crate) fn resolve_native<F: Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::yield_now();
-    }
+    pollster::block_on(f)
 }

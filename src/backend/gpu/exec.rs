@@ -2,11 +2,12 @@
 //! buffer, staging buffer, pipelines, bind groups) happens in `GpuPlan::prepare`, once per
 //! compiled plan; a run only writes feeds, records dispatches and reads back.
 
-use super::context::{CachedPipeline, GpuContext};
+use super::context::{self, CachedPipeline, GpuContext};
+use crate::backend::{Backend, Created};
 use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
-use crate::device::Device;
-use crate::session::Counters;
+use crate::device::{Device, DeviceLimits};
 use crate::{DType, Error, Result};
+use futures::future::BoxFuture;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 fn windowed<'a>(
     kernel: &crate::ops::Kernel,
     resources: &[Window<'a>],
-    limits: &crate::device::DeviceLimits,
+    limits: &DeviceLimits,
     alignment: u64,
     node: &str,
     device: Device,
@@ -134,10 +135,13 @@ pub struct GpuPlan {
     pending: Option<wgpu::CommandEncoder>,
 }
 
-impl GpuPlan {
-    pub fn prepare(plan: &Plan, index: usize, counters: &mut Counters) -> Result<GpuPlan> {
-        let device = Device::Gpu(index);
-        let ctx = crate::device::gpu_context(index)?;
+impl Backend for GpuPlan {
+    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)> {
+        let Device::Gpu(index) = device else {
+            return Err(Error::Internal(format!("{device} is not a GPU")));
+        };
+        let ctx = context::get(index)?;
+        let mut created = Created::default();
         let empty = MemoryPlan::default();
         let mp = plan.memory(device).unwrap_or(&empty);
         let usage = wgpu::BufferUsages::STORAGE
@@ -151,7 +155,7 @@ impl GpuPlan {
                 mapped_at_creation: false,
             })
         })?;
-        counters.buffers_created += 1;
+        created.buffers += 1;
         let constants = if mp.constant_bytes > 0 {
             let buf = ctx.scoped("allocating constants", |d| {
                 d.create_buffer(&wgpu::BufferDescriptor {
@@ -161,7 +165,7 @@ impl GpuPlan {
                     mapped_at_creation: false,
                 })
             })?;
-            counters.buffers_created += 1;
+            created.buffers += 1;
             let _gl = ctx.gl_guard();
             for (&v, &off) in &mp.constant_offsets {
                 if let Source::Constant(t) = &plan.values[v].source {
@@ -200,9 +204,8 @@ impl GpuPlan {
                 mapped_at_creation: false,
             })
         })?;
-        counters.buffers_created += 1;
+        created.buffers += 1;
 
-        let pipelines_before = counters.pipelines_created;
         let mut gp = GpuPlan {
             ctx: ctx.clone(),
             device,
@@ -251,9 +254,9 @@ impl GpuPlan {
                 &step.nodes.join("+"),
                 device,
             )?;
-            let (pipeline, created) =
+            let (pipeline, new) =
                 ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), windows.len())?;
-            counters.pipelines_created += created as u64;
+            created.pipelines += new as u64;
             let grid = kernel.grid_on(
                 &step.nodes.join("+"),
                 device,
@@ -278,7 +281,7 @@ impl GpuPlan {
                     entries: &entries,
                 })
             })?;
-            counters.bind_groups_created += 1;
+            created.bind_groups += 1;
             gp.dispatches.insert(
                 i,
                 Dispatch {
@@ -288,12 +291,42 @@ impl GpuPlan {
                 },
             );
         }
-        if counters.pipelines_created > pipelines_before {
+        if created.pipelines > 0 {
             ctx.persist_pipeline_cache();
         }
-        Ok(gp)
+        Ok((gp, created))
     }
 
+    fn begin_run(&mut self, _plan: &Plan) -> Result<()> {
+        Ok(())
+    }
+
+    fn upload(&mut self, plan: &Plan, v: ValueId, words: &[u32]) -> Result<()> {
+        self.write(plan, v, words)
+    }
+
+    fn dispatch(&mut self, _plan: &Plan, steps: &[usize]) -> Result<()> {
+        self.encode(steps)
+    }
+
+    fn download<'a>(
+        &'a mut self,
+        plan: &'a Plan,
+        values: &'a [ValueId],
+    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>>> {
+        Box::pin(self.read(plan, values))
+    }
+
+    fn finish(&mut self, wait: bool) -> Result<()> {
+        self.flush();
+        if wait {
+            self.ctx.wait()?;
+        }
+        Ok(())
+    }
+}
+
+impl GpuPlan {
     /// The buffer, byte offset and size holding value `v`.
     fn slice(&self, plan: &Plan, v: ValueId) -> Result<(&wgpu::Buffer, u64, u64)> {
         let root = plan.root(v);
