@@ -1,0 +1,178 @@
+//! Dependencies point one way (docs/architecture.md): vocabulary → ops → graph → compile →
+//! backend → session. This reads the library's sources and fails if a module names a later
+//! layer, through a module path or through a name the crate root re-exports.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The layer of each top-level module; a module may use its own layer and earlier ones.
+fn layer(module: &str) -> Option<usize> {
+    Some(match module {
+        "dtype" | "shape" | "error" | "host" | "device" | "npy" => 0,
+        "ops" => 1,
+        "graph" => 2,
+        "compile" => 3,
+        "backend" => 4,
+        "session" | "trace" | "bin" | "lib" => 5,
+        _ => return None,
+    })
+}
+
+/// The module behind a name the crate root re-exports (src/lib.rs).
+fn reexport(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "DType" => "dtype",
+        "Shape" => "shape",
+        "Error" | "Result" => "error",
+        "HostTensor" | "Element" => "host",
+        "Device" | "DeviceSpec" | "PhysicalDevice" => "device",
+        "SliceArg" => "ops",
+        "Graph" | "Tensor" | "Axes" | "Conv2dOptions" | "PadMode" => "graph",
+        "Session" | "SessionOptions" | "Counters" => "session",
+        "devices" | "visible_devices" => "backend",
+        "f16" => "dtype",
+        _ => return None,
+    })
+}
+
+/// The first path segment of every `crate::` path in `src` (inside `use` braces too).
+fn crate_paths(src: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = src;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(inner) = rest.strip_prefix('{') {
+            let end = matching_brace(inner);
+            for item in split_top_level(&inner[..end]) {
+                out.insert(first_segment(item.trim()));
+            }
+        } else {
+            out.insert(first_segment(rest));
+        }
+    }
+    out.retain(|s| !s.is_empty() && s != "self");
+    out
+}
+
+fn matching_brace(s: &str) -> usize {
+    let mut depth = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => return i,
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    s.len()
+}
+
+fn split_top_level(s: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+fn first_segment(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// Library code only: a file's unit tests (after `#[cfg(test)]`) may use anything, and
+/// comments (doc links to the API a user reaches an item through) are not dependencies.
+fn library_code(src: &str) -> String {
+    let code = match src.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &src[..i],
+        None => src,
+    };
+    code.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable src dir") {
+        let p = entry.expect("dir entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn dependencies_point_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 20, "found only {files:?}");
+    let mut wrong = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).expect("under src");
+        let top = rel
+            .components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+            .map(|s| s.trim_end_matches(".rs").to_string())
+            .expect("a file name");
+        let Some(own) = layer(&top) else {
+            wrong.push(format!("{}: module '{top}' has no layer", rel.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(&f).expect("readable source");
+        for seg in crate_paths(&library_code(&text)) {
+            let module = if layer(&seg).is_some() {
+                seg.clone()
+            } else if let Some(m) = reexport(&seg) {
+                m.to_string()
+            } else {
+                wrong.push(format!(
+                    "{}: unknown crate path 'crate::{seg}'",
+                    rel.display()
+                ));
+                continue;
+            };
+            let theirs = layer(&module).expect("a layer");
+            if theirs > own {
+                wrong.push(format!(
+                    "{} (layer {own}) uses crate::{seg} (module '{module}', layer {theirs})",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "dependencies against the layering:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_sees_braced_and_nested_imports() {
+    let paths = crate_paths(
+        "use crate::{graph::{Graph, Tensor}, Shape};\nlet x = crate::backend::gpu::get(0);",
+    );
+    let want: BTreeSet<String> = ["graph", "Shape", "backend"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(paths, want);
+}
