@@ -12,6 +12,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong when building, compiling or running a graph.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A builder rejected its inputs (shapes, dtypes, attributes).
     #[error("{op} at {location}: {message}")]

@@ -237,21 +237,6 @@ impl BinaryOp {
         )
     }
 
-    pub fn is_commutative(self) -> bool {
-        matches!(
-            self,
-            BinaryOp::Add
-                | BinaryOp::Mul
-                | BinaryOp::Maximum
-                | BinaryOp::Minimum
-                | BinaryOp::Equal
-                | BinaryOp::NotEqual
-                | BinaryOp::LogicalAnd
-                | BinaryOp::LogicalOr
-                | BinaryOp::LogicalXor
-        )
-    }
-
     /// The dtype rule for operands of dtype `x` (both operands must already agree).
     pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
         match self {
