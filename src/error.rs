@@ -21,6 +21,16 @@ pub enum Error {
         location: &'static Location<'static>,
         message: String,
     },
+    /// A graph was asked about a tensor it did not make (a tensor of another graph, or one
+    /// built in a clone after cloning).
+    #[error("{method} at {location}: tensor #{index} belongs to another graph, not this one")]
+    ForeignTensor {
+        /// The `Graph` method that was called.
+        method: &'static str,
+        /// The tensor's node index (in the graph that made it).
+        index: usize,
+        location: &'static Location<'static>,
+    },
     /// A device spec could not be parsed or names no device that exists.
     #[error("device '{spec}': {message}")]
     Device { spec: String, message: String },

@@ -101,7 +101,7 @@ impl Tensor {
 /// let mut g = wgflow::Graph::new();
 /// let a = g.constant([1.0f32, 2.0, 3.0])?;
 /// let b = g.name_scope("layer", |g| g.device("cpu:0", |g| g.relu(a)))?;
-/// assert_eq!(g.name(b), "layer/relu");
+/// assert_eq!(g.name(b)?, "layer/relu");
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -204,23 +204,45 @@ impl Graph {
         self.add_op(Op::Leaf(Leaf::Placeholder), &[], declared, site)
     }
 
-    /// The shape of `t`'s value.
-    pub fn shape(&self, t: Tensor) -> &Shape {
-        &self.g[t.node].shape
+    /// `t`'s node, or [`Error::ForeignTensor`] naming `method` and the caller.
+    #[track_caller]
+    fn get(&self, t: Tensor, method: &'static str) -> Result<&Node> {
+        if self.owns(t) {
+            Ok(&self.g[t.node])
+        } else {
+            Err(Error::ForeignTensor {
+                method,
+                index: t.index(),
+                location: Location::caller(),
+            })
+        }
     }
 
-    pub fn dtype(&self, t: Tensor) -> DType {
-        self.g[t.node].dtype
+    /// The shape of `t`'s value.
+    ///
+    /// Every accessor taking a [`Tensor`] answers [`Error::ForeignTensor`] for a tensor this
+    /// graph did not make, instead of reading another node or panicking.
+    #[track_caller]
+    pub fn shape(&self, t: Tensor) -> Result<&Shape> {
+        Ok(&self.get(t, "Graph::shape")?.shape)
+    }
+
+    /// The dtype of `t`'s value.
+    #[track_caller]
+    pub fn dtype(&self, t: Tensor) -> Result<DType> {
+        Ok(self.get(t, "Graph::dtype")?.dtype)
     }
 
     /// The unique node name of `t`.
-    pub fn name(&self, t: Tensor) -> &str {
-        &self.g[t.node].name
+    #[track_caller]
+    pub fn name(&self, t: Tensor) -> Result<&str> {
+        Ok(&self.get(t, "Graph::name")?.name)
     }
 
     /// The device `t`'s node asked for, if any.
-    pub fn requested_device(&self, t: Tensor) -> Option<DeviceSpec> {
-        self.g[t.node].device
+    #[track_caller]
+    pub fn requested_device(&self, t: Tensor) -> Result<Option<DeviceSpec>> {
+        Ok(self.get(t, "Graph::requested_device")?.device)
     }
 
     /// Look a tensor up by its node name.
@@ -232,8 +254,9 @@ impl Graph {
     }
 
     /// The node behind a tensor.
-    pub fn node(&self, t: Tensor) -> &Node {
-        &self.g[t.node]
+    #[track_caller]
+    pub fn node(&self, t: Tensor) -> Result<&Node> {
+        self.get(t, "Graph::node")
     }
 
     /// All tensors, in the order they were built.
@@ -244,8 +267,20 @@ impl Graph {
         })
     }
 
+    /// All tensors with their nodes, in the order they were built (no lookup can fail).
+    pub fn nodes(&self) -> impl Iterator<Item = (Tensor, &Node)> + '_ {
+        self.tensors().map(|t| (t, &self.g[t.node]))
+    }
+
     /// The inputs of a node, in slot order.
-    pub fn inputs(&self, t: Tensor) -> Vec<Tensor> {
+    #[track_caller]
+    pub fn inputs(&self, t: Tensor) -> Result<Vec<Tensor>> {
+        self.get(t, "Graph::inputs")?;
+        Ok(self.input_tensors(t))
+    }
+
+    /// The inputs of one of this graph's tensors.
+    fn input_tensors(&self, t: Tensor) -> Vec<Tensor> {
         self.input_nodes(t.node)
             .into_iter()
             .map(|node| Tensor {
@@ -253,6 +288,11 @@ impl Graph {
                 node,
             })
             .collect()
+    }
+
+    /// All tensors with their inputs, in the order they were built.
+    pub fn edges(&self) -> impl Iterator<Item = (Tensor, Vec<Tensor>)> + '_ {
+        self.tensors().map(|t| (t, self.input_tensors(t)))
     }
 
     pub(crate) fn input_nodes(&self, n: NodeIndex) -> Vec<NodeIndex> {
