@@ -63,8 +63,10 @@ fn huge_tensors_plan_on_cpu_without_reserving_and_fail_on_gpus_with_the_limit() 
     let path = scratch("api").join("huge.json");
     g.save(&path).unwrap();
     let loaded = Graph::load(&path).unwrap();
+    // `r` is a tensor of the built graph: the loaded one is looked up by name.
+    let name = g.name(r).unwrap().to_string();
     for (what, g) in [("built", &g), ("loaded", &loaded)] {
-        let r = g.tensor(g.name(r).unwrap()).unwrap();
+        let r = g.tensor(&name).unwrap();
         let before = virtual_bytes();
         let mut cpu = session(g, Device::Cpu);
         let plan = cpu.plan(&[r]).unwrap();
