@@ -28,13 +28,13 @@ fn main() -> wgflow::Result<()> {
     let mut session = Session::new(&g, options)?;
     let plan = session.plan(&[c])?;
     let ran_on = plan
-        .device_of(g.name(c))
+        .device_of(g.name(c)?)
         .map(|d| d.to_string())
         .unwrap_or_default();
     let out = session.run(&[(b, HostTensor::from([4.0f32, 5.0, 6.0]))], &[c])?;
     println!(
         "{} ran on {ran_on} as {} kernel(s)",
-        g.name(c),
+        g.name(c)?,
         plan.dispatch_count()
     );
     println!("{}", out[0]);

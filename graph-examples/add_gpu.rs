@@ -44,7 +44,7 @@ fn main() -> wgflow::Result<()> {
     println!(
         "relu(add_scaled(x, y)) runs as {} kernel(s) on {}",
         plan.dispatch_count(),
-        plan.device_of(g.name(fused))
+        plan.device_of(g.name(fused)?)
             .map(|d| d.to_string())
             .unwrap_or_default()
     );

@@ -25,7 +25,7 @@ fn main() -> wgflow::Result<()> {
     let plan = session.plan(&[y])?;
     println!(
         "softmax(x @ w) on {}:",
-        plan.device_of(g.name(y))
+        plan.device_of(g.name(y)?)
             .map(|d| d.to_string())
             .unwrap_or_default()
     );

@@ -32,15 +32,15 @@ fn main() -> wgflow::Result<()> {
     for &t in &out {
         println!(
             "{:>10} on {}",
-            g.name(t),
-            plan.device_of(g.name(t))
+            g.name(t)?,
+            plan.device_of(g.name(t)?)
                 .map(|d| d.to_string())
                 .unwrap_or_default()
         );
     }
     let values = session.run(&[], &out)?;
     for (t, v) in out.iter().zip(&values) {
-        println!("{} = {v}", g.name(*t));
+        println!("{} = {v}", g.name(*t)?);
     }
     Ok(())
 }

@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     for (name, y) in [("f32", y32), ("f16", y16)] {
         let plan = session.plan(&[y])?;
-        let placed = plan.device_of(g.name(y)).map(|d| d.to_string());
+        let placed = plan.device_of(g.name(y)?).map(|d| d.to_string());
         let arena: u64 = plan.memory.values().map(|m| m.peak_bytes).sum();
         println!(
             "{name}: {} kernels on {}, arena {arena} bytes",

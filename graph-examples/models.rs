@@ -116,7 +116,7 @@ pub fn run_on_best_and_cpu(g: &Graph, x: Tensor, y: Tensor, input: HostTensor) -
     let out = best.run(&[(x, input.clone())], &[y])?;
     let ran_on = best
         .plan(&[y])?
-        .device_of(g.name(y))
+        .device_of(g.name(y)?)
         .map(|d| d.to_string())
         .unwrap_or_default();
     println!(

@@ -116,8 +116,3 @@ pub fn f16_to_f32_word(w: u32) -> u32 {
 pub fn f32_to_f16_word(w: u32) -> u32 {
     half::f16::from_f32(f32::from_bits(w)).to_bits() as u32
 }
-
-/// Round an f32 word to the nearest f16 value, kept as an f32 word.
-pub fn round_f16_word(w: u32) -> u32 {
-    f16_to_f32_word(f32_to_f16_word(w))
-}

@@ -12,6 +12,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong when building, compiling or running a graph.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A builder rejected its inputs (shapes, dtypes, attributes).
     #[error("{op} at {location}: {message}")]
@@ -19,6 +20,16 @@ pub enum Error {
         op: String,
         location: &'static Location<'static>,
         message: String,
+    },
+    /// A graph was asked about a tensor it did not make (a tensor of another graph, or one
+    /// built in a clone after cloning).
+    #[error("{method} at {location}: tensor #{index} belongs to another graph, not this one")]
+    ForeignTensor {
+        /// The `Graph` method that was called.
+        method: &'static str,
+        /// The tensor's node index (in the graph that made it).
+        index: usize,
+        location: &'static Location<'static>,
     },
     /// A device spec could not be parsed or names no device that exists.
     #[error("device '{spec}': {message}")]

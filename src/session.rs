@@ -229,7 +229,8 @@ impl Session {
                 let place = self
                     .graph
                     .tensor(name)
-                    .map(|t| format!(" (built at {})", self.graph.node(t).built_at()))
+                    .and_then(|t| self.graph.node(t).ok())
+                    .map(|n| format!(" (built at {})", n.built_at()))
                     .unwrap_or_default();
                 return Err(Error::Feed {
                     name: name.clone(),
@@ -268,7 +269,7 @@ impl Session {
                 message: "the tensor belongs to another graph (or was built after this session was created)".into(),
             });
         }
-        let node = self.graph.node(t);
+        let node = self.graph.node(t)?;
         if node.op != Op::Leaf(Leaf::Placeholder) {
             return Err(Error::Feed {
                 name: node.name.clone(),

@@ -120,7 +120,7 @@ fn run_mlp_with_a_fed_npy_matches_a_cpu_session_and_numpy_math() {
 /// The MLP's output computed from the graph's own constants with loops.
 fn hand_mlp(ex: &example_graphs::Example) -> HostTensor {
     let g = &ex.graph;
-    let c = |n: &str| match &g.node(g.tensor(n).unwrap()).op {
+    let c = |n: &str| match &g.node(g.tensor(n).unwrap()).unwrap().op {
         wgflow::ops::Op::Leaf(Leaf::Constant(v)) => v.to_vec::<f32>().unwrap(),
         other => panic!("{n} is {other:?}"),
     };

@@ -53,7 +53,7 @@ fn saved_user_kernels_run_through_the_cli() {
         Invocations::PerOutputElement,
     );
     let z = g.raw_kernel(&r, &[y]).unwrap();
-    assert_eq!(g.dtype(z), DType::F32);
+    assert_eq!(g.dtype(z).unwrap(), DType::F32);
     let raw = dir.join("raw.json");
     g.save(&raw).unwrap();
 

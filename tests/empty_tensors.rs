@@ -199,7 +199,7 @@ fn empty_tensors_survive_graph_files() {
     assert_eq!(h.to_def().unwrap(), g.to_def().unwrap());
     let mut sess = common::session_on(&h, Device::Cpu);
     let x2 = h.tensor("x").unwrap();
-    let t2 = h.tensor(g.name(t)).unwrap();
+    let t2 = h.tensor(g.name(t).unwrap()).unwrap();
     let out = sess.run(&[(x2, empty(&[0, 3]))], &[t2]).unwrap();
     assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![0.0; 3]);
 }

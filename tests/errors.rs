@@ -144,7 +144,7 @@ fn extreme_slice_and_window_arguments_are_errors_not_panics() {
             step,
         };
         match g.slice(x, &[arg]) {
-            Ok(s) => assert_eq!(g.shape(s).dims(), &[1, 3]),
+            Ok(s) => assert_eq!(g.shape(s).unwrap().dims(), &[1, 3]),
             Err(e) => assert!(e.to_string().contains("overflows"), "{e}"),
         }
     }
@@ -166,4 +166,111 @@ fn extreme_slice_and_window_arguments_are_errors_not_panics() {
         .unwrap_err()
         .to_string();
     assert!(msg.contains("at most"), "{msg}");
+}
+
+/// A graph with a node at index 0 and one at index 1, so a foreign tensor's index also names
+/// a node here: reading it without the ownership check would silently read the wrong node.
+fn two_graphs() -> (Graph, Graph, wgflow::Tensor) {
+    let mut g1 = Graph::new();
+    g1.constant([1.0f32]).unwrap();
+    g1.constant([2i32, 3]).unwrap();
+    let mut g2 = Graph::new();
+    g2.constant([5u32]).unwrap();
+    let foreign = g2.constant([true, false]).unwrap();
+    (g1, g2, foreign)
+}
+
+fn assert_foreign(e: Error, method: &str) {
+    let msg = e.to_string();
+    assert!(
+        matches!(&e, Error::ForeignTensor { method: m, index: 1, .. } if *m == method),
+        "{method}: {e:?}"
+    );
+    assert!(
+        msg.contains(method) && msg.contains("another graph") && msg.contains("tests/errors.rs"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn every_accessor_rejects_a_tensor_of_another_graph() {
+    let (g1, g2, t) = two_graphs();
+    assert_foreign(g1.shape(t).unwrap_err(), "Graph::shape");
+    assert_foreign(g1.dtype(t).unwrap_err(), "Graph::dtype");
+    assert_foreign(g1.name(t).unwrap_err(), "Graph::name");
+    assert_foreign(g1.node(t).unwrap_err(), "Graph::node");
+    assert_foreign(g1.inputs(t).unwrap_err(), "Graph::inputs");
+    assert_foreign(
+        g1.requested_device(t).unwrap_err(),
+        "Graph::requested_device",
+    );
+    // The graph that made it answers.
+    assert_eq!(g2.dtype(t).unwrap(), DType::Bool);
+    assert_eq!(g2.shape(t).unwrap().dims(), &[2]);
+    assert!(g2.inputs(t).unwrap().is_empty());
+    // A tensor built in a clone after cloning is not the original's.
+    let mut c = g1.clone();
+    let late = c.constant(1.0f32).unwrap();
+    assert!(matches!(
+        g1.shape(late),
+        Err(Error::ForeignTensor { index: 2, .. })
+    ));
+    assert_eq!(c.shape(late).unwrap().rank(), 0);
+}
+
+#[test]
+fn every_kind_of_builder_rejects_a_tensor_of_another_graph() {
+    use wgflow::ops::SliceArg;
+    let (mut g1, _g2, t) = two_graphs();
+    let x = g1.constant([1.0f32, 2.0]).unwrap();
+    let i = g1.constant([0i32]).unwrap();
+    let before = g1.len();
+    let results: Vec<(&str, wgflow::Result<wgflow::Tensor>)> = vec![
+        ("relu", g1.relu(t)),
+        ("add", g1.add(x, t)),
+        ("where", g1.select(t, x, x)),
+        ("cast", g1.cast(t, DType::F32)),
+        ("sum", g1.sum(t, 0, false)),
+        ("argmax", g1.argmax(t, None, false)),
+        ("matmul", g1.matmul(t, x)),
+        ("reshape", g1.reshape(t, &[2])),
+        ("transpose", g1.transpose(t, &[0])),
+        ("slice", g1.slice(t, &[SliceArg::full()])),
+        ("concat", g1.concat(&[x, t], 0)),
+        ("take", g1.take(x, t, 0)),
+        ("take", g1.take(t, i, 0)),
+        (
+            "pad",
+            g1.pad(t, &[(1, 1)], wgflow::graph::PadMode::Constant(0.0)),
+        ),
+        ("softmax", g1.softmax(t, 0)),
+        ("max_pool2d", g1.max_pool2d(t, [1, 1], [1, 1], [0, 0])),
+        ("layer_norm", g1.layer_norm(t, None, None, 0, 1e-5)),
+    ];
+    for (op, r) in results {
+        let e = r.unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Build { .. }), "{op}: {e:?}");
+        assert!(
+            msg.starts_with(&format!("{op} at tests/errors.rs")) && msg.contains("another graph"),
+            "{op}: {msg}"
+        );
+    }
+    assert_eq!(g1.len(), before, "a rejected builder adds no node");
+}
+
+#[test]
+fn every_op_output_must_fit_u32_indexing() {
+    let mut g = Graph::new();
+    let a = g.placeholder("a", [1usize << 17, 1], DType::F32).unwrap();
+    let b = g.placeholder("b", [1, 1usize << 16], DType::F32).unwrap();
+    let msg = g.add(a, b).unwrap_err().to_string(); // MARK-big
+    assert!(
+        msg.starts_with(&format!("add at tests/errors.rs:{}", line_of("MARK-big")))
+            && msg.contains("[131072, 65536]")
+            && msg.contains("2^32 - 1"),
+        "{msg}"
+    );
+    let msg = g.tile(a, &[1, 1 << 16]).unwrap_err().to_string();
+    assert!(msg.contains("2^32 - 1"), "{msg}");
 }

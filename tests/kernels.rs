@@ -238,7 +238,7 @@ fn bias_and_activation_become_a_matmul_epilogue() {
         let w = konst(&mut g, &b, 10 + i as u32);
         let bias = konst(&mut g, &[n], 20 + i as u32);
         let m = g.matmul(x, w).unwrap();
-        let shape = g.shape(m).dims().to_vec();
+        let shape = g.shape(m).unwrap().dims().to_vec();
         let residual = konst(&mut g, &shape, 30 + i as u32);
         let two = g.constant(2.0f32).unwrap();
         let y = g.add(m, bias).unwrap();

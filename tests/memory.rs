@@ -210,7 +210,7 @@ fn random_dags_never_overlap_live_values_and_fusion_keeps_results() {
         }
         // The arena is shared, so a planner bug would corrupt values: compare fused and
         // unfused runs on cpu:0.
-        let shape = g.shape(x).clone();
+        let shape = g.shape(x).unwrap().clone();
         let feed = HostTensor::new(
             shape.clone(),
             (0..shape.numel())

@@ -280,7 +280,10 @@ fn mixed_dtypes_are_rejected_for_every_binary_family() {
     ];
     for (name, op, x, y) in families {
         let e = build_err(op(&mut g, x, y));
-        let (dx, dy) = (g.dtype(x).to_string(), g.dtype(y).to_string());
+        let (dx, dy) = (
+            g.dtype(x).unwrap().to_string(),
+            g.dtype(y).unwrap().to_string(),
+        );
         assert!(
             e.starts_with(name) && e.contains(&dx) && e.contains(&dy) && e.contains("cast"),
             "{e}"

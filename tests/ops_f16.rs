@@ -255,7 +255,7 @@ fn gpus_without_shader_f16_refuse_f16_clearly_or_fall_back_to_cpu() {
         let got = soft.run(&[(x, feed.clone())], &[y]).unwrap();
         assert_eq!(got, want);
         let plan = soft.plan(&[y]).unwrap();
-        assert_eq!(plan.device_of(g.name(y)), Some(Device::Cpu));
+        assert_eq!(plan.device_of(g.name(y).unwrap()), Some(Device::Cpu));
     }
 }
 
@@ -415,7 +415,7 @@ fn f16_graphs_round_trip_through_graph_files() {
     let back = Graph::from_json(&text).unwrap();
     assert_eq!(back.to_json().unwrap(), text);
     let feed = HostTensor::new([4], [1.0f32, 0.0, -1.0, 2.0].map(f16::from_f32).to_vec()).unwrap();
-    let name = g.name(y).to_string();
+    let name = g.name(y).unwrap().to_string();
     let y2 = back.tensor(&name).unwrap();
     let x2 = back.tensor("x").unwrap();
     let a = common::session_on(&g, Device::Cpu)

@@ -142,8 +142,14 @@ fn scopes_nest_and_the_innermost_wins() {
             Ok((o, i))
         })
         .unwrap();
-    assert_eq!(g.requested_device(outer).unwrap().to_string(), "cpu:0");
-    assert_eq!(g.requested_device(inner).unwrap().to_string(), "gpu");
+    assert_eq!(
+        g.requested_device(outer).unwrap().unwrap().to_string(),
+        "cpu:0"
+    );
+    assert_eq!(
+        g.requested_device(inner).unwrap().unwrap().to_string(),
+        "gpu"
+    );
     let mut s = Session::new(
         &g,
         SessionOptions {

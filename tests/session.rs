@@ -147,9 +147,9 @@ fn run_async_and_run_named_agree_with_run() {
     let x = g
         .name_scope("inputs", |g| g.placeholder("x", [3], DType::F32))
         .unwrap();
-    assert_eq!(g.name(x), "inputs/x");
+    assert_eq!(g.name(x).unwrap(), "inputs/x");
     let y = g.name_scope("block", |g| g.tanh(x)).unwrap();
-    assert_eq!(g.name(y), "block/tanh");
+    assert_eq!(g.name(y).unwrap(), "block/tanh");
     let mut s = Session::new(&g, SessionOptions::default()).unwrap();
     let data = HostTensor::from([-1.0f32, 0.0, 2.0]);
     let a = s.run(&[(x, data.clone())], &[y]).unwrap();

@@ -203,8 +203,8 @@ fn print_dot(args: &GraphArgs) -> CliResult {
 fn validate(path: &Path) -> CliResult {
     let graph = Graph::load(path)?;
     let placeholders = graph
-        .tensors()
-        .filter(|&t| graph.node(t).op == Op::Leaf(Leaf::Placeholder))
+        .nodes()
+        .filter(|(_, n)| n.op == Op::Leaf(Leaf::Placeholder))
         .count();
     println!(
         "{}: ok, nodes: {}, placeholders: {}, sinks: {}",
@@ -325,14 +325,17 @@ fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
 
 /// Nodes no other node consumes, in graph order.
 fn sinks(g: &Graph) -> Vec<Tensor> {
-    let used: HashSet<Tensor> = g.tensors().flat_map(|t| g.inputs(t)).collect();
+    let used: HashSet<Tensor> = g.edges().flat_map(|(_, inputs)| inputs).collect();
     g.tensors().filter(|t| !used.contains(t)).collect()
 }
 
 fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -> CliResult {
     let (mut session, fetches) = open(args)?;
     // Check the output files before any work, so a refused overwrite costs nothing.
-    let names: Vec<&str> = fetches.iter().map(|&t| session.graph().name(t)).collect();
+    let names = fetches
+        .iter()
+        .map(|&t| session.graph().name(t))
+        .collect::<wgflow::Result<Vec<&str>>>()?;
     let paths: Vec<PathBuf> = file_names(&names)
         .into_iter()
         .map(|f| out.join(f))
@@ -362,13 +365,17 @@ fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -
     }
     let start = Instant::now();
     let plan = session.plan(&fetches)?;
-    let fed_names: HashSet<&str> = fed.iter().map(|(t, _)| session.graph().name(*t)).collect();
+    let fed_names = fed
+        .iter()
+        .map(|(t, _)| session.graph().name(*t))
+        .collect::<wgflow::Result<HashSet<&str>>>()?;
     let missing: Vec<String> = plan
         .feeds
         .iter()
         .filter(|(n, _)| !fed_names.contains(n.as_str()))
         .map(|(n, _)| {
-            let node = session.graph().tensor(n).map(|t| session.graph().node(t));
+            let node = session.graph().tensor(n);
+            let node = node.and_then(|t| session.graph().node(t).ok());
             match node {
                 Some(node) => format!("{n} ({} {})", node.dtype, node.shape),
                 None => n.clone(),
@@ -401,7 +408,7 @@ fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -
         write_npy(path, v, force)?;
         println!(
             "{} {} {} -> {}",
-            session.graph().name(*t),
+            session.graph().name(*t)?,
             v.dtype(),
             v.shape(),
             path.display()

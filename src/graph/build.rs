@@ -1,11 +1,11 @@
-//! The public builder methods. Primitives check their shape/dtype rule (from `ops/`) and add
-//! one node; composites (softmax) are built from primitives so later passes see through them.
+//! The public builder methods. Primitives translate the user's arguments into an op and add
+//! it through `Graph::add_op`, which runs the op's shape/dtype rule (in its `ops/` family
+//! file); composites (softmax) are built from primitives so later passes see through them.
 
-use super::{Graph, Tensor};
-use crate::ops::matmul::matmul_shape;
+use super::{Graph, Site, Tensor};
 use crate::ops::{movement, reduce, BinaryOp, Op, ReduceOp, UnaryOp};
-use crate::ops::{Elementwise, MatMul, Movement, Reduce};
-use crate::{DType, Error, Result, Shape};
+use crate::ops::{Declared, Elementwise, MatMul, Movement, Reduce};
+use crate::{DType, Error, Result};
 use std::panic::Location;
 
 type Loc = &'static Location<'static>;
@@ -112,70 +112,18 @@ impl Graph {
     /// `where(cond, a, b)`: elementwise choice with broadcasting over all three.
     #[track_caller]
     pub fn select(&mut self, cond: Tensor, a: Tensor, b: Tensor) -> Result<Tensor> {
-        let loc = Location::caller();
-        let (nc, na, nb) = (
-            self.check(cond, "where", loc)?,
-            self.check(a, "where", loc)?,
-            self.check(b, "where", loc)?,
-        );
-        if self.dtype(cond) != DType::Bool {
-            return Err(Error::build(
-                "where",
-                loc,
-                format!("condition must be bool, got {}", self.dtype(cond)),
-            ));
-        }
-        if self.dtype(a) != self.dtype(b) {
-            return Err(Error::build(
-                "where",
-                loc,
-                format!(
-                    "branches have dtypes {} and {}; cast one explicitly",
-                    self.dtype(a),
-                    self.dtype(b)
-                ),
-            ));
-        }
-        let (sc, sa, sb) = (
-            self.shape(cond).clone(),
-            self.shape(a).clone(),
-            self.shape(b).clone(),
-        );
-        let shape = Shape::broadcast(&sa, &sb)
-            .and_then(|s| Shape::broadcast(&sc, &s))
-            .ok_or_else(|| {
-                Error::build(
-                    "where",
-                    loc,
-                    format!("shapes {sc}, {sa} and {sb} cannot broadcast"),
-                )
-            })?;
-        let dtype = self.dtype(a);
-        Ok(self.push(
-            Op::Elementwise(Elementwise::Select),
-            &[nc, na, nb],
-            shape,
-            dtype,
-            "where",
-            loc,
-        ))
+        let op = Op::Elementwise(Elementwise::Select);
+        let site = Site::new("where", Location::caller());
+        self.add_op(op, &[cond, a, b], Declared::none(), site)
     }
 
     /// Convert to `dtype`. Float→int truncates toward zero and saturates (NaN → 0);
     /// anything→bool is `x != 0`; i32↔u32 reinterpret the bits.
     #[track_caller]
     pub fn cast(&mut self, x: Tensor, dtype: DType) -> Result<Tensor> {
-        let loc = Location::caller();
-        let n = self.check(x, "cast", loc)?;
-        let shape = self.shape(x).clone();
-        Ok(self.push(
-            Op::Elementwise(Elementwise::Cast(dtype)),
-            &[n],
-            shape,
-            dtype,
-            "cast",
-            loc,
-        ))
+        let op = Op::Elementwise(Elementwise::Cast(dtype));
+        let site = Site::new("cast", Location::caller());
+        self.add_op(op, &[x], Declared::none(), site)
     }
 
     /// Matrix product `[..., M, K] @ [..., K, N]` with NumPy `matmul`'s rules: batch dims
@@ -189,18 +137,8 @@ impl Graph {
     /// The matmul rule, with errors named `op` and located at `loc` (composites such as
     /// `linear` pass their own name and their caller's location).
     pub(crate) fn matmul_at(&mut self, a: Tensor, b: Tensor, op: &str, loc: Loc) -> Result<Tensor> {
-        let (na, nb) = (self.check(a, op, loc)?, self.check(b, op, loc)?);
-        let (da, db) = (self.dtype(a), self.dtype(b));
-        if da != db || !da.is_numeric() {
-            return Err(Error::build(
-                op,
-                loc,
-                format!("operands must share a numeric dtype, got {da} and {db}"),
-            ));
-        }
-        let shape =
-            matmul_shape(self.shape(a), self.shape(b)).map_err(|m| Error::build(op, loc, m))?;
-        Ok(self.push(Op::MatMul(MatMul), &[na, nb], shape, da, "matmul", loc))
+        let site = Site::new(op, loc).named("matmul");
+        self.add_op(Op::MatMul(MatMul), &[a, b], Declared::none(), site)
     }
 
     /// A view with a new shape of the same element count; one dimension may be -1.
@@ -208,47 +146,30 @@ impl Graph {
     #[track_caller]
     pub fn reshape(&mut self, x: Tensor, shape: &[isize]) -> Result<Tensor> {
         let loc = Location::caller();
-        let n = self.check(x, "reshape", loc)?;
-        let out = movement::reshape_shape(self.shape(x), shape)
-            .map_err(|m| Error::build("reshape", loc, m))?;
-        let dtype = self.dtype(x);
-        Ok(self.push(
-            Op::Movement(Movement::Reshape),
-            &[n],
-            out,
-            dtype,
-            "reshape",
-            loc,
-        ))
+        let from = &self.arg(x, "reshape", loc)?.shape;
+        let out =
+            movement::reshape_shape(from, shape).map_err(|m| Error::build("reshape", loc, m))?;
+        self.view(x, out, "reshape", loc)
     }
 
     /// Permute axes: output axis `i` is input axis `perm[i]` (NumPy `transpose(x, perm)`).
     #[track_caller]
     pub fn transpose(&mut self, x: Tensor, perm: &[isize]) -> Result<Tensor> {
         let loc = Location::caller();
-        let n = self.check(x, "transpose", loc)?;
-        let (perm, out) = movement::permute_shape(self.shape(x), perm)
-            .map_err(|m| Error::build("transpose", loc, m))?;
-        let dtype = self.dtype(x);
+        let from = &self.arg(x, "transpose", loc)?.shape;
+        let (perm, out) =
+            movement::permute_shape(from, perm).map_err(|m| Error::build("transpose", loc, m))?;
         if perm.iter().enumerate().all(|(i, &p)| i == p) {
             // The identity permutation moves nothing: a view.
-            return Ok(self.push(
-                Op::Movement(Movement::Reshape),
-                &[n],
-                out,
-                dtype,
-                "transpose",
-                loc,
-            ));
+            return self.view(x, out, "transpose", loc);
         }
-        Ok(self.push(
+        let site = Site::new("transpose", loc);
+        self.add_op(
             Op::Movement(Movement::Permute(perm)),
-            &[n],
-            out,
-            dtype,
-            "transpose",
-            loc,
-        ))
+            &[x],
+            Declared::none(),
+            site,
+        )
     }
 
     /// Softmax along `axis`, computed stably as `exp(x - max) / sum(exp(x - max))`.
@@ -256,19 +177,19 @@ impl Graph {
     #[track_caller]
     pub fn softmax(&mut self, x: Tensor, axis: isize) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "softmax", loc)?;
-        if !self.dtype(x).is_float() {
+        let node = self.arg(x, "softmax", loc)?;
+        if !node.dtype.is_float() {
             return Err(Error::build(
                 "softmax",
                 loc,
-                format!("needs f32 or f16, got {}", self.dtype(x)),
+                format!("needs f32 or f16, got {}", node.dtype),
             ));
         }
-        self.shape(x).axis(axis).ok_or_else(|| {
+        node.shape.axis(axis).ok_or_else(|| {
             Error::build(
                 "softmax",
                 loc,
-                format!("axis {axis} is out of range for shape {}", self.shape(x)),
+                format!("axis {axis} is out of range for shape {}", node.shape),
             )
         })?;
         self.name_scope("softmax", |g| {
@@ -281,23 +202,13 @@ impl Graph {
     }
 
     pub(crate) fn unary(&mut self, op: UnaryOp, x: Tensor, loc: Loc) -> Result<Tensor> {
-        let n = self.check(x, op.name(), loc)?;
-        let dtype = op.result_dtype(self.dtype(x)).map_err(|ok| {
-            Error::build(
-                op.name(),
-                loc,
-                format!("dtype {} is not supported (expects {ok})", self.dtype(x)),
-            )
-        })?;
-        let shape = self.shape(x).clone();
-        Ok(self.push(
+        let site = Site::new(op.name(), loc);
+        self.add_op(
             Op::Elementwise(Elementwise::Unary(op)),
-            &[n],
-            shape,
-            dtype,
-            op.name(),
-            loc,
-        ))
+            &[x],
+            Declared::none(),
+            site,
+        )
     }
 
     pub(crate) fn binary(
@@ -307,43 +218,17 @@ impl Graph {
         b: Tensor,
         loc: Loc,
     ) -> Result<Tensor> {
-        let (na, nb) = (
-            self.check(a, op.name(), loc)?,
-            self.check(b, op.name(), loc)?,
-        );
-        let (sa, sb) = (self.shape(a), self.shape(b));
-        let shape = Shape::broadcast(sa, sb).ok_or_else(|| {
-            Error::build(
-                op.name(),
-                loc,
-                format!("shapes {sa} and {sb} cannot broadcast"),
-            )
-        })?;
-        let (da, db) = (self.dtype(a), self.dtype(b));
-        if da != db {
-            return Err(Error::build(
-                op.name(),
-                loc,
-                format!("dtypes {da} and {db} differ; wgflow does not promote implicitly, cast one operand"),
-            ));
-        }
-        let dtype = op.result_dtype(da).map_err(|ok| {
-            Error::build(
-                op.name(),
-                loc,
-                format!("dtype {da} is not supported (expects {ok})"),
-            )
-        })?;
-        Ok(self.push(
+        let site = Site::new(op.name(), loc);
+        self.add_op(
             Op::Elementwise(Elementwise::Binary(op)),
-            &[na, nb],
-            shape,
-            dtype,
-            op.name(),
-            loc,
-        ))
+            &[a, b],
+            Declared::none(),
+            site,
+        )
     }
 
+    /// A reduction over `axes` (negative ones count from the end); all/any and the arg ops
+    /// are reductions too (see `build_nn.rs`).
     pub(crate) fn reduce(
         &mut self,
         op: ReduceOp,
@@ -352,30 +237,19 @@ impl Graph {
         keepdims: bool,
         loc: Loc,
     ) -> Result<Tensor> {
-        let n = self.check(x, op.name(), loc)?;
-        let dtype = self.dtype(x);
-        if !dtype.is_numeric() {
-            return Err(Error::build(
-                op.name(),
-                loc,
-                format!("dtype {dtype} is not supported (expects f32, i32 or u32)"),
-            ));
-        }
+        let from = &self.arg(x, op.name(), loc)?.shape;
         let list = match &axes {
             Axes::All => None,
             Axes::List(l) => Some(l.as_slice()),
         };
-        let (axes, shape) = reduce::reduce_shape(self.shape(x), list, keepdims)
+        let (axes, out) = reduce::reduce_shape(from, list, keepdims)
             .map_err(|m| Error::build(op.name(), loc, m))?;
-        reduce::check_empty(op, self.shape(x), &axes, &shape)
-            .map_err(|m| Error::build(op.name(), loc, m))?;
-        Ok(self.push(
+        let site = Site::new(op.name(), loc);
+        self.add_op(
             Op::Reduce(Reduce { op, axes }),
-            &[n],
-            shape,
-            dtype,
-            op.name(),
-            loc,
-        ))
+            &[x],
+            Declared::shape(&out),
+            site,
+        )
     }
 }

@@ -14,9 +14,8 @@
 //! literals inside fused kernels). `random_uniform`/`random_normal` instead run a kernel on the
 //! device; see [`crate::ops::random`] for the exact algorithm.
 
-use super::{Graph, Tensor};
-use crate::ops::Leaf;
-use crate::ops::{BinaryOp, Distribution, Op, RandomSpec, UnaryOp};
+use super::{check_size, Graph, Site, Tensor};
+use crate::ops::{BinaryOp, Declared, Distribution, Leaf, Op, RandomSpec, UnaryOp};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
 
@@ -122,24 +121,24 @@ impl Graph {
     #[track_caller]
     pub fn gelu(&mut self, x: Tensor, approximate: bool) -> Result<Tensor> {
         let loc = Location::caller();
-        self.float_only("gelu", x, loc)?;
+        let d = self.float_only("gelu", x, loc)?;
         self.name_scope("gelu", |g| {
             let inner = if approximate {
                 let x3 = g.binary(BinaryOp::Mul, x, x, loc)?;
                 let x3 = g.binary(BinaryOp::Mul, x3, x, loc)?;
-                let c = g.lit(g.dtype(x), 0.044715, loc)?;
+                let c = g.lit(d, 0.044715, loc)?;
                 let t = g.binary(BinaryOp::Mul, x3, c, loc)?;
                 let t = g.binary(BinaryOp::Add, x, t, loc)?;
-                let k = g.lit(g.dtype(x), (2.0 / std::f64::consts::PI).sqrt(), loc)?;
+                let k = g.lit(d, (2.0 / std::f64::consts::PI).sqrt(), loc)?;
                 let t = g.binary(BinaryOp::Mul, t, k, loc)?;
                 g.unary(UnaryOp::Tanh, t, loc)?
             } else {
-                let k = g.lit(g.dtype(x), std::f64::consts::FRAC_1_SQRT_2, loc)?;
+                let k = g.lit(d, std::f64::consts::FRAC_1_SQRT_2, loc)?;
                 let t = g.binary(BinaryOp::Mul, x, k, loc)?;
                 g.unary(UnaryOp::Erf, t, loc)?
             };
-            let one = g.lit(g.dtype(x), 1.0, loc)?;
-            let half = g.lit(g.dtype(x), 0.5, loc)?;
+            let one = g.lit(d, 1.0, loc)?;
+            let half = g.lit(d, 0.5, loc)?;
             let t = g.binary(BinaryOp::Add, inner, one, loc)?;
             let hx = g.binary(BinaryOp::Mul, x, half, loc)?;
             g.binary(BinaryOp::Mul, hx, t, loc)
@@ -150,10 +149,10 @@ impl Graph {
     #[track_caller]
     pub fn leaky_relu(&mut self, x: Tensor, alpha: f32) -> Result<Tensor> {
         let loc = Location::caller();
-        self.float_only("leaky_relu", x, loc)?;
+        let d = self.float_only("leaky_relu", x, loc)?;
         self.name_scope("leaky_relu", |g| {
-            let zero = g.lit(g.dtype(x), 0.0, loc)?;
-            let a = g.lit(g.dtype(x), alpha as f64, loc)?;
+            let zero = g.lit(d, 0.0, loc)?;
+            let a = g.lit(d, alpha as f64, loc)?;
             let neg = g.binary(BinaryOp::Less, x, zero, loc)?;
             let ax = g.binary(BinaryOp::Mul, x, a, loc)?;
             g.select(neg, ax, x)
@@ -164,10 +163,10 @@ impl Graph {
     #[track_caller]
     pub fn elu(&mut self, x: Tensor, alpha: f32) -> Result<Tensor> {
         let loc = Location::caller();
-        self.float_only("elu", x, loc)?;
+        let d = self.float_only("elu", x, loc)?;
         self.name_scope("elu", |g| {
-            let zero = g.lit(g.dtype(x), 0.0, loc)?;
-            let a = g.lit(g.dtype(x), alpha as f64, loc)?;
+            let zero = g.lit(d, 0.0, loc)?;
+            let a = g.lit(d, alpha as f64, loc)?;
             let pos = g.binary(BinaryOp::Greater, x, zero, loc)?;
             let e = g.unary(UnaryOp::Expm1, x, loc)?;
             let ae = g.binary(BinaryOp::Mul, e, a, loc)?;
@@ -180,8 +179,7 @@ impl Graph {
     #[track_caller]
     pub fn clip(&mut self, x: Tensor, min: f64, max: f64) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "clip", loc)?;
-        let d = self.dtype(x);
+        let d = self.arg(x, "clip", loc)?.dtype;
         if !d.is_numeric() {
             return Err(Error::build(
                 "clip",
@@ -281,7 +279,7 @@ impl Graph {
     pub fn eye(&mut self, n: usize, m: usize, k: isize, dtype: DType) -> Result<Tensor> {
         let loc = Location::caller();
         let one = scalar_word(dtype, 1.0).map_err(|e| Error::build("eye", loc, e))?;
-        check_shape("eye", &Shape::from([n, m]), loc)?;
+        check_size("eye", &Shape::from([n, m]), loc)?;
         let words = (0..n * m)
             .map(|i| {
                 let (r, c) = ((i / m) as isize, (i % m) as isize);
@@ -340,13 +338,14 @@ impl Graph {
     }
 
     fn random(&mut self, spec: RandomSpec, shape: Shape, loc: Loc) -> Result<Tensor> {
-        check_shape(spec.name(), &shape, loc)?;
-        Ok(self.push(Op::Random(spec), &[], shape, DType::F32, spec.name(), loc))
+        let site = Site::new(spec.name(), loc);
+        self.add_op(Op::Random(spec), &[], Declared::shape(&shape), site)
     }
 
     fn filled(&mut self, op: &str, shape: Shape, dtype: DType, v: f64, loc: Loc) -> Result<Tensor> {
         let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e))?;
-        check_shape(op, &shape, loc)?;
+        // Before the values are made: a shape no kernel can index could not be allocated.
+        check_size(op, &shape, loc)?;
         let words = vec![w; shape.numel()];
         self.host_constant(op, shape, dtype, words, loc)
     }
@@ -359,10 +358,14 @@ impl Graph {
         words: Vec<u32>,
         loc: Loc,
     ) -> Result<Tensor> {
-        check_shape(op, &shape, loc)?;
-        let t = HostTensor::from_words(shape.clone(), dtype, words)
+        let t = HostTensor::from_words(shape, dtype, words)
             .map_err(|e| Error::build(op, loc, e.to_string()))?;
-        Ok(self.push(Op::Leaf(Leaf::Constant(t)), &[], shape, dtype, op, loc))
+        self.add_op(
+            Op::Leaf(Leaf::Constant(t)),
+            &[],
+            Declared::none(),
+            Site::new(op, loc),
+        )
     }
 
     /// A scalar constant (fusion turns it into a literal).
@@ -371,11 +374,11 @@ impl Graph {
         self.host_constant("literal", Shape::from([]), dtype, vec![w], loc)
     }
 
-    fn float_only(&self, op: &str, x: Tensor, loc: Loc) -> Result<()> {
-        self.check(x, op, loc)?;
-        let d = self.dtype(x);
+    /// `x`'s dtype, which must be a float.
+    fn float_only(&self, op: &str, x: Tensor, loc: Loc) -> Result<DType> {
+        let d = self.arg(x, op, loc)?.dtype;
         if d.is_float() {
-            Ok(())
+            Ok(d)
         } else {
             Err(Error::build(
                 op,
@@ -384,16 +387,4 @@ impl Graph {
             ))
         }
     }
-}
-
-/// Creation ops reject oversized shapes like `constant` does (zero-size ones are fine).
-fn check_shape(op: &str, shape: &Shape, loc: Loc) -> Result<()> {
-    if shape.checked_numel().is_none_or(|n| n > u32::MAX as usize) {
-        return Err(Error::build(
-            op,
-            loc,
-            format!("shape {shape} has more than 2^32 - 1 elements"),
-        ));
-    }
-    Ok(())
 }

@@ -2,9 +2,9 @@
 //! broadcast_to, concat, pad, take) and composites over them (stack, split, tile, reflect pad,
 //! one_hot).
 
-use super::{Axes, Graph, Tensor};
+use super::{Axes, Graph, Site, Tensor};
 use crate::ops::movement::{self, SliceArg, StridedKind};
-use crate::ops::{BinaryOp, Op};
+use crate::ops::{BinaryOp, Declared, Op};
 use crate::ops::{Leaf, Movement};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
@@ -30,8 +30,7 @@ impl Graph {
     #[track_caller]
     pub fn squeeze(&mut self, x: Tensor, axes: Option<&[isize]>) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "squeeze", loc)?;
-        let shape = self.shape(x).clone();
+        let shape = self.arg(x, "squeeze", loc)?.shape.clone();
         let drop: Vec<usize> = match axes {
             None => (0..shape.rank())
                 .filter(|&k| shape.dims()[k] == 1)
@@ -72,8 +71,7 @@ impl Graph {
     #[track_caller]
     pub fn expand_dims(&mut self, x: Tensor, axis: isize) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "expand_dims", loc)?;
-        let mut dims = self.shape(x).dims().to_vec();
+        let mut dims = self.arg(x, "expand_dims", loc)?.shape.dims().to_vec();
         let r = dims.len() as isize;
         let k = if axis < 0 { axis + r + 1 } else { axis };
         if !(0..=r).contains(&k) {
@@ -91,8 +89,8 @@ impl Graph {
     #[track_caller]
     pub fn broadcast_to(&mut self, x: Tensor, shape: &[usize]) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "broadcast_to", loc)?;
-        let (from, to) = (self.shape(x).clone(), Shape::new(shape));
+        let from = self.arg(x, "broadcast_to", loc)?.shape.clone();
+        let to = Shape::new(shape);
         if Shape::broadcast(&from, &to).as_ref() != Some(&to) {
             return Err(Error::build(
                 "broadcast_to",
@@ -116,8 +114,7 @@ impl Graph {
     #[track_caller]
     pub fn slice(&mut self, x: Tensor, args: &[SliceArg]) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "slice", loc)?;
-        let from = self.shape(x).clone();
+        let from = self.arg(x, "slice", loc)?.shape.clone();
         let (to, offset, strides) =
             movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;
         if to == from
@@ -133,8 +130,7 @@ impl Graph {
     #[track_caller]
     pub fn flip(&mut self, x: Tensor, axes: impl Into<Axes>) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "flip", loc)?;
-        let shape = self.shape(x).clone();
+        let shape = self.arg(x, "flip", loc)?.shape.clone();
         let list = match axes.into() {
             Axes::All => (0..shape.rank() as isize).collect(),
             Axes::List(l) => l,
@@ -168,13 +164,14 @@ impl Graph {
         let first = *xs
             .first()
             .ok_or_else(|| Error::build("stack", loc, "needs at least one tensor"))?;
+        let base = &self.arg(first, "stack", loc)?.shape;
         for &x in xs {
-            self.check(x, "stack", loc)?;
-            if self.shape(x) != self.shape(first) {
+            let s = &self.arg(x, "stack", loc)?.shape;
+            if s != base {
                 return Err(Error::build(
                     "stack",
                     loc,
-                    format!("shapes {} and {} differ", self.shape(first), self.shape(x)),
+                    format!("shapes {base} and {s} differ"),
                 ));
             }
         }
@@ -190,8 +187,7 @@ impl Graph {
     #[track_caller]
     pub fn split(&mut self, x: Tensor, sections: usize, axis: isize) -> Result<Vec<Tensor>> {
         let loc = Location::caller();
-        self.check(x, "split", loc)?;
-        let shape = self.shape(x).clone();
+        let shape = self.arg(x, "split", loc)?.shape.clone();
         let k = shape.axis(axis).ok_or_else(|| {
             Error::build(
                 "split",
@@ -222,8 +218,8 @@ impl Graph {
     #[track_caller]
     pub fn pad(&mut self, x: Tensor, pads: &[(usize, usize)], mode: PadMode) -> Result<Tensor> {
         let loc = Location::caller();
-        let n = self.check(x, "pad", loc)?;
-        let shape = self.shape(x).clone();
+        let node = self.arg(x, "pad", loc)?;
+        let (shape, dtype) = (node.shape.clone(), node.dtype);
         if pads.len() > shape.rank() {
             return Err(Error::build(
                 "pad",
@@ -233,15 +229,17 @@ impl Graph {
         }
         let mut pads = pads.to_vec();
         pads.resize(shape.rank(), (0, 0));
-        let dtype = self.dtype(x);
         match mode {
             PadMode::Constant(v) => {
                 let dims = shape
                     .dims()
                     .iter()
                     .zip(&pads)
-                    .map(|(d, (a, b))| d + a + b)
-                    .collect();
+                    .map(|(d, (a, b))| d.checked_add(*a)?.checked_add(*b))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| {
+                        Error::build("pad", loc, format!("pads {pads:?} overflow shape {shape}"))
+                    })?;
                 let value = match dtype {
                     DType::F32 => (v as f32).to_bits(),
                     DType::F16 => crate::dtype::f32_to_f16_word((v as f32).to_bits()),
@@ -250,14 +248,9 @@ impl Graph {
                     DType::Bool => (v != 0.0) as u32,
                 };
                 let before = pads.iter().map(|p| p.0).collect();
-                Ok(self.push(
-                    Op::Movement(Movement::Pad { before, value }),
-                    &[n],
-                    Shape(dims),
-                    dtype,
-                    "pad",
-                    loc,
-                ))
+                let op = Op::Movement(Movement::Pad { before, value });
+                let out = Shape(dims);
+                self.add_op(op, &[x], Declared::shape(&out), Site::new("pad", loc))
             }
             PadMode::Reflect => {
                 let mut y = x;
@@ -302,8 +295,7 @@ impl Graph {
     #[track_caller]
     pub fn tile(&mut self, x: Tensor, reps: &[usize]) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "tile", loc)?;
-        let mut dims = self.shape(x).dims().to_vec();
+        let mut dims = self.arg(x, "tile", loc)?.shape.dims().to_vec();
         let mut reps = reps.to_vec();
         while dims.len() < reps.len() {
             dims.insert(0, 1);
@@ -336,18 +328,15 @@ impl Graph {
     #[track_caller]
     pub fn take(&mut self, x: Tensor, indices: Tensor, axis: isize) -> Result<Tensor> {
         let loc = Location::caller();
-        let (nx, ni) = (
-            self.check(x, "take", loc)?,
-            self.check(indices, "take", loc)?,
-        );
-        if self.dtype(indices) != DType::I32 {
+        let shape = self.arg(x, "take", loc)?.shape.clone();
+        let index_node = self.arg(indices, "take", loc)?;
+        if index_node.dtype != DType::I32 {
             return Err(Error::build(
                 "take",
                 loc,
-                format!("indices must be i32, got {}", self.dtype(indices)),
+                format!("indices must be i32, got {}", index_node.dtype),
             ));
         }
-        let shape = self.shape(x).clone();
         let k = shape.axis(axis).ok_or_else(|| {
             Error::build(
                 "take",
@@ -356,7 +345,7 @@ impl Graph {
             )
         })?;
         let n = shape.dims()[k] as i64;
-        if let Op::Leaf(Leaf::Constant(t)) = &self.node(indices).op {
+        if let Op::Leaf(Leaf::Constant(t)) = &index_node.op {
             if let Some(&bad) = t
                 .words()
                 .iter()
@@ -372,22 +361,8 @@ impl Graph {
                 ));
             }
         }
-        let d = shape.dims();
-        let dims: Vec<usize> = d[..k]
-            .iter()
-            .chain(self.shape(indices).dims())
-            .chain(&d[k + 1..])
-            .copied()
-            .collect();
-        let dtype = self.dtype(x);
-        Ok(self.push(
-            Op::Movement(Movement::Gather(k)),
-            &[nx, ni],
-            Shape(dims),
-            dtype,
-            "take",
-            loc,
-        ))
+        let op = Op::Movement(Movement::Gather(k));
+        self.add_op(op, &[x, indices], Declared::none(), Site::new("take", loc))
     }
 
     /// One-hot f32 encoding along a new last axis of size `depth`; an index outside
@@ -395,15 +370,12 @@ impl Graph {
     #[track_caller]
     pub fn one_hot(&mut self, indices: Tensor, depth: usize) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(indices, "one_hot", loc)?;
-        if self.dtype(indices) != DType::I32 || depth == 0 || depth > i32::MAX as usize {
+        let d = self.arg(indices, "one_hot", loc)?.dtype;
+        if d != DType::I32 || depth == 0 || depth > i32::MAX as usize {
             return Err(Error::build(
                 "one_hot",
                 loc,
-                format!(
-                    "needs i32 indices and a depth in 1..2^31, got {} and {depth}",
-                    self.dtype(indices)
-                ),
+                format!("needs i32 indices and a depth in 1..2^31, got {d} and {depth}"),
             ));
         }
         self.name_scope("one_hot", |g| {
@@ -416,28 +388,14 @@ impl Graph {
     }
 
     pub(crate) fn push_constant(&mut self, t: HostTensor, loc: Loc) -> Result<Tensor> {
-        let (shape, dtype) = (t.shape().clone(), t.dtype());
-        Ok(self.push(
-            Op::Leaf(Leaf::Constant(t)),
-            &[],
-            shape,
-            dtype,
-            "constant",
-            loc,
-        ))
+        let op = Op::Leaf(Leaf::Constant(t));
+        self.add_op(op, &[], Declared::none(), Site::new("constant", loc))
     }
 
+    /// A view of `x` as `shape` (same element count), reported and named as `name`.
     pub(crate) fn view(&mut self, x: Tensor, shape: Shape, name: &str, loc: Loc) -> Result<Tensor> {
-        let n = self.check(x, name, loc)?;
-        let dtype = self.dtype(x);
-        Ok(self.push(
-            Op::Movement(Movement::Reshape),
-            &[n],
-            shape,
-            dtype,
-            name,
-            loc,
-        ))
+        let op = Op::Movement(Movement::Reshape);
+        self.add_op(op, &[x], Declared::shape(&shape), Site::new(name, loc))
     }
 
     fn strided(
@@ -449,18 +407,21 @@ impl Graph {
         strides: Vec<i64>,
         loc: Loc,
     ) -> Result<Tensor> {
-        let n = self.check(x, kind.name(), loc)?;
-        let dtype = self.dtype(x);
         let op = Op::Movement(Movement::Strided {
             kind,
             offset,
             strides,
         });
-        Ok(self.push(op, &[n], shape, dtype, kind.name(), loc))
+        self.add_op(
+            op,
+            &[x],
+            Declared::shape(&shape),
+            Site::new(kind.name(), loc),
+        )
     }
 
     fn slice_at(&mut self, x: Tensor, args: &[SliceArg], loc: Loc) -> Result<Tensor> {
-        let from = self.shape(x).clone();
+        let from = self.arg(x, "slice", loc)?.shape.clone();
         let (to, offset, strides) =
             movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;
         self.strided(x, StridedKind::Slice, to, offset, strides, loc)
@@ -470,11 +431,7 @@ impl Graph {
         let first = *xs
             .first()
             .ok_or_else(|| Error::build("concat", loc, "needs at least one tensor"))?;
-        let nodes = xs
-            .iter()
-            .map(|&x| self.check(x, "concat", loc))
-            .collect::<Result<Vec<_>>>()?;
-        let base = self.shape(first).clone();
+        let base = self.arg(first, "concat", loc)?.shape.clone();
         let k = base.axis(axis).ok_or_else(|| {
             Error::build(
                 "concat",
@@ -482,27 +439,6 @@ impl Graph {
                 format!("axis {axis} is out of range for shape {base}"),
             )
         })?;
-        let dtype = self.dtype(first);
-        let mut total = 0;
-        for &x in xs {
-            let s = self.shape(x);
-            let agree = s.rank() == base.rank()
-                && (0..s.rank()).all(|j| j == k || s.dims()[j] == base.dims()[j]);
-            if !agree || self.dtype(x) != dtype {
-                return Err(Error::build(
-                    "concat",
-                    loc,
-                    format!(
-                        "{} {s} does not match {dtype} {base} outside axis {axis}",
-                        self.dtype(x)
-                    ),
-                ));
-            }
-            total += s.dims()[k];
-        }
-        if xs.len() == 1 {
-            return self.view(first, base, "concat", loc);
-        }
         if xs.len() > CONCAT_FAN_IN {
             let parts = xs
                 .chunks(CONCAT_FAN_IN)
@@ -510,16 +446,11 @@ impl Graph {
                 .collect::<Result<Vec<_>>>()?;
             return self.concat_at(&parts, axis, loc);
         }
-        let mut dims = base.dims().to_vec();
-        dims[k] = total;
-        Ok(self.push(
-            Op::Movement(Movement::Concat(k)),
-            &nodes,
-            Shape(dims),
-            dtype,
-            "concat",
-            loc,
-        ))
+        if xs.len() == 1 {
+            return self.view(first, base, "concat", loc);
+        }
+        let op = Op::Movement(Movement::Concat(k));
+        self.add_op(op, xs, Declared::none(), Site::new("concat", loc))
     }
 }
 

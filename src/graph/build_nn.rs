@@ -2,9 +2,9 @@
 //! var, std, logsumexp, log_softmax, layer_norm, linear, batch_norm (built from primitives so
 //! fusion sees through them), plus the conv2d and pooling primitives.
 
-use super::{Axes, Graph, Tensor};
+use super::{Axes, Graph, Site, Tensor};
 use crate::ops::{reduce, BinaryOp, Op, PoolKind, ReduceOp, UnaryOp, Window};
-use crate::ops::{Elementwise, Nn, Reduce};
+use crate::ops::{Declared, Elementwise, Nn};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
 
@@ -39,16 +39,17 @@ impl Graph {
         self.reduce(ReduceOp::Prod, x, axes.into(), keepdims, Location::caller())
     }
 
-    /// Whether every element over `axes` is true (non-bool input is tested `!= 0`; NaN is true).
+    /// Whether every element over `axes` is true (non-bool input is tested `!= 0` in the
+    /// kernel, not through a cast; NaN is true).
     #[track_caller]
     pub fn all(&mut self, x: Tensor, axes: impl Into<Axes>, keepdims: bool) -> Result<Tensor> {
-        self.logic_reduce(ReduceOp::All, x, axes.into(), keepdims, Location::caller())
+        self.reduce(ReduceOp::All, x, axes.into(), keepdims, Location::caller())
     }
 
     /// Whether any element over `axes` is true.
     #[track_caller]
     pub fn any(&mut self, x: Tensor, axes: impl Into<Axes>, keepdims: bool) -> Result<Tensor> {
-        self.logic_reduce(ReduceOp::Any, x, axes.into(), keepdims, Location::caller())
+        self.reduce(ReduceOp::Any, x, axes.into(), keepdims, Location::caller())
     }
 
     /// i32 index of the first maximum along `axis`, or of the flattened tensor with `None`.
@@ -190,28 +191,25 @@ impl Graph {
         eps: f32,
     ) -> Result<Tensor> {
         let loc = Location::caller();
-        self.check(x, "batch_norm", loc)?;
-        let shape = self.shape(x).clone();
-        if shape.rank() < 2 || !self.dtype(x).is_float() {
+        let node = self.arg(x, "batch_norm", loc)?;
+        let (shape, dtype) = (node.shape.clone(), node.dtype);
+        if shape.rank() < 2 || !dtype.is_float() {
             return Err(Error::build(
                 "batch_norm",
                 loc,
-                format!(
-                    "needs f32 or f16 [N, C, ...], got {} {shape}",
-                    self.dtype(x)
-                ),
+                format!("needs f32 or f16 [N, C, ...], got {dtype} {shape}"),
             ));
         }
         let c = shape.dims()[1];
         let mut pshape = vec![1; shape.rank()];
         pshape[1] = c;
         for p in [mean, var, gamma, beta] {
-            self.check(p, "batch_norm", loc)?;
-            if self.shape(p).dims() != [c] {
+            let ps = &self.arg(p, "batch_norm", loc)?.shape;
+            if ps.dims() != [c] {
                 return Err(Error::build(
                     "batch_norm",
                     loc,
-                    format!("parameters must have shape [{c}], got {}", self.shape(p)),
+                    format!("parameters must have shape [{c}], got {ps}"),
                 ));
             }
         }
@@ -239,55 +237,39 @@ impl Graph {
         opts: Conv2dOptions,
     ) -> Result<Tensor> {
         let loc = Location::caller();
-        let (nx, nw) = (self.check(x, "conv2d", loc)?, self.check(w, "conv2d", loc)?);
-        let (xs, ws) = (self.shape(x).clone(), self.shape(w).clone());
-        let err = |m: String| Error::build("conv2d", loc, m);
-        if xs.rank() != 4
-            || ws.rank() != 4
-            || self.dtype(x) != DType::F32
-            || self.dtype(w) != DType::F32
-        {
-            return Err(err(format!(
-                "needs f32 x [N, C, H, W] and w [O, C/groups, KH, KW], got {} {xs} and {} {ws}",
-                self.dtype(x),
-                self.dtype(w)
-            )));
-        }
-        let (xd, wd, g) = (xs.dims(), ws.dims(), opts.groups);
-        if g == 0 || xd[1] % g != 0 || wd[0] % g != 0 || wd[1] * g != xd[1] {
-            return Err(err(format!(
-                "{g} groups do not fit input channels {} and weight {ws} (needs C = groups * w.shape[1] and O divisible by groups)",
-                xd[1]
-            )));
-        }
         let window = Window {
-            kernel: [wd[2], wd[3]],
+            kernel: [0, 0],
             stride: opts.stride,
             padding: opts.padding,
             dilation: opts.dilation,
         };
-        let [oh, ow] = window.out_hw([xd[2], xd[3]]).map_err(err)?;
-        let out = Shape(vec![xd[0], wd[0], oh, ow]);
-        let y = self.push(
-            Op::Nn(Nn::Conv2d { window, groups: g }),
-            &[nx, nw],
-            out,
-            DType::F32,
-            "conv2d",
-            loc,
-        );
+        // The kernel size is the weight's; the family's rule checks the rest.
+        let ws = self.arg(w, "conv2d", loc)?.shape.clone();
+        let window = match ws.dims() {
+            [_, _, kh, kw] => Window {
+                kernel: [*kh, *kw],
+                ..window
+            },
+            _ => window,
+        };
+        let op = Op::Nn(Nn::Conv2d {
+            window,
+            groups: opts.groups,
+        });
+        let y = self.add_op(op, &[x, w], Declared::none(), Site::new("conv2d", loc))?;
         match bias {
             None => Ok(y),
             Some(b) => {
-                self.check(b, "conv2d", loc)?;
-                if self.shape(b).dims() != [wd[0]] {
-                    return Err(err(format!(
-                        "bias must have shape [{}], got {}",
-                        wd[0],
-                        self.shape(b)
-                    )));
+                let o = self.arg(y, "conv2d", loc)?.shape.dims()[1];
+                let bs = &self.arg(b, "conv2d", loc)?.shape;
+                if bs.dims() != [o] {
+                    return Err(Error::build(
+                        "conv2d",
+                        loc,
+                        format!("bias must have shape [{o}], got {bs}"),
+                    ));
                 }
-                let b4 = self.view(b, Shape(vec![1, wd[0], 1, 1]), "reshape", loc)?;
+                let b4 = self.view(b, Shape(vec![1, o, 1, 1]), "reshape", loc)?;
                 self.binary(BinaryOp::Add, y, b4, loc)
             }
         }
@@ -342,63 +324,14 @@ impl Graph {
         padding: [usize; 2],
         loc: Loc,
     ) -> Result<Tensor> {
-        let n = self.check(x, kind.name(), loc)?;
-        let xs = self.shape(x).clone();
-        let err = |m: String| Error::build(kind.name(), loc, m);
-        if xs.rank() != 4 || self.dtype(x) != DType::F32 {
-            return Err(err(format!(
-                "needs f32 [N, C, H, W], got {} {xs}",
-                self.dtype(x)
-            )));
-        }
-        if (0..2).any(|k| 2 * padding[k] > kernel[k]) {
-            return Err(err(format!(
-                "padding {padding:?} must be at most half of kernel {kernel:?}"
-            )));
-        }
         let window = Window {
             kernel,
             stride,
             padding,
             dilation: [1, 1],
         };
-        let [oh, ow] = window.out_hw([xs.dims()[2], xs.dims()[3]]).map_err(err)?;
-        let out = Shape(vec![xs.dims()[0], xs.dims()[1], oh, ow]);
-        Ok(self.push(
-            Op::Nn(Nn::Pool { kind, window }),
-            &[n],
-            out,
-            DType::F32,
-            kind.name(),
-            loc,
-        ))
-    }
-
-    fn logic_reduce(
-        &mut self,
-        op: ReduceOp,
-        x: Tensor,
-        axes: Axes,
-        keepdims: bool,
-        loc: Loc,
-    ) -> Result<Tensor> {
-        self.check(x, op.name(), loc)?;
-        let list = match &axes {
-            Axes::All => None,
-            Axes::List(l) => Some(l.as_slice()),
-        };
-        let (axes, shape) = reduce::reduce_shape(self.shape(x), list, keepdims)
-            .map_err(|m| Error::build(op.name(), loc, m))?;
-        // Non-bool input is tested in the kernel (NaN-safe), not through a cast.
-        let n = self.check(x, op.name(), loc)?;
-        Ok(self.push(
-            Op::Reduce(Reduce { op, axes }),
-            &[n],
-            shape,
-            DType::Bool,
-            op.name(),
-            loc,
-        ))
+        let op = Op::Nn(Nn::Pool { kind, window });
+        self.add_op(op, &[x], Declared::none(), Site::new(kind.name(), loc))
     }
 
     fn arg_reduce(
@@ -409,30 +342,8 @@ impl Graph {
         keepdims: bool,
         loc: Loc,
     ) -> Result<Tensor> {
-        let n = self.check(x, op.name(), loc)?;
-        if !self.dtype(x).is_numeric() {
-            return Err(Error::build(
-                op.name(),
-                loc,
-                format!(
-                    "dtype {} is not supported (expects f32, i32 or u32)",
-                    self.dtype(x)
-                ),
-            ));
-        }
-        let list = axis.map(|a| vec![a]);
-        let (axes, shape) = reduce::reduce_shape(self.shape(x), list.as_deref(), keepdims)
-            .map_err(|m| Error::build(op.name(), loc, m))?;
-        reduce::check_empty(op, self.shape(x), &axes, &shape)
-            .map_err(|m| Error::build(op.name(), loc, m))?;
-        Ok(self.push(
-            Op::Reduce(Reduce { op, axes }),
-            &[n],
-            shape,
-            DType::I32,
-            op.name(),
-            loc,
-        ))
+        let axes = axis.map_or(Axes::All, |a| Axes::List(vec![a]));
+        self.reduce(op, x, axes, keepdims, loc)
     }
 
     fn var_at(
@@ -452,7 +363,7 @@ impl Graph {
             let s = g.reduce(ReduceOp::Sum, sq, axes.clone(), keepdims, loc)?;
             let n = g.scalar_as(x, count.saturating_sub(ddof) as f32, loc)?;
             let v = g.binary(BinaryOp::Div, s, n, loc)?;
-            debug_assert_eq!(g.shape(v), &out);
+            debug_assert!(g.arg(v, name, loc).is_ok_and(|n| n.shape == out));
             Ok(v)
         })
     }
@@ -466,19 +377,19 @@ impl Graph {
         keepdims: bool,
         loc: Loc,
     ) -> Result<(usize, Shape)> {
-        self.check(x, op, loc)?;
-        if !self.dtype(x).is_float() {
+        let node = self.arg(x, op, loc)?;
+        if !node.dtype.is_float() {
             return Err(Error::build(
                 op,
                 loc,
-                format!("needs f32 or f16, got {}", self.dtype(x)),
+                format!("needs f32 or f16, got {}", node.dtype),
             ));
         }
         let list = match axes {
             Axes::All => None,
             Axes::List(l) => Some(l.as_slice()),
         };
-        let shape = self.shape(x).clone();
+        let shape = node.shape.clone();
         let (resolved, out) =
             reduce::reduce_shape(&shape, list, keepdims).map_err(|m| Error::build(op, loc, m))?;
         Ok((resolved.iter().map(|&a| shape.dims()[a]).product(), out))
@@ -490,22 +401,18 @@ impl Graph {
         let inf = self.scalar_as(m, f32::INFINITY, loc)?;
         let finite = self.binary(BinaryOp::Less, a, inf, loc)?;
         let zero = self.scalar_as(m, 0.0, loc)?;
-        let ns = [finite, m, zero].map(|t| t.node());
-        let shape = self.shape(m).clone();
-        let dtype = self.dtype(m);
-        Ok(self.push(
-            Op::Elementwise(Elementwise::Select),
-            &ns,
-            shape,
-            dtype,
-            "where",
-            loc,
-        ))
+        let op = Op::Elementwise(Elementwise::Select);
+        self.add_op(
+            op,
+            &[finite, m, zero],
+            Declared::none(),
+            Site::new("where", loc),
+        )
     }
 
     /// A scalar constant of `like`'s float dtype.
     fn scalar_as(&mut self, like: Tensor, v: f32, loc: Loc) -> Result<Tensor> {
-        let t = match self.dtype(like) {
+        let t = match self.arg(like, "constant", loc)?.dtype {
             DType::F16 => HostTensor::scalar(crate::f16::from_f32(v)),
             _ => HostTensor::scalar(v),
         };

@@ -35,8 +35,7 @@ pub use build_nn::Conv2dOptions;
 pub use def::{GraphDef, NodeDef};
 
 use crate::device::DeviceSpec;
-use crate::ops::Leaf;
-use crate::ops::Op;
+use crate::ops::{Declared, Leaf, Op};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
@@ -102,7 +101,7 @@ impl Tensor {
 /// let mut g = wgflow::Graph::new();
 /// let a = g.constant([1.0f32, 2.0, 3.0])?;
 /// let b = g.name_scope("layer", |g| g.device("cpu:0", |g| g.relu(a)))?;
-/// assert_eq!(g.name(b), "layer/relu");
+/// assert_eq!(g.name(b)?, "layer/relu");
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -170,18 +169,13 @@ impl Graph {
     /// arrays, nested arrays.
     #[track_caller]
     pub fn constant(&mut self, value: impl Into<HostTensor>) -> Result<Tensor> {
-        let location = Location::caller();
-        let value = value.into();
-        check_size("constant", value.shape(), location)?;
-        let (shape, dtype) = (value.shape().clone(), value.dtype());
-        Ok(self.push(
-            Op::Leaf(Leaf::Constant(value)),
+        let op = Op::Leaf(Leaf::Constant(value.into()));
+        self.add_op(
+            op,
             &[],
-            shape,
-            dtype,
-            "constant",
-            location,
-        ))
+            Declared::none(),
+            Site::new("constant", Location::caller()),
+        )
     }
 
     /// A value supplied at run time under `name` (prefixed by the active name scopes).
@@ -194,7 +188,6 @@ impl Graph {
     ) -> Result<Tensor> {
         let location = Location::caller();
         let shape = shape.into();
-        check_size("placeholder", &shape, location)?;
         let full = self.scoped_name(name);
         if self.names.contains_key(&full) {
             return Err(Error::build(
@@ -203,34 +196,53 @@ impl Graph {
                 format!("a node named '{full}' already exists"),
             ));
         }
-        let t = self.push(
-            Op::Leaf(Leaf::Placeholder),
-            &[],
-            shape,
-            dtype,
-            name,
-            location,
-        );
-        Ok(t)
+        let declared = Declared {
+            shape: Some(&shape),
+            dtype: Some(dtype),
+        };
+        let site = Site::new("placeholder", location).named(name);
+        self.add_op(Op::Leaf(Leaf::Placeholder), &[], declared, site)
+    }
+
+    /// `t`'s node, or [`Error::ForeignTensor`] naming `method` and the caller.
+    #[track_caller]
+    fn get(&self, t: Tensor, method: &'static str) -> Result<&Node> {
+        if self.owns(t) {
+            Ok(&self.g[t.node])
+        } else {
+            Err(Error::ForeignTensor {
+                method,
+                index: t.index(),
+                location: Location::caller(),
+            })
+        }
     }
 
     /// The shape of `t`'s value.
-    pub fn shape(&self, t: Tensor) -> &Shape {
-        &self.g[t.node].shape
+    ///
+    /// Every accessor taking a [`Tensor`] answers [`Error::ForeignTensor`] for a tensor this
+    /// graph did not make, instead of reading another node or panicking.
+    #[track_caller]
+    pub fn shape(&self, t: Tensor) -> Result<&Shape> {
+        Ok(&self.get(t, "Graph::shape")?.shape)
     }
 
-    pub fn dtype(&self, t: Tensor) -> DType {
-        self.g[t.node].dtype
+    /// The dtype of `t`'s value.
+    #[track_caller]
+    pub fn dtype(&self, t: Tensor) -> Result<DType> {
+        Ok(self.get(t, "Graph::dtype")?.dtype)
     }
 
     /// The unique node name of `t`.
-    pub fn name(&self, t: Tensor) -> &str {
-        &self.g[t.node].name
+    #[track_caller]
+    pub fn name(&self, t: Tensor) -> Result<&str> {
+        Ok(&self.get(t, "Graph::name")?.name)
     }
 
     /// The device `t`'s node asked for, if any.
-    pub fn requested_device(&self, t: Tensor) -> Option<DeviceSpec> {
-        self.g[t.node].device
+    #[track_caller]
+    pub fn requested_device(&self, t: Tensor) -> Result<Option<DeviceSpec>> {
+        Ok(self.get(t, "Graph::requested_device")?.device)
     }
 
     /// Look a tensor up by its node name.
@@ -242,8 +254,9 @@ impl Graph {
     }
 
     /// The node behind a tensor.
-    pub fn node(&self, t: Tensor) -> &Node {
-        &self.g[t.node]
+    #[track_caller]
+    pub fn node(&self, t: Tensor) -> Result<&Node> {
+        self.get(t, "Graph::node")
     }
 
     /// All tensors, in the order they were built.
@@ -254,8 +267,20 @@ impl Graph {
         })
     }
 
+    /// All tensors with their nodes, in the order they were built (no lookup can fail).
+    pub fn nodes(&self) -> impl Iterator<Item = (Tensor, &Node)> + '_ {
+        self.tensors().map(|t| (t, &self.g[t.node]))
+    }
+
     /// The inputs of a node, in slot order.
-    pub fn inputs(&self, t: Tensor) -> Vec<Tensor> {
+    #[track_caller]
+    pub fn inputs(&self, t: Tensor) -> Result<Vec<Tensor>> {
+        self.get(t, "Graph::inputs")?;
+        Ok(self.input_tensors(t))
+    }
+
+    /// The inputs of one of this graph's tensors.
+    fn input_tensors(&self, t: Tensor) -> Vec<Tensor> {
         self.input_nodes(t.node)
             .into_iter()
             .map(|node| Tensor {
@@ -263,6 +288,11 @@ impl Graph {
                 node,
             })
             .collect()
+    }
+
+    /// All tensors with their inputs, in the order they were built.
+    pub fn edges(&self) -> impl Iterator<Item = (Tensor, Vec<Tensor>)> + '_ {
+        self.tensors().map(|t| (t, self.input_tensors(t)))
     }
 
     pub(crate) fn input_nodes(&self, n: NodeIndex) -> Vec<NodeIndex> {
@@ -280,14 +310,16 @@ impl Graph {
         t.graph == self.id && t.node.index() < self.g.node_count()
     }
 
-    pub(crate) fn check(
+    /// The node of a builder's argument `t`, or the builder's error for a tensor of another
+    /// graph.
+    pub(crate) fn arg(
         &self,
         t: Tensor,
         op: &str,
         location: &'static Location<'static>,
-    ) -> Result<NodeIndex> {
+    ) -> Result<&Node> {
         if self.owns(t) {
-            Ok(t.node)
+            Ok(&self.g[t.node])
         } else {
             Err(Error::build(
                 op,
@@ -295,6 +327,40 @@ impl Graph {
                 "a tensor of another graph was passed to this graph",
             ))
         }
+    }
+
+    /// The one way a node enters the graph. Builders translate the user's arguments into
+    /// `op` (and what they declare about its output, see [`Declared`]); this checks, once for
+    /// every op, that each input belongs to this graph and that their number fits the op's
+    /// [`Arity`](crate::ops::Arity), runs the op's shape/dtype rule ([`Family::infer`](crate::ops::Family::infer)) and
+    /// enforces the rules common to every node: its element count fits the `u32` indices the
+    /// kernels use (inputs are earlier nodes, so they passed the same check). Errors name
+    /// `site.op` and the caller's location.
+    pub(crate) fn add_op(
+        &mut self,
+        op: Op,
+        inputs: &[Tensor],
+        declared: Declared<'_>,
+        site: Site<'_>,
+    ) -> Result<Tensor> {
+        let fail = |m: String| Error::build(site.op, site.loc, m);
+        let arity = op.family().arity();
+        if !arity.admits(inputs.len()) {
+            return Err(fail(format!(
+                "takes {arity} input(s), {} given",
+                inputs.len()
+            )));
+        }
+        let mut nodes = Vec::with_capacity(inputs.len());
+        let mut types = Vec::with_capacity(inputs.len());
+        for &t in inputs {
+            let n = self.arg(t, site.op, site.loc)?;
+            types.push((n.shape.clone(), n.dtype));
+            nodes.push(t.node);
+        }
+        let (shape, dtype) = op.family().infer(&types, declared).map_err(fail)?;
+        check_size(site.op, &shape, site.loc)?;
+        Ok(self.push(op, &nodes, shape, dtype, site.name, site.loc))
     }
 
     fn scoped_name(&self, base: &str) -> String {
@@ -308,7 +374,7 @@ impl Graph {
         parts.join("/")
     }
 
-    pub(crate) fn push(
+    fn push(
         &mut self,
         op: Op,
         inputs: &[NodeIndex],
@@ -344,9 +410,35 @@ impl Graph {
     }
 }
 
-/// Shapes of leaves: any size a kernel can index, zero-size dimensions included (an empty
-/// batch, `x[5:5]`), as NumPy allows.
-fn check_size(op: &str, shape: &Shape, location: &'static Location<'static>) -> Result<()> {
+/// Who asks for a node: the op name its errors report (a composite may report its own, e.g.
+/// `linear` for its matmul), the node's base name, and the user's code.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Site<'a> {
+    pub op: &'a str,
+    pub name: &'a str,
+    pub loc: &'static Location<'static>,
+}
+
+impl<'a> Site<'a> {
+    /// Errors and the node's name both say `op`.
+    pub fn new(op: &'a str, loc: &'static Location<'static>) -> Self {
+        Site { op, name: op, loc }
+    }
+
+    /// The node's base name, when it is not the op's.
+    pub fn named(self, name: &'a str) -> Self {
+        Site { name, ..self }
+    }
+}
+
+/// Every node's shape: any size a kernel can index, zero-size dimensions included (an empty
+/// batch, `x[5:5]`), as NumPy allows. Creation ops also call it before they compute their
+/// values.
+pub(crate) fn check_size(
+    op: &str,
+    shape: &Shape,
+    location: &'static Location<'static>,
+) -> Result<()> {
     if shape
         .checked_numel()
         .is_none_or(|n| n > (u32::MAX as usize))

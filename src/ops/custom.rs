@@ -10,7 +10,7 @@
 //! as-is on a GPU. See [`RawWgsl`] for the binding convention.
 
 use super::elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
-use super::family::{Arity, Family, KernelDef, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
 use super::Kernel;
 use crate::{DType, Shape};
 use std::cell::RefCell;
@@ -802,6 +802,38 @@ impl Family for Custom {
 
     fn is_gpu_only(&self) -> bool {
         matches!(self, Custom::Raw(_))
+    }
+
+    /// A function: its expression's dtype over inputs broadcast together. A raw kernel: its
+    /// [`OutputRule`], which must give a non-empty output (a raw kernel always writes).
+    fn infer(
+        &self,
+        inputs: &[(Shape, DType)],
+        _declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        match self {
+            Custom::Elementwise(c) => {
+                let dtypes: Vec<DType> = inputs.iter().map(|i| i.1).collect();
+                let dtype = check_expr(&c.expr, &dtypes)?;
+                let mut shape = Shape::scalar();
+                for (s, _) in inputs {
+                    shape = Shape::broadcast(&shape, s).ok_or_else(|| {
+                        let all: Vec<String> = inputs.iter().map(|i| i.0.to_string()).collect();
+                        format!("shapes {} cannot broadcast", all.join(", "))
+                    })?;
+                }
+                Ok((shape, dtype))
+            }
+            Custom::Raw(r) => {
+                let (shape, dtype) = r
+                    .output_for(inputs)
+                    .map_err(|m| format!("output rule: {m}"))?;
+                if shape.dims().contains(&0) {
+                    return Err(format!("output shape {shape} is empty or too large"));
+                }
+                Ok((shape, dtype))
+            }
+        }
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

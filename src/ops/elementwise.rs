@@ -3,7 +3,7 @@
 //! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
 //! producer into its consumer never changes which element an input supplies).
 
-use super::family::{Arity, Family, KernelDef, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
 use super::Kernel;
 use crate::ops::wgsl::{self, Writer};
 use crate::{DType, Shape};
@@ -234,21 +234,6 @@ impl BinaryOp {
         matches!(
             self,
             BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor
-        )
-    }
-
-    pub fn is_commutative(self) -> bool {
-        matches!(
-            self,
-            BinaryOp::Add
-                | BinaryOp::Mul
-                | BinaryOp::Maximum
-                | BinaryOp::Minimum
-                | BinaryOp::Equal
-                | BinaryOp::NotEqual
-                | BinaryOp::LogicalAnd
-                | BinaryOp::LogicalOr
-                | BinaryOp::LogicalXor
         )
     }
 
@@ -745,6 +730,53 @@ impl Family for Elementwise {
 
     fn is_elementwise(&self) -> bool {
         true
+    }
+
+    /// Inputs broadcast together (NumPy's rules); no implicit promotion: binary operands and
+    /// `where`'s branches share a dtype, `where`'s condition is bool.
+    fn infer(
+        &self,
+        inputs: &[(Shape, DType)],
+        _declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        let unsupported = |d: DType, ok: &str| format!("dtype {d} is not supported (expects {ok})");
+        match (*self, inputs) {
+            (Elementwise::Unary(op), [(s, d)]) => Ok((
+                s.clone(),
+                op.result_dtype(*d).map_err(|ok| unsupported(*d, ok))?,
+            )),
+            (Elementwise::Cast(to), [(s, _)]) => Ok((s.clone(), to)),
+            (Elementwise::Binary(op), [(sa, da), (sb, db)]) => {
+                let shape = Shape::broadcast(sa, sb)
+                    .ok_or_else(|| format!("shapes {sa} and {sb} cannot broadcast"))?;
+                if da != db {
+                    return Err(format!("dtypes {da} and {db} differ; wgflow does not promote implicitly, cast one operand"));
+                }
+                Ok((
+                    shape,
+                    op.result_dtype(*da).map_err(|ok| unsupported(*da, ok))?,
+                ))
+            }
+            (Elementwise::Select, [(sc, dc), (sa, da), (sb, db)]) => {
+                if *dc != DType::Bool {
+                    return Err(format!("condition must be bool, got {dc}"));
+                }
+                if da != db {
+                    return Err(format!(
+                        "branches have dtypes {da} and {db}; cast one explicitly"
+                    ));
+                }
+                let shape = Shape::broadcast(sa, sb)
+                    .and_then(|s| Shape::broadcast(sc, &s))
+                    .ok_or_else(|| format!("shapes {sc}, {sa} and {sb} cannot broadcast"))?;
+                Ok((shape, *da))
+            }
+            _ => Err(format!(
+                "takes {} input(s), {} given",
+                self.arity(),
+                inputs.len()
+            )),
+        }
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -2,8 +2,8 @@
 //! family's file:
 //!
 //! * [`Family`] — implemented by the family's op type (the payload of its [`Op`](super::Op) variant): the
-//!   op's name, arity and properties, its lowering to kernels, what it gives for empty
-//!   inputs, and its gradient slot.
+//!   op's name, arity and properties, its shape/dtype rule ([`Family::infer`]), its lowering
+//!   to kernels, what it gives for empty inputs, and its gradient slot.
 //! * [`KernelDef`] — implemented by each kernel type the family lowers to: its WGSL, its CPU
 //!   kernel, its dispatch size and description.
 //!
@@ -43,6 +43,38 @@ impl fmt::Display for Arity {
             Arity::AtLeast(k) => write!(f, "{k} or more"),
             Arity::Any => write!(f, "any number of"),
         }
+    }
+}
+
+/// What a builder declares about a node's output where the op's attributes do not fix it:
+/// the target of a reshape or view, the extent of a strided read, the padded shape, the
+/// reduced shape (which says whether reduced axes are kept), a random tensor's shape, a
+/// placeholder's shape and dtype. [`Family::infer`] checks it against the inputs; ops whose
+/// attributes fix their output ignore it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Declared<'a> {
+    pub shape: Option<&'a Shape>,
+    pub dtype: Option<DType>,
+}
+
+impl<'a> Declared<'a> {
+    /// Nothing declared: the op's rule alone gives the output.
+    pub fn none() -> Self {
+        Declared::default()
+    }
+
+    /// The output shape (the dtype follows from the rule).
+    pub fn shape(shape: &'a Shape) -> Self {
+        Declared {
+            shape: Some(shape),
+            dtype: None,
+        }
+    }
+
+    /// The declared shape, or an error saying that `op` needs one.
+    pub fn need_shape(&self, op: &str) -> std::result::Result<&'a Shape, String> {
+        self.shape
+            .ok_or_else(|| format!("{op} needs a declared output shape"))
     }
 }
 
@@ -160,6 +192,18 @@ pub trait Family: fmt::Debug {
     fn is_leaf(&self) -> bool {
         false
     }
+
+    /// The shape/dtype rule: the output `(shape, dtype)` for inputs of these shapes and dtypes
+    /// (in argument order, already checked against [`Family::arity`]), or why there is none.
+    /// `declared` carries what the builder declares where the op's attributes do not fix the
+    /// output (see [`Declared`]). The graph reports the message under the op's name and the
+    /// caller's location, and enforces the rules common to every op (see
+    /// `Graph::add_op`), so a family checks only its own.
+    fn infer(
+        &self,
+        inputs: &[(Shape, DType)],
+        declared: Declared<'_>,
+    ) -> std::result::Result<(Shape, DType), String>;
 
     /// The node as kernels (or a feed, constant or view).
     fn lower(&self, cx: &mut LowerCx<'_>) -> Result<Lowered>;

@@ -1,8 +1,8 @@
 //! Leaves: constants baked into the graph and placeholders fed at run time. They have no
 //! kernel; lowering turns them into a plan's constant or feed values.
 
-use super::family::{Arity, Family, LowerCx, Lowered};
-use crate::{HostTensor, Result};
+use super::family::{Arity, Declared, Family, LowerCx, Lowered};
+use crate::{DType, HostTensor, Result, Shape};
 
 /// A node without inputs.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,21 @@ impl Family for Leaf {
 
     fn is_leaf(&self) -> bool {
         true
+    }
+
+    /// A constant is its value; a placeholder is what it declares.
+    fn infer(
+        &self,
+        _inputs: &[(Shape, DType)],
+        declared: Declared<'_>,
+    ) -> std::result::Result<(Shape, DType), String> {
+        match self {
+            Leaf::Constant(t) => Ok((t.shape().clone(), t.dtype())),
+            Leaf::Placeholder => match (declared.shape, declared.dtype) {
+                (Some(s), Some(d)) => Ok((s.clone(), d)),
+                _ => Err("a placeholder needs a declared shape and dtype".into()),
+            },
+        }
     }
 
     fn lower(&self, _cx: &mut LowerCx<'_>) -> Result<Lowered> {

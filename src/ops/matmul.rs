@@ -3,7 +3,7 @@
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
-use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
@@ -755,6 +755,23 @@ impl Family for MatMul {
 
     fn arity(&self) -> Arity {
         Arity::Exactly(2)
+    }
+
+    /// Operands of one numeric dtype; shapes by [`matmul_shape`].
+    fn infer(
+        &self,
+        inputs: &[(Shape, DType)],
+        _declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        let [(sa, da), (sb, db)] = inputs else {
+            return Err(format!("takes 2 inputs, {} given", inputs.len()));
+        };
+        if da != db || !da.is_numeric() {
+            return Err(format!(
+                "operands must share a numeric dtype, got {da} and {db}"
+            ));
+        }
+        Ok((matmul_shape(sa, sb)?, *da))
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

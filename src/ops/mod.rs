@@ -17,7 +17,7 @@ pub mod wgsl;
 
 pub use custom::Custom;
 pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, UnaryOp};
-pub use family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+pub use family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 pub use leaf::Leaf;
 pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};
 pub use movement::{

@@ -5,7 +5,7 @@
 //!
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
-use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
@@ -518,6 +518,98 @@ impl GatherKernel {
     }
 }
 
+/// A strided read of `out` from `input`: every element it reads must lie inside the input.
+fn strided_shape(
+    input: &Shape,
+    out: &Shape,
+    offset: i64,
+    strides: &[i64],
+) -> Result<Shape, String> {
+    if strides.len() != out.rank() {
+        return Err(format!("{} strides for output shape {out}", strides.len()));
+    }
+    if out.numel() > 0 {
+        // The lowest and highest word read, in i128 so no stride can overflow them.
+        let (mut lo, mut hi) = (offset as i128, offset as i128);
+        for (&d, &s) in out.dims().iter().zip(strides) {
+            let span = (d as i128 - 1) * s as i128;
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+        if lo < 0 || hi >= input.numel() as i128 {
+            return Err(format!(
+                "reading {out} from offset {offset} with strides {strides:?} leaves the input {input}"
+            ));
+        }
+    }
+    Ok(out.clone())
+}
+
+/// Concat along `axis`: equal ranks and dtypes, equal sizes outside the axis.
+fn concat_shape(inputs: &[(Shape, DType)], axis: usize) -> Result<Shape, String> {
+    let (base, dtype) = &inputs[0];
+    if axis >= base.rank() {
+        return Err(format!("axis {axis} is out of range for shape {base}"));
+    }
+    let mut total = 0usize;
+    for (s, d) in inputs {
+        let agree = s.rank() == base.rank()
+            && (0..s.rank()).all(|j| j == axis || s.dims()[j] == base.dims()[j]);
+        if !agree || d != dtype {
+            return Err(format!(
+                "{d} {s} does not match {dtype} {base} outside axis {axis}"
+            ));
+        }
+        total = total
+            .checked_add(s.dims()[axis])
+            .ok_or("the concatenated axis overflows")?;
+    }
+    let mut dims = base.dims().to_vec();
+    dims[axis] = total;
+    Ok(Shape(dims))
+}
+
+/// Constant padding: `out` holds `input` at `before` on every axis.
+fn pad_shape(input: &Shape, out: &Shape, before: &[usize]) -> Result<Shape, String> {
+    let fits = out.rank() == input.rank()
+        && before.len() == input.rank()
+        && (0..input.rank()).all(|k| {
+            input.dims()[k]
+                .checked_add(before[k])
+                .is_some_and(|n| n <= out.dims()[k])
+        });
+    if !fits {
+        return Err(format!(
+            "shape {input} padded by {before:?} in front does not fit {out}"
+        ));
+    }
+    Ok(out.clone())
+}
+
+/// `take`: `x.shape[:axis] + indices.shape + x.shape[axis+1:]`, i32 indices.
+fn gather_shape(inputs: &[(Shape, DType)], axis: usize) -> Result<Shape, String> {
+    let [(x, _), (indices, di)] = inputs else {
+        return Err(format!("take needs 2 inputs, {} given", inputs.len()));
+    };
+    if *di != DType::I32 {
+        return Err(format!("indices must be i32, got {di}"));
+    }
+    if axis >= x.rank() {
+        return Err(format!("axis {axis} is out of range for shape {x}"));
+    }
+    let d = x.dims();
+    let dims = d[..axis]
+        .iter()
+        .chain(indices.dims())
+        .chain(&d[axis + 1..])
+        .copied()
+        .collect();
+    Ok(Shape(dims))
+}
+
 // ---------------------------------------------------------------- the family
 
 /// The movement primitives.
@@ -568,6 +660,43 @@ impl Family for Movement {
 
     fn is_view(&self) -> bool {
         matches!(self, Movement::Reshape)
+    }
+
+    /// Movement keeps the dtype (take's indices are i32). A reshape, strided read or pad
+    /// produces its declared shape, which must hold the same elements, read only inside the
+    /// input, or contain the input at `before`.
+    fn infer(
+        &self,
+        inputs: &[(Shape, DType)],
+        declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        let Some((input, dtype)) = inputs.first() else {
+            return Err(format!("{} needs an input", self.name()));
+        };
+        let shape = match self {
+            Movement::Reshape => {
+                let out = declared.need_shape("reshape")?;
+                if out.numel() != input.numel() {
+                    return Err(format!(
+                        "cannot reshape {input} ({} elements) to {out} ({} elements)",
+                        input.numel(),
+                        out.numel()
+                    ));
+                }
+                out.clone()
+            }
+            Movement::Permute(perm) => {
+                let perm: Vec<isize> = perm.iter().map(|&p| p as isize).collect();
+                permute_shape(input, &perm)?.1
+            }
+            Movement::Strided {
+                offset, strides, ..
+            } => strided_shape(input, declared.need_shape(self.name())?, *offset, strides)?,
+            Movement::Concat(axis) => concat_shape(inputs, *axis)?,
+            Movement::Pad { before, .. } => pad_shape(input, declared.need_shape("pad")?, before)?,
+            Movement::Gather(axis) => gather_shape(inputs, *axis)?,
+        };
+        Ok((shape, *dtype))
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

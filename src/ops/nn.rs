@@ -3,7 +3,7 @@
 //! composites in `graph/build_nn.rs`; fusion makes them the convolution's epilogue.
 
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
@@ -407,6 +407,36 @@ fn dims4(s: &Shape) -> [usize; 4] {
     [d[0], d[1], d[2], d[3]]
 }
 
+/// conv2d's shape rule: f32 `x` `[N, C, H, W]` and `w` `[O, C / groups, KH, KW]` give
+/// `[N, O, OH, OW]`.
+fn conv2d_shape(
+    window: &Window,
+    groups: usize,
+    (xs, dx): (&Shape, DType),
+    (ws, dw): (&Shape, DType),
+) -> Result<(Shape, DType), String> {
+    if xs.rank() != 4 || ws.rank() != 4 || dx != DType::F32 || dw != DType::F32 {
+        return Err(format!(
+            "needs f32 x [N, C, H, W] and w [O, C/groups, KH, KW], got {dx} {xs} and {dw} {ws}"
+        ));
+    }
+    let (xd, wd, g) = (xs.dims(), ws.dims(), groups);
+    if g == 0 || xd[1] % g != 0 || wd[0] % g != 0 || wd[1] * g != xd[1] {
+        return Err(format!(
+            "{g} groups do not fit input channels {} and weight {ws} (needs C = groups * w.shape[1] and O divisible by groups)",
+            xd[1]
+        ));
+    }
+    if window.kernel != [wd[2], wd[3]] {
+        return Err(format!(
+            "window {:?} does not match weight {ws}",
+            window.kernel
+        ));
+    }
+    let [oh, ow] = window.out_hw([xd[2], xd[3]])?;
+    Ok((Shape(vec![xd[0], wd[0], oh, ow]), DType::F32))
+}
+
 // ---------------------------------------------------------------- the family
 
 /// Convolution and pooling over NCHW tensors.
@@ -436,6 +466,44 @@ impl Family for Nn {
             Nn::Conv2d { .. } => 2,
             Nn::Pool { .. } => 1,
         })
+    }
+
+    /// f32 NCHW in, f32 NCHW out; the window must fit the padded input.
+    fn infer(
+        &self,
+        inputs: &[(Shape, DType)],
+        _declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        match (self, inputs) {
+            (Nn::Conv2d { window, groups }, [(xs, dx), (ws, dw)]) => {
+                conv2d_shape(window, *groups, (xs, *dx), (ws, *dw))
+            }
+            (Nn::Pool { window, .. }, [(xs, dx)]) => {
+                if xs.rank() != 4 || *dx != DType::F32 {
+                    return Err(format!("needs f32 [N, C, H, W], got {dx} {xs}"));
+                }
+                let (kernel, padding) = (window.kernel, window.padding);
+                if (0..2).any(|k| 2 * padding[k] > kernel[k]) {
+                    return Err(format!(
+                        "padding {padding:?} must be at most half of kernel {kernel:?}"
+                    ));
+                }
+                if window.dilation != [1, 1] {
+                    return Err(format!(
+                        "pooling has no dilation, got {:?}",
+                        window.dilation
+                    ));
+                }
+                let d = xs.dims();
+                let [oh, ow] = window.out_hw([d[2], d[3]])?;
+                Ok((Shape(vec![d[0], d[1], oh, ow]), DType::F32))
+            }
+            _ => Err(format!(
+                "takes {} input(s), {} given",
+                self.arity(),
+                inputs.len()
+            )),
+        }
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -20,10 +20,10 @@
 //! Random ops are stateless: a plan produces the same tensor on every run (like a constant
 //! that is computed on the device instead of uploaded). Use a different seed for new numbers.
 
-use crate::ops::family::{Arity, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
-use crate::Shape;
+use crate::{DType, Shape};
 
 /// The distribution a random op samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -175,6 +175,15 @@ impl Family for RandomSpec {
 
     fn arity(&self) -> Arity {
         Arity::Exactly(0)
+    }
+
+    /// f32 values of the declared shape.
+    fn infer(
+        &self,
+        _inputs: &[(Shape, DType)],
+        declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        Ok((declared.need_shape(self.name())?.clone(), DType::F32))
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

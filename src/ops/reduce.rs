@@ -4,7 +4,7 @@
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::family::{Arity, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::Writer;
 use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
 use crate::{DType, Shape};
@@ -443,6 +443,57 @@ impl Family for Reduce {
 
     fn arity(&self) -> Arity {
         Arity::Exactly(1)
+    }
+
+    /// The input without the reduced axes, or with them as 1 when the declared shape keeps
+    /// them; `all`/`any` take any dtype and give bool, arg ops give i32, the others keep
+    /// their numeric dtype. Max, min and the arg ops of an empty axis have no value.
+    fn infer(
+        &self,
+        inputs: &[(Shape, DType)],
+        declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        let [(input, dtype)] = inputs else {
+            return Err(format!("takes 1 input, {} given", inputs.len()));
+        };
+        let logical = matches!(self.op, ReduceOp::All | ReduceOp::Any);
+        if !logical && !dtype.is_numeric() {
+            return Err(format!(
+                "dtype {dtype} is not supported (expects f32, i32 or u32)"
+            ));
+        }
+        let sorted = self.axes.windows(2).all(|w| w[0] < w[1]);
+        if !sorted || self.axes.iter().any(|&a| a >= input.rank()) {
+            return Err(format!(
+                "axes {:?} must be sorted, unique and below the rank of shape {input}",
+                self.axes
+            ));
+        }
+        let keep = |keepdims: bool| {
+            let dims = input.dims().iter().enumerate();
+            Shape(
+                dims.filter_map(|(i, &d)| match (self.axes.contains(&i), keepdims) {
+                    (false, _) => Some(d),
+                    (true, true) => Some(1),
+                    (true, false) => None,
+                })
+                .collect(),
+            )
+        };
+        let out = match declared.shape {
+            None => keep(false),
+            Some(s) if *s == keep(false) || *s == keep(true) => s.clone(),
+            Some(s) => {
+                return Err(format!(
+                    "reducing axes {:?} of shape {input} gives {} or (keeping them) {}, not {s}",
+                    self.axes,
+                    keep(false),
+                    keep(true)
+                ))
+            }
+        };
+        check_empty(self.op, input, &self.axes, &out)?;
+        Ok((out, self.op.out_dtype(*dtype)))
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -20,8 +20,7 @@ pub fn dot(graph: &Graph, plan: &Plan) -> String {
         .collect();
     let mut clusters: BTreeMap<Device, Vec<String>> = BTreeMap::new();
     let mut outside = Vec::new();
-    for t in graph.tensors() {
-        let node = graph.node(t);
+    for (t, node) in graph.nodes() {
         let label = format!(
             "{}\\n{} {} {}",
             escape(&node.name),
@@ -54,8 +53,8 @@ pub fn dot(graph: &Graph, plan: &Plan) -> String {
     for l in &outside {
         let _ = writeln!(s, "{l}");
     }
-    for t in graph.tensors() {
-        for (slot, i) in graph.inputs(t).into_iter().enumerate() {
+    for (t, inputs) in graph.edges() {
+        for (slot, i) in inputs.into_iter().enumerate() {
             let _ = writeln!(s, "  n{} -> n{} [label=\"{slot}\"];", i.index(), t.index());
         }
     }

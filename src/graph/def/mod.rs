@@ -460,7 +460,7 @@ fn build_op(g: &mut Graph, nd: &NodeDef, x: &[super::Tensor]) -> Result<super::T
         Op::Elementwise(Elementwise::Select) => g.select(x[0], x[1], x[2]),
         Op::Elementwise(Elementwise::Cast(d)) => g.cast(x[0], *d),
         Op::Reduce(Reduce { op, axes }) => {
-            let keepdims = nd.shape.rank() == g.shape(x[0]).rank();
+            let keepdims = nd.shape.rank() == g.shape(x[0])?.rank();
             let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
             match op {
                 ReduceOp::Sum => g.sum(x[0], axes, keepdims),

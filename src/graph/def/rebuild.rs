@@ -26,15 +26,15 @@ pub(super) fn build_op(g: &mut Graph, nd: &NodeDef, x: &[Tensor]) -> Result<Tens
                 g.flip(x[0], axes)
             }
             StridedKind::Slice => {
-                let args = slice_args(g.shape(x[0]), &nd.shape, *offset, strides)?;
+                let args = slice_args(g.shape(x[0])?, &nd.shape, *offset, strides)?;
                 g.slice(x[0], &args)
             }
         },
         Op::Movement(Movement::Concat(axis)) => g.concat(x, *axis as isize),
         Op::Movement(Movement::Gather(axis)) => g.take(x[0], x[1], *axis as isize),
         Op::Movement(Movement::Pad { before, value }) => {
-            let pads = pad_widths(g.shape(x[0]), &nd.shape, before)?;
-            let v = match g.dtype(x[0]) {
+            let pads = pad_widths(g.shape(x[0])?, &nd.shape, before)?;
+            let v = match g.dtype(x[0])? {
                 DType::F32 => f64::from(f32::from_bits(*value)),
                 DType::F16 => f64::from(f32::from_bits(crate::dtype::f16_to_f32_word(*value))),
                 DType::I32 => f64::from(*value as i32),
