@@ -17,6 +17,8 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
+pub mod file;
+
 // ---------------------------------------------------------------------------------------
 // Typed elementwise functions
 // ---------------------------------------------------------------------------------------
@@ -802,6 +804,23 @@ impl Family for Custom {
 
     fn is_gpu_only(&self) -> bool {
         matches!(self, Custom::Raw(_))
+    }
+
+    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(
+        &self,
+        g: &mut crate::Graph,
+        node: &crate::graph::def::NodeDef,
+        x: &[crate::Tensor],
+    ) -> crate::Result<crate::Tensor> {
+        file::rebuild(self, g, node, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -8,6 +8,8 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
+pub mod file;
+
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
 /// activation…): `expr` reads `Input(0)` = that result and `Input(i)` = `extra[i - 1]`. Each extra input is the output's shape, a row
 /// vector broadcast over rows and batches (a bias), or a single element, so that every one
@@ -750,6 +752,19 @@ impl Family for MatMul {
 
     fn arity(&self) -> Arity {
         Arity::Exactly(2)
+    }
+
+    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(
+        &self,
+        g: &mut crate::Graph,
+        _node: &crate::graph::def::NodeDef,
+        x: &[crate::Tensor],
+    ) -> crate::Result<crate::Tensor> {
+        file::rebuild(g, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -10,6 +10,8 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
 
+pub mod file;
+
 /// Shape rule for reshape; one dimension may be -1 and is inferred.
 pub fn reshape_shape(input: &Shape, target: &[isize]) -> Result<Shape, String> {
     let mut infer = None;
@@ -568,6 +570,23 @@ impl Family for Movement {
 
     fn is_view(&self) -> bool {
         matches!(self, Movement::Reshape)
+    }
+
+    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(
+        &self,
+        g: &mut crate::Graph,
+        node: &crate::graph::def::NodeDef,
+        x: &[crate::Tensor],
+    ) -> crate::Result<crate::Tensor> {
+        file::rebuild(self, g, node, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

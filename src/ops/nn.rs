@@ -8,6 +8,8 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
+pub mod file;
+
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Window {
@@ -436,6 +438,23 @@ impl Family for Nn {
             Nn::Conv2d { .. } => 2,
             Nn::Pool { .. } => 1,
         })
+    }
+
+    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(
+        &self,
+        g: &mut crate::Graph,
+        _node: &crate::graph::def::NodeDef,
+        x: &[crate::Tensor],
+    ) -> crate::Result<crate::Tensor> {
+        file::rebuild(self, g, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -25,6 +25,8 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::Shape;
 
+pub mod file;
+
 /// The distribution a random op samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Distribution {
@@ -175,6 +177,23 @@ impl Family for RandomSpec {
 
     fn arity(&self) -> Arity {
         Arity::Exactly(0)
+    }
+
+    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(
+        &self,
+        g: &mut crate::Graph,
+        node: &crate::graph::def::NodeDef,
+        _x: &[crate::Tensor],
+    ) -> crate::Result<crate::Tensor> {
+        file::rebuild(self, g, node)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -10,6 +10,8 @@ use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
 use crate::{DType, Shape};
 use std::borrow::Cow;
 
+pub mod file;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     Sum,
@@ -29,6 +31,19 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// Every reduction.
+    pub const ALL: [ReduceOp; 9] = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+        ReduceOp::All,
+        ReduceOp::Any,
+        ReduceOp::ArgMax,
+        ReduceOp::ArgMin,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -1175,6 +1190,23 @@ impl Family for Reduce {
                 EmptyInput::Impossible
             }
         }
+    }
+
+    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(
+        &self,
+        g: &mut crate::Graph,
+        node: &crate::graph::def::NodeDef,
+        x: &[crate::Tensor],
+    ) -> crate::Result<crate::Tensor> {
+        file::rebuild(self, g, node, x)
     }
 }
 
