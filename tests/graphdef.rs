@@ -261,6 +261,33 @@ fn committed_example_graphs_match_the_builder_api() {
     }
 }
 
+/// Every committed graph file (the examples, and `tests/graphdef/v1`: every op as written by
+/// the first version-1 writer) loads and saves again byte for byte.
+#[test]
+fn committed_graph_files_load_and_save_byte_identically() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["graph-examples", "tests/graphdef/v1"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "json") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let g = Graph::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            g.to_json().unwrap() == text,
+            "{} changes when re-saved",
+            path.display()
+        );
+    }
+}
+
 /// Every file in tests/graphdef/bad and the fragment its error must contain.
 const BAD: &[(&str, &str)] = &[
     (
