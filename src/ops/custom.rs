@@ -17,6 +17,9 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
 pub mod file;
 
 // ---------------------------------------------------------------------------------------
@@ -806,20 +809,15 @@ impl Family for Custom {
         matches!(self, Custom::Raw(_))
     }
 
-    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
         file::write_attrs(self, out)
     }
 
-    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }
 
-    fn rebuild(
-        &self,
-        g: &mut crate::Graph,
-        node: &crate::graph::def::NodeDef,
-        x: &[crate::Tensor],
-    ) -> crate::Result<crate::Tensor> {
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(self, g, node, x)
     }
 

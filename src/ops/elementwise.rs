@@ -5,7 +5,7 @@
 
 use super::family::{Arity, Family, KernelDef, LowerCx, Lowered};
 use super::Kernel;
-use crate::graph::def::NodeDef;
+use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
 use crate::ops::wgsl::{self, Writer};
 use crate::{DType, Shape};
@@ -755,7 +755,7 @@ impl Family for Elementwise {
         Ok(cx.dispatch(Kernel::Elementwise(ElementwiseKernel::of(self.expr(), cx))))
     }
 
-    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }
 

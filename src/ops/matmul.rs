@@ -8,6 +8,9 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
+use crate::graph::def::{NodeDef, NodeIn};
+use crate::graph::{Graph, Tensor};
+
 pub mod file;
 
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
@@ -754,16 +757,11 @@ impl Family for MatMul {
         Arity::Exactly(2)
     }
 
-    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }
 
-    fn rebuild(
-        &self,
-        g: &mut crate::Graph,
-        _node: &crate::graph::def::NodeDef,
-        x: &[crate::Tensor],
-    ) -> crate::Result<crate::Tensor> {
+    fn rebuild(&self, g: &mut Graph, _node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(g, x)
     }
 

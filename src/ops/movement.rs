@@ -10,6 +10,9 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
 pub mod file;
 
 /// Shape rule for reshape; one dimension may be -1 and is inferred.
@@ -572,20 +575,15 @@ impl Family for Movement {
         matches!(self, Movement::Reshape)
     }
 
-    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
         file::write_attrs(self, out)
     }
 
-    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }
 
-    fn rebuild(
-        &self,
-        g: &mut crate::Graph,
-        node: &crate::graph::def::NodeDef,
-        x: &[crate::Tensor],
-    ) -> crate::Result<crate::Tensor> {
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(self, g, node, x)
     }
 

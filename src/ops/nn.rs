@@ -8,6 +8,9 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
 pub mod file;
 
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
@@ -440,20 +443,15 @@ impl Family for Nn {
         })
     }
 
-    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
         file::write_attrs(self, out)
     }
 
-    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }
 
-    fn rebuild(
-        &self,
-        g: &mut crate::Graph,
-        _node: &crate::graph::def::NodeDef,
-        x: &[crate::Tensor],
-    ) -> crate::Result<crate::Tensor> {
+    fn rebuild(&self, g: &mut Graph, _node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(self, g, x)
     }
 

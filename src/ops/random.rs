@@ -25,6 +25,9 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::Shape;
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
 pub mod file;
 
 /// The distribution a random op samples.
@@ -179,20 +182,15 @@ impl Family for RandomSpec {
         Arity::Exactly(0)
     }
 
-    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
         file::write_attrs(self, out)
     }
 
-    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }
 
-    fn rebuild(
-        &self,
-        g: &mut crate::Graph,
-        node: &crate::graph::def::NodeDef,
-        _x: &[crate::Tensor],
-    ) -> crate::Result<crate::Tensor> {
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, _x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(self, g, node)
     }
 

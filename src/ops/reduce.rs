@@ -10,6 +10,9 @@ use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
 use crate::{DType, Shape};
 use std::borrow::Cow;
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
 pub mod file;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -1192,20 +1195,15 @@ impl Family for Reduce {
         }
     }
 
-    fn write_attrs(&self, out: &mut crate::graph::def::NodeOut) -> crate::Result<()> {
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
         file::write_attrs(self, out)
     }
 
-    fn read(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Self>> {
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }
 
-    fn rebuild(
-        &self,
-        g: &mut crate::Graph,
-        node: &crate::graph::def::NodeDef,
-        x: &[crate::Tensor],
-    ) -> crate::Result<crate::Tensor> {
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(self, g, node, x)
     }
 }
