@@ -813,6 +813,10 @@ impl Family for Custom {
         file::write_attrs(self, out)
     }
 
+    fn unsavable(&self) -> Option<String> {
+        file::unsavable(self)
+    }
+
     fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
         file::read(node)
     }

@@ -174,6 +174,12 @@ pub trait Family: fmt::Debug {
         EmptyInput::Impossible
     }
 
+    /// Graph files: why the op cannot be saved, if it cannot (a raw kernel whose output rule
+    /// is a closure).
+    fn unsavable(&self) -> Option<String> {
+        None
+    }
+
     /// Graph files: write the op's attributes, the fields after the node's common ones
     /// (`name`, `op`, `inputs`, `shape`, `dtype`, `device`), with [`NodeOut::attrs`] or
     /// [`NodeOut::tagged`]. Ops without attributes write nothing.

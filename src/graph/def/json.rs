@@ -86,7 +86,7 @@ struct CommonOut<'a> {
 }
 
 /// One node as a line of JSON: the common fields, then the family's attributes.
-fn node_line(nd: &NodeDef) -> Result<String> {
+fn node_line(i: usize, nd: &NodeDef) -> Result<String> {
     let family = nd.op.family();
     let mut text = to_text(&CommonOut {
         name: &nd.name,
@@ -97,7 +97,10 @@ fn node_line(nd: &NodeDef) -> Result<String> {
         device: nd.device.map(|d| d.to_string()),
     })?;
     let mut attrs = NodeOut::default();
-    family.write_attrs(&mut attrs)?;
+    family.write_attrs(&mut attrs).map_err(|e| match e {
+        Error::GraphDef { at, message } if at.is_empty() => err(node_at(i, &nd.name), message),
+        other => other,
+    })?;
     text.pop(); // the closing brace
     text.push_str(&attrs.text);
     text.push('}');
@@ -126,7 +129,7 @@ pub fn def_to_json(def: &GraphDef) -> Result<String> {
         format!("{{\n  \"format\": \"{FORMAT}\",\n  \"version\": {VERSION},\n  \"nodes\": [\n");
     for (i, nd) in def.nodes.iter().enumerate() {
         s.push_str("    ");
-        s.push_str(&node_line(nd)?);
+        s.push_str(&node_line(i, nd)?);
         if i + 1 < def.nodes.len() {
             s.push(',');
         }

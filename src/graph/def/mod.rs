@@ -58,7 +58,7 @@
 
 use super::Graph;
 use crate::device::DeviceSpec;
-use crate::ops::{Custom, Op};
+use crate::ops::Op;
 use crate::{DType, Error, Result, Shape};
 use std::path::Path;
 
@@ -123,21 +123,17 @@ fn err(at: impl Into<String>, message: impl Into<String>) -> Error {
 }
 
 impl Graph {
-    /// The graph as plain data, nodes in build order. A raw WGSL kernel whose output rule
-    /// is a closure cannot be saved: that is an error naming the node.
+    /// The graph as plain data, nodes in build order. An op that cannot be saved
+    /// ([`Family::unsavable`](crate::ops::Family::unsavable): a raw WGSL kernel whose output
+    /// rule is a closure) is an error naming the node.
     pub fn to_def(&self) -> Result<GraphDef> {
         let nodes = self
             .g
             .node_indices()
             .map(|n| {
                 let node = &self.g[n];
-                if let Op::Custom(Custom::Raw(r)) = &node.op {
-                    if matches!(r.output, crate::ops::custom::OutputRule::Fn(_)) {
-                        return Err(err(
-                            node_at(n.index(), &node.name),
-                            format!("raw kernel '{}' has a closure as its output rule, which cannot be saved; use OutputRule::Fixed or LikeInput", r.name),
-                        ));
-                    }
+                if let Some(why) = node.op.family().unsavable() {
+                    return Err(err(node_at(n.index(), &node.name), why));
                 }
                 Ok(NodeDef {
                     name: node.name.clone(),

@@ -154,7 +154,23 @@ fn depth(e: &Expr) -> usize {
     d.last().copied().unwrap_or(0)
 }
 
+pub(super) fn unsavable(c: &Custom) -> Option<String> {
+    match c {
+        Custom::Raw(r) if matches!(r.output, OutputRule::Fn(_)) => Some(format!(
+            "raw kernel '{}' has a closure as its output rule, which cannot be saved; use OutputRule::Fixed or LikeInput",
+            r.name
+        )),
+        _ => None,
+    }
+}
+
 pub(super) fn write_attrs(c: &Custom, out: &mut NodeOut) -> Result<()> {
+    if let Some(why) = unsavable(c) {
+        return Err(Error::GraphDef {
+            at: String::new(),
+            message: why,
+        });
+    }
     let attrs = match c {
         Custom::Elementwise(c) => {
             let d = depth(&c.expr);
