@@ -17,6 +17,11 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
+pub mod file;
+
 // ---------------------------------------------------------------------------------------
 // Typed elementwise functions
 // ---------------------------------------------------------------------------------------
@@ -834,6 +839,22 @@ impl Family for Custom {
                 Ok((shape, dtype))
             }
         }
+    }
+
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn unsavable(&self) -> Option<String> {
+        file::unsavable(self)
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(self, g, node, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -5,10 +5,14 @@
 
 use super::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
 use super::Kernel;
+use crate::graph::def::{NodeDef, NodeIn};
+use crate::graph::{Graph, Tensor};
 use crate::ops::wgsl::{self, Writer};
 use crate::{DType, Shape};
 
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
+
+pub mod file;
 pub use super::expr::{Expr, Node};
 
 /// Unary elementwise primitives.
@@ -781,6 +785,14 @@ impl Family for Elementwise {
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
         Ok(cx.dispatch(Kernel::Elementwise(ElementwiseKernel::of(self.expr(), cx))))
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, _node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(*self, g, x)
     }
 }
 

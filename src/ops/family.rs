@@ -4,6 +4,11 @@
 //! * [`Family`] — implemented by the family's op type (the payload of its [`Op`](super::Op) variant): the
 //!   op's name, arity and properties, its shape/dtype rule ([`Family::infer`]), its lowering
 //!   to kernels, what it gives for empty inputs, and its gradient slot.
+//!   op's name, arity and properties, its lowering to kernels, what it gives for empty
+//!   inputs, and its gradient slot.
+//!   Graph files go through it too: the op's attributes are serde types in the family's
+//!   `file` module, written by [`Family::write_attrs`], read by [`Family::read`] and checked
+//!   by rebuilding the node through the public builders ([`Family::rebuild`]).
 //! * [`KernelDef`] — implemented by each kernel type the family lowers to: its WGSL, its CPU
 //!   kernel, its dispatch size and description.
 //!
@@ -12,6 +17,8 @@
 //! `match` over ops is repeated elsewhere. See `docs/architecture.md` for a worked example.
 
 use super::Kernel;
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
 use crate::{DType, HostTensor, Result, Shape};
 use std::fmt;
 
@@ -212,6 +219,33 @@ pub trait Family: fmt::Debug {
     fn on_empty_input(&self, _dtype: DType) -> EmptyInput {
         EmptyInput::Impossible
     }
+
+    /// Graph files: why the op cannot be saved, if it cannot (a raw kernel whose output rule
+    /// is a closure).
+    fn unsavable(&self) -> Option<String> {
+        None
+    }
+
+    /// Graph files: write the op's attributes, the fields after the node's common ones
+    /// (`name`, `op`, `inputs`, `shape`, `dtype`, `device`), with [`NodeOut::attrs`] or
+    /// [`NodeOut::tagged`]. Ops without attributes write nothing.
+    fn write_attrs(&self, _out: &mut NodeOut) -> Result<()> {
+        Ok(())
+    }
+
+    /// Graph files: the op of this family that `node` names, decoded from its attributes
+    /// (and from its declared shape and dtype where the format takes them from there), or
+    /// `None` when no op of this family has that name. Registered once in [`Op::read`](super::Op::read).
+    fn read(node: &NodeIn<'_>) -> Option<Result<Self>>
+    where
+        Self: Sized;
+
+    /// Graph files: the node rebuilt through the public builder an API user would call, with
+    /// arguments derived from the op's attributes and the node's declared `shape`, `dtype`
+    /// and `name` (`inputs` are the node's inputs, already checked against [`Family::arity`]).
+    /// The builder runs every shape and dtype rule again, and the op it builds must equal
+    /// `self`, so a file only describes nodes the API can build.
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, inputs: &[Tensor]) -> Result<Tensor>;
 
     /// The gradient slot: the vector-Jacobian product of the node for each input, as graph
     /// nodes. Until reverse mode lands every family answers "not differentiable".

@@ -2,7 +2,11 @@
 //! kernel; lowering turns them into a plan's constant or feed values.
 
 use super::family::{Arity, Declared, Family, LowerCx, Lowered};
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
 use crate::{DType, HostTensor, Result, Shape};
+
+pub mod file;
 
 /// A node without inputs.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,5 +53,17 @@ impl Family for Leaf {
             Leaf::Constant(t) => Lowered::Constant(t.clone()),
             Leaf::Placeholder => Lowered::Feed,
         })
+    }
+
+    fn write_attrs(&self, out: &mut NodeOut) -> Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, _inputs: &[Tensor]) -> Result<Tensor> {
+        file::rebuild(self, g, node)
     }
 }

@@ -8,6 +8,11 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
+use crate::graph::def::{NodeDef, NodeIn};
+use crate::graph::{Graph, Tensor};
+
+pub mod file;
+
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
 /// activation…): `expr` reads `Input(0)` = that result and `Input(i)` = `extra[i - 1]`. Each extra input is the output's shape, a row
 /// vector broadcast over rows and batches (a bias), or a single element, so that every one
@@ -772,6 +777,14 @@ impl Family for MatMul {
             ));
         }
         Ok((matmul_shape(sa, sb)?, *da))
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, _node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(g, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -89,6 +89,34 @@ impl Op {
     pub fn is_leaf(&self) -> bool {
         self.family().is_leaf()
     }
+
+    /// The op a graph-file node names, read by its family ([`Family::read`]): the one list
+    /// of families that reading dispatches through.
+    pub fn read(node: &crate::graph::def::NodeIn<'_>) -> crate::Result<Op> {
+        type Reader = fn(&crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Op>>;
+        const FAMILIES: [Reader; 8] = [
+            |n| Some(Leaf::read(n)?.map(Op::Leaf)),
+            |n| Some(Elementwise::read(n)?.map(Op::Elementwise)),
+            |n| Some(Reduce::read(n)?.map(Op::Reduce)),
+            |n| Some(MatMul::read(n)?.map(Op::MatMul)),
+            |n| Some(Movement::read(n)?.map(Op::Movement)),
+            |n| Some(Nn::read(n)?.map(Op::Nn)),
+            |n| Some(RandomSpec::read(n)?.map(Op::Random)),
+            |n| Some(Custom::read(n)?.map(Op::Custom)),
+        ];
+        FAMILIES
+            .iter()
+            .find_map(|read| read(node))
+            .unwrap_or_else(|| {
+                Err(node.error(
+                    "op",
+                    format!(
+                        "unknown op '{}'",
+                        node.op.chars().take(40).collect::<String>()
+                    ),
+                ))
+            })
+    }
 }
 
 /// A unit of device work after fusion: what a `Dispatch` step runs. One variant per kind of

@@ -10,6 +10,11 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
+pub mod file;
+
 /// Shape rule for reshape; one dimension may be -1 and is inferred.
 pub fn reshape_shape(input: &Shape, target: &[isize]) -> Result<Shape, String> {
     let mut infer = None;
@@ -697,6 +702,18 @@ impl Family for Movement {
             Movement::Gather(axis) => gather_shape(inputs, *axis)?,
         };
         Ok((shape, *dtype))
+    }
+
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(self, g, node, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

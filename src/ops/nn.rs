@@ -8,6 +8,11 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
+pub mod file;
+
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Window {
@@ -504,6 +509,18 @@ impl Family for Nn {
                 inputs.len()
             )),
         }
+    }
+
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, _node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(self, g, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -25,6 +25,11 @@ use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
 
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
+pub mod file;
+
 /// The distribution a random op samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Distribution {
@@ -184,6 +189,18 @@ impl Family for RandomSpec {
         declared: Declared<'_>,
     ) -> Result<(Shape, DType), String> {
         Ok((declared.need_shape(self.name())?.clone(), DType::F32))
+    }
+
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, _x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(self, g, node)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {

@@ -12,6 +12,10 @@ use std::borrow::Cow;
 
 mod cpu;
 mod shader;
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::{Graph, Tensor};
+
+pub mod file;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
@@ -32,6 +36,19 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// Every reduction.
+    pub const ALL: [ReduceOp; 9] = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+        ReduceOp::All,
+        ReduceOp::Any,
+        ReduceOp::ArgMax,
+        ReduceOp::ArgMin,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -548,6 +565,18 @@ impl Family for Reduce {
                 EmptyInput::Impossible
             }
         }
+    }
+
+    fn write_attrs(&self, out: &mut NodeOut) -> crate::Result<()> {
+        file::write_attrs(self, out)
+    }
+
+    fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {
+        file::read(node)
+    }
+
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(self, g, node, x)
     }
 }
 
