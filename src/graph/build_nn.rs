@@ -4,7 +4,7 @@
 
 use super::{Axes, Graph, Site, Tensor};
 use crate::ops::{reduce, BinaryOp, Op, PoolKind, ReduceOp, UnaryOp, Window};
-use crate::ops::{Declared, Elementwise, Nn};
+use crate::ops::{Declared, Elementwise, Nn, Scan, ScanOp};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
 
@@ -63,6 +63,53 @@ impl Graph {
     #[track_caller]
     pub fn argmin(&mut self, x: Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor> {
         self.arg_reduce(ReduceOp::ArgMin, x, axis, keepdims, Location::caller())
+    }
+
+    /// Cumulative sum along `axis` (NumPy's `cumsum`; f32, i32, u32; integers wrap).
+    #[track_caller]
+    pub fn cumsum(&mut self, x: Tensor, axis: isize) -> Result<Tensor> {
+        self.cumulative(ScanOp::Sum, x, axis, false, false)
+    }
+
+    /// Cumulative product along `axis` (NumPy's `cumprod`).
+    #[track_caller]
+    pub fn cumprod(&mut self, x: Tensor, axis: isize) -> Result<Tensor> {
+        self.cumulative(ScanOp::Prod, x, axis, false, false)
+    }
+
+    /// A cumulative sum or product along `axis` with TensorFlow's options: `exclusive` leaves
+    /// each element out of its own output (the first output is 0 or 1), `reverse` scans from
+    /// the end of the axis.
+    #[track_caller]
+    pub fn cumulative(
+        &mut self,
+        op: ScanOp,
+        x: Tensor,
+        axis: isize,
+        exclusive: bool,
+        reverse: bool,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        let shape = &self.arg(x, op.name(), loc)?.shape;
+        let axis = shape.axis(axis).ok_or_else(|| {
+            Error::build(
+                op.name(),
+                loc,
+                format!("axis {axis} is out of range for shape {shape}"),
+            )
+        })?;
+        let scan = Scan {
+            op,
+            axis,
+            exclusive,
+            reverse,
+        };
+        self.add_op(
+            Op::Scan(scan),
+            &[x],
+            Declared::none(),
+            Site::new(op.name(), loc),
+        )
     }
 
     /// Variance over `axes` with `ddof` delta degrees of freedom (f32): `Σ(x - mean)² / (N - ddof)`,

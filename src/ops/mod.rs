@@ -13,6 +13,7 @@ pub mod movement;
 pub mod nn;
 pub mod random;
 pub mod reduce;
+pub mod scan;
 pub mod wgsl;
 
 pub use custom::Custom;
@@ -27,6 +28,7 @@ pub use movement::{
 pub use nn::{Conv2dKernel, Nn, PoolKernel, PoolKind, Window};
 pub use random::{Distribution, RandomKernel, RandomSpec};
 pub use reduce::{Pass, Prologue, Reduce, ReduceKernel, ReduceOp, ReduceStrategy};
+pub use scan::{Scan, ScanKernel, ScanOp};
 
 /// A primitive op: one variant per op family, registered here once. Everything else about
 /// an op is in its family's file, reached through [`Op::family`] ([`Family`]).
@@ -48,6 +50,8 @@ pub enum Op {
     Random(RandomSpec),
     /// Users' elementwise functions and raw WGSL kernels (`ops/custom.rs`).
     Custom(Custom),
+    /// Cumulative sums and products (`ops/scan.rs`).
+    Scan(Scan),
 }
 
 impl Op {
@@ -62,6 +66,7 @@ impl Op {
             Op::Nn(f) => f,
             Op::Random(f) => f,
             Op::Custom(f) => f,
+            Op::Scan(f) => f,
         }
     }
 
@@ -94,7 +99,7 @@ impl Op {
     /// of families that reading dispatches through.
     pub fn read(node: &crate::graph::def::NodeIn<'_>) -> crate::Result<Op> {
         type Reader = fn(&crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Op>>;
-        const FAMILIES: [Reader; 8] = [
+        const FAMILIES: [Reader; 9] = [
             |n| Some(Leaf::read(n)?.map(Op::Leaf)),
             |n| Some(Elementwise::read(n)?.map(Op::Elementwise)),
             |n| Some(Reduce::read(n)?.map(Op::Reduce)),
@@ -103,6 +108,7 @@ impl Op {
             |n| Some(Nn::read(n)?.map(Op::Nn)),
             |n| Some(RandomSpec::read(n)?.map(Op::Random)),
             |n| Some(Custom::read(n)?.map(Op::Custom)),
+            |n| Some(Scan::read(n)?.map(Op::Scan)),
         ];
         FAMILIES
             .iter()
@@ -135,6 +141,7 @@ pub enum Kernel {
     Pool(PoolKernel),
     Random(RandomKernel),
     RawWgsl(custom::RawKernel),
+    Scan(ScanKernel),
 }
 
 impl Kernel {
@@ -153,6 +160,7 @@ impl Kernel {
             Kernel::Pool(k) => k,
             Kernel::Random(k) => k,
             Kernel::RawWgsl(k) => k,
+            Kernel::Scan(k) => k,
         }
     }
 

@@ -74,7 +74,8 @@ impl Kind {
     fn of_kernel(k: &Kernel) -> Kind {
         match k {
             Kernel::Elementwise(_) => Kind::Elementwise,
-            Kernel::Reduce(_) => Kind::Reduce,
+            // A scan folds along an axis like a reduction.
+            Kernel::Reduce(_) | Kernel::Scan(_) => Kind::Reduce,
             Kernel::MatMul(_) => Kind::MatMul,
             Kernel::Permute(_)
             | Kernel::Strided(_)
