@@ -179,3 +179,53 @@ fn the_scanner_sees_braced_and_nested_imports() {
         .collect();
     assert_eq!(paths, want);
 }
+
+/// docs/architecture.md's family table is the map a newcomer adds an op with: every row's
+/// file exists and implements `Family` for the row's payload, which `ops/mod.rs` registers
+/// (dispatch and graph-file reading), and every `Family` implementation has a row.
+#[test]
+fn the_family_table_in_the_architecture_doc_is_true() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).expect("the doc");
+    let ops_mod = std::fs::read_to_string(root.join("src/ops/mod.rs")).expect("ops/mod.rs");
+    let ticked = |cell: &str| cell.split('`').nth(1).map(str::to_string);
+    let mut rows = 0;
+    for line in doc.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(file), Some(payload)) = (ticked(cells[2]), ticked(cells[3])) else {
+            continue;
+        };
+        if !file.starts_with("ops/") {
+            continue;
+        }
+        rows += 1;
+        let src = std::fs::read_to_string(root.join("src").join(&file))
+            .unwrap_or_else(|e| panic!("{file} in the family table: {e}"));
+        assert!(
+            src.contains(&format!("impl Family for {payload} ")),
+            "{file} does not implement Family for {payload}"
+        );
+        assert!(
+            ops_mod.contains(&format!("{payload}::read(n)")),
+            "{payload} is not in Op::read"
+        );
+    }
+    let mut files = Vec::new();
+    rust_files(&root.join("src/ops"), &mut files);
+    let impls: usize = files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .expect("source")
+                .matches("impl Family for ")
+                .count()
+        })
+        .sum();
+    assert!(rows >= 9, "found {rows} family rows");
+    assert_eq!(
+        impls, rows,
+        "a Family implementation has no row in docs/architecture.md"
+    );
+    let arms = ops_mod.matches("(f) => f,").count();
+    assert_eq!(arms, rows, "Op::family arms vs family rows");
+}
