@@ -144,12 +144,18 @@ pub async fn execute_traced(
             message: "was not fed".into(),
         })?;
         let device = plan.values[*v].device;
-        let t0 = Instant::now();
+        let t0 = trace.is_some().then(Instant::now);
         let backend = p.on(device)?;
         backend.upload(plan, *v, t.words())?;
         if let Some(rec) = trace.as_deref_mut() {
             backend.finish(true)?;
-            rec.host(SpanKind::Upload, None, vec![*v], device, t0);
+            rec.host(
+                SpanKind::Upload,
+                None,
+                vec![*v],
+                device,
+                t0.unwrap_or_else(Instant::now),
+            );
         }
     }
     let mut i = 0;
@@ -171,13 +177,19 @@ pub async fn execute_traced(
                 i = end;
             }
             StepKind::Transfer { src } => {
-                let t0 = Instant::now();
+                let t0 = trace.is_some().then(Instant::now);
                 let words = download_one(plan, p, *src).await?;
                 let target = p.on(plan.values[step.output].device)?;
                 target.upload(plan, step.output, &words)?;
                 if let Some(rec) = trace.as_deref_mut() {
                     target.finish(true)?;
-                    rec.host(SpanKind::Transfer, Some(i), vec![*src], step.device, t0);
+                    rec.host(
+                        SpanKind::Transfer,
+                        Some(i),
+                        vec![*src],
+                        step.device,
+                        t0.unwrap_or_else(Instant::now),
+                    );
                 }
                 i += 1;
             }
@@ -209,10 +221,16 @@ pub async fn execute_traced(
     }
     for (d, list) in per_device {
         let ids: Vec<ValueId> = list.iter().map(|&(_, f)| f).collect();
-        let t0 = Instant::now();
+        let t0 = trace.is_some().then(Instant::now);
         let data = p.on(d)?.download(plan, &ids).await?;
         if let Some(rec) = trace.as_deref_mut() {
-            rec.host(SpanKind::Download, None, ids.clone(), d, t0);
+            rec.host(
+                SpanKind::Download,
+                None,
+                ids.clone(),
+                d,
+                t0.unwrap_or_else(Instant::now),
+            );
         }
         for ((k, f), words) in list.into_iter().zip(data) {
             let v = &plan.values[f];
