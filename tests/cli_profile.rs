@@ -195,3 +195,40 @@ fn plan_writes_the_memory_svg() {
     assert!(!again.status.success());
     assert!(text(&again.stderr).contains("already exists"));
 }
+
+/// `WGFLOW_TIMING=host` turns GPU timestamps off: GPU steps are then submitted and waited
+/// for one by one and labelled `host`; without it, adapters with `TIMESTAMP_QUERY` label
+/// theirs `gpu-timestamp`.
+#[test]
+fn gpu_steps_say_how_they_were_timed() {
+    for dev in common::gpus() {
+        let args = [
+            "profile",
+            &mlp(),
+            "--feed",
+            &feed(),
+            "--device",
+            &dev.to_string(),
+            "--runs",
+            "2",
+            "--json",
+        ];
+        let host = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+            .args(args)
+            .env_remove("WGFLOW_VISIBLE_DEVICES")
+            .env("WGFLOW_TIMING", "host")
+            .output()
+            .unwrap();
+        assert!(host.status.success(), "{}", text(&host.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&host.stdout).unwrap();
+        for row in j["by_kind"].as_array().unwrap() {
+            assert_eq!(row["timing"], "host", "{dev}: {row}");
+        }
+        let out = wgflow(&args);
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for row in j["by_kind"].as_array().unwrap() {
+            let t = row["timing"].as_str().unwrap();
+            assert!(t == "gpu-timestamp" || t == "host", "{dev}: {row}");
+        }
+    }
+}
