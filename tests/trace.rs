@@ -134,14 +134,35 @@ fn traced_runs_report_every_step_once_within_the_wall_time() {
 }
 
 #[test]
-fn untraced_runs_record_nothing() {
-    let (g, x, y) = mlp();
-    let mut s = common::session_on(&g, Device::Cpu);
-    let (_, meta) = s
-        .run_with(&[(x, feed())], &[y], &RunOptions::default())
-        .unwrap();
-    assert!(meta.events.is_empty());
-    assert!(meta.wall > std::time::Duration::ZERO);
+fn untraced_runs_record_nothing_and_create_nothing() {
+    for dev in devices_to_test() {
+        let (g, x, y) = mlp();
+        let mut s = common::session_on(&g, dev);
+        s.run(&[(x, feed())], &[y]).unwrap();
+        let before = s.counters();
+        let (_, meta) = s
+            .run_with(&[(x, feed())], &[y], &RunOptions::default())
+            .unwrap();
+        assert!(meta.events.is_empty());
+        assert!(meta.wall > std::time::Duration::ZERO);
+        s.run_with(&[(x, feed())], &[y], &RunOptions { trace: true })
+            .unwrap();
+        let after = s.counters();
+        assert_eq!(after.runs, before.runs + 2);
+        assert_eq!(
+            (
+                after.buffers_created,
+                after.pipelines_created,
+                after.bind_groups_created
+            ),
+            (
+                before.buffers_created,
+                before.pipelines_created,
+                before.bind_groups_created
+            ),
+            "{dev}"
+        );
+    }
 }
 
 #[test]
