@@ -1,11 +1,13 @@
 //! Sessions: compile a graph for a set of fetches (cached per signature), then run it.
 
+use crate::backend::timing::Recorder;
 use crate::backend::{self, Created, Prepared};
 use crate::compile::{self, Plan, Target};
 use crate::device::{Device, DeviceLimits};
 use crate::graph::{Graph, Tensor};
 use crate::ops::Leaf;
 use crate::ops::Op;
+use crate::trace::{RunMetadata, RunOptions};
 use crate::{Error, HostTensor, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -201,6 +203,38 @@ impl Session {
         self.execute(feeds, fetches, true).await
     }
 
+    /// [`Session::run`], optionally traced: returns the fetched values and what the run did
+    /// ([`RunMetadata`]: per step its kernel, fused nodes, device, dispatch size, bytes and
+    /// duration). With `options.trace` off the run takes the untraced path and the metadata
+    /// holds only the plan and the wall time.
+    ///
+    /// ```no_run
+    /// use wgflow::{trace::RunOptions, DType, Graph, HostTensor, Session, SessionOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut g = Graph::new();
+    /// let x = g.placeholder("x", [3], DType::F32)?;
+    /// let y = g.relu(x)?;
+    /// let mut s = Session::new(&g, SessionOptions::default())?;
+    /// let feed = HostTensor::from([1.0f32, -9.0, 3.0]);
+    /// let (out, meta) = s.run_with(&[(x, feed)], &[y], &RunOptions { trace: true })?;
+    /// std::fs::write("trace.json", meta.chrome_trace_json())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn run_with(
+        &mut self,
+        feeds: &[(Tensor, HostTensor)],
+        fetches: &[Tensor],
+        options: &RunOptions,
+    ) -> Result<(Vec<HostTensor>, RunMetadata)> {
+        let start = std::time::Instant::now();
+        let mut rec = options.trace.then(Recorder::default);
+        let out =
+            futures::executor::block_on(self.execute_traced(feeds, fetches, true, rec.as_mut()))?;
+        let wall = start.elapsed();
+        let plan = self.plan(fetches)?;
+        Ok((out, RunMetadata::from_recorder(plan, wall, rec)))
+    }
+
     /// Compute `targets` and wait for the devices, without copying anything back
     /// (TensorFlow's target nodes). Useful for timing, and when only side effects matter.
     pub fn run_targets(
@@ -216,6 +250,16 @@ impl Session {
         feeds: &[(Tensor, HostTensor)],
         fetches: &[Tensor],
         read_back: bool,
+    ) -> Result<Vec<HostTensor>> {
+        self.execute_traced(feeds, fetches, read_back, None).await
+    }
+
+    async fn execute_traced(
+        &mut self,
+        feeds: &[(Tensor, HostTensor)],
+        fetches: &[Tensor],
+        read_back: bool,
+        trace: Option<&mut Recorder>,
     ) -> Result<Vec<HostTensor>> {
         let fed = self.check_feeds(feeds)?;
         let sig = self.signature(fetches)?;
@@ -239,7 +283,7 @@ impl Session {
             }
         }
         self.counters.runs += 1;
-        backend::execute(&entry.plan, &mut entry.prepared, &fed, read_back).await
+        backend::execute_traced(&entry.plan, &mut entry.prepared, &fed, read_back, trace).await
     }
 
     /// The compiled plan for `fetches` (compiling it if needed): placement, schedule, kernels

@@ -46,6 +46,26 @@ impl Backend for CpuState {
         Ok(())
     }
 
+    fn dispatch_timed(
+        &mut self,
+        plan: &Plan,
+        steps: &[usize],
+        rec: &mut super::timing::Recorder,
+    ) -> Result<()> {
+        for &i in steps {
+            let t0 = std::time::Instant::now();
+            self.dispatch(plan, &[i])?;
+            rec.host(
+                super::timing::SpanKind::Dispatch,
+                Some(i),
+                Vec::new(),
+                Device::Cpu,
+                t0,
+            );
+        }
+        Ok(())
+    }
+
     fn download<'a>(
         &'a mut self,
         plan: &'a Plan,

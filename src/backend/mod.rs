@@ -11,6 +11,7 @@
 pub mod cpu;
 pub mod devices;
 pub mod gpu;
+pub mod timing;
 
 pub use devices::{devices, gpu_count, visible_devices, visible_gpus_from_env};
 
@@ -19,6 +20,8 @@ use crate::device::Device;
 use crate::{Error, HostTensor, Result};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+use timing::{Recorder, SpanKind};
 
 /// What preparing a plan created on the devices; the session adds it to its counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,6 +56,11 @@ pub trait Backend: Send {
     /// Run the dispatch steps `steps` (consecutive indices into `plan.steps`, all on this
     /// device), in order.
     fn dispatch(&mut self, plan: &Plan, steps: &[usize]) -> Result<()>;
+
+    /// [`Backend::dispatch`] for a traced run: the steps run (and are waited for) here, and
+    /// each gets a [`timing::Span`] of kind `Dispatch` in `rec`, timed by the device's
+    /// timestamps where it has them and by the host clock otherwise.
+    fn dispatch_timed(&mut self, plan: &Plan, steps: &[usize], rec: &mut Recorder) -> Result<()>;
 
     /// Copy `values` back to the host, one vector of words each, in order.
     fn download<'a>(
@@ -113,6 +121,20 @@ pub async fn execute(
     feeds: &HashMap<String, &HostTensor>,
     read_back: bool,
 ) -> Result<Vec<HostTensor>> {
+    execute_traced(plan, p, feeds, read_back, None).await
+}
+
+/// [`execute`], recording a [`timing::Span`] for every upload, step and read-back into
+/// `trace` when it is given. A traced run waits for each piece of work before timing the
+/// next, so it is slower than an untraced one; with `trace` `None` the run is exactly
+/// [`execute`]'s (no extra submits, waits or allocations).
+pub async fn execute_traced(
+    plan: &Plan,
+    p: &mut Prepared,
+    feeds: &HashMap<String, &HostTensor>,
+    read_back: bool,
+    mut trace: Option<&mut Recorder>,
+) -> Result<Vec<HostTensor>> {
     for b in p.backends.values_mut() {
         b.begin_run(plan)?;
     }
@@ -121,7 +143,20 @@ pub async fn execute(
             name: name.clone(),
             message: "was not fed".into(),
         })?;
-        p.on(plan.values[*v].device)?.upload(plan, *v, t.words())?;
+        let device = plan.values[*v].device;
+        let t0 = trace.is_some().then(Instant::now);
+        let backend = p.on(device)?;
+        backend.upload(plan, *v, t.words())?;
+        if let Some(rec) = trace.as_deref_mut() {
+            backend.finish(true)?;
+            rec.host(
+                SpanKind::Upload,
+                None,
+                vec![*v],
+                device,
+                t0.unwrap_or_else(Instant::now),
+            );
+        }
     }
     let mut i = 0;
     while i < plan.steps.len() {
@@ -135,13 +170,27 @@ pub async fn execute(
                     })
                     .unwrap_or(plan.steps.len());
                 let run: Vec<usize> = (i..end).collect();
-                p.on(step.device)?.dispatch(plan, &run)?;
+                match trace.as_deref_mut() {
+                    Some(rec) => p.on(step.device)?.dispatch_timed(plan, &run, rec)?,
+                    None => p.on(step.device)?.dispatch(plan, &run)?,
+                }
                 i = end;
             }
             StepKind::Transfer { src } => {
+                let t0 = trace.is_some().then(Instant::now);
                 let words = download_one(plan, p, *src).await?;
-                p.on(plan.values[step.output].device)?
-                    .upload(plan, step.output, &words)?;
+                let target = p.on(plan.values[step.output].device)?;
+                target.upload(plan, step.output, &words)?;
+                if let Some(rec) = trace.as_deref_mut() {
+                    target.finish(true)?;
+                    rec.host(
+                        SpanKind::Transfer,
+                        Some(i),
+                        vec![*src],
+                        step.device,
+                        t0.unwrap_or_else(Instant::now),
+                    );
+                }
                 i += 1;
             }
         }
@@ -172,7 +221,17 @@ pub async fn execute(
     }
     for (d, list) in per_device {
         let ids: Vec<ValueId> = list.iter().map(|&(_, f)| f).collect();
+        let t0 = trace.is_some().then(Instant::now);
         let data = p.on(d)?.download(plan, &ids).await?;
+        if let Some(rec) = trace.as_deref_mut() {
+            rec.host(
+                SpanKind::Download,
+                None,
+                ids.clone(),
+                d,
+                t0.unwrap_or_else(Instant::now),
+            );
+        }
         for ((k, f), words) in list.into_iter().zip(data) {
             let v = &plan.values[f];
             results[k] = Some(HostTensor::from_words(v.shape.clone(), v.dtype, words)?);

@@ -69,6 +69,41 @@ enum Command {
         /// Print the plan as a JSON object (placement, feeds, steps, memory per device).
         #[arg(long)]
         json: bool,
+        /// Also write the memory plan as an SVG picture to this file.
+        #[arg(long, value_name = "OUT.svg")]
+        memory: Option<PathBuf>,
+        /// Overwrite the --memory file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run a saved graph several times with tracing and print time per graph node and per
+    /// kernel kind (slowest first), with achieved GB/s and GFLOP/s, and the run time's
+    /// median and minimum.
+    Profile {
+        #[command(flatten)]
+        common: GraphArgs,
+        /// Feed a placeholder from a NumPy file: NAME=FILE.npy (repeatable).
+        #[arg(long = "feed", value_name = "NAME=FILE.npy")]
+        feeds: Vec<String>,
+        /// Traced runs to summarise (and untraced runs to time).
+        #[arg(long, value_name = "N", default_value_t = 10,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        runs: u32,
+        /// Untraced runs before measuring (the first one compiles and prepares the plan).
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        warmup: u32,
+        /// Write the last traced run as Chrome trace-event JSON (open in ui.perfetto.dev).
+        #[arg(long, value_name = "OUT.json")]
+        trace: Option<PathBuf>,
+        /// Write the memory plan as an SVG picture.
+        #[arg(long, value_name = "OUT.svg")]
+        memory: Option<PathBuf>,
+        /// Overwrite the --trace and --memory files if they exist.
+        #[arg(long)]
+        force: bool,
+        /// Print the profile as JSON instead of the tables.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the graph as Graphviz DOT, one cluster per device of the plan's placement
     /// (render with `dot -Tsvg`).
@@ -111,7 +146,33 @@ fn main() -> ExitCode {
             force,
             runs,
         } => run(&common, &feeds, &out, force, runs),
-        Command::Plan { common, json } => print_plan(&common, json),
+        Command::Plan {
+            common,
+            json,
+            memory,
+            force,
+        } => print_plan(&common, json, memory.as_deref(), force),
+        Command::Profile {
+            common,
+            feeds,
+            runs,
+            warmup,
+            trace,
+            memory,
+            force,
+            json,
+        } => profile::profile(
+            &common,
+            &feeds,
+            &profile::Outputs {
+                runs,
+                warmup,
+                trace,
+                memory,
+                force,
+                json,
+            },
+        ),
         Command::Dot { common } => print_dot(&common),
     };
     match result {
@@ -181,9 +242,15 @@ fn devices(visible: bool, json: bool) -> CliResult {
 }
 
 // Printing needs the compiled plan only: nothing is prepared on a device.
-fn print_plan(args: &GraphArgs, json: bool) -> CliResult {
+fn print_plan(args: &GraphArgs, json: bool, memory: Option<&Path>, force: bool) -> CliResult {
+    if let Some(m) = memory {
+        check_output(m, force)?;
+    }
     let (session, fetches) = open(args)?;
     let plan = session.compile_only(&fetches)?;
+    if let Some(m) = memory {
+        write_output(m, plan.memory_svg().as_bytes(), force)?;
+    }
     if json {
         println!("{:#}", plan_json(&plan));
     } else {
@@ -347,48 +414,10 @@ fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -
             );
         }
     }
-    let mut fed: Vec<(Tensor, HostTensor)> = Vec::new();
-    for f in feeds {
-        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
-            name: f.clone(),
-            message: "expected NAME=FILE.npy".into(),
-        })?;
-        let t = session.graph().tensor(name).ok_or_else(|| Error::Feed {
-            name: name.into(),
-            message: "no node has this name".into(),
-        })?;
-        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
-            name: name.into(),
-            message: e.to_string(),
-        })?;
-        fed.push((t, value));
-    }
+    let fed = read_feeds(&session, feeds)?;
     let start = Instant::now();
     let plan = session.plan(&fetches)?;
-    let fed_names = fed
-        .iter()
-        .map(|(t, _)| session.graph().name(*t))
-        .collect::<wgflow::Result<HashSet<&str>>>()?;
-    let missing: Vec<String> = plan
-        .feeds
-        .iter()
-        .filter(|(n, _)| !fed_names.contains(n.as_str()))
-        .map(|(n, _)| {
-            let node = session.graph().tensor(n);
-            let node = node.and_then(|t| session.graph().node(t).ok());
-            match node {
-                Some(node) => format!("{n} ({} {})", node.dtype, node.shape),
-                None => n.clone(),
-            }
-        })
-        .collect();
-    if !missing.is_empty() {
-        return Err(Error::Feed {
-            name: missing.join(", "),
-            message: "needed by the fetches but not fed; pass --feed NAME=FILE.npy for each".into(),
-        }
-        .into());
-    }
+    check_fed(&session, &plan, &fed)?;
     let values = session.run(&fed, &fetches)?;
     let first = start.elapsed();
     let mut times = Vec::with_capacity(runs as usize);
@@ -434,6 +463,75 @@ fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -
     Ok(())
 }
 
+/// Read `--feed NAME=FILE.npy` arguments.
+fn read_feeds(session: &Session, feeds: &[String]) -> wgflow::Result<Vec<(Tensor, HostTensor)>> {
+    let mut fed: Vec<(Tensor, HostTensor)> = Vec::new();
+    for f in feeds {
+        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
+            name: f.clone(),
+            message: "expected NAME=FILE.npy".into(),
+        })?;
+        let t = session.graph().tensor(name).ok_or_else(|| Error::Feed {
+            name: name.into(),
+            message: "no node has this name".into(),
+        })?;
+        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
+            name: name.into(),
+            message: e.to_string(),
+        })?;
+        fed.push((t, value));
+    }
+    Ok(fed)
+}
+
+/// Every placeholder `plan` reads must be fed: name the missing ones with their types.
+fn check_fed(session: &Session, plan: &Plan, fed: &[(Tensor, HostTensor)]) -> wgflow::Result<()> {
+    let fed_names = fed
+        .iter()
+        .map(|(t, _)| session.graph().name(*t))
+        .collect::<wgflow::Result<HashSet<&str>>>()?;
+    let missing: Vec<String> = plan
+        .feeds
+        .iter()
+        .filter(|(n, _)| !fed_names.contains(n.as_str()))
+        .map(|(n, _)| {
+            let node = session.graph().tensor(n);
+            let node = node.and_then(|t| session.graph().node(t).ok());
+            match node {
+                Some(node) => format!("{n} ({} {})", node.dtype, node.shape),
+                None => n.clone(),
+            }
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Feed {
+            name: missing.join(", "),
+            message: "needed by the fetches but not fed; pass --feed NAME=FILE.npy for each".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Before any work: refuse an existing output file without `force`, and a file whose
+/// directory does not exist.
+fn check_output(path: &Path, force: bool) -> CliResult {
+    if path.exists() && !force {
+        return Err(format!(
+            "{}: already exists; pass --force to overwrite",
+            path.display()
+        )
+        .into());
+    }
+    if path.is_dir() {
+        return Err(format!("{}: cannot write: is a directory", path.display()).into());
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if parent.is_some_and(|p| !p.is_dir()) {
+        return Err(format!("{}: cannot write: no such directory", path.display()).into());
+    }
+    Ok(())
+}
+
 /// One file name per fetch, inside the output directory whatever the node name: characters
 /// other than ASCII letters, digits, '-', '_' and '.' become '_' (so '/' and '\\' cannot
 /// leave it), a leading '.' becomes '_' (no hidden files, no '..'), and a name already
@@ -466,6 +564,11 @@ fn file_names(names: &[&str]) -> Vec<String> {
 
 /// Write `v` to `path`; without `force`, refuse a file that appeared since the check.
 fn write_npy(path: &Path, v: &HostTensor, force: bool) -> CliResult {
+    write_output(path, &wgflow::npy::to_bytes(v), force)
+}
+
+/// Write `bytes` to `path`; without `force`, refuse a file that appeared since the check.
+fn write_output(path: &Path, bytes: &[u8], force: bool) -> CliResult {
     let mut options = std::fs::OpenOptions::new();
     options.write(true);
     if force {
@@ -482,7 +585,115 @@ fn write_npy(path: &Path, v: &HostTensor, force: bool) -> CliResult {
         }
         _ => format!("{}: cannot write: {e}", path.display()),
     })?;
-    file.write_all(&wgflow::npy::to_bytes(v))
+    file.write_all(bytes)
         .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     Ok(())
+}
+
+/// `wgflow profile`: warm up, time untraced runs, then summarise traced runs.
+mod profile {
+    use super::*;
+    use wgflow::trace::{Profile, RunMetadata, RunOptions};
+
+    pub struct Outputs {
+        pub runs: u32,
+        pub warmup: u32,
+        pub trace: Option<PathBuf>,
+        pub memory: Option<PathBuf>,
+        pub force: bool,
+        pub json: bool,
+    }
+
+    fn ms(d: std::time::Duration) -> f64 {
+        d.as_secs_f64() * 1e3
+    }
+
+    pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
+        // Check the output files before any work, so a refused overwrite costs nothing.
+        for p in o.trace.iter().chain(&o.memory) {
+            check_output(p, o.force)?;
+        }
+        let (mut session, fetches) = open(args)?;
+        let fed = read_feeds(&session, feeds)?;
+        let plan = session.plan(&fetches)?;
+        check_fed(&session, &plan, &fed)?;
+        let total = u64::from(o.warmup) + 2 * u64::from(o.runs);
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>9} [{bar:30}] {pos}/{len} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message("warmup");
+        for _ in 0..o.warmup {
+            session.run(&fed, &fetches)?;
+            bar.inc(1);
+        }
+        // Untraced runs: the steady-state time a user gets.
+        bar.set_message("timing");
+        let mut plain = Vec::with_capacity(o.runs as usize);
+        for _ in 0..o.runs {
+            let t = Instant::now();
+            session.run(&fed, &fetches)?;
+            plain.push(t.elapsed());
+            bar.inc(1);
+        }
+        bar.set_message("tracing");
+        let mut traced: Vec<RunMetadata> = Vec::with_capacity(o.runs as usize);
+        for _ in 0..o.runs {
+            let (_, meta) = session.run_with(&fed, &fetches, &RunOptions { trace: true })?;
+            traced.push(meta);
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        plain.sort();
+        let median = |v: &[std::time::Duration]| {
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2
+            }
+        };
+        let report = Profile::new(&traced);
+        let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
+        if let (Some(path), Some(last)) = (&o.trace, traced.last()) {
+            write_output(path, last.chrome_trace_json().as_bytes(), o.force)?;
+        }
+        if let Some(path) = &o.memory {
+            write_output(path, plan.memory_svg().as_bytes(), o.force)?;
+        }
+        if o.json {
+            let mut j = report.to_json();
+            j["devices"] = serde_json::json!(devices);
+            j["untraced_median_ms"] = serde_json::json!(ms(median(&plain)));
+            j["untraced_min_ms"] = serde_json::json!(ms(plain[0]));
+            j["dispatches"] = serde_json::json!(plan.dispatch_count());
+            j["transfers"] = serde_json::json!(plan.transfer_count());
+            println!("{j:#}");
+            return Ok(());
+        }
+        print!("{report}");
+        println!(
+            "untraced: median {:.3} ms, min {:.3} ms over {} run(s) on {} ({} dispatches, {} transfers)",
+            ms(median(&plain)),
+            ms(plain[0]),
+            o.runs,
+            devices.join(", "),
+            plan.dispatch_count(),
+            plan.transfer_count()
+        );
+        for (d, m) in &plan.memory {
+            println!(
+                "memory {d}: peak {} B (lower bound {} B, no reuse {} B), constants {} B",
+                m.peak_bytes, m.lower_bound_bytes, m.no_reuse_bytes, m.constant_bytes
+            );
+        }
+        if let Some(p) = &o.trace {
+            println!("trace: {}", p.display());
+        }
+        if let Some(p) = &o.memory {
+            println!("memory plan: {}", p.display());
+        }
+        Ok(())
+    }
 }

@@ -1,7 +1,16 @@
-//! Pictures of graphs and plans: Graphviz DOT with one cluster per device, and the memory
-//! plan as SVG ([`Plan::memory_svg`], in `memory.rs`).
+//! Pictures of graphs, plans and runs: Graphviz DOT with one cluster per device, the memory
+//! plan as SVG ([`Plan::memory_svg`], in `memory.rs`), and what a traced run did
+//! ([`RunMetadata`]) as Chrome trace-event JSON and a per-op summary table ([`Profile`]).
 
+mod chrome;
 mod memory;
+mod run;
+mod summary;
+
+pub use crate::backend::timing::{Clock, SpanKind};
+pub use chrome::arena_bytes_at;
+pub use run::{kernel_flops, kernel_kind, RunMetadata, RunOptions, TraceEvent};
+pub use summary::{Profile, ProfileRow};
 
 use crate::compile::Plan;
 use crate::device::Device;

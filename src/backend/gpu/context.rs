@@ -142,6 +142,9 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
     };
     // f16 tensors need it; kernels without f16 do not `enable` it, so asking costs nothing.
     required_features |= adapter.features() & wgpu::Features::SHADER_F16;
+    // Traced runs time each dispatch with pass timestamps where the adapter has them; an
+    // untraced run never writes a query, so asking costs nothing.
+    required_features |= adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
     let (device, queue) = resolve_native(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("wgflow"),
         required_features,
@@ -182,7 +185,18 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         DiskCache { cache, path }
     });
     let adapter_info = adapter.get_info();
+    let timestamps = device.features().contains(wgpu::Features::TIMESTAMP_QUERY)
+        && !std::env::var("WGFLOW_TIMING").is_ok_and(|v| v == "host");
+    log::debug!(
+        "{name}: traced runs use {}",
+        if timestamps {
+            "GPU timestamps"
+        } else {
+            "host timings"
+        }
+    );
     let ctx = Arc::new(GpuContext {
+        timestamps,
         gl_serial: (adapter_info.backend == wgpu::Backend::Gl).then(|| Mutex::new(())),
         name,
         limits: limits_of(&device.limits(), device.features()),
@@ -236,6 +250,9 @@ pub struct GpuContext {
     pub backend: wgpu::Backend,
     pub device_type: wgpu::DeviceType,
     pub limits: DeviceLimits,
+    /// Traced runs time dispatches with timestamp queries (the device has
+    /// `TIMESTAMP_QUERY`, and `WGFLOW_TIMING=host` does not ask for host timings).
+    pub timestamps: bool,
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pipelines: Mutex<HashMap<String, Arc<CachedPipeline>>>,
@@ -320,8 +337,10 @@ impl GpuContext {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(p) = cache.get(wgsl) {
+            log::debug!("{}: pipeline cache hit: {label}", self.name);
             return Ok((p.clone(), false));
         }
+        let compile_start = std::time::Instant::now();
         let created = self.scoped(&format!("creating pipeline {label}"), |device| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
@@ -358,6 +377,11 @@ impl GpuContext {
             });
             CachedPipeline { pipeline, layout }
         })?;
+        log::debug!(
+            "{}: pipeline cache miss: {label}: compiled in {:.2} ms",
+            self.name,
+            compile_start.elapsed().as_secs_f64() * 1e3
+        );
         let p = Arc::new(created);
         cache.insert(wgsl.to_string(), p.clone());
         Ok((p, true))

@@ -1,0 +1,234 @@
+//! `wgflow profile` and `wgflow plan --memory`: the per-op table, the trace and memory files,
+//! JSON output, and the errors (bad --runs, existing or unwritable outputs).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use wgflow::Device;
+
+fn wgflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(args)
+        .env_remove("WGFLOW_VISIBLE_DEVICES")
+        .output()
+        .expect("run wgflow")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("graph-examples")
+}
+
+fn mlp() -> String {
+    root().join("mlp.json").display().to_string()
+}
+
+fn feed() -> String {
+    format!("x={}", root().join("mlp.feeds/x.npy").display())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wgflow-profile-{}-{name}", std::process::id()));
+    std::fs::remove_dir_all(&d).ok();
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn devices() -> Vec<Device> {
+    let mut d = vec![Device::Cpu];
+    d.extend(common::gpus());
+    d
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn profile_prints_the_nodes_and_writes_trace_and_memory() {
+    for dev in devices() {
+        let dir = scratch(&dev.to_string().replace(':', "_"));
+        let trace = dir.join("trace.json");
+        let svg = dir.join("memory.svg");
+        let out = wgflow(&[
+            "profile",
+            &mlp(),
+            "--feed",
+            &feed(),
+            "--device",
+            &dev.to_string(),
+            "--runs",
+            "3",
+            "--trace",
+            &s(&trace),
+            "--memory",
+            &s(&svg),
+        ]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{dev}: {}", text(&out.stderr));
+        for node in [
+            "layer1/matmul",
+            "layer1/relu",
+            "layer2/matmul",
+            "layer2/add",
+        ] {
+            assert!(stdout.contains(node), "{dev}: {node} missing:\n{stdout}");
+        }
+        assert!(
+            stdout.contains("matmul") && stdout.contains("GB/s"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("median") && stdout.contains("min"),
+            "{stdout}"
+        );
+        let t: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+        let events = t["traceEvents"].as_array().unwrap();
+        assert!(events
+            .iter()
+            .any(|e| e["ph"] == "X" && e["name"].as_str().unwrap().contains("layer1/matmul")));
+        let svg = std::fs::read_to_string(&svg).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    }
+}
+
+#[test]
+fn profile_json_parses() {
+    let out = wgflow(&[
+        "profile",
+        &mlp(),
+        "--feed",
+        &feed(),
+        "--device",
+        "cpu:0",
+        "--runs",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["runs"], 2);
+    assert!(j["by_node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"].as_str().unwrap().contains("layer2/matmul")));
+    assert!(j["untraced_median_ms"].as_f64().unwrap() >= 0.0);
+}
+
+#[test]
+fn bad_runs_are_refused() {
+    for runs in ["0", "many", "-1"] {
+        let arg = format!("--runs={runs}");
+        let out = wgflow(&["profile", &mlp(), "--feed", &feed(), &arg]);
+        assert!(!out.status.success(), "--runs {runs} was accepted");
+        assert!(
+            text(&out.stderr).contains("--runs"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn existing_outputs_need_force_and_unwritable_paths_fail() {
+    let dir = scratch("exists");
+    let trace = dir.join("trace.json");
+    std::fs::write(&trace, "keep").unwrap();
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "profile".to_string(),
+            mlp(),
+            "--feed".into(),
+            feed(),
+            "--device".into(),
+            "cpu:0".into(),
+            "--runs".into(),
+            "1".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| wgflow(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(args(&["--trace", &s(&trace)]));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--force"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&trace).unwrap(), "keep");
+    let out = run(args(&["--trace", &s(&trace), "--force"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&trace)
+        .unwrap()
+        .contains("traceEvents"));
+    let missing = dir.join("no/such/dir/trace.json");
+    let out = run(args(&["--trace", &s(&missing)]));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("cannot write"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(args(&["--memory", &s(&dir)]));
+    assert!(
+        !out.status.success(),
+        "a directory as --memory was accepted"
+    );
+}
+
+#[test]
+fn plan_writes_the_memory_svg() {
+    let dir = scratch("plan");
+    let svg = dir.join("m.svg");
+    let out = wgflow(&["plan", &mlp(), "--device", "cpu:0", "--memory", &s(&svg)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("schedule"));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let again = wgflow(&["plan", &mlp(), "--device", "cpu:0", "--memory", &s(&svg)]);
+    assert!(!again.status.success());
+    assert!(text(&again.stderr).contains("already exists"));
+}
+
+/// `WGFLOW_TIMING=host` turns GPU timestamps off: GPU steps are then submitted and waited
+/// for one by one and labelled `host`; without it, adapters with `TIMESTAMP_QUERY` label
+/// theirs `gpu-timestamp`.
+#[test]
+fn gpu_steps_say_how_they_were_timed() {
+    for dev in common::gpus() {
+        let args = [
+            "profile",
+            &mlp(),
+            "--feed",
+            &feed(),
+            "--device",
+            &dev.to_string(),
+            "--runs",
+            "2",
+            "--json",
+        ];
+        let host = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+            .args(args)
+            .env_remove("WGFLOW_VISIBLE_DEVICES")
+            .env("WGFLOW_TIMING", "host")
+            .output()
+            .unwrap();
+        assert!(host.status.success(), "{}", text(&host.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&host.stdout).unwrap();
+        for row in j["by_kind"].as_array().unwrap() {
+            assert_eq!(row["timing"], "host", "{dev}: {row}");
+        }
+        let out = wgflow(&args);
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for row in j["by_kind"].as_array().unwrap() {
+            let t = row["timing"].as_str().unwrap();
+            assert!(t == "gpu-timestamp" || t == "host", "{dev}: {row}");
+        }
+    }
+}
