@@ -148,15 +148,15 @@ struct Timestamps {
     queries: u32,
 }
 
-impl Backend for GpuPlan {
-    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)> {
-        let Device::Gpu(index) = device else {
-            return Err(Error::Internal(format!("{device} is not a GPU")));
-        };
-        let ctx = context::get(index)?;
-        let mut created = Created::default();
-        let empty = MemoryPlan::default();
-        let mp = plan.memory(device).unwrap_or(&empty);
+impl GpuPlan {
+    /// The arena, the constant buffer (filled) and the staging buffer of a plan on `device`.
+    fn allocate(
+        ctx: &Arc<GpuContext>,
+        plan: &Plan,
+        device: Device,
+        mp: &MemoryPlan,
+        created: &mut Created,
+    ) -> Result<(wgpu::Buffer, Option<wgpu::Buffer>, wgpu::Buffer, u64)> {
         let usage = wgpu::BufferUsages::STORAGE
             | wgpu::BufferUsages::COPY_SRC
             | wgpu::BufferUsages::COPY_DST;
@@ -219,6 +219,101 @@ impl Backend for GpuPlan {
         })?;
         created.buffers += 1;
 
+        Ok((arena, constants, staging, staging_size))
+    }
+
+    /// The pipeline, bind group and grid of dispatch step `i`.
+    fn prepare_dispatch(
+        &mut self,
+        plan: &Plan,
+        i: usize,
+        kernel: &crate::ops::Kernel,
+        inputs: &[ValueId],
+        created: &mut Created,
+    ) -> Result<()> {
+        let (ctx, device, step) = (self.ctx.clone(), self.device, &plan.steps[i]);
+        let adapter = ctx.adapter_kind();
+        let kernel = &kernel.for_adapter(&adapter);
+        let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
+        // Lowering splits long loops; this is the net for shapes it cannot split (a
+        // pooling window or one channel's convolution window past the limit).
+        match kernel.loop_iterations() {
+            Some(iterations) if adapter.software && iterations > crate::ops::LOOP_LIMIT => {
+                return Err(Error::LoopLimit {
+                    node: step.nodes.join("+"),
+                    device: device.to_string(),
+                    kernel: kernel.describe(),
+                    iterations,
+                    limit: crate::ops::LOOP_LIMIT,
+                });
+            }
+            _ => {}
+        }
+        let mut slots: Vec<ValueId> = inputs.to_vec();
+        slots.push(step.output);
+        let resources = slots
+            .iter()
+            .map(|&v| self.slice(plan, v))
+            .collect::<Result<Vec<_>>>()?;
+        let (wgsl, windows) = windowed(
+            kernel,
+            &resources,
+            &ctx.limits,
+            plan.memory(device).map_or(4, |m| m.alignment),
+            &step.nodes.join("+"),
+            device,
+        )?;
+        let (pipeline, new) =
+            ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), windows.len())?;
+        created.pipelines += new as u64;
+        let grid = kernel.grid_on(
+            &step.nodes.join("+"),
+            device,
+            ctx.limits.max_compute_workgroups_per_dimension,
+        )?;
+        let entries: Vec<wgpu::BindGroupEntry> = windows
+            .iter()
+            .enumerate()
+            .map(|(b, (buf, off, size))| wgpu::BindGroupEntry {
+                binding: b as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: buf,
+                    offset: *off,
+                    size: wgpu::BufferSize::new(*size),
+                }),
+            })
+            .collect();
+        let bind_group = ctx.scoped(&format!("creating the bind group of {label}"), |d| {
+            d.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(&label),
+                layout: &pipeline.layout,
+                entries: &entries,
+            })
+        })?;
+        created.bind_groups += 1;
+        self.dispatches.insert(
+            i,
+            Dispatch {
+                pipeline,
+                bind_group,
+                grid,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl Backend for GpuPlan {
+    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)> {
+        let Device::Gpu(index) = device else {
+            return Err(Error::Internal(format!("{device} is not a GPU")));
+        };
+        let ctx = context::get(index)?;
+        let mut created = Created::default();
+        let empty = MemoryPlan::default();
+        let mp = plan.memory(device).unwrap_or(&empty);
+        let (arena, constants, staging, staging_size) =
+            GpuPlan::allocate(&ctx, plan, device, mp, &mut created)?;
         let mut gp = GpuPlan {
             ctx: ctx.clone(),
             device,
@@ -234,76 +329,9 @@ impl Backend for GpuPlan {
             let StepKind::Dispatch { kernel, inputs } = &step.kind else {
                 continue;
             };
-            if step.device != device {
-                continue;
+            if step.device == device {
+                gp.prepare_dispatch(plan, i, kernel, inputs, &mut created)?;
             }
-            let adapter = ctx.adapter_kind();
-            let kernel = &kernel.for_adapter(&adapter);
-            let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
-            // Lowering splits long loops; this is the net for shapes it cannot split (a
-            // pooling window or one channel's convolution window past the limit).
-            match kernel.loop_iterations() {
-                Some(iterations) if adapter.software && iterations > crate::ops::LOOP_LIMIT => {
-                    return Err(Error::LoopLimit {
-                        node: step.nodes.join("+"),
-                        device: device.to_string(),
-                        kernel: kernel.describe(),
-                        iterations,
-                        limit: crate::ops::LOOP_LIMIT,
-                    });
-                }
-                _ => {}
-            }
-            let mut slots: Vec<ValueId> = inputs.clone();
-            slots.push(step.output);
-            let resources = slots
-                .iter()
-                .map(|&v| gp.slice(plan, v))
-                .collect::<Result<Vec<_>>>()?;
-            let (wgsl, windows) = windowed(
-                kernel,
-                &resources,
-                &ctx.limits,
-                plan.memory(device).map_or(4, |m| m.alignment),
-                &step.nodes.join("+"),
-                device,
-            )?;
-            let (pipeline, new) =
-                ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), windows.len())?;
-            created.pipelines += new as u64;
-            let grid = kernel.grid_on(
-                &step.nodes.join("+"),
-                device,
-                ctx.limits.max_compute_workgroups_per_dimension,
-            )?;
-            let entries: Vec<wgpu::BindGroupEntry> = windows
-                .iter()
-                .enumerate()
-                .map(|(b, (buf, off, size))| wgpu::BindGroupEntry {
-                    binding: b as u32,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: buf,
-                        offset: *off,
-                        size: wgpu::BufferSize::new(*size),
-                    }),
-                })
-                .collect();
-            let bind_group = ctx.scoped(&format!("creating the bind group of {label}"), |d| {
-                d.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(&label),
-                    layout: &pipeline.layout,
-                    entries: &entries,
-                })
-            })?;
-            created.bind_groups += 1;
-            gp.dispatches.insert(
-                i,
-                Dispatch {
-                    pipeline,
-                    bind_group,
-                    grid,
-                },
-            );
         }
         if created.pipelines > 0 {
             ctx.persist_pipeline_cache();
