@@ -232,3 +232,38 @@ fn gpu_steps_say_how_they_were_timed() {
         }
     }
 }
+
+/// The issue's own command: no `--feed`, so the placeholder is profiled with zeros (said on
+/// stderr) and the trace and memory files are still written.
+#[test]
+fn profile_without_feeds_uses_zeros_and_says_so() {
+    let d = scratch("nofeed");
+    let (t, m) = (d.join("t.json"), d.join("m.svg"));
+    let out = wgflow(&[
+        "profile",
+        &mlp(),
+        "--runs",
+        "2",
+        "--trace",
+        &s(&t),
+        "--memory",
+        &s(&m),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("zeros for 'x' (f32 [4, 3])"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("layer1/matmul"),
+        "{}",
+        text(&out.stdout)
+    );
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&t).unwrap()).expect("trace JSON");
+    assert!(trace["traceEvents"]
+        .as_array()
+        .is_some_and(|e| !e.is_empty()));
+    assert!(std::fs::read_to_string(&m).unwrap().starts_with("<svg"));
+}

@@ -484,6 +484,33 @@ fn read_feeds(session: &Session, feeds: &[String]) -> wgflow::Result<Vec<(Tensor
     Ok(fed)
 }
 
+/// Timings do not depend on the values: a placeholder `--feed` does not give is profiled
+/// with zeros of its shape and dtype (said on stderr), so `profile GRAPH.json` just works.
+fn zeros_for_unfed(
+    session: &Session,
+    plan: &Plan,
+    fed: &mut Vec<(Tensor, HostTensor)>,
+) -> wgflow::Result<()> {
+    let g = session.graph();
+    let given = fed
+        .iter()
+        .map(|(t, _)| g.name(*t).map(str::to_string))
+        .collect::<wgflow::Result<HashSet<String>>>()?;
+    for (name, _) in &plan.feeds {
+        if given.contains(name) {
+            continue;
+        }
+        let Some(t) = g.tensor(name) else { continue };
+        let node = g.node(t)?;
+        eprintln!(
+            "note: profiling with zeros for '{name}' ({} {}); pass --feed {name}=FILE.npy for real data",
+            node.dtype, node.shape
+        );
+        fed.push((t, HostTensor::zeros(node.shape.clone(), node.dtype)));
+    }
+    Ok(())
+}
+
 /// Every placeholder `plan` reads must be fed: name the missing ones with their types.
 fn check_fed(session: &Session, plan: &Plan, fed: &[(Tensor, HostTensor)]) -> wgflow::Result<()> {
     let fed_names = fed
@@ -614,9 +641,9 @@ mod profile {
             check_output(p, o.force)?;
         }
         let (mut session, fetches) = open(args)?;
-        let fed = read_feeds(&session, feeds)?;
+        let mut fed = read_feeds(&session, feeds)?;
         let plan = session.plan(&fetches)?;
-        check_fed(&session, &plan, &fed)?;
+        zeros_for_unfed(&session, &plan, &mut fed)?;
         let total = u64::from(o.warmup) + 2 * u64::from(o.runs);
         let bar = indicatif::ProgressBar::new(total);
         bar.set_style(
