@@ -26,6 +26,10 @@ use crate::Shape;
 use crate::{DType, HostTensor};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+mod work;
+
+use work::Work;
+
 /// The most ops an elementwise kernel with several consumers may have and still be
 /// recomputed in each of them.
 pub const RECOMPUTE_MAX_OPS: usize = 8;
@@ -384,211 +388,6 @@ fn write_back(plan: &mut Plan, work: Vec<Option<Work>>, dead: &[bool]) {
     }
 }
 
-/// "Itself" in [`Work::fwd`].
-const NO_FWD: usize = usize::MAX;
-
-/// An elementwise kernel being fused: an arena of expression nodes in which an input's node,
-/// once the input is inlined, is forwarded to the inlined expression's result. Inlining then
-/// appends the smaller of the two arenas to the larger and rewrites nothing, so fusing a
-/// chain of n ops costs O(n log n), not O(n²).
-#[derive(Debug, Clone, Default)]
-struct Work {
-    nodes: Vec<Node>,
-    /// The node each node stands for once forwarded ([`NO_FWD`]: itself).
-    fwd: Vec<usize>,
-    root: usize,
-    /// Live inputs by id (the `Node::Input` index in the arena): source and reading node.
-    ins: BTreeMap<usize, (Src, usize)>,
-    by_src: HashMap<Src, usize>,
-    next_id: usize,
-    /// Operations in the arena (a shared node counts once).
-    ops: usize,
-    /// The graph nodes computed, with the step each came from (for ordering).
-    names: Vec<(usize, String)>,
-    /// The value this kernel writes.
-    out: ValueId,
-}
-
-impl Work {
-    fn new(
-        k: &ElementwiseKernel,
-        inputs: &[ValueId],
-        step: (usize, ValueId),
-        names: Vec<String>,
-    ) -> Work {
-        let mut w = Work {
-            nodes: k.expr.nodes().to_vec(),
-            fwd: vec![NO_FWD; k.expr.nodes().len()],
-            root: k.expr.root(),
-            ins: BTreeMap::new(),
-            by_src: HashMap::new(),
-            next_id: 0,
-            ops: k.expr.op_count(),
-            names: names.into_iter().map(|n| (step.0, n)).collect(),
-            out: step.1,
-        };
-        for a in 0..w.nodes.len() {
-            if let Node::Input(i) = w.nodes[a] {
-                w.add_input(a, (inputs[i], viewed(k, i)));
-            }
-        }
-        w
-    }
-
-    /// Make arena node `a` read `src`, sharing an existing input of the same source.
-    fn add_input(&mut self, a: usize, src: Src) {
-        if let Some(&id) = self.by_src.get(&src) {
-            self.fwd[a] = self.ins[&id].1;
-            return;
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.nodes[a] = Node::Input(id);
-        self.by_src.insert(src.clone(), id);
-        self.ins.insert(id, (src, a));
-    }
-
-    /// Drop input `id`, returning its arena node.
-    fn remove_input(&mut self, id: usize) -> Option<usize> {
-        let (src, a) = self.ins.remove(&id)?;
-        self.by_src.remove(&src);
-        Some(a)
-    }
-
-    /// Replace input `id` by a leaf node (a literal).
-    fn replace_input(&mut self, id: usize, leaf: Node) {
-        if let Some(a) = self.remove_input(id) {
-            self.nodes.push(leaf);
-            self.fwd.push(NO_FWD);
-            self.fwd[a] = self.nodes.len() - 1;
-        }
-    }
-
-    /// Read input `id` from another source (a view of the producer's input).
-    fn rebind(&mut self, id: usize, src: Src) {
-        if let Some(a) = self.remove_input(id) {
-            self.add_input(a, src);
-        }
-    }
-
-    /// Storage bindings (inputs) after inlining `p` in place of input `id`.
-    fn bindings_after(&self, id: usize, p: &Work) -> usize {
-        let new = p
-            .ins
-            .values()
-            .filter(|(src, _)| !self.by_src.contains_key(src))
-            .count();
-        self.ins.len() - usize::from(self.ins.contains_key(&id)) + new
-    }
-
-    /// Cheap enough to recompute in each consumer (see the module docs): at most one input
-    /// of the output's size, at most [`RECOMPUTE_MAX_OPS`] operations.
-    fn cheap(&self, plan: &Plan) -> bool {
-        let out = &plan.values[self.out].shape;
-        let full = self
-            .ins
-            .values()
-            .filter(|((v, view), _)| match view {
-                Some((_, apparent)) => apparent == out,
-                None => &plan.values[*v].shape == out,
-            })
-            .count();
-        full <= 1 && self.ops <= RECOMPUTE_MAX_OPS
-    }
-
-    /// Follow forwarding to the node that computes `a`'s value.
-    fn resolve(&self, mut a: usize) -> usize {
-        while self.fwd[a] != NO_FWD {
-            a = self.fwd[a];
-        }
-        a
-    }
-
-    /// This kernel with `p` computed in place of input `id`.
-    fn inline(mut self, id: usize, p: Work) -> Work {
-        let Some(slot) = self.remove_input(id) else {
-            return self;
-        };
-        let (p_root, out) = (p.root, self.out);
-        let self_is_big = self.nodes.len() >= p.nodes.len();
-        let (mut big, small) = if self_is_big { (self, p) } else { (p, self) };
-        let off = big.nodes.len();
-        big.nodes
-            .extend(small.nodes.iter().map(|n| n.map_operands(|o| o + off)));
-        big.fwd.extend(
-            small
-                .fwd
-                .iter()
-                .map(|&f| if f == NO_FWD { NO_FWD } else { f + off }),
-        );
-        for (src, a) in small.ins.into_values() {
-            big.add_input(a + off, src);
-        }
-        big.ops += small.ops;
-        let mut names = small.names;
-        if names.len() > big.names.len() {
-            std::mem::swap(&mut names, &mut big.names);
-        }
-        big.names.append(&mut names);
-        let (slot, p_root, root) = if self_is_big {
-            (slot, p_root + off, big.root)
-        } else {
-            (slot + off, p_root, small.root + off)
-        };
-        big.fwd[slot] = p_root;
-        big.root = root;
-        big.out = out;
-        big
-    }
-
-    /// The finished expression (shared nodes merged, inputs numbered by first use), its
-    /// inputs, and the graph nodes it computes.
-    fn finish(self) -> (Expr, Vec<Src>, Vec<(usize, String)>) {
-        const UNSEEN: usize = usize::MAX;
-        let mut map = vec![UNSEEN; self.nodes.len()];
-        let mut nodes: Vec<Node> = Vec::new();
-        let mut seen: HashMap<Node, usize> = HashMap::new();
-        let mut input_pos: HashMap<usize, usize> = HashMap::new();
-        let mut srcs: Vec<Src> = Vec::new();
-        // Post-order without recursion: chains are as deep as they are long.
-        let mut stack = vec![(self.resolve(self.root), false)];
-        while let Some((a, expanded)) = stack.pop() {
-            if map[a] != UNSEEN {
-                continue;
-            }
-            let node = self.nodes[a];
-            if !expanded {
-                stack.push((a, true));
-                let ops: Vec<usize> = node.operands().collect();
-                for &o in ops.iter().rev() {
-                    let o = self.resolve(o);
-                    if map[o] == UNSEEN {
-                        stack.push((o, false));
-                    }
-                }
-                continue;
-            }
-            let node = match node {
-                Node::Input(id) => {
-                    let pos = *input_pos.entry(id).or_insert_with(|| {
-                        let src = self.ins.get(&id).map(|(s, _)| s.clone());
-                        srcs.push(src.unwrap_or((0, None)));
-                        srcs.len() - 1
-                    });
-                    Node::Input(pos)
-                }
-                other => other.map_operands(|o| map[self.resolve(o)]),
-            };
-            map[a] = *seen.entry(node).or_insert_with(|| {
-                nodes.push(node);
-                nodes.len() - 1
-            });
-        }
-        let expr = Expr::from_nodes(nodes).unwrap_or_else(|| Expr::input(0));
-        (expr, srcs, self.names)
-    }
-}
-
 fn drop_dead(plan: &mut Plan, dead: &[bool]) {
     let mut i = 0;
     plan.steps.retain(|_| {
@@ -709,29 +508,9 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                 .filter(|(i, _)| *i != j)
                 .map(|(_, &x)| x)
                 .collect();
-            // Matmuls take full, bias-row and scalar extras; reductions full and scalar ones.
-            let (out, dtype, fits_kind) = match producer_kernel {
-                Kernel::MatMul(mk) => (
-                    &mk.out,
-                    mk.dtype,
-                    mk.epilogue.is_none()
-                        && others
-                            .iter()
-                            .all(|&x| EpilogueInput::of(&plan.values[x].shape, &mk.out).is_some()),
-                ),
-                Kernel::Reduce(rk) => (
-                    &rk.out_shape,
-                    rk.dtype,
-                    rk.takes_epilogue()
-                        && others.iter().all(|&x| {
-                            let s = &plan.values[x].shape;
-                            s == &rk.out_shape || s.numel() == 1
-                        }),
-                ),
-                // Convolutions take any extra that broadcasts to the output (per-channel
-                // bias and batch-norm parameters, scalars, a residual).
-                Kernel::Conv2d(ck) => (&ck.out, DType::F32, ck.epilogue.is_none()),
-                _ => continue,
+            let Some((out, dtype, fits_kind)) = epilogue_host(producer_kernel, &others, &plan)
+            else {
+                continue;
             };
             let fits = fits_kind
                 && out == &k.out_shape
@@ -752,21 +531,7 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                     .map(|&x| (plan.values[x].shape.clone(), plan.values[x].dtype))
                     .collect(),
             });
-            let fused = match producer_kernel.clone() {
-                Kernel::MatMul(mut mk) => {
-                    mk.epilogue = epilogue;
-                    Kernel::MatMul(mk)
-                }
-                Kernel::Reduce(mut rk) => {
-                    rk.epilogue = epilogue;
-                    Kernel::Reduce(rk)
-                }
-                Kernel::Conv2d(mut ck) => {
-                    ck.epilogue = epilogue;
-                    Kernel::Conv2d(ck)
-                }
-                other => other,
-            };
+            let fused = with_epilogue(producer_kernel.clone(), epilogue);
             let mut new_inputs = pins.clone();
             new_inputs.extend(others);
             let output = plan.steps[c].output;
@@ -785,6 +550,66 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
     }
     drop_dead(&mut plan, &dead);
     plan
+}
+
+/// A kernel that can take an elementwise epilogue: its output shape and dtype, and whether
+/// it can take one reading `others` (matmuls take full, bias-row and scalar extras;
+/// reductions full and scalar ones; convolutions any extra that broadcasts to the output:
+/// per-channel bias and batch-norm parameters, scalars, a residual).
+fn epilogue_host<'k>(
+    kernel: &'k Kernel,
+    others: &[ValueId],
+    plan: &Plan,
+) -> Option<(&'k Shape, DType, bool)> {
+    match kernel {
+        Kernel::MatMul(mk) => Some((
+            &mk.out,
+            mk.dtype,
+            mk.epilogue.is_none()
+                && others
+                    .iter()
+                    .all(|&x| EpilogueInput::of(&plan.values[x].shape, &mk.out).is_some()),
+        )),
+        Kernel::Reduce(rk) => Some((
+            &rk.out_shape,
+            rk.dtype,
+            rk.takes_epilogue()
+                && others.iter().all(|&x| {
+                    let s = &plan.values[x].shape;
+                    s == &rk.out_shape || s.numel() == 1
+                }),
+        )),
+        Kernel::Conv2d(ck) => Some((&ck.out, DType::F32, ck.epilogue.is_none())),
+        Kernel::Elementwise(_)
+        | Kernel::Permute(_)
+        | Kernel::Strided(_)
+        | Kernel::Concat(_)
+        | Kernel::Pad(_)
+        | Kernel::Gather(_)
+        | Kernel::Pool(_)
+        | Kernel::Random(_)
+        | Kernel::RawWgsl(_)
+        | Kernel::Scan(_) => None,
+    }
+}
+
+/// `kernel` with `epilogue` applied to its output (kernels [`epilogue_host`] accepts).
+fn with_epilogue(kernel: Kernel, epilogue: Option<Epilogue>) -> Kernel {
+    match kernel {
+        Kernel::MatMul(mut mk) => {
+            mk.epilogue = epilogue;
+            Kernel::MatMul(mk)
+        }
+        Kernel::Reduce(mut rk) => {
+            rk.epilogue = epilogue;
+            Kernel::Reduce(rk)
+        }
+        Kernel::Conv2d(mut ck) => {
+            ck.epilogue = epilogue;
+            Kernel::Conv2d(ck)
+        }
+        other => other,
+    }
 }
 
 /// An elementwise kernel's input as fusion tracks it: the bound value, and the view (with the
