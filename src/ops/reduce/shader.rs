@@ -12,16 +12,47 @@ impl ReduceKernel {
             return self.wgsl_rows(strategy, r);
         }
         let (kd, ks, rd, rs) = self.split();
-        let count = self.reduced_count();
         let (chunk, chunks) = self.chunking();
-        let d = self.dtype;
-        let out_d = self.op.out_dtype(d);
-        let mut bindings = Writer::new();
-        self.bind_sources(&mut bindings, false);
+        let out_d = self.op.out_dtype(self.dtype);
         let (func, epi_args) = self.epilogue_parts();
         let func = format!("{}\n{func}", self.prologue_functions(false));
-        let n_src = self.sources();
-        let mut next = n_src;
+        let mut base = Writer::new();
+        base.indent(1);
+        wgsl::strided_index(&mut base, "base", "o", &kd, &ks);
+        let mut values = vec![
+            ("BINDINGS", self.loop_bindings(out_d)),
+            ("FUNC", func),
+            ("WG", wgsl::WORKGROUP.to_string()),
+            ("N", format!("{}u", self.out_shape.numel())),
+            ("CHUNKS", chunks.to_string()),
+            ("CHUNK", chunk.to_string()),
+            ("R", self.reduced_count().to_string()),
+            ("BASE", base.finish()),
+        ];
+        let mut fold = Writer::new();
+        if self.op.is_arg() {
+            self.arg_fold(&mut fold, &rd, &rs);
+            values.push(("FOLD", fold.finish()));
+            return wgsl::fill_template(include_str!("../../../shaders/arg_reduce.wgsl"), &values);
+        }
+        self.value_fold(&mut fold, &rd, &rs);
+        let finish = self.finish_wgsl();
+        values.extend([
+            ("FOLD", fold.finish()),
+            (
+                "STORE",
+                wgsl::store("out", "oc", &self.apply_epilogue(&finish, &epi_args), out_d),
+            ),
+        ]);
+        wgsl::fill_template(include_str!("../../../shaders/reduce.wgsl"), &values)
+    }
+
+    /// The loop kernel's bindings: the sources, the chunk winners of an arg pass over
+    /// partials, the epilogue's extras, the output.
+    fn loop_bindings(&self, out_d: DType) -> String {
+        let mut bindings = Writer::new();
+        self.bind_sources(&mut bindings, false);
+        let mut next = self.sources();
         if let Pass::ArgOfPartials { .. } = self.pass {
             wgsl::storage_binding(&mut bindings, next, "parts", DType::I32);
             next += 1;
@@ -31,61 +62,48 @@ impl ReduceKernel {
             wgsl::storage_binding(&mut bindings, b, &format!("in{b}"), *xd);
         }
         wgsl::storage_binding(&mut bindings, next + self.extra().len(), "out", out_d);
-        let mut base = Writer::new();
-        base.indent(1);
-        wgsl::strided_index(&mut base, "base", "o", &kd, &ks);
-        // `let {name} = <offset of reduced element {linear}>;` at `level`.
-        let offset = |w: &mut Writer, name: &str, linear: &str, level: usize| {
-            w.indent(level);
-            wgsl::strided_index(w, name, linear, &rd, &rs);
+        bindings.finish()
+    }
+
+    /// argmax/argmin: the index of the first extreme (NaN wins) among the chunk's elements,
+    /// or among the chunk winners of a partial pass.
+    fn arg_fold(&self, f: &mut Writer, rd: &[usize], rs: &[usize]) {
+        let cmp = if self.op == ReduceOp::ArgMax {
+            ">"
+        } else {
+            "<"
         };
-        let mut fold = Writer::new();
-        let common = [
-            ("WG", wgsl::WORKGROUP.to_string()),
-            ("N", format!("{}u", self.out_shape.numel())),
-            ("CHUNKS", chunks.to_string()),
-            ("CHUNK", chunk.to_string()),
-            ("R", count.to_string()),
-            ("BASE", base.finish()),
-        ];
-        if self.op.is_arg() {
-            let cmp = if self.op == ReduceOp::ArgMax {
-                ">"
-            } else {
-                "<"
-            };
-            let better = if d.is_float() {
-                format!("!wgf_isnan(best) && (wgf_isnan(v) || v {cmp} best)")
-            } else {
-                format!("v {cmp} best")
-            };
-            let f = &mut fold;
-            if let Pass::ArgOfPartials { chunks: k } = self.pass {
-                f.indent(1);
-                f.line(&format!("var at = u32(parts[o * {k}u]);"));
-                offset(f, "off0", "at", 1);
-                f.line(&format!("var best = {};", self.src_load("base + off0")));
-                f.line(&format!("for (var k = 1u; k < {k}u; k = k + 1u) {{"));
-                f.line(&format!("    let r = u32(parts[o * {k}u + k]);"));
-            } else {
-                offset(f, "off0", "lo", 1);
-                f.line(&format!("var best = {};", self.src_load("base + off0")));
-                f.line("var at = lo;");
-                f.line("for (var r = lo + 1u; r < hi; r = r + 1u) {");
-            }
-            offset(f, "off", "r", 2);
-            f.line(&format!("let v = {};", self.src_load("base + off")));
-            f.line(&format!("if ({better}) {{"));
-            f.line("    best = v;");
-            f.line("    at = r;");
-            f.line("}");
+        let better = if self.dtype.is_float() {
+            format!("!wgf_isnan(best) && (wgf_isnan(v) || v {cmp} best)")
+        } else {
+            format!("v {cmp} best")
+        };
+        if let Pass::ArgOfPartials { chunks: k } = self.pass {
             f.indent(1);
-            f.line("}");
-            let mut values = vec![("BINDINGS", bindings.finish()), ("FUNC", func)];
-            values.extend(common);
-            values.push(("FOLD", fold.finish()));
-            return wgsl::fill_template(include_str!("../../../shaders/arg_reduce.wgsl"), &values);
+            f.line(&format!("var at = u32(parts[o * {k}u]);"));
+            offset(f, "off0", "at", 1, rd, rs);
+            f.line(&format!("var best = {};", self.src_load("base + off0")));
+            f.line(&format!("for (var k = 1u; k < {k}u; k = k + 1u) {{"));
+            f.line(&format!("    let r = u32(parts[o * {k}u + k]);"));
+        } else {
+            offset(f, "off0", "lo", 1, rd, rs);
+            f.line(&format!("var best = {};", self.src_load("base + off0")));
+            f.line("var at = lo;");
+            f.line("for (var r = lo + 1u; r < hi; r = r + 1u) {");
         }
+        offset(f, "off", "r", 2, rd, rs);
+        f.line(&format!("let v = {};", self.src_load("base + off")));
+        f.line(&format!("if ({better}) {{"));
+        f.line("    best = v;");
+        f.line("    at = r;");
+        f.line("}");
+        f.indent(1);
+        f.line("}");
+    }
+
+    /// The other ops: sums in blocks of [`SUM_BLOCK`], the rest element by element.
+    fn value_fold(&self, f: &mut Writer, rd: &[usize], rs: &[usize]) {
+        let d = self.dtype;
         let zero = zero_of(d);
         let combine = match (self.op, d.is_float()) {
             (ReduceOp::Sum | ReduceOp::Mean, _) => "acc + v",
@@ -99,10 +117,9 @@ impl ReduceKernel {
             (ReduceOp::Min, true) => "wgf_min(acc, v)",
             (ReduceOp::Max, false) => "max(acc, v)",
             (ReduceOp::Min, false) => "min(acc, v)",
-            // Written by the arg template above.
+            // Written by `arg_fold`.
             (ReduceOp::ArgMax | ReduceOp::ArgMin, _) => "",
         };
-        let f = &mut fold;
         f.indent(1);
         if self.is_sum() {
             let ident = sum_identity_wgsl(d);
@@ -113,47 +130,36 @@ impl ReduceKernel {
             f.line(&format!("    var s = {ident};"));
             f.line(&format!("    let e = min(b + {SUM_BLOCK}u, hi);"));
             f.line("    for (var r = b; r < e; r = r + 1u) {");
-            offset(f, "off", "r", 3);
+            offset(f, "off", "r", 3, rd, rs);
             f.line(&format!("s = s + {};", self.src_load("base + off")));
             f.indent(1);
             f.line("    }");
             f.line("    acc = acc + s;");
             f.line("}");
-        } else {
-            let (init, start) = match self.op {
-                ReduceOp::Prod => (wgsl::one(d), "lo"),
-                ReduceOp::All => ("true".to_string(), "lo"),
-                ReduceOp::Any => ("false".to_string(), "lo"),
-                // No identity: start from the first element.
-                ReduceOp::Max
-                | ReduceOp::Min
-                | ReduceOp::Sum
-                | ReduceOp::Mean
-                | ReduceOp::ArgMax
-                | ReduceOp::ArgMin => {
-                    offset(f, "off0", "lo", 1);
-                    (self.src_load("base + off0"), "lo + 1u")
-                }
-            };
-            f.line(&format!("var acc = {init};"));
-            f.line(&format!("for (var r = {start}; r < hi; r = r + 1u) {{"));
-            offset(f, "off", "r", 2);
-            f.line(&format!("let v = {};", self.src_load("base + off")));
-            f.line(&format!("acc = {combine};"));
-            f.indent(1);
-            f.line("}");
+            return;
         }
-        let finish = self.finish_wgsl();
-        let mut values = vec![("BINDINGS", bindings.finish()), ("FUNC", func)];
-        values.extend(common);
-        values.extend([
-            ("FOLD", fold.finish()),
-            (
-                "STORE",
-                wgsl::store("out", "oc", &self.apply_epilogue(&finish, &epi_args), out_d),
-            ),
-        ]);
-        wgsl::fill_template(include_str!("../../../shaders/reduce.wgsl"), &values)
+        let (init, start) = match self.op {
+            ReduceOp::Prod => (wgsl::one(d), "lo"),
+            ReduceOp::All => ("true".to_string(), "lo"),
+            ReduceOp::Any => ("false".to_string(), "lo"),
+            // No identity: start from the first element.
+            ReduceOp::Max
+            | ReduceOp::Min
+            | ReduceOp::Sum
+            | ReduceOp::Mean
+            | ReduceOp::ArgMax
+            | ReduceOp::ArgMin => {
+                offset(f, "off0", "lo", 1, rd, rs);
+                (self.src_load("base + off0"), "lo + 1u")
+            }
+        };
+        f.line(&format!("var acc = {init};"));
+        f.line(&format!("for (var r = {start}; r < hi; r = r + 1u) {{"));
+        offset(f, "off", "r", 2, rd, rs);
+        f.line(&format!("let v = {};", self.src_load("base + off")));
+        f.line(&format!("acc = {combine};"));
+        f.indent(1);
+        f.line("}");
     }
 
     /// `acc` turned into the result: divided by the count for `Mean`.
@@ -496,4 +502,10 @@ fn zero_of(d: DType) -> String {
         DType::Bool => "false".into(),
         _ => wgsl::literal(d, 0),
     }
+}
+
+/// `let {name} = <offset of reduced element {linear}>;` at indentation `level`.
+fn offset(w: &mut Writer, name: &str, linear: &str, level: usize, rd: &[usize], rs: &[usize]) {
+    w.indent(level);
+    wgsl::strided_index(w, name, linear, rd, rs);
 }
