@@ -279,3 +279,27 @@ fn every_scan_kernel_validates_with_naga() {
         }
     }
 }
+
+/// Past the kernels' limits at once: 2 × 16,776,961 i32 (33.5M elements, > 2^24; 134 MB,
+/// over lavapipe's 128 MiB binding limit, so input and output bind as windows), scanned
+/// along axis 0 with one invocation per column: 16,776,961 invocations, one more than
+/// 65,535 workgroups × 256, so the grid folds into two dimensions. Checked against sums
+/// computed here.
+#[test]
+fn a_scan_past_the_grid_and_binding_limits_is_exact() {
+    let cols = 65_535 * 256 + 1;
+    let x: Vec<i32> = (0..2 * cols).map(|i| (i % 7) as i32 - 3).collect();
+    for device in devices() {
+        let mut g = Graph::new();
+        let t = g
+            .constant(HostTensor::new(vec![2, cols], x.clone()).unwrap())
+            .unwrap();
+        let y = g.cumsum(t, 0).unwrap();
+        let got = session_on(&g, device).run(&[], &[y]).unwrap()[0]
+            .to_vec::<i32>()
+            .unwrap();
+        assert_eq!(&got[..cols], &x[..cols], "row 0 on {device}");
+        let bad = (0..cols).find(|&c| got[cols + c] != x[c] + x[cols + c]);
+        assert_eq!(bad, None, "row 1 on {device}");
+    }
+}
