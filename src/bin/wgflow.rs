@@ -454,13 +454,18 @@ fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -
         plan.dispatch_count(),
         plan.transfer_count()
     );
+    print_memory(&plan);
+    Ok(())
+}
+
+/// One line per device: the arena's peak against its lower bound and no-reuse size.
+fn print_memory(plan: &Plan) {
     for (d, m) in &plan.memory {
         println!(
             "memory {d}: peak {} B (lower bound {} B, no reuse {} B), constants {} B",
             m.peak_bytes, m.lower_bound_bytes, m.no_reuse_bytes, m.constant_bytes
         );
     }
-    Ok(())
 }
 
 /// Read `--feed NAME=FILE.npy` arguments.
@@ -709,12 +714,7 @@ mod profile {
             plan.dispatch_count(),
             plan.transfer_count()
         );
-        for (d, m) in &plan.memory {
-            println!(
-                "memory {d}: peak {} B (lower bound {} B, no reuse {} B), constants {} B",
-                m.peak_bytes, m.lower_bound_bytes, m.no_reuse_bytes, m.constant_bytes
-            );
-        }
+        print_memory(&plan);
         if let Some(p) = &o.trace {
             println!("trace: {}", p.display());
         }

@@ -171,11 +171,8 @@ impl Kernel {
 
     /// The kernel's WGSL source.
     pub fn wgsl(&self) -> String {
-        match self {
-            // A user's source is bound as written.
-            Kernel::RawWgsl(k) => k.source.clone(),
-            _ => wgsl::with_f16_support(self.def().wgsl(), self.def().uses_f16()),
-        }
+        // A raw kernel's source comes back as written: it says it uses no f16 helpers.
+        wgsl::with_f16_support(self.def().wgsl(), self.def().uses_f16())
     }
 
     /// The WGSL entry point.
