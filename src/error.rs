@@ -108,6 +108,14 @@ pub enum Error {
     /// A host tensor was constructed or viewed inconsistently.
     #[error("host tensor: {0}")]
     Host(String),
+    /// A gradient was asked for through an op that has no gradient rule (a raw WGSL kernel
+    /// without a gradient kernel, a random op, an assignment).
+    #[error("cannot differentiate through node '{node}' ({op}): {message}")]
+    NotDifferentiable {
+        op: String,
+        node: String,
+        message: String,
+    },
     /// A broken invariant inside wgflow; please report it.
     #[error("internal error (please report): {0}")]
     Internal(String),

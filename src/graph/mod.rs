@@ -28,6 +28,7 @@ mod build_elementwise;
 mod build_movement;
 mod build_nn;
 pub mod def;
+mod grad;
 
 pub use build::Axes;
 pub use build_movement::PadMode;

@@ -3,7 +3,7 @@
 //! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
 //! producer into its consumer never changes which element an input supplies).
 
-use super::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, GradCx, KernelDef, LowerCx, Lowered};
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
@@ -13,6 +13,7 @@ use crate::{DType, Shape};
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
 
 pub mod file;
+mod grad;
 mod shader;
 
 pub use super::expr::{Expr, Node};
@@ -523,6 +524,10 @@ impl Family for Elementwise {
 
     fn rebuild(&self, g: &mut Graph, _node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(*self, g, x)
+    }
+
+    fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
+        self.vjp(g, cx)
     }
 }
 

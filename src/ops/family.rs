@@ -3,9 +3,7 @@
 //!
 //! * [`Family`] — implemented by the family's op type (the payload of its [`Op`](super::Op) variant): the
 //!   op's name, arity and properties, its shape/dtype rule ([`Family::infer`]), its lowering
-//!   to kernels, what it gives for empty inputs, and its gradient slot.
-//!   op's name, arity and properties, its lowering to kernels, what it gives for empty
-//!   inputs, and its gradient slot.
+//!   to kernels, what it gives for empty inputs, and its gradient rule ([`Family::grad`]).
 //!   Graph files go through it too: the op's attributes are serde types in the family's
 //!   `file` module, written by [`Family::write_attrs`], read by [`Family::read`] and checked
 //!   by rebuilding the node through the public builders ([`Family::rebuild`]).
@@ -161,13 +159,28 @@ pub enum EmptyInput {
     Impossible,
 }
 
-/// A node whose gradient is asked for: its op, inputs and output, as graph node indices.
+/// A node whose gradient is asked for (see [`Family::grad`]): its inputs and output as
+/// tensors of the graph being extended, and the gradient arriving at its output.
 #[derive(Debug, Clone)]
-pub struct GradNode<'a> {
+pub struct GradCx<'a> {
+    /// The node's name (for messages).
     pub name: &'a str,
-    pub inputs: &'a [(Shape, DType)],
-    pub shape: &'a Shape,
-    pub dtype: DType,
+    /// The node's inputs, in argument order.
+    pub inputs: &'a [Tensor],
+    /// The node's output (its forward value, for rules that reuse it: `exp`, `sqrt`…).
+    pub output: Tensor,
+    /// The gradient of the differentiated sum with respect to the output: same shape and
+    /// dtype as the output.
+    pub dy: Tensor,
+    /// Which inputs need a gradient: a rule may skip the others (answer `None`).
+    pub wanted: &'a [bool],
+}
+
+impl GradCx<'_> {
+    /// Whether input `i` needs a gradient.
+    pub fn wants(&self, i: usize) -> bool {
+        self.wanted.get(i).copied().unwrap_or(false)
+    }
 }
 
 /// Everything about the ops of one family. Implemented by the payload of the family's
@@ -247,14 +260,17 @@ pub trait Family: fmt::Debug {
     /// `self`, so a file only describes nodes the API can build.
     fn rebuild(&self, g: &mut Graph, node: &NodeDef, inputs: &[Tensor]) -> Result<Tensor>;
 
-    /// The gradient slot: the vector-Jacobian product of the node for each input, as graph
-    /// nodes. Until reverse mode lands every family answers "not differentiable".
-    fn grad(&self, node: &GradNode<'_>) -> Result<Vec<Option<usize>>> {
-        Err(crate::Error::Internal(format!(
-            "{} ('{}') is not differentiable yet",
-            self.name(),
-            node.name
-        )))
+    /// The vector-Jacobian product: for each input, the gradient of the differentiated sum
+    /// with respect to it, built as graph nodes with the public builders, of the input's
+    /// shape and dtype (a rule undoes broadcasting with [`Graph::sum_to`]); `None` where no
+    /// gradient flows (integer and boolean inputs, comparisons, indices, unwanted inputs).
+    /// The default answers [`Error::NotDifferentiable`](crate::Error::NotDifferentiable).
+    fn grad(&self, _g: &mut Graph, cx: &GradCx<'_>) -> Result<Vec<Option<Tensor>>> {
+        Err(crate::Error::NotDifferentiable {
+            op: self.name().to_string(),
+            node: cx.name.to_string(),
+            message: "this op has no gradient rule".into(),
+        })
     }
 }
 

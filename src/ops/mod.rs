@@ -18,7 +18,7 @@ pub mod wgsl;
 
 pub use custom::Custom;
 pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, UnaryOp};
-pub use family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+pub use family::{Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered};
 pub use leaf::Leaf;
 pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};
 pub use movement::{

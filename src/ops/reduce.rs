@@ -4,13 +4,16 @@
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{
+    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+};
 use crate::ops::wgsl::Writer;
 use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
 use crate::{DType, Shape};
 use std::borrow::Cow;
 
 mod cpu;
+mod grad;
 mod shader;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
@@ -577,6 +580,10 @@ impl Family for Reduce {
 
     fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
         file::rebuild(self, g, node, x)
+    }
+
+    fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
+        self.vjp(g, cx)
     }
 }
 

@@ -82,3 +82,4 @@ pub fn assert_close(what: &str, got: &HostTensor, want: &HostTensor, rtol: f32, 
         assert!(ok, "{what}: element {i}: got {a}, want {b} (rtol {rtol}, atol {atol})\n got {got}\nwant {want}");
     }
 }
+pub mod grad;
