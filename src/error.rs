@@ -108,6 +108,14 @@ pub enum Error {
     /// A host tensor was constructed or viewed inconsistently.
     #[error("host tensor: {0}")]
     Host(String),
+    /// Two assignments to one variable would run in the same run (which one lands would be
+    /// arbitrary); run them in separate runs, or combine them into one value.
+    #[error("variable '{variable}' is assigned twice in one run, by '{first}' and by '{second}'")]
+    Assign {
+        variable: String,
+        first: String,
+        second: String,
+    },
     /// A gradient was asked for through an op that has no gradient rule (a raw WGSL kernel
     /// without a gradient kernel, a random op, an assignment).
     #[error("cannot differentiate through node '{node}' ({op}): {message}")]

@@ -51,7 +51,7 @@ pub use graph::{Conv2dOptions, PadMode};
 /// IEEE half precision, the host type of [`DType::F16`] tensors (re-exported from `half`).
 pub use half::f16;
 pub use host::{Element, HostTensor};
-pub use ops::SliceArg;
+pub use ops::{Initializer, SliceArg};
 pub use session::{Counters, Session, SessionOptions};
 pub use shape::Shape;
 

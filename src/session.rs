@@ -1,7 +1,7 @@
 //! Sessions: compile a graph for a set of fetches (cached per signature), then run it.
 
 use crate::backend::timing::Recorder;
-use crate::backend::{self, Created, Prepared};
+use crate::backend::{self, Created, Prepared, VarStore};
 use crate::compile::{self, Plan, Target};
 use crate::device::{Device, DeviceLimits};
 use crate::graph::{Graph, Tensor};
@@ -84,6 +84,8 @@ pub struct Session {
     options: SessionOptions,
     cache: HashMap<Signature, Entry>,
     counters: Counters,
+    /// The variables, shared by every plan.
+    vars: VarStore,
 }
 
 impl Session {
@@ -131,6 +133,7 @@ impl Session {
             options,
             cache: HashMap::new(),
             counters: Counters::default(),
+            vars: VarStore::default(),
         })
     }
 
@@ -286,6 +289,71 @@ impl Session {
         backend::execute_traced(&entry.plan, &mut entry.prepared, &fed, read_back, trace).await
     }
 
+    /// The current value of variable `v`, copied to the host. A variable no run has used
+    /// yet is initialized first (on the device it would run on).
+    pub fn read_variable(&mut self, v: Tensor) -> Result<HostTensor> {
+        let (name, _) = self.ensure_variable(v)?;
+        self.vars.read(&name)?.ok_or_else(|| {
+            Error::Internal(format!(
+                "variable '{name}' has no storage after initialization"
+            ))
+        })
+    }
+
+    /// Overwrite variable `v` with `value` (same shape and dtype). Every plan of this session
+    /// sees the new value from its next run on.
+    pub fn write_variable(&mut self, v: Tensor, value: &HostTensor) -> Result<()> {
+        let (name, device) = self.ensure_variable(v)?;
+        self.vars.write(&name, device, value)
+    }
+
+    /// The names of the variables that have storage in this session (those a run, read or
+    /// write has needed), sorted.
+    pub fn initialized_variables(&self) -> Vec<String> {
+        self.vars.names()
+    }
+
+    /// Variable `v`'s name and device, creating its storage if it has none.
+    fn ensure_variable(&mut self, v: Tensor) -> Result<(String, Device)> {
+        let what = |message: String| Error::Fetch {
+            name: format!("#{}", v.index()),
+            message,
+        };
+        if !self.graph.owns(v) {
+            return Err(what(
+                "the tensor belongs to another graph (or was built after this session was created)"
+                    .into(),
+            ));
+        }
+        let node = self.graph.node(v)?.clone();
+        let crate::ops::Op::Leaf(Leaf::Variable(init)) = &node.op else {
+            return Err(Error::Fetch {
+                name: node.name.clone(),
+                message: format!("is a {}, not a variable", node.op.name()),
+            });
+        };
+        if let Some(slot) = self.vars.slot(&node.name) {
+            return Ok((node.name.clone(), slot.device));
+        }
+        let placed = compile::place::place(&self.graph, &[v.node()], &self.target)?;
+        let device = placed
+            .device
+            .get(&v.node())
+            .copied()
+            .unwrap_or(self.target.default_device);
+        let mut created = Created::default();
+        self.vars.get_or_init(
+            &node.name,
+            device,
+            &node.shape,
+            node.dtype,
+            init,
+            &mut created,
+        )?;
+        self.counters.add(created);
+        Ok((node.name, device))
+    }
+
     /// The compiled plan for `fetches` (compiling it if needed): placement, schedule, kernels
     /// and memory. `plan.feeds` lists the placeholders a run must feed.
     pub fn plan(&mut self, fetches: &[Tensor]) -> Result<Arc<Plan>> {
@@ -381,7 +449,7 @@ impl Session {
             }
         }
         self.counters.plans_compiled += 1;
-        let (prepared, created) = backend::prepare(&plan)?;
+        let (prepared, created) = backend::prepare(&plan, &mut self.vars)?;
         self.counters.add(created);
         self.cache.insert(
             sig.clone(),

@@ -2,12 +2,15 @@
 //! out by the memory plan, exactly as a GPU would. It is the oracle GPU results are tested
 //! against, and it exercises the memory plan on machines with no GPU.
 
+use super::vars::{Storage, VarStore};
 use super::{Backend, Created};
 use crate::compile::{Plan, Source, StepKind, ValueId};
 use crate::device::Device;
 use crate::ops::Kernel;
 use crate::{Error, Result};
 use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 /// The CPU's arena for one plan. It is allocated on the first run, not when the plan is
 /// prepared, so planning a graph too large for this machine costs nothing, and running it is
@@ -15,16 +18,49 @@ use futures::future::BoxFuture;
 pub struct CpuState {
     arena: Vec<u32>,
     bytes: u64,
+    /// The plan's variables on `cpu:0`, by value: the session's storage, shared.
+    vars: HashMap<ValueId, Arc<RwLock<Vec<u32>>>>,
+}
+
+/// A value's words: a slice of the arena or a constant, or a locked variable.
+pub enum Words<'a> {
+    Slice(&'a [u32]),
+    Variable(RwLockReadGuard<'a, Vec<u32>>),
+}
+
+impl std::ops::Deref for Words<'_> {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            Words::Slice(s) => s,
+            Words::Variable(g) => g,
+        }
+    }
 }
 
 impl Backend for CpuState {
     /// Nothing is allocated yet (see [`CpuState`]), so nothing is counted.
-    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)> {
+    fn prepare(plan: &Plan, device: Device, store: &mut VarStore) -> Result<(Self, Created)> {
+        let mut created = Created::default();
+        let mut vars = HashMap::new();
+        for (id, v) in plan.values.iter().enumerate() {
+            if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
+                let slot =
+                    store.get_or_init(name, device, &v.shape, v.dtype, init, &mut created)?;
+                let Storage::Cpu(words) = slot.storage else {
+                    return Err(Error::Internal(format!(
+                        "variable '{name}' is not on cpu:0"
+                    )));
+                };
+                vars.insert(id, words);
+            }
+        }
         let state = CpuState {
             arena: Vec::new(),
             bytes: plan.memory(device).map_or(0, |m| m.peak_bytes),
+            vars,
         };
-        Ok((state, Created::default()))
+        Ok((state, created))
     }
 
     fn begin_run(&mut self, plan: &Plan) -> Result<()> {
@@ -73,9 +109,28 @@ impl Backend for CpuState {
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>>> {
         let out = values
             .iter()
-            .map(|&v| copy_words(plan, v, self.read(plan, v)?))
+            .map(|&v| copy_words(plan, v, &self.read(plan, v)?))
             .collect();
         Box::pin(std::future::ready(out))
+    }
+
+    fn assign(&mut self, plan: &Plan, assigns: &[(ValueId, ValueId)]) -> Result<()> {
+        for &(v, var) in assigns {
+            let target = self.vars.get(&var).ok_or_else(|| {
+                Error::Internal(format!("variable value {var} has no cpu storage"))
+            })?;
+            if let Some(source) = self.vars.get(&plan.root(v)) {
+                if Arc::ptr_eq(source, target) {
+                    continue;
+                }
+            }
+            let words = self.read(plan, v)?;
+            target
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .copy_from_slice(&words);
+        }
+        Ok(())
     }
 
     fn finish(&mut self, _wait: bool) -> Result<()> {
@@ -133,15 +188,24 @@ impl CpuState {
     }
 
     /// The words of value `v` (which must live on `cpu:0`).
-    pub fn read<'a>(&'a self, plan: &'a Plan, v: ValueId) -> Result<&'a [u32]> {
+    pub fn read<'a>(&'a self, plan: &'a Plan, v: ValueId) -> Result<Words<'a>> {
         let root = plan.root(v);
         let n = plan.values[v].shape.numel();
         match &plan.values[root].source {
-            Source::Constant(t) => Ok(t.words()),
+            Source::Constant(t) => Ok(Words::Slice(t.words())),
+            Source::Variable { name, .. } => {
+                let words = self.vars.get(&root).ok_or_else(|| {
+                    Error::Internal(format!("variable '{name}' has no cpu storage"))
+                })?;
+                Ok(Words::Variable(
+                    words.read().unwrap_or_else(PoisonError::into_inner),
+                ))
+            }
             _ => {
                 let off = self.offset(plan, root)?;
                 self.arena
                     .get(off..off + n)
+                    .map(Words::Slice)
                     .ok_or_else(|| Error::Internal(format!("value {v} lies outside the cpu arena")))
             }
         }
@@ -202,7 +266,8 @@ impl CpuState {
                 .iter()
                 .map(|&v| self.read(plan, v))
                 .collect::<Result<Vec<_>>>()?;
-            kernel.run_cpu(&ins)
+            let slices: Vec<&[u32]> = ins.iter().map(|w| &**w).collect();
+            kernel.run_cpu(&slices)
         };
         self.write(plan, output, &out)
     }

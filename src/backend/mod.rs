@@ -12,6 +12,7 @@ pub mod cpu;
 pub mod devices;
 pub mod gpu;
 pub mod timing;
+pub mod vars;
 
 pub use devices::{devices, gpu_count, visible_devices, visible_gpus_from_env};
 
@@ -22,6 +23,7 @@ use futures::future::BoxFuture;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 use timing::{Recorder, SpanKind};
+pub use vars::VarStore;
 
 /// What preparing a plan created on the devices; the session adds it to its counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,8 +44,8 @@ impl std::ops::AddAssign for Created {
 /// One plan's resources on one device, and how its steps run there.
 pub trait Backend: Send {
     /// Allocate what `plan` needs on `device` (which the plan uses), and report what was
-    /// created.
-    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)>
+    /// created. The plan's variables on `device` come from (or are created in) `vars`.
+    fn prepare(plan: &Plan, device: Device, vars: &mut VarStore) -> Result<(Self, Created)>
     where
         Self: Sized;
 
@@ -69,6 +71,10 @@ pub trait Backend: Send {
         values: &'a [ValueId],
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>>>;
 
+    /// Copy each assignment `(value, variable)` whose variable lives on this device into the
+    /// variable's storage, in order, after everything recorded so far.
+    fn assign(&mut self, plan: &Plan, assigns: &[(ValueId, ValueId)]) -> Result<()>;
+
     /// Submit what is recorded; with `wait`, block until the device has finished it.
     fn finish(&mut self, wait: bool) -> Result<()>;
 }
@@ -87,8 +93,8 @@ impl Prepared {
     }
 }
 
-/// Allocate everything a plan needs on every device it uses.
-pub fn prepare(plan: &Plan) -> Result<(Prepared, Created)> {
+/// Allocate everything a plan needs on every device it uses; its variables live in `vars`.
+pub fn prepare(plan: &Plan, vars: &mut VarStore) -> Result<(Prepared, Created)> {
     fn boxed<B: Backend + 'static>(r: Result<(B, Created)>) -> Result<(Box<dyn Backend>, Created)> {
         r.map(|(b, c)| (Box::new(b) as Box<dyn Backend>, c))
     }
@@ -96,8 +102,8 @@ pub fn prepare(plan: &Plan) -> Result<(Prepared, Created)> {
     let mut created = Created::default();
     for d in plan.devices() {
         let (backend, c) = match d {
-            Device::Cpu => boxed(cpu::CpuState::prepare(plan, d))?,
-            Device::Gpu(_) => boxed(gpu::exec::GpuPlan::prepare(plan, d))?,
+            Device::Cpu => boxed(cpu::CpuState::prepare(plan, d, vars))?,
+            Device::Gpu(_) => boxed(gpu::exec::GpuPlan::prepare(plan, d, vars))?,
         };
         backends.insert(d, backend);
         created += c;
@@ -110,6 +116,22 @@ async fn download_one(plan: &Plan, p: &mut Prepared, v: ValueId) -> Result<Vec<u
     let mut out = p.on(plan.values[v].device)?.download(plan, &[v]).await?;
     out.pop()
         .ok_or_else(|| Error::Internal("empty read-back".into()))
+}
+
+/// Land the run's assignments, after its fetches were read. (Lowering copied any value that
+/// is itself a variable, so the copies' order does not matter.)
+fn assign(plan: &Plan, p: &mut Prepared) -> Result<()> {
+    let mut by_device: BTreeMap<Device, Vec<(ValueId, ValueId)>> = BTreeMap::new();
+    for &(v, var) in &plan.assigns {
+        by_device
+            .entry(plan.values[var].device)
+            .or_default()
+            .push((v, var));
+    }
+    for (d, list) in by_device {
+        p.on(d)?.assign(plan, &list)?;
+    }
+    Ok(())
 }
 
 /// Run a prepared plan. `feeds` maps placeholder names to checked host tensors. With
@@ -196,6 +218,7 @@ pub async fn execute_traced(
         }
     }
     if !read_back {
+        assign(plan, p)?;
         for b in p.backends.values_mut() {
             b.finish(true)?;
         }
@@ -237,6 +260,7 @@ pub async fn execute_traced(
             results[k] = Some(HostTensor::from_words(v.shape.clone(), v.dtype, words)?);
         }
     }
+    assign(plan, p)?;
     for b in p.backends.values_mut() {
         b.finish(false)?;
     }

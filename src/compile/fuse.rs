@@ -125,7 +125,7 @@ pub fn fold_constants(mut plan: Plan) -> Plan {
 
 /// Values that must stay in memory: fetched, or read through a view.
 fn pinned(plan: &Plan) -> HashSet<ValueId> {
-    let mut pinned: HashSet<ValueId> = plan.fetches.iter().copied().collect();
+    let mut pinned: HashSet<ValueId> = plan.outputs().iter().copied().collect();
     for v in &plan.values {
         if let Source::View(of) = v.source {
             pinned.insert(of);
@@ -189,7 +189,7 @@ fn usage(plan: &Plan) -> (HashMap<ValueId, usize>, HashMap<ValueId, usize>) {
             *consumers.entry(of).or_default() += 2;
         }
     }
-    for &f in &plan.fetches {
+    for &f in &plan.outputs() {
         *consumers.entry(f).or_default() += 2;
     }
     (producer, consumers)

@@ -7,7 +7,7 @@ use super::{Plan, Source, Step, StepKind, Value, ValueId};
 use crate::device::Device;
 use crate::graph::{Graph, Node, Tensor};
 use crate::ops::family::{Arg, Emit, EmptyInput, LowerCx, Lowered};
-use crate::ops::Kernel;
+use crate::ops::{ElementwiseKernel, Expr, Kernel};
 use crate::{DType, HostTensor, Shape};
 use crate::{Error, Result};
 use petgraph::graph::NodeIndex;
@@ -113,6 +113,8 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
     let mut of_node: HashMap<NodeIndex, ValueId> = HashMap::new();
     let mut feeds = Vec::new();
     let mut placement = Vec::new();
+    let mut assigns = Vec::new();
+    let mut assigned: Vec<(ValueId, &str)> = Vec::new();
     for &n in &placed.nodes {
         let node = &graph.g[n];
         let device = placed.device[&n];
@@ -173,6 +175,60 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 of_node.insert(n, l.value(value));
                 continue;
             }
+            Lowered::Variable(init) => {
+                value.source = Source::Variable {
+                    name: node.name.clone(),
+                    init,
+                };
+                of_node.insert(n, l.value(value));
+                continue;
+            }
+            Lowered::Assign {
+                variable,
+                value: new,
+            } => {
+                let var = l.values.get(variable.0).map(|v| &v.source);
+                let Some(Source::Variable { name: var_name, .. }) = var else {
+                    return Err(Error::Build {
+                        op: node.op.name().to_string(),
+                        location: node.location,
+                        message: format!("'{}' does not assign to a variable", node.name),
+                    });
+                };
+                if let Some(&(_, first)) = assigned.iter().find(|(v, _)| *v == variable.0) {
+                    return Err(Error::Assign {
+                        variable: var_name.clone(),
+                        first: first.to_string(),
+                        second: node.name.clone(),
+                    });
+                }
+                assigned.push((variable.0, node.name.as_str()));
+                // Assigning a variable's value copies it first: the copies land in order at
+                // the end of the run, and that variable may itself be assigned in this run
+                // (a swap), so its start-of-run value must be kept.
+                let mut root = new.0;
+                while let Source::View(of) = l.values[root].source {
+                    root = of;
+                }
+                let new = match l.values[root].source {
+                    Source::Variable { .. } => {
+                        let copy = Kernel::Elementwise(ElementwiseKernel {
+                            expr: Expr::input(0),
+                            inputs: vec![(node.shape.clone(), node.dtype)],
+                            out_shape: node.shape.clone(),
+                            out_dtype: node.dtype,
+                            views: Vec::new(),
+                        });
+                        l.partial(copy, node.shape.clone(), node, device, vec![new.0])
+                    }
+                    _ => new.0,
+                };
+                value.source = Source::View(new);
+                let id = l.value(value);
+                assigns.push((id, variable.0));
+                of_node.insert(n, id);
+                continue;
+            }
             Lowered::Dispatch { kernel, inputs } => {
                 (kernel, inputs.into_iter().map(|a| a.0).collect())
             }
@@ -192,6 +248,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
         steps: l.steps,
         feeds,
         fetches,
+        assigns,
         placement,
         memory: BTreeMap::new(),
     })

@@ -100,7 +100,7 @@ fn lifetimes(plan: &Plan) -> Lifetimes {
             *e = (*e).max(i);
         }
     }
-    for &f in &plan.fetches {
+    for &f in &plan.outputs() {
         let r = plan.root(f);
         if first.contains_key(&r) {
             last.insert(r, plan.steps.len());
@@ -185,10 +185,12 @@ fn plan_device(
         alignment,
         ..Default::default()
     };
+    // Assignments copy their value on the device, so an assigned constant needs storage too.
     let read: std::collections::HashSet<ValueId> = plan
         .steps
         .iter()
         .flat_map(|s| s.inputs())
+        .chain(plan.assigns.iter().map(|&(v, _)| v))
         .map(|v| plan.root(v))
         .collect();
     // Constants that steps read: packed once, for the plan's life. (Fetched constants come

@@ -30,6 +30,12 @@ pub enum Source {
     Step,
     /// Shares the storage of another value (reshape).
     View(ValueId),
+    /// A variable (by node name) kept by the session outside the arena, shared by every plan
+    /// of the session; `init` gives its value when the session first needs it.
+    Variable {
+        name: String,
+        init: crate::ops::Initializer,
+    },
 }
 
 /// One tensor value of a plan, on one device.
@@ -118,6 +124,9 @@ pub struct Plan {
     /// Placeholder node name → the value its feed is written to.
     pub feeds: Vec<(String, ValueId)>,
     pub fetches: Vec<ValueId>,
+    /// Assignments, in graph order: `(value, variable)`. When a run finishes, each `value`
+    /// is copied into its `variable`'s storage.
+    pub assigns: Vec<(ValueId, ValueId)>,
     /// Every kept node's name and device, in graph order.
     pub placement: Vec<(String, Device)>,
     pub memory: BTreeMap<Device, MemoryPlan>,
@@ -135,6 +144,13 @@ impl Plan {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, d)| *d)
+    }
+
+    /// What a run must produce: the fetches, then the assignments' new values.
+    pub fn outputs(&self) -> Vec<ValueId> {
+        let mut out = self.fetches.clone();
+        out.extend(self.assigns.iter().map(|&(v, _)| v));
+        out
     }
 
     /// Follow views to the value that owns the storage.

@@ -22,6 +22,8 @@ pub struct Placed {
 /// - An unscoped constant or placeholder is colocated with its first consumer, so feeding or
 ///   baking a value never costs a transfer by itself; an unscoped reshape (a view) stays
 ///   with its input.
+/// - An unscoped variable goes to the default device (never to a consumer's, which differs
+///   between plans); an assignment runs on its variable's device whatever its scope.
 /// - Any other unscoped node goes to the default device.
 pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Placed> {
     let mut device = HashMap::new();
@@ -31,6 +33,11 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
     for &n in kept {
         let node = &graph.g[n];
         let d = match node.device {
+            // An assignment writes its variable's storage, so it runs where the variable is.
+            _ if node.op.is_assignment() => {
+                let var = graph.input_nodes(n)[0];
+                device.get(&var).copied().unwrap_or(target.default_device)
+            }
             Some(spec) => match resolve(graph, n, spec, target)? {
                 Some(d) => d,
                 None => {
@@ -41,6 +48,8 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
                     target.default_device
                 }
             },
+            // Every plan of a session must find a variable on the same device.
+            None if node.op.is_variable() => target.default_device,
             None if node.op.is_leaf() => {
                 deferred.push(n);
                 continue;

@@ -103,7 +103,7 @@ fn depth_first(plan: &Plan, d: &Deps, reversed: bool) -> Vec<usize> {
     let mut state = vec![0u8; n]; // 0 new, 1 open, 2 done
     let mut order = Vec::with_capacity(n);
     let mut roots: Vec<usize> = plan
-        .fetches
+        .outputs()
         .iter()
         .filter_map(|&f| producer.get(&plan.root(f)).copied())
         .collect();
@@ -141,7 +141,7 @@ fn depth_first(plan: &Plan, d: &Deps, reversed: bool) -> Vec<usize> {
 fn memory_greedy(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
     let n = plan.steps.len();
     let bytes = |v: ValueId| plan.values[v].bytes() as i64;
-    let fetched: HashSet<ValueId> = plan.fetches.iter().map(|&f| plan.root(f)).collect();
+    let fetched: HashSet<ValueId> = plan.outputs().iter().map(|&f| plan.root(f)).collect();
     // Per step, each distinct storage root it reads and how many times.
     let reads: Vec<Vec<(ValueId, usize)>> = plan
         .steps

@@ -27,6 +27,7 @@ mod build_custom;
 mod build_elementwise;
 mod build_movement;
 mod build_nn;
+mod build_state;
 pub mod def;
 mod grad;
 

@@ -143,6 +143,11 @@ pub enum Lowered {
     Constant(HostTensor),
     /// Shares the storage of an input (no data moves).
     View(Arg),
+    /// A variable, kept by the session outside the plan's arena, with its first value.
+    Variable(crate::ops::leaf::Initializer),
+    /// The new value of a variable: the node is a view of `value`, which the run copies into
+    /// `variable`'s storage when it finishes (reads during the run see the old value).
+    Assign { variable: Arg, value: Arg },
     /// The result of a kernel over `inputs`.
     Dispatch { kernel: Kernel, inputs: Vec<Arg> },
 }
@@ -208,8 +213,19 @@ pub trait Family: fmt::Debug {
         false
     }
 
-    /// Has no inputs and no kernel (constants, placeholders).
+    /// Has no inputs and no kernel (constants, placeholders, variables).
     fn is_leaf(&self) -> bool {
+        false
+    }
+
+    /// A variable: state the session keeps across runs. Placed on its scope's device or the
+    /// default device, never moved to follow a consumer, so every plan finds it in one place.
+    fn is_variable(&self) -> bool {
+        false
+    }
+
+    /// An assignment: runs where the variable it writes (its first input) lives.
+    fn is_assignment(&self) -> bool {
         false
     }
 

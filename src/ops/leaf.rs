@@ -1,5 +1,6 @@
-//! Leaves: constants baked into the graph and placeholders fed at run time. They have no
-//! kernel; lowering turns them into a plan's constant or feed values.
+//! Leaves: constants baked into the graph, placeholders fed at run time, and variables kept
+//! by the session. They have no kernel; lowering turns them into a plan's constant, feed or
+//! variable values.
 
 use super::family::{Arity, Declared, Family, LowerCx, Lowered};
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
@@ -7,6 +8,9 @@ use crate::graph::{Graph, Tensor};
 use crate::{DType, HostTensor, Result, Shape};
 
 pub mod file;
+mod init;
+
+pub use init::{fans, Initializer};
 
 /// A node without inputs.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,6 +19,10 @@ pub enum Leaf {
     Constant(HostTensor),
     /// A value fed at run time (by the node's name).
     Placeholder,
+    /// State that lives in the session across runs, on its device, with its first value
+    /// (computed when a session first needs it). Read like any tensor; written by
+    /// assignments (`ops/state.rs`).
+    Variable(Initializer),
 }
 
 impl Family for Leaf {
@@ -22,6 +30,7 @@ impl Family for Leaf {
         match self {
             Leaf::Constant(_) => "constant",
             Leaf::Placeholder => "placeholder",
+            Leaf::Variable(_) => "variable",
         }
     }
 
@@ -31,6 +40,10 @@ impl Family for Leaf {
 
     fn is_leaf(&self) -> bool {
         true
+    }
+
+    fn is_variable(&self) -> bool {
+        matches!(self, Leaf::Variable(_))
     }
 
     /// A constant is its value; a placeholder is what it declares.
@@ -45,6 +58,14 @@ impl Family for Leaf {
                 (Some(s), Some(d)) => Ok((s.clone(), d)),
                 _ => Err("a placeholder needs a declared shape and dtype".into()),
             },
+            Leaf::Variable(Initializer::Value(t)) => Ok((t.shape().clone(), t.dtype())),
+            Leaf::Variable(init) => match (declared.shape, declared.dtype) {
+                (Some(s), Some(d)) => {
+                    init.check(s, d)?;
+                    Ok((s.clone(), d))
+                }
+                _ => Err("a variable needs a declared shape and dtype".into()),
+            },
         }
     }
 
@@ -52,7 +73,12 @@ impl Family for Leaf {
         Ok(match self {
             Leaf::Constant(t) => Lowered::Constant(t.clone()),
             Leaf::Placeholder => Lowered::Feed,
+            Leaf::Variable(init) => Lowered::Variable(init.clone()),
         })
+    }
+
+    fn unsavable(&self) -> Option<String> {
+        matches!(self, Leaf::Variable(_)).then(|| "variables are not in graph files yet".into())
     }
 
     fn write_attrs(&self, out: &mut NodeOut) -> Result<()> {

@@ -14,12 +14,13 @@ pub mod nn;
 pub mod random;
 pub mod reduce;
 pub mod scan;
+pub mod state;
 pub mod wgsl;
 
 pub use custom::Custom;
 pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, UnaryOp};
 pub use family::{Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered};
-pub use leaf::Leaf;
+pub use leaf::{Initializer, Leaf};
 pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};
 pub use movement::{
     ConcatKernel, GatherKernel, Movement, PadKernel, PermuteKernel, SliceArg, StridedKernel,
@@ -29,6 +30,7 @@ pub use nn::{Conv2dKernel, Nn, PoolKernel, PoolKind, Window};
 pub use random::{Distribution, RandomKernel, RandomSpec};
 pub use reduce::{Pass, Prologue, Reduce, ReduceKernel, ReduceOp, ReduceStrategy};
 pub use scan::{Scan, ScanKernel, ScanOp};
+pub use state::State;
 
 /// A primitive op: one variant per op family, registered here once. Everything else about
 /// an op is in its family's file, reached through [`Op::family`] ([`Family`]).
@@ -52,6 +54,8 @@ pub enum Op {
     Custom(Custom),
     /// Cumulative sums and products (`ops/scan.rs`).
     Scan(Scan),
+    /// Assignments to variables and groups of targets (`ops/state.rs`).
+    State(State),
 }
 
 impl Op {
@@ -67,6 +71,7 @@ impl Op {
             Op::Random(f) => f,
             Op::Custom(f) => f,
             Op::Scan(f) => f,
+            Op::State(f) => f,
         }
     }
 
@@ -95,11 +100,21 @@ impl Op {
         self.family().is_leaf()
     }
 
+    /// A variable (state kept by the session).
+    pub fn is_variable(&self) -> bool {
+        self.family().is_variable()
+    }
+
+    /// An assignment to a variable.
+    pub fn is_assignment(&self) -> bool {
+        self.family().is_assignment()
+    }
+
     /// The op a graph-file node names, read by its family ([`Family::read`]): the one list
     /// of families that reading dispatches through.
     pub fn read(node: &crate::graph::def::NodeIn<'_>) -> crate::Result<Op> {
         type Reader = fn(&crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Op>>;
-        const FAMILIES: [Reader; 9] = [
+        const FAMILIES: [Reader; 10] = [
             |n| Some(Leaf::read(n)?.map(Op::Leaf)),
             |n| Some(Elementwise::read(n)?.map(Op::Elementwise)),
             |n| Some(Reduce::read(n)?.map(Op::Reduce)),
@@ -109,6 +124,7 @@ impl Op {
             |n| Some(RandomSpec::read(n)?.map(Op::Random)),
             |n| Some(Custom::read(n)?.map(Op::Custom)),
             |n| Some(Scan::read(n)?.map(Op::Scan)),
+            |n| Some(State::read(n)?.map(Op::State)),
         ];
         FAMILIES
             .iter()

@@ -4,6 +4,7 @@
 
 use super::context::{self, CachedPipeline, GpuContext};
 use crate::backend::timing::{Clock, Recorder, Span, SpanKind};
+use crate::backend::vars::{Storage, VarStore};
 use crate::backend::{Backend, Created};
 use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
 use crate::device::{Device, DeviceLimits};
@@ -137,6 +138,8 @@ pub struct GpuPlan {
     pending: Option<wgpu::CommandEncoder>,
     /// Made by the first traced run on an adapter with timestamp queries; never otherwise.
     timestamps: Option<Timestamps>,
+    /// The plan's variables on this device, by value: the session's buffers, shared.
+    vars: HashMap<ValueId, Arc<wgpu::Buffer>>,
 }
 
 /// Two timestamp queries per dispatch step on this device, where they are resolved, and a
@@ -304,12 +307,25 @@ impl GpuPlan {
 }
 
 impl Backend for GpuPlan {
-    fn prepare(plan: &Plan, device: Device) -> Result<(Self, Created)> {
+    fn prepare(plan: &Plan, device: Device, store: &mut VarStore) -> Result<(Self, Created)> {
         let Device::Gpu(index) = device else {
             return Err(Error::Internal(format!("{device} is not a GPU")));
         };
         let ctx = context::get(index)?;
         let mut created = Created::default();
+        let mut vars = HashMap::new();
+        for (id, v) in plan.values.iter().enumerate() {
+            if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
+                let slot =
+                    store.get_or_init(name, device, &v.shape, v.dtype, init, &mut created)?;
+                let Storage::Gpu(_, buf) = slot.storage else {
+                    return Err(Error::Internal(format!(
+                        "variable '{name}' is not on {device}"
+                    )));
+                };
+                vars.insert(id, buf);
+            }
+        }
         let empty = MemoryPlan::default();
         let mp = plan.memory(device).unwrap_or(&empty);
         let (arena, constants, staging, staging_size) =
@@ -324,6 +340,7 @@ impl Backend for GpuPlan {
             dispatches: HashMap::new(),
             pending: None,
             timestamps: None,
+            vars,
         };
         for (i, step) in plan.steps.iter().enumerate() {
             let StepKind::Dispatch { kernel, inputs } = &step.kind else {
@@ -373,6 +390,33 @@ impl Backend for GpuPlan {
         Box::pin(self.read(plan, values))
     }
 
+    fn assign(&mut self, plan: &Plan, assigns: &[(ValueId, ValueId)]) -> Result<()> {
+        let _gl = self.ctx.gl_guard();
+        let mut enc = self.pending.take().unwrap_or_else(|| {
+            self.ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgflow assignments"),
+                })
+        });
+        for &(v, var) in assigns {
+            let target = self.vars.get(&var).ok_or_else(|| {
+                Error::Internal(format!(
+                    "variable value {var} has no storage on {}",
+                    self.device
+                ))
+            })?;
+            let (buf, off, size) = self.slice(plan, v)?;
+            // An assignment of the variable's own value changes nothing.
+            if std::ptr::eq(buf, &**target) || size == 0 {
+                continue;
+            }
+            enc.copy_buffer_to_buffer(buf, off, target, 0, size);
+        }
+        self.pending = Some(enc);
+        Ok(())
+    }
+
     fn finish(&mut self, wait: bool) -> Result<()> {
         self.flush();
         if wait {
@@ -396,6 +440,7 @@ impl GpuPlan {
                 let off = *mp.constant_offsets.get(&root).ok_or_else(missing)?;
                 Ok((self.constants.as_ref().ok_or_else(missing)?, off, size))
             }
+            Source::Variable { .. } => Ok((&**self.vars.get(&root).ok_or_else(missing)?, 0, size)),
             _ => Ok((
                 &self.arena,
                 *mp.offsets.get(&root).ok_or_else(missing)?,

@@ -227,6 +227,10 @@ pub(super) fn rebuild(leaf: &Leaf, g: &mut Graph, node: &NodeDef) -> Result<Tens
             g.constant(value.clone())
         }
         Leaf::Placeholder => g.placeholder(&node.name, node.shape.clone(), node.dtype),
+        Leaf::Variable(_) => Err(Error::GraphDef {
+            at: node.name.clone(),
+            message: "variables are not in graph files yet".into(),
+        }),
     }
 }
 
