@@ -14,9 +14,10 @@ fn layer(module: &str) -> Option<usize> {
     Some(match module {
         "dtype" | "shape" | "error" | "host" | "device" | "npy" => 0,
         "ops" | "graph" => 1,
+        "train" => 2,
         "compile" => 3,
         "backend" => 4,
-        "session" | "trace" | "bin" | "lib" => 5,
+        "session" | "trace" | "checkpoint" | "bin" | "lib" => 5,
         _ => return None,
     })
 }
