@@ -111,12 +111,36 @@ fn unary_rules_match_finite_differences() {
         ("sqrt", |g, x| g.sqrt(x), rand(&s, 0.3, 3.0, 5)),
         ("tanh", |g, x| g.tanh(x), rand(&s, -2.0, 2.0, 6)),
         ("sigmoid", |g, x| g.sigmoid(x), rand(&s, -3.0, 3.0, 7)),
-        ("relu", |g, x| g.relu(x), away(&s, -2.0, 2.0, 8, &[0.0], 0.1)),
-        ("floor", |g, x| g.floor(x), away(&s, -2.5, 2.5, 9, &ints, 0.05)),
-        ("ceil", |g, x| g.ceil(x), away(&s, -2.5, 2.5, 10, &ints, 0.05)),
-        ("round", |g, x| g.round(x), away(&s, -2.5, 2.5, 11, &halves, 0.05)),
-        ("sign", |g, x| g.sign(x), away(&s, -2.0, 2.0, 12, &[0.0], 0.1)),
-        ("reciprocal", |g, x| g.reciprocal(x), away(&s, -2.0, 2.0, 13, &[0.0], 0.4)),
+        (
+            "relu",
+            |g, x| g.relu(x),
+            away(&s, -2.0, 2.0, 8, &[0.0], 0.1),
+        ),
+        (
+            "floor",
+            |g, x| g.floor(x),
+            away(&s, -2.5, 2.5, 9, &ints, 0.05),
+        ),
+        (
+            "ceil",
+            |g, x| g.ceil(x),
+            away(&s, -2.5, 2.5, 10, &ints, 0.05),
+        ),
+        (
+            "round",
+            |g, x| g.round(x),
+            away(&s, -2.5, 2.5, 11, &halves, 0.05),
+        ),
+        (
+            "sign",
+            |g, x| g.sign(x),
+            away(&s, -2.0, 2.0, 12, &[0.0], 0.1),
+        ),
+        (
+            "reciprocal",
+            |g, x| g.reciprocal(x),
+            away(&s, -2.0, 2.0, 13, &[0.0], 0.4),
+        ),
         ("rsqrt", |g, x| g.rsqrt(x), rand(&s, 0.3, 3.0, 14)),
         ("log1p", |g, x| g.log1p(x), rand(&s, -0.5, 2.0, 15)),
         ("expm1", |g, x| g.expm1(x), rand(&s, -2.0, 2.0, 16)),
@@ -136,37 +160,61 @@ type Operands = fn(&[usize], &[usize]) -> (HostTensor, HostTensor);
 #[test]
 fn binary_rules_match_finite_differences_with_broadcasting() {
     let cases: Vec<(&str, Binary, Operands)> = vec![
-        ("add", |g, a, b| g.add(a, b), |sa, sb| {
-            (rand(sa, -2.0, 2.0, 1), rand(sb, -2.0, 2.0, 2))
-        }),
-        ("sub", |g, a, b| g.sub(a, b), |sa, sb| {
-            (rand(sa, -2.0, 2.0, 3), rand(sb, -2.0, 2.0, 4))
-        }),
-        ("mul", |g, a, b| g.mul(a, b), |sa, sb| {
-            (rand(sa, -2.0, 2.0, 5), rand(sb, -2.0, 2.0, 6))
-        }),
-        ("div", |g, a, b| g.div(a, b), |sa, sb| {
-            (rand(sa, -2.0, 2.0, 7), away(sb, -2.0, 2.0, 8, &[0.0], 0.5))
-        }),
-        ("maximum", |g, a, b| g.maximum(a, b), |sa, sb| {
-            (grid(sa, 9, 0.0), grid(sb, 10, 0.05))
-        }),
-        ("minimum", |g, a, b| g.minimum(a, b), |sa, sb| {
-            (grid(sa, 11, 0.05), grid(sb, 12, 0.0))
-        }),
-        ("pow", |g, a, b| g.pow(a, b), |sa, sb| {
-            (rand(sa, 0.5, 2.0, 13), rand(sb, -2.0, 2.0, 14))
-        }),
+        (
+            "add",
+            |g, a, b| g.add(a, b),
+            |sa, sb| (rand(sa, -2.0, 2.0, 1), rand(sb, -2.0, 2.0, 2)),
+        ),
+        (
+            "sub",
+            |g, a, b| g.sub(a, b),
+            |sa, sb| (rand(sa, -2.0, 2.0, 3), rand(sb, -2.0, 2.0, 4)),
+        ),
+        (
+            "mul",
+            |g, a, b| g.mul(a, b),
+            |sa, sb| (rand(sa, -2.0, 2.0, 5), rand(sb, -2.0, 2.0, 6)),
+        ),
+        (
+            "div",
+            |g, a, b| g.div(a, b),
+            |sa, sb| (rand(sa, -2.0, 2.0, 7), away(sb, -2.0, 2.0, 8, &[0.0], 0.5)),
+        ),
+        (
+            "maximum",
+            |g, a, b| g.maximum(a, b),
+            |sa, sb| (grid(sa, 9, 0.0), grid(sb, 10, 0.05)),
+        ),
+        (
+            "minimum",
+            |g, a, b| g.minimum(a, b),
+            |sa, sb| (grid(sa, 11, 0.05), grid(sb, 12, 0.0)),
+        ),
+        (
+            "pow",
+            |g, a, b| g.pow(a, b),
+            |sa, sb| (rand(sa, 0.5, 2.0, 13), rand(sb, -2.0, 2.0, 14)),
+        ),
         // The other operand order: the broadcast operand is the base.
-        ("pow (broadcast base)", |g, a, b| g.pow(b, a), |sa, sb| {
-            (rand(sa, -2.0, 2.0, 15), rand(sb, 0.5, 2.0, 16))
-        }),
+        (
+            "pow (broadcast base)",
+            |g, a, b| g.pow(b, a),
+            |sa, sb| (rand(sa, -2.0, 2.0, 15), rand(sb, 0.5, 2.0, 16)),
+        ),
     ];
     for (sa, sb) in [(&[3, 4][..], &[4][..]), (&[2, 1, 3][..], &[1, 4, 1][..])] {
         for (name, f, make) in &cases {
             let (a, b) = make(sa, sb);
             let what = format!("{name} {sa:?} with {sb:?}");
-            check(&what, &|g, x| f(g, x[0], x[1]), &[a, b], &[0, 1], EPS, RTOL, ATOL);
+            check(
+                &what,
+                &|g, x| f(g, x[0], x[1]),
+                &[a, b],
+                &[0, 1],
+                EPS,
+                RTOL,
+                ATOL,
+            );
         }
     }
 }
@@ -225,9 +273,25 @@ fn remainder_and_floor_divide_match_finite_differences_away_from_jumps() {
         let (a, b) = operands(seed);
         let inputs = [t(sa, &a), t(sb, &b)];
         let what = format!("remainder {sa:?} with {sb:?}");
-        check(&what, &|g, x| g.remainder(x[0], x[1]), &inputs, &[0, 1], 3e-3, RTOL, ATOL);
+        check(
+            &what,
+            &|g, x| g.remainder(x[0], x[1]),
+            &inputs,
+            &[0, 1],
+            3e-3,
+            RTOL,
+            ATOL,
+        );
         let what = format!("floor_divide {sa:?} with {sb:?}");
-        check(&what, &|g, x| g.floor_divide(x[0], x[1]), &inputs, &[0, 1], 3e-3, RTOL, ATOL);
+        check(
+            &what,
+            &|g, x| g.floor_divide(x[0], x[1]),
+            &inputs,
+            &[0, 1],
+            3e-3,
+            RTOL,
+            ATOL,
+        );
     }
 }
 
@@ -372,7 +436,7 @@ fn relu_abs_and_sign_at_zero() {
     expect_grads(
         "relu",
         &|g, x| g.relu(x[0]),
-        &[x.clone()],
+        std::slice::from_ref(&x),
         &[t(&[4], &[0.0, 0.0, 1.0, 0.0])],
         &devices,
         0.0,
@@ -380,7 +444,7 @@ fn relu_abs_and_sign_at_zero() {
     expect_grads(
         "abs",
         &|g, x| g.abs(x[0]),
-        &[x.clone()],
+        std::slice::from_ref(&x),
         &[t(&[4], &[-1.0, 0.0, 1.0, 0.0])],
         &devices,
         0.0,
@@ -394,7 +458,14 @@ fn relu_abs_and_sign_at_zero() {
         ("round", |g, x| g.round(x)),
     ] {
         let x = t(&[4], &[-1.0, 0.0, 0.5, 2.3]);
-        expect_grads(name, &|g, x| f(g, x[0]), &[x], &[zeros.clone()], &devices, 0.0);
+        expect_grads(
+            name,
+            &|g, x| f(g, x[0]),
+            &[x],
+            std::slice::from_ref(&zeros),
+            &devices,
+            0.0,
+        );
     }
 }
 
@@ -410,7 +481,12 @@ fn special_values_of_smooth_rules() {
         ("sigmoid", |g, x| g.sigmoid(x), -100.0, 0.0),
         ("exp", |g, x| g.exp(x), 0.0, 1.0),
         ("log", |g, x| g.log(x), 0.5, 2.0),
-        ("erf", |g, x| g.erf(x), 0.0, std::f32::consts::FRAC_2_SQRT_PI),
+        (
+            "erf",
+            |g, x| g.erf(x),
+            0.0,
+            std::f32::consts::FRAC_2_SQRT_PI,
+        ),
         ("softplus", |g, x| g.softplus(x), 0.0, 0.5),
         ("reciprocal", |g, x| g.reciprocal(x), -2.0, -0.25),
     ];
@@ -485,7 +561,9 @@ fn integer_and_boolean_paths_stop_the_gradient() {
     let i = g.cast(x, DType::I32).unwrap();
     let through_int = g.cast(i, DType::F32).unwrap();
     // Through comparisons and predicates.
-    let zero = g.full(wgflow::Shape::new(Vec::<usize>::new()), DType::F32, 0.0).unwrap();
+    let zero = g
+        .full(wgflow::Shape::new(Vec::<usize>::new()), DType::F32, 0.0)
+        .unwrap();
     let pos = g.greater(x, zero).unwrap();
     let through_bool = g.cast(pos, DType::F32).unwrap();
     let nan = g.isnan(x).unwrap();
@@ -512,8 +590,16 @@ fn integer_and_boolean_paths_stop_the_gradient() {
     let w = g.select(pos, x, zero).unwrap();
     let w = g.sum(w, Axes::All, false).unwrap();
     let d = g.gradients(w, &[x]).unwrap();
-    let out = session_on(&g, Device::Cpu).run(&[], &[d[0].unwrap()]).unwrap();
-    assert_close("where's branch", &out[0], &t(&[3], &[1.0, 0.0, 1.0]), 0.0, 0.0);
+    let out = session_on(&g, Device::Cpu)
+        .run(&[], &[d[0].unwrap()])
+        .unwrap();
+    assert_close(
+        "where's branch",
+        &out[0],
+        &t(&[3], &[1.0, 0.0, 1.0]),
+        0.0,
+        0.0,
+    );
 }
 
 #[test]
@@ -523,7 +609,11 @@ fn second_derivatives_through_the_rules() {
     type F = fn(f64) -> f64;
     let cases: Vec<(&str, Unary, F)> = vec![
         ("sin", |g, x| g.sin(x), |x| -x.sin()),
-        ("tanh", |g, x| g.tanh(x), |x| -2.0 * x.tanh() * (1.0 - x.tanh().powi(2))),
+        (
+            "tanh",
+            |g, x| g.tanh(x),
+            |x| -2.0 * x.tanh() * (1.0 - x.tanh().powi(2)),
+        ),
         (
             "pow 3",
             |g, x| {
@@ -544,7 +634,13 @@ fn second_derivatives_through_the_rules() {
         let want: Vec<f32> = xs.iter().map(|&v| want(v as f64) as f32).collect();
         for d in all_devices() {
             let out = session_on(&g, d).run(&[], &[d2]).unwrap();
-            assert_close(&format!("{name}'' on {d}"), &out[0], &t(&[4], &want), 1e-5, 1e-5);
+            assert_close(
+                &format!("{name}'' on {d}"),
+                &out[0],
+                &t(&[4], &want),
+                1e-5,
+                1e-5,
+            );
         }
     }
 }
@@ -607,7 +703,19 @@ fn a_backward_chain_fuses() {
             plan.describe()
         );
         let out = s.run(&feeds, &[dx, db]).unwrap();
-        assert_close(&format!("dx on {dev}"), &out[0], &t(&[64, 32], &want_dx), 1e-4, 1e-5);
-        assert_close(&format!("db on {dev}"), &out[1], &t(&[32], &want_db), 1e-4, 1e-4);
+        assert_close(
+            &format!("dx on {dev}"),
+            &out[0],
+            &t(&[64, 32], &want_dx),
+            1e-4,
+            1e-5,
+        );
+        assert_close(
+            &format!("db on {dev}"),
+            &out[1],
+            &t(&[32], &want_db),
+            1e-4,
+            1e-4,
+        );
     }
 }
