@@ -180,6 +180,42 @@ fn integer_inputs_and_integer_casts_stop_the_gradient() {
 }
 
 #[test]
+fn a_piecewise_constant_function_has_a_zero_gradient() {
+    // floor(a) + sign(b) with b broadcast: zeros of each input's shape, not None.
+    let e = Expr::binary(
+        BinaryOp::Add,
+        Expr::unary(UnaryOp::Floor, Expr::input(0)),
+        Expr::unary(UnaryOp::Sign, Expr::input(1)),
+    );
+    let mut g = Graph::new();
+    let a = g
+        .constant(t(&[2, 3], &[0.5, -1.5, 2.0, 3.0, 0.0, -7.25]))
+        .unwrap();
+    let b = g.constant(t(&[3], &[-1.0, 0.0, 4.0])).unwrap();
+    let y = g.apply_expr("steps", e, &[a, b]).unwrap();
+    let y = g.sum(y, Axes::All, false).unwrap();
+    let d = g.gradients(y, &[a, b]).unwrap();
+    let fetch = [d[0].unwrap(), d[1].unwrap()];
+    for dev in all_devices() {
+        let out = session_on(&g, dev).run(&[], &fetch).unwrap();
+        assert_close(
+            &format!("da on {dev}"),
+            &out[0],
+            &t(&[2, 3], &[0.0; 6]),
+            0.0,
+            0.0,
+        );
+        assert_close(
+            &format!("db on {dev}"),
+            &out[1],
+            &t(&[3], &[0.0; 3]),
+            0.0,
+            0.0,
+        );
+    }
+}
+
+#[test]
 fn second_derivative_of_a_function() {
     // The gradient node is a function node too, so it differentiates again:
     // d²/dx² (x³ + sin x) = 6x - sin x.

@@ -719,3 +719,20 @@ fn a_backward_chain_fuses() {
         );
     }
 }
+
+#[test]
+fn empty_inputs_give_empty_and_zero_gradients() {
+    // x [0, 3] with b [3]: dx is empty, and b's gradient sums over no rows: zeros.
+    expect_grads(
+        "tanh(x·b + x) over no rows",
+        &|g, x| {
+            let p = g.mul(x[0], x[1])?;
+            let s = g.add(p, x[0])?;
+            g.tanh(s)
+        },
+        &[t(&[0, 3], &[]), t(&[3], &[1.0, 2.0, 3.0])],
+        &[t(&[0, 3], &[]), t(&[3], &[0.0; 3])],
+        &all_devices(),
+        0.0,
+    );
+}

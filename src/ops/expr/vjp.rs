@@ -3,23 +3,7 @@
 //! (each one a one-node expression) and users' elementwise functions take their gradients
 //! from here, so every derivative is written once, in [`Grad::node`].
 //!
-//! The conventions where the derivative is not defined everywhere (TensorFlow's unless said
-//! otherwise):
-//! - `abs`: `sign(x)·dy`, so 0 at 0; `relu`: `dy` where `x > 0`, 0 at 0 and at NaN.
-//! - `floor`, `ceil`, `round`, `sign`, float `floor_divide`: zero (their derivative almost
-//!   everywhere, as in JAX and PyTorch). TensorFlow agrees for `sign` but answers `None`
-//!   for `floor`, `ceil` and `round`; here the gradient is a tensor of zeros.
-//! - `maximum`/`minimum`: an input equal to the result gets `dy`, and where both are equal
-//!   (a tie) each gets `dy/2`, as in JAX and PyTorch (TensorFlow gives the whole `dy` to the
-//!   first input). Where the result is NaN neither input gets anything.
-//! - `pow(a, b)`: `∂/∂a = b·a^(b-1)`, but 0 where `b == 0` (`a^0` is 1 for every `a`, so
-//!   `0·0^-1 = NaN` would be wrong; JAX's rule); `∂/∂b = log(a)·a^b` where `a > 0` and 0
-//!   elsewhere (TensorFlow: there is no real logarithm for `a ≤ 0`).
-//! - `remainder(a, b)`: `∂/∂a = 1`, `∂/∂b = -floor(a / b)` (TensorFlow's `FloorMod`).
-//! - `where(c, a, b)`: `dy` to `a` where `c`, to `b` elsewhere; nothing to `c`.
-//! - `cast` between float dtypes passes `dy` back in the input's dtype; a cast from or to an
-//!   integer or bool stops the gradient, as do comparisons, logical ops, `isnan`, `isinf`,
-//!   `isfinite` and integer arithmetic.
+//! The rules, with their conventions, are documented on [`Expr::vjp`].
 
 use super::{Expr, Node};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
@@ -45,7 +29,31 @@ impl Expr {
     /// computing it again), and input `n + 1`, `dy`, of the result's dtype. They are not
     /// summed over broadcast axes: each has the shape of the result.
     ///
-    /// The rules and their conventions are listed in the module docs.
+    /// The smooth rules are the textbook ones, written to reuse the result where that is
+    /// cheaper (`exp`: `dy·y`; `sqrt`: `dy·0.5/y`; `tanh`: `dy·(1 - y²)`; `sigmoid`:
+    /// `dy·y·(1 - y)`; `reciprocal`: `-dy·y²`; `rsqrt`: `-0.5·dy·y³`; `div`: `dy/b` and
+    /// `-(dy/b)·y`; `erf`: `dy·2/√π·e^(-x²)`; `softplus`: `dy·sigmoid(x)`). Where the
+    /// derivative is not defined everywhere (TensorFlow's conventions unless said otherwise):
+    /// - `abs`: `sign(x)·dy`, so 0 at 0; `relu`: `dy` where `x > 0`, so 0 at 0.
+    /// - `floor`, `ceil`, `round`, `sign`, float `floor_divide`: zero, their derivative almost
+    ///   everywhere (as JAX and PyTorch). TensorFlow agrees for `sign` (`zeros_like`) but
+    ///   registers `None` for `floor`, `ceil` and `round` (and `FloorDiv`); here the gradient
+    ///   is a zero tensor, so a sum through them still has one.
+    /// - `maximum`/`minimum`: the input equal to the result gets `dy`; at a tie each gets
+    ///   `dy/2`, as JAX and PyTorch (TensorFlow gives the whole `dy` to the first input).
+    ///   So `clip(x, lo, hi)`, built as `minimum(maximum(x, lo), hi)`, passes `dy` strictly
+    ///   inside the bounds, nothing outside, and `dy/2` at a value exactly equal to a bound
+    ///   (TensorFlow's fused `ClipByValue` passes all of it there).
+    /// - `pow(a, b)`: `∂/∂a = b·a^(b-1)` (so a negative base with an integral exponent is
+    ///   fine), but 0 where `b == 0` (`a^0` is 1 for every `a`; JAX's rule, where TensorFlow
+    ///   gives `0·0^-1 = NaN` at `a = 0`); `∂/∂b = log(a)·a^b` where `a > 0` and 0 elsewhere
+    ///   (TensorFlow: no real logarithm for `a ≤ 0`, and 0 rather than NaN).
+    /// - `remainder(a, b)` on floats: `∂/∂a = 1`, `∂/∂b = -floor(a / b)` (TensorFlow's
+    ///   `FloorMod`).
+    /// - `where(c, a, b)`: `dy` to `a` where `c`, to `b` elsewhere; `c` gets nothing.
+    /// - `cast` between float dtypes passes `dy` back, cast to the input's dtype; a cast from
+    ///   or to an integer or bool stops the gradient (`None`), as do comparisons, logical ops,
+    ///   `isnan`, `isinf`, `isfinite` and all integer arithmetic.
     pub fn vjp(&self, ins: &[DType], wanted: &[bool]) -> Vec<Option<Expr>> {
         let n = ins.len();
         let dtypes = self.dtypes(ins);
