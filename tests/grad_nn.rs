@@ -477,7 +477,8 @@ fn max_pool_nan_gets_the_gradient() {
 
 // ---------------------------------------------------------------- composites
 // Built from primitives, so their gradients come from the primitives' rules (elementwise,
-// reduce, matmul, movement), which other branches write; until they land these are ignored.
+// reduce, matmul, movement) on branches gelem and gshape; ignored until those land (they
+// pass with both merged).
 
 #[test]
 #[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
@@ -569,7 +570,7 @@ fn batch_norm_every_input() {
 }
 
 #[test]
-#[ignore = "needs the matmul rule and the elementwise/reduce rules from other branches"]
+#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn linear_with_bias() {
     check(
         "linear",
@@ -612,4 +613,28 @@ fn activations() {
     one("silu", &|g, t| g.silu(t));
     one("leaky_relu", &|g, t| g.leaky_relu(t, 0.1));
     one("elu", &|g, t| g.elu(t, 1.0));
+}
+
+#[test]
+#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
+fn small_cnn_block() {
+    // conv (strided, biased) → silu → max pool → avg pool: the rules chained, every parameter.
+    check(
+        "cnn block",
+        &|g, t| {
+            let y = g.conv2d(t[0], t[1], Some(t[2]), opts([1, 1], [1, 1], [1, 1], 1))?;
+            let y = g.silu(y)?;
+            let y = g.max_pool2d(y, [2, 2], [2, 2], [0, 0])?;
+            g.avg_pool2d(y, [2, 2], [1, 1], [1, 1])
+        },
+        &[
+            rand(&[2, 2, 6, 5], -1.0, 1.0, 121),
+            rand(&[3, 2, 3, 3], -1.0, 1.0, 122),
+            rand(&[3], -0.5, 0.5, 123),
+        ],
+        &[0, 1, 2],
+        EPS,
+        RTOL,
+        ATOL,
+    );
 }
