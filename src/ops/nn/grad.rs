@@ -239,7 +239,8 @@ fn conv_weight_grad(
     g.transpose(sum, &[1, 0, 2, 3])
 }
 
-/// How many taps of each output's window fall inside the input, per spatial axis.
+/// Which taps of each output's window fall inside the input along spatial axis `k`:
+/// `[output][tap]`.
 fn in_bounds(window: &Window, k: usize, outs: usize, n: usize) -> Vec<Vec<bool>> {
     (0..outs)
         .map(|o| {
