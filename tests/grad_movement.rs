@@ -336,6 +336,14 @@ fn composites_over_movement() {
         ),
     ];
     for (what, f) in &cases {
-        check(what, &|g, xs| f(g, xs), &[x.clone()], &[0], EPS, RTOL, ATOL);
+        check(
+            what,
+            &|g, xs| f(g, xs),
+            std::slice::from_ref(&x),
+            &[0],
+            EPS,
+            RTOL,
+            ATOL,
+        );
     }
 }

@@ -312,7 +312,7 @@ fn cumprod_in_every_direction_with_and_without_zeros() {
             check(
                 &format!("cumprod with zeros {what}"),
                 &|g, xs| f(g, xs, 1),
-                &[zeros.clone()],
+                std::slice::from_ref(&zeros),
                 &[0],
                 EPS,
                 RTOL,
