@@ -99,15 +99,14 @@ fn strided(
 ) -> Result<Tensor> {
     let (dy, out) = (cx.dy, g.shape(cx.dy)?.clone());
     let dtype = g.dtype(dy)?;
-    let undecodable = || {
-        Error::NotDifferentiable {
+    let undecodable = || Error::NotDifferentiable {
         op: kind.name().to_string(),
         node: cx.name.to_string(),
         message: format!(
-            "the read of {out} at offset {offset} with strides {strides:?} from {shape} is not a {} the builders make",
+            "reading {out} at offset {offset} with strides {strides:?} from {shape} is no {} \
+             the builders make, so its gradient is unknown",
             kind.name()
         ),
-    }
     };
     if kind == StridedKind::BroadcastTo {
         let expected: Vec<i64> = if out.rank() >= shape.rank() {
@@ -283,5 +282,40 @@ fn zeros(g: &mut Graph, shape: &Shape, dtype: DType) -> Result<Tensor> {
         Ok(z)
     } else {
         g.broadcast_to(z, &shape.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::movement::slice_plan;
+
+    #[test]
+    fn decode_inverts_slice_plan() {
+        let input = Shape(vec![5, 1, 6]);
+        let args = [
+            SliceArg::new(Some(4), Some(0), -2),
+            SliceArg::full(),
+            SliceArg::new(Some(1), None, 3),
+        ];
+        let (out, offset, strides) = slice_plan(&input, &args).unwrap();
+        let plan = decode(&input, &out, offset, &strides).unwrap();
+        let got: Vec<(usize, isize, usize)> =
+            plan.iter().map(|a| (a.start, a.step, a.count)).collect();
+        assert_eq!(got, vec![(4, -2, 2), (0, 1, 1), (1, 3, 2)]);
+    }
+
+    #[test]
+    fn decode_rejects_reads_no_slice_makes() {
+        let input = Shape(vec![2, 3]);
+        let out = Shape(vec![2, 3]);
+        // A stride that is not a multiple of the axis's element stride.
+        assert!(decode(&input, &out, 0, &[1, 1]).is_none());
+        // Reads past the end of an axis.
+        assert!(decode(&input, &out, 1, &[3, 1]).is_none());
+        // An offset past the input.
+        assert!(decode(&input, &Shape(vec![1, 1]), 6, &[3, 1]).is_none());
+        // A rank change (that is a broadcast, not a slice).
+        assert!(decode(&input, &Shape(vec![2, 2, 3]), 0, &[0, 3, 1]).is_none());
     }
 }
