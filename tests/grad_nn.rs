@@ -481,7 +481,6 @@ fn max_pool_nan_gets_the_gradient() {
 // pass with both merged).
 
 #[test]
-#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn conv2d_with_bias() {
     check(
         "conv2d + bias",
@@ -499,7 +498,6 @@ fn conv2d_with_bias() {
 }
 
 #[test]
-#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn softmax_and_log_softmax() {
     let x = rand(&[3, 5], -2.0, 2.0, 71);
     check(
@@ -532,7 +530,6 @@ fn softmax_and_log_softmax() {
 }
 
 #[test]
-#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn layer_norm_with_gamma_and_beta() {
     check(
         "layer_norm",
@@ -550,7 +547,6 @@ fn layer_norm_with_gamma_and_beta() {
 }
 
 #[test]
-#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn batch_norm_every_input() {
     check(
         "batch_norm",
@@ -570,7 +566,6 @@ fn batch_norm_every_input() {
 }
 
 #[test]
-#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn linear_with_bias() {
     check(
         "linear",
@@ -588,7 +583,6 @@ fn linear_with_bias() {
 }
 
 #[test]
-#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn activations() {
     // Away from 0, where leaky_relu and elu have kinks.
     let v: Vec<f32> = uniform(24, 0.2, 2.0, 111)
@@ -616,7 +610,6 @@ fn activations() {
 }
 
 #[test]
-#[ignore = "needs the elementwise/reduce rules from branches gelem/gshape"]
 fn small_cnn_block() {
     // conv (strided, biased) → silu → max pool → avg pool: the rules chained, every parameter.
     check(
