@@ -289,6 +289,32 @@ fn dropout_gradient_is_the_scaled_mask_times_the_incoming_gradient() {
 }
 
 #[test]
+fn dropout_of_f16_scales_in_f16() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [300], DType::F16).unwrap();
+    let y = g.dropout(x, 0.25, 4).unwrap();
+    let u = g.stateful_random_uniform([300], 0.0, 1.0, 4).unwrap();
+    let xs: Vec<wgflow::f16> = (0..300)
+        .map(|i| wgflow::f16::from_f32(0.5 + i as f32 / 64.0))
+        .collect();
+    let mut s = session_on(&g, Device::Cpu);
+    let out = s
+        .run(&[(x, HostTensor::new([300], xs.clone()).unwrap())], &[y, u])
+        .unwrap();
+    let ys = out[0].to_vec::<wgflow::f16>().unwrap();
+    let us = f32s(&out[1]);
+    let scale = wgflow::f16::from_f64(1.0 / 0.75);
+    for i in 0..300 {
+        let want = if us[i] >= 0.25 {
+            wgflow::f16::from_f32(xs[i].to_f32() * scale.to_f32())
+        } else {
+            wgflow::f16::ZERO
+        };
+        assert_eq!(ys[i], want, "element {i}");
+    }
+}
+
+#[test]
 fn dropout_rate_zero_is_the_identity_and_bad_arguments_are_errors() {
     let mut g = Graph::new();
     let x = g.constant([1.0f32, 2.0]).unwrap();

@@ -316,6 +316,56 @@ impl KernelDef for RandomKernel {
 mod tests {
     use super::*;
 
+    fn kernel(dist: Distribution) -> RandomKernel {
+        RandomKernel {
+            spec: RandomSpec { dist, seed: 5 },
+            out_shape: Shape::from([3, 7]),
+        }
+    }
+
+    const ALL: [Distribution; 4] = [
+        Distribution::Uniform {
+            low: -1.0,
+            high: 2.0,
+        },
+        Distribution::Normal {
+            mean: 0.5,
+            std: 2.0,
+        },
+        Distribution::StatefulUniform {
+            low: -1.0,
+            high: 2.0,
+        },
+        Distribution::StatefulNormal {
+            mean: 0.5,
+            std: 2.0,
+        },
+    ];
+
+    #[test]
+    fn kernels_validate_and_only_stateful_ones_bind_the_counter() {
+        for dist in ALL {
+            let src = Kernel::Random(kernel(dist)).wgsl();
+            wgsl::validate("random", &src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            assert_eq!(src.contains("run_counter"), dist.is_stateful(), "{dist:?}");
+        }
+    }
+
+    #[test]
+    fn the_cpu_kernel_reads_the_counter_words_low_then_high() {
+        let run = 0x0000_0003_0000_0002u64;
+        for dist in ALL {
+            let k = kernel(dist);
+            let fed = KernelDef::run_cpu(&k, &[&[2, 3]]);
+            assert_eq!(fed, k.run_cpu_at(run), "{dist:?}");
+            assert_eq!(fed != k.run_cpu_at(run + 1), dist.is_stateful(), "{dist:?}");
+            assert_eq!(fed != k.run_cpu(), dist.is_stateful(), "{dist:?}");
+        }
+        // Run 0 of a stateful op is not the stateless stream of the same seed.
+        let (a, b) = (kernel(ALL[0]).run_cpu(), kernel(ALL[2]).run_cpu());
+        assert!(a.iter().zip(&b).all(|(x, y)| x != y));
+    }
+
     /// Known-answer tests from Random123's `kat_vectors` for philox4x32_10.
     #[test]
     fn cos_turns_is_accurate() {
