@@ -54,9 +54,9 @@ impl Ref {
 
     /// Step `t` (1-based) with learning rate `lr` on the loss `sum(w·c) + sum(w·w)`.
     fn step(&mut self, rule: Rule, lr: f64, t: i32, c: &[f64]) {
-        for i in 0..self.w.len() {
+        for (i, &c) in c.iter().enumerate() {
             let w = self.w[i];
-            let mut g = c[i] + 2.0 * w;
+            let mut g = c + 2.0 * w;
             match rule {
                 Rule::Sgd { mu, nesterov } => {
                     let d = if mu == 0.0 {
@@ -199,7 +199,7 @@ fn check_steps(what: &str, opt: &dyn Optimizer, rule: Rule, lr: f64, steps: i32,
                     let want = if slot.ends_with("/v") { &r.v } else { &r.m };
                     assert_near(
                         &format!("{what} on {d}: w{k}/{slot} after step {t}"),
-                        &got,
+                        got,
                         want,
                     );
                 }

@@ -232,6 +232,9 @@ fn dropout_keeps_one_minus_rate_scales_and_draws_a_new_mask_each_run() {
         let xs: Vec<f32> = (0..N).map(|i| 1.0 + (i % 97) as f32 * 0.25).collect();
         let feed = HostTensor::new([256, 256], xs.clone()).unwrap();
         let mut s = session_on(&g, d);
+        // The uniform draw, then the comparison, select and product fused into one kernel.
+        let plan = s.plan(&[y]).unwrap();
+        assert_eq!(plan.dispatch_count(), 2, "{d}\n{}", plan.describe());
         let mut masks = Vec::new();
         for run in 0..2 {
             let out = s.run(&[(x, feed.clone())], &[y, u]).unwrap();
@@ -373,6 +376,15 @@ fn the_run_counter_is_one_unscoped_placeholder_the_user_cannot_feed() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("reserved") && e.contains("u32 [2]"), "{e}");
+    // ... which the session will not feed either.
+    let p = h.tensor("wgflow/run_counter").unwrap();
+    let y = h.neg(p).unwrap();
+    let err = session_on(&h, Device::Cpu).run(&[], &[y]).unwrap_err();
+    assert!(matches!(err, Error::Feed { .. }), "{err}");
+    assert!(
+        err.to_string().contains("reserved for the run counter"),
+        "{err}"
+    );
 }
 
 #[test]
