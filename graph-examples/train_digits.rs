@@ -6,6 +6,10 @@
 //! cargo run --release --example train_digits -- --model cnn --device cpu:0 --epochs 10
 //! ```
 //!
+//! Defaults: 30 epochs for the MLP, 15 for the CNN, batches of 64, Adam with learning rate
+//! 0.003. This machine (2 cores, lavapipe) reaches about 96.7% (MLP) and 97.5% (CNN) test
+//! accuracy.
+//!
 //! The dataset is a device-resident constant; each step feeds only the batch's 64 indices
 //! (`take` gathers the images on the device), runs the train op (forward, backward and the
 //! Adam update in one run) and fetches nothing but the loss every few steps.
@@ -19,7 +23,8 @@ use wgflow::{Device, Session, SessionOptions};
 struct Args {
     models: Vec<Model>,
     device: Option<Device>,
-    epochs: usize,
+    /// `None`: each model's default (30 for the MLP, 15 for the CNN).
+    epochs: Option<usize>,
     batch: usize,
 }
 
@@ -27,7 +32,7 @@ fn args() -> Result<Args, String> {
     let mut a = Args {
         models: vec![Model::Mlp, Model::Cnn],
         device: None,
-        epochs: 15,
+        epochs: None,
         batch: 64,
     };
     let mut it = std::env::args().skip(1);
@@ -44,9 +49,11 @@ fn args() -> Result<Args, String> {
             }
             "--device" => {
                 let spec = value()?;
-                a.device = Some(spec.parse().map_err(|e| format!("--device {spec}: {e}"))?);
+                a.device = Some(Device::parse(&spec).map_err(|e| format!("--device {spec}: {e}"))?);
             }
-            "--epochs" => a.epochs = value()?.parse().map_err(|e| format!("--epochs: {e}"))?,
+            "--epochs" => {
+                a.epochs = Some(value()?.parse().map_err(|e| format!("--epochs: {e}"))?)
+            }
             "--batch" => a.batch = value()?.parse().map_err(|e| format!("--batch: {e}"))?,
             other => {
                 return Err(format!(
@@ -74,7 +81,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ..Default::default()
             },
         )?;
-        let steps = batches(args.epochs, args.batch, 42);
+        let epochs = args.epochs.unwrap_or(match model {
+            Model::Mlp => 30,
+            Model::Cnn => 15,
+        });
+        let steps = batches(epochs, args.batch, 42);
         let bar = indicatif::ProgressBar::new(steps.len() as u64);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
@@ -104,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             model.name(),
             100.0 * acc,
             data.images.shape().0[0] - TRAIN,
-            args.epochs,
+            epochs,
             start.elapsed().as_secs_f64()
         );
     }
