@@ -252,6 +252,76 @@ fn mlp_w4() -> (Graph, Tensor, Tensor) {
     (g, x, h)
 }
 
+/// W4 as a training step: the same MLP with Glorot-initialized variables, softmax
+/// cross-entropy against fed one-hot labels, and Adam. Prints the forward pass (the loss)
+/// and the train step timed in one run, their ratio, the kernels of each, and the training
+/// plan's peak arena against its live-bytes lower bound.
+fn w4_training(dev: Device, iters: usize) {
+    use wgflow::train::{Adam, Optimizer};
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [256, 784], DType::F32).unwrap();
+    let y = g.placeholder("y", [256, 10], DType::F32).unwrap();
+    let mut h = x;
+    let mut vars = Vec::new();
+    for (i, (k, n)) in [(784usize, 512usize), (512, 512), (512, 10)]
+        .into_iter()
+        .enumerate()
+    {
+        let w = g
+            .variable_with(
+                &format!("w{i}"),
+                [k, n],
+                DType::F32,
+                wgflow::Initializer::GlorotUniform { seed: i as u64 },
+            )
+            .unwrap();
+        let b = g
+            .variable_with(
+                &format!("b{i}"),
+                [n],
+                DType::F32,
+                wgflow::Initializer::Zeros,
+            )
+            .unwrap();
+        vars.extend([w, b]);
+        let a = g.linear(h, w, Some(b)).unwrap();
+        h = if i < 2 { g.relu(a).unwrap() } else { a };
+    }
+    let logp = g.log_softmax(h, -1).unwrap();
+    let picked = g.mul(logp, y).unwrap();
+    let total = g.sum(picked, Axes::All, false).unwrap();
+    let scale = g.constant(-1.0f32 / 256.0).unwrap();
+    let loss = g.mul(total, scale).unwrap();
+    let train = Adam::new(1e-3).minimize(&mut g, loss, &vars).unwrap();
+    let xs = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
+    let labels: Vec<f32> = (0..256 * 10)
+        .map(|i| if i % 10 == (i / 10) % 10 { 1.0 } else { 0.0 })
+        .collect();
+    let ys = HostTensor::new([256, 10], labels).unwrap();
+    let feeds = [(x, xs), (y, ys)];
+    let cell = std::cell::RefCell::new(session(&g, dev, true));
+    let (fwd, step) = time_pair(
+        || cell.borrow_mut().run_targets(&feeds, &[loss]).unwrap(),
+        || cell.borrow_mut().run_targets(&feeds, &[train]).unwrap(),
+        iters,
+    );
+    let mut s = cell.into_inner();
+    let fwd_plan = s.plan(&[loss]).unwrap();
+    let plan = s.plan(&[train]).unwrap();
+    let mem = plan.memory(dev).unwrap();
+    println!(
+        "W4 MLP training step (Adam, batch 256) on {dev}: forward {:.2} ms ({} kernels), train step {:.2} ms ({} kernels), ratio {:.2}; training arena peak {} B, live-bytes lower bound {} B ({:.3}x)",
+        fwd * 1e3,
+        fwd_plan.dispatch_count(),
+        step * 1e3,
+        plan.dispatch_count(),
+        step / fwd,
+        mem.peak_bytes,
+        mem.lower_bound_bytes,
+        mem.peak_bytes as f64 / mem.lower_bound_bytes.max(1) as f64
+    );
+}
+
 /// Seconds from session creation to W4's first result, in this (fresh) process.
 fn w4_first_run(dev: Device) -> f64 {
     let (g, x, h) = mlp_w4();
@@ -366,6 +436,11 @@ fn main() {
         memory_zoo();
         return;
     }
+    if only == "train" {
+        let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
+        w4_training(Device::parse(&spec).unwrap(), if quick() { 3 } else { 10 });
+        return;
+    }
     if only == "first-run" {
         let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
         let t = Instant::now();
@@ -415,6 +490,7 @@ fn main() {
             kernels,
         });
     }
+    w4_training(dev, iters);
     // W1: a + b, N = 16M.
     {
         let n = 16 * 1024 * 1024;
