@@ -242,7 +242,10 @@ fn read_buffer(ctx: &GpuContext, slot: &Slot, buf: &wgpu::Buffer) -> Result<Vec<
         let view = staging
             .get_mapped_range(0..size)
             .map_err(|e| gpu_err("viewing a variable's read-back buffer", e.to_string()))?;
-        host_words(slot.dtype, &view, slot.shape.numel())
+        let mut words = host_words(slot.dtype, &view, slot.shape.numel());
+        // The buffer is at least 4 bytes, even for a variable without elements.
+        words.truncate(slot.shape.numel());
+        words
     };
     staging.unmap();
     Ok(words)
