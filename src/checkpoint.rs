@@ -252,8 +252,8 @@ pub(crate) fn save(session: &mut Session, path: &Path, variables: Option<&[Tenso
     let mut values = BTreeMap::new();
     for v in tensors {
         let name = variable_name(session, v, &at)?;
-        if !values.contains_key(&name) {
-            values.insert(name, session.read_variable(v)?);
+        if let std::collections::btree_map::Entry::Vacant(slot) = values.entry(name) {
+            slot.insert(session.read_variable(v)?);
         }
     }
     let list: Vec<(&str, &HostTensor)> = values.iter().map(|(n, t)| (n.as_str(), t)).collect();

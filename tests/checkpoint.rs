@@ -350,8 +350,11 @@ fn save_writes_the_initialized_variables_or_the_listed_ones() {
     std::fs::remove_file(&path).ok();
 }
 
+/// A tensor as the safetensors crate takes it: name, dtype, shape, bytes.
+type RawTensor = (&'static str, Dtype, Vec<usize>, Vec<u8>);
+
 /// A file of `tensors` written with the safetensors crate directly (any dtype).
-fn raw_file(name: &str, tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> PathBuf {
+fn raw_file(name: &str, tensors: &[RawTensor]) -> PathBuf {
     let views: Vec<(&str, TensorView<'_>)> = tensors
         .iter()
         .map(|(n, d, s, b)| (*n, TensorView::new(*d, s.clone(), b).unwrap()))
@@ -372,7 +375,7 @@ fn restore_checks_names_dtypes_and_shapes_and_changes_nothing_on_error() {
     let b = g.variable("b", [true, false]).unwrap();
     let not_var = g.add(a, a).unwrap();
     let a2 = f32_bytes(&[10.0, 20.0]);
-    let cases: Vec<(&str, Vec<(&str, Dtype, Vec<usize>, Vec<u8>)>, &str)> = vec![
+    let cases: Vec<(&str, Vec<RawTensor>, &str)> = vec![
         (
             "missing",
             vec![("a", Dtype::F32, vec![2], a2.clone())],

@@ -251,7 +251,7 @@ fn dtype<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<DType, D::Error
     let s = String::deserialize(d)?;
     DType::parse(&s).ok_or_else(|| {
         de::Error::custom(format!(
-            "unknown dtype '{}' (expected f32, i32, u32 or bool)",
+            "unknown dtype '{}' (expected f32, f16, i32, u32 or bool)",
             s.chars().take(40).collect::<String>()
         ))
     })

@@ -18,7 +18,7 @@
 //! * `nodes` are listed in build order; a node's `inputs` name nodes listed **before** it (so a
 //!   file cannot express a cycle), in the op's argument order. Names are unique and non-empty.
 //! * Every node has `name`, `op`, `shape` (list of dimensions; `[]` is a scalar) and `dtype`
-//!   (`f32`, `i32`, `u32`, `bool`). `inputs` may be omitted for leaves; `device` (a device spec
+//!   (`f32`, `f16`, `i32`, `u32`, `bool`). `inputs` may be omitted for leaves; `device` (a device spec
 //!   such as `gpu:0`, `gpu` or `cpu:0`) is present only when the node was built in a device scope.
 //! * `shape` and `dtype` are the node's output, and are **checked** on load: the graph is
 //!   rebuilt through the same builder methods an API user calls, so every shape and dtype rule
@@ -54,6 +54,20 @@
 //! version-1 file saves again byte for byte (`tests/graphdef/v1` checks this). Reading
 //! accepts every version up to [`VERSION`]; a node newer than its file's version (a
 //! `variable` in a version-1 file) is an error, as is a version this build does not know.
+//! One step of `w -= 0.5` (what `g.assign_sub(w, d)` saves as):
+//!
+//! ```json
+//! {
+//!   "format": "wgflow.graph",
+//!   "version": 2,
+//!   "nodes": [
+//!     {"name": "w", "op": "variable", "shape": [2], "dtype": "f32", "init": "zeros"},
+//!     {"name": "d", "op": "constant", "shape": [], "dtype": "f32", "data": [0.5]},
+//!     {"name": "sub", "op": "sub", "inputs": ["w", "d"], "shape": [2], "dtype": "f32"},
+//!     {"name": "assign_sub", "op": "assign", "inputs": ["w", "sub"], "shape": [2], "dtype": "f32"}
+//!   ]
+//! }
+//! ```
 //!
 //! A graph file holds how a variable starts, not its current value: a trained model is its
 //! graph file plus a checkpoint of its variables (a `.safetensors` file: the `checkpoint`
