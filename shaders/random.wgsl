@@ -1,4 +1,5 @@
-// wgflow random kernel: out[i] from Philox4x32-10 of counter [i, 0, 0, 0] (see src/ops/random.rs).
+// wgflow random kernel: out[i] from Philox4x32-10 of counter [i, 0, 0, 0], or
+// [i, run_lo, run_hi, 1] for stateful ops (see src/ops/random.rs).
 {{BINDINGS}}
 {{PRELUDE}}
 // High word of the 64-bit product a*b from 16-bit halves (WGSL has no 64-bit integers).
@@ -66,6 +67,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= {{N}}) {
         return;
     }
-    let w = wgf_philox(vec4<u32>(i, 0u, 0u, 0u), vec2<u32>({{KEY0}}, {{KEY1}}));
+    let w = wgf_philox({{COUNTER}}, vec2<u32>({{KEY0}}, {{KEY1}}));
     out[i] = {{DIST}}(w, {{A}}, {{B}}, nwg.z != 0xffffffffu);
 }

@@ -42,6 +42,7 @@ pub mod ops;
 pub mod session;
 pub mod shape;
 pub mod trace;
+pub mod train;
 
 pub use backend::{devices, visible_devices};
 pub use device::{Device, DeviceSpec, PhysicalDevice};

@@ -5,6 +5,7 @@ use crate::backend::{self, Created, Prepared, VarStore};
 use crate::compile::{self, Plan, Target};
 use crate::device::{Device, DeviceLimits};
 use crate::graph::{Graph, Tensor};
+use crate::ops::random::RUN_COUNTER;
 use crate::ops::Leaf;
 use crate::ops::Op;
 use crate::trace::{RunMetadata, RunOptions};
@@ -86,6 +87,8 @@ pub struct Session {
     counters: Counters,
     /// The variables, shared by every plan.
     vars: VarStore,
+    /// Runs so far that read the graph's run counter (stateful random ops), fed to the next.
+    run_counter: u64,
 }
 
 impl Session {
@@ -134,6 +137,7 @@ impl Session {
             cache: HashMap::new(),
             counters: Counters::default(),
             vars: VarStore::default(),
+            run_counter: 0,
         })
     }
 
@@ -264,13 +268,19 @@ impl Session {
         read_back: bool,
         trace: Option<&mut Recorder>,
     ) -> Result<Vec<HostTensor>> {
-        let fed = self.check_feeds(feeds)?;
+        let counter;
+        let mut fed = self.check_feeds(feeds)?;
         let sig = self.signature(fetches)?;
         self.ensure_compiled(&sig, fetches)?;
         let entry = self
             .cache
             .get_mut(&sig)
             .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))?;
+        if entry.plan.feeds.iter().any(|(n, _)| n == RUN_COUNTER) {
+            counter = run_counter_value(&self.graph, self.run_counter)?;
+            fed.insert(RUN_COUNTER.to_string(), &counter);
+            self.run_counter += 1;
+        }
         for (name, _) in &entry.plan.feeds {
             if !fed.contains_key(name) {
                 let place = self
@@ -458,6 +468,13 @@ impl Session {
                     ),
                 });
             }
+            if node.name == RUN_COUNTER {
+                return Err(Error::Feed {
+                    name: node.name.clone(),
+                    message: "the session feeds the run counter of stateful random ops itself"
+                        .into(),
+                });
+            }
             if fed.insert(node.name.clone(), value).is_some() {
                 return Err(Error::Feed {
                     name: node.name.clone(),
@@ -503,5 +520,26 @@ impl Session {
             },
         );
         Ok(())
+    }
+}
+
+/// The run counter's feed for run `k`: `[k_lo, k_hi]`, checked against the graph's node of
+/// that name (a user could have built one of another type).
+fn run_counter_value(graph: &Graph, k: u64) -> Result<HostTensor> {
+    let value = HostTensor::from([k as u32, (k >> 32) as u32]);
+    match graph
+        .tensor(RUN_COUNTER)
+        .map(|t| graph.node(t))
+        .transpose()?
+    {
+        Some(n) if n.shape == *value.shape() && n.dtype == value.dtype() => Ok(value),
+        _ => Err(Error::Feed {
+            name: RUN_COUNTER.into(),
+            message: format!(
+                "is reserved for the run counter, a {} {} placeholder",
+                value.dtype(),
+                value.shape()
+            ),
+        }),
     }
 }

@@ -435,3 +435,25 @@ fn float_divmod_pow_and_casts_fuse_and_match_cpu_bit_for_bit() {
         }
     }
 }
+
+/// A one-element negative constant is inlined as a literal; negating it must not print
+/// `--100.0` (WGSL's decrement token), which the GPUs rejected.
+#[test]
+fn negated_negative_literals_compile_on_every_device() {
+    let mut g = wgflow::Graph::new();
+    let c = g.constant(-100.0f32).unwrap();
+    let n = g.neg(c).unwrap();
+    let s = g.sigmoid(c).unwrap();
+    let z = g.constant(-0.0f32).unwrap();
+    let nz = g.neg(z).unwrap();
+    let mut devices = vec![wgflow::Device::Cpu];
+    devices.extend(common::gpus());
+    for d in devices {
+        let out = common::session_on(&g, d).run(&[], &[n, s, nz]).unwrap();
+        assert_eq!(out[0].item::<f32>().unwrap(), 100.0, "{d}");
+        let sig = out[1].item::<f32>().unwrap();
+        assert!((0.0..1e-40).contains(&sig), "{d}: sigmoid(-100) = {sig}");
+        let pz = out[2].item::<f32>().unwrap();
+        assert!(pz == 0.0 && pz.is_sign_positive(), "{d}: -(-0) = {pz}");
+    }
+}

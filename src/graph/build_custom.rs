@@ -39,7 +39,8 @@ impl Graph {
 
     /// A raw WGSL kernel over `inputs` (see [`RawWgsl`] for the binding convention). The
     /// shader is validated with naga and its bindings checked here; an invalid shader is an
-    /// [`Error::Shader`] with the line and column. The node runs only on a GPU.
+    /// [`Error::Shader`] with the line and column, and so are its gradient kernels
+    /// ([`RawWgsl::with_gradient`]). The node runs only on a GPU.
     #[track_caller]
     pub fn raw_kernel(&mut self, kernel: &RawWgsl, inputs: &[Tensor]) -> Result<Tensor> {
         let loc = Location::caller();
@@ -48,6 +49,21 @@ impl Graph {
             self.arg(t, &op, loc)?;
         }
         kernel.check(inputs.len())?;
+        for (i, grad) in &kernel.gradients {
+            if *i >= inputs.len() {
+                return Err(Error::build(
+                    &op,
+                    loc,
+                    format!(
+                        "a gradient kernel ('{}') is given for input {i}, but the kernel has {} input(s)",
+                        grad.name,
+                        inputs.len()
+                    ),
+                ));
+            }
+            // It reads the inputs and dy.
+            grad.check(inputs.len() + 1)?;
+        }
         let custom = Op::Custom(Custom::Raw(Arc::new(kernel.clone())));
         let site = Site::new(&op, loc).named(&kernel.name);
         self.add_op(custom, inputs, Declared::none(), site)

@@ -1,6 +1,7 @@
 //! Builders of the elementwise family: math, comparisons, logic and integer arithmetic;
 //! composites (`square`, `silu`, `gelu`, `leaky_relu`, `elu`, `clip`) over those primitives;
-//! creation ops (`zeros`, `ones`, `full`, `arange`, `linspace`, `eye`); seeded random tensors.
+//! creation ops (`zeros`, `ones`, `full`, `arange`, `linspace`, `eye`); seeded random tensors,
+//! stateless and stateful, and `dropout`.
 //!
 //! # dtype policy
 //! wgflow never promotes implicitly: both operands of a binary op must have the same dtype, or
@@ -12,9 +13,12 @@
 //! `zeros`, `ones`, `full`, `arange`, `linspace` and `eye` are computed on the host at build
 //! time and stored in the graph as constants (uploaded once per plan; one-element ones become
 //! literals inside fused kernels). `random_uniform`/`random_normal` instead run a kernel on the
-//! device; see [`crate::ops::random`] for the exact algorithm.
+//! device; see [`crate::ops::random`] for the exact algorithm. Their stateful forms
+//! (`stateful_random_uniform`, `stateful_random_normal`) draw new numbers on every run: they
+//! read the graph's run counter, a placeholder the session feeds by itself.
 
 use super::{check_size, Graph, Site, Tensor};
+use crate::ops::random::RUN_COUNTER;
 use crate::ops::{BinaryOp, Declared, Distribution, Leaf, Op, RandomSpec, UnaryOp};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;
@@ -294,7 +298,7 @@ impl Graph {
     }
 
     /// f32 values uniform in `[low, high)` from `seed`; the same seed gives bit-identical
-    /// values on every device (Philox4x32-10, see [`crate::ops::random`]).
+    /// values on every device (Philox4x32-10, see [`crate::ops::random`]) and on every run.
     #[track_caller]
     pub fn random_uniform(
         &mut self,
@@ -304,13 +308,7 @@ impl Graph {
         seed: u64,
     ) -> Result<Tensor> {
         let loc = Location::caller();
-        if !(low.is_finite() && high.is_finite() && low <= high) {
-            return Err(Error::build(
-                "random_uniform",
-                loc,
-                format!("needs finite low <= high, got [{low}, {high})"),
-            ));
-        }
+        check_uniform("random_uniform", low, high, loc)?;
         let dist = Distribution::Uniform { low, high };
         self.random(RandomSpec { dist, seed }, shape.into(), loc)
     }
@@ -326,20 +324,145 @@ impl Graph {
         seed: u64,
     ) -> Result<Tensor> {
         let loc = Location::caller();
-        if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
-            return Err(Error::build(
-                "random_normal",
-                loc,
-                format!("needs a finite mean and std >= 0, got mean {mean}, std {std}"),
-            ));
-        }
+        check_normal("random_normal", mean, std, loc)?;
         let dist = Distribution::Normal { mean, std };
         self.random(RandomSpec { dist, seed }, shape.into(), loc)
     }
 
+    /// Like [`Graph::random_uniform`], with new numbers on every run (`tf.random.uniform`,
+    /// a stateful op): run `k` of a session (counting the runs that read any stateful random
+    /// op) draws from Philox's counter `[i, k_lo, k_hi, 1]`, so a session's sequence of runs is
+    /// reproducible and bit-identical on every device. Two stateful ops with the same seed
+    /// and shape draw the same numbers in a run: give each its own seed.
+    ///
+    /// ```
+    /// # fn main() -> wgflow::Result<()> {
+    /// use wgflow::{Graph, Session, SessionOptions};
+    /// let mut g = Graph::new();
+    /// let u = g.stateful_random_uniform([4], 0.0, 1.0, 7)?;
+    /// let mut s = Session::new(&g, SessionOptions::default())?;
+    /// let a = s.run(&[], &[u])?; // the session feeds the run counter
+    /// let b = s.run(&[], &[u])?;
+    /// assert_ne!(a[0].words(), b[0].words());
+    /// # Ok(()) }
+    /// ```
+    #[track_caller]
+    pub fn stateful_random_uniform(
+        &mut self,
+        shape: impl Into<Shape>,
+        low: f32,
+        high: f32,
+        seed: u64,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        check_uniform("stateful_random_uniform", low, high, loc)?;
+        let dist = Distribution::StatefulUniform { low, high };
+        self.random(RandomSpec { dist, seed }, shape.into(), loc)
+    }
+
+    /// Like [`Graph::random_normal`], with new numbers on every run (see
+    /// [`Graph::stateful_random_uniform`]).
+    #[track_caller]
+    pub fn stateful_random_normal(
+        &mut self,
+        shape: impl Into<Shape>,
+        mean: f32,
+        std: f32,
+        seed: u64,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        check_normal("stateful_random_normal", mean, std, loc)?;
+        let dist = Distribution::StatefulNormal { mean, std };
+        self.random(RandomSpec { dist, seed }, shape.into(), loc)
+    }
+
+    /// Inverted dropout (`tf.nn.dropout`): each element of `x` is kept with probability
+    /// `1 - rate` and scaled by `1 / (1 - rate)`, else zeroed, with a new mask on every run:
+    /// `x * where(u >= rate, s, 0)` with `u` a [`Graph::stateful_random_uniform`] of `x`'s
+    /// shape in `[0, 1)` from `seed` and `s = 1 / (1 - rate)` rounded to `x`'s dtype. `rate`
+    /// lies in `[0, 1)`; 0 returns `x` itself. The gradient with respect to `x` is the same
+    /// scaled mask times the incoming gradient (the mask is a constant of the run).
+    #[track_caller]
+    pub fn dropout(&mut self, x: Tensor, rate: f32, seed: u64) -> Result<Tensor> {
+        let loc = Location::caller();
+        let dtype = self.float_only("dropout", x, loc)?;
+        if !(0.0..1.0).contains(&rate) {
+            return Err(Error::build(
+                "dropout",
+                loc,
+                format!("rate must lie in [0, 1), got {rate}"),
+            ));
+        }
+        if rate == 0.0 {
+            return Ok(x);
+        }
+        let shape = self.arg(x, "dropout", loc)?.shape.clone();
+        self.name_scope("dropout", |g| {
+            let dist = Distribution::StatefulUniform {
+                low: 0.0,
+                high: 1.0,
+            };
+            let u = g.random(RandomSpec { dist, seed }, shape, loc)?;
+            let r = g.lit(DType::F32, f64::from(rate), loc)?;
+            let keep = g.binary(BinaryOp::GreaterEqual, u, r, loc)?;
+            let scale = g.lit(dtype, 1.0 / (1.0 - f64::from(rate)), loc)?;
+            let zero = g.lit(dtype, 0.0, loc)?;
+            let mask = g.add_op(
+                Op::Elementwise(crate::ops::Elementwise::Select),
+                &[keep, scale, zero],
+                Declared::none(),
+                Site::new("dropout", loc).named("mask"),
+            )?;
+            g.binary(BinaryOp::Mul, x, mask, loc)
+        })
+    }
+
     fn random(&mut self, spec: RandomSpec, shape: Shape, loc: Loc) -> Result<Tensor> {
         let site = Site::new(spec.name(), loc);
-        self.add_op(Op::Random(spec), &[], Declared::shape(&shape), site)
+        let inputs = if spec.dist.is_stateful() {
+            vec![self.run_counter(spec.name(), loc)?]
+        } else {
+            Vec::new()
+        };
+        self.add_op(Op::Random(spec), &inputs, Declared::shape(&shape), site)
+    }
+
+    /// The graph's run counter (see [`crate::ops::random::RUN_COUNTER`]), made on first use
+    /// outside every name and device scope, so that one node serves the whole graph and is
+    /// placed with its first consumer.
+    fn run_counter(&mut self, op: &str, loc: Loc) -> Result<Tensor> {
+        if let Some(t) = self.tensor(RUN_COUNTER) {
+            let n = &self.g[t.node];
+            if n.op != Op::Leaf(Leaf::Placeholder)
+                || n.dtype != DType::U32
+                || n.shape != Shape::from([2])
+            {
+                return Err(Error::build(
+                    op,
+                    loc,
+                    format!(
+                        "the name '{RUN_COUNTER}' is reserved for the session's run counter, \
+                         a u32 [2] placeholder; this graph has a {} {} {} of that name",
+                        n.dtype,
+                        n.shape,
+                        n.op.name()
+                    ),
+                ));
+            }
+            return Ok(t);
+        }
+        let names = std::mem::take(&mut self.name_scopes);
+        let devices = std::mem::take(&mut self.device_scopes);
+        let shape = Shape::from([2]);
+        let declared = Declared {
+            shape: Some(&shape),
+            dtype: Some(DType::U32),
+        };
+        let site = Site::new("placeholder", loc).named(RUN_COUNTER);
+        let r = self.add_op(Op::Leaf(Leaf::Placeholder), &[], declared, site);
+        self.name_scopes = names;
+        self.device_scopes = devices;
+        r
     }
 
     fn filled(&mut self, op: &str, shape: Shape, dtype: DType, v: f64, loc: Loc) -> Result<Tensor> {
@@ -387,4 +510,26 @@ impl Graph {
             ))
         }
     }
+}
+
+fn check_uniform(op: &str, low: f32, high: f32, loc: Loc) -> Result<()> {
+    if low.is_finite() && high.is_finite() && low <= high {
+        return Ok(());
+    }
+    Err(Error::build(
+        op,
+        loc,
+        format!("needs finite low <= high, got [{low}, {high})"),
+    ))
+}
+
+fn check_normal(op: &str, mean: f32, std: f32, loc: Loc) -> Result<()> {
+    if mean.is_finite() && std.is_finite() && std >= 0.0 {
+        return Ok(());
+    }
+    Err(Error::build(
+        op,
+        loc,
+        format!("needs a finite mean and std >= 0, got mean {mean}, std {std}"),
+    ))
 }

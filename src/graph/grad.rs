@@ -22,7 +22,7 @@ impl Graph {
     /// wanted instead. `y` must be a float tensor; an `x` of an integer or boolean dtype gets
     /// `None`.
     ///
-    /// An op without a gradient rule on the way (a raw WGSL kernel, a random op) is an
+    /// An op without a gradient rule on the way (a raw WGSL kernel without gradient kernels) is an
     /// [`Error::NotDifferentiable`] naming it.
     ///
     /// ```

@@ -10,7 +10,7 @@
 //! as-is on a GPU. See [`RawWgsl`] for the binding convention.
 
 use super::elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
-use super::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, GradCx, KernelDef, LowerCx, Lowered};
 use super::Kernel;
 use crate::{DType, Shape};
 use std::cell::RefCell;
@@ -21,6 +21,7 @@ use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
 pub mod file;
+mod grad;
 mod raw;
 
 pub use raw::{Invocations, OutputFn, OutputRule, RawKernel, RawWgsl};
@@ -643,7 +644,24 @@ impl Family for Custom {
     }
 
     fn unsavable(&self) -> Option<String> {
-        file::unsavable(self)
+        match self {
+            Custom::Raw(r) if !r.gradients.is_empty() => Some(format!(
+                "raw kernel '{}' carries gradient kernels, which graph files cannot hold",
+                r.name
+            )),
+            _ => file::unsavable(self),
+        }
+    }
+
+    /// A function: its expression differentiated symbolically ([`Expr::vjp`]), one new
+    /// function node per input gradient. A raw kernel: its gradient kernels
+    /// ([`RawWgsl::with_gradient`]), or [`Error::NotDifferentiable`](crate::Error::NotDifferentiable)
+    /// for an input without one.
+    fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
+        match self {
+            Custom::Elementwise(c) => c.vjp(g, cx),
+            Custom::Raw(r) => r.vjp(g, cx),
+        }
     }
 
     fn read(node: &NodeIn<'_>) -> Option<crate::Result<Self>> {

@@ -13,7 +13,7 @@ use crate::{DType, Shape};
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
 
 pub mod file;
-mod grad;
+pub(crate) mod grad;
 mod shader;
 
 pub use super::expr::{Expr, Node};

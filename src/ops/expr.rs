@@ -8,6 +8,8 @@ use super::elementwise::{BinaryOp, UnaryOp};
 use crate::DType;
 use std::collections::HashMap;
 
+mod vjp;
+
 /// One scalar operation of an [`Expr`]; operands are indices of earlier nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Node {

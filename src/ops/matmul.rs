@@ -3,7 +3,9 @@
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
-use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{
+    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
@@ -13,6 +15,7 @@ use crate::graph::{Graph, Tensor};
 
 mod cpu;
 pub mod file;
+mod grad;
 mod shader;
 
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
@@ -538,6 +541,11 @@ impl Family for MatMul {
     /// `[m, 0] @ [0, n]` is zeros.
     fn on_empty_input(&self, _dtype: DType) -> EmptyInput {
         EmptyInput::Fill(0)
+    }
+
+    /// `dA = dy @ Bᵀ`, `dB = Aᵀ @ dy`, summed over broadcast batch dims (see `matmul/grad.rs`).
+    fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
+        self.vjp(g, cx)
     }
 }
 

@@ -5,7 +5,9 @@
 //!
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
-use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{
+    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
@@ -14,6 +16,7 @@ use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
 pub mod file;
+mod grad;
 mod shape;
 
 use shape::{concat_shape, gather_shape, pad_shape, strided_shape};
@@ -588,6 +591,11 @@ impl Family for Movement {
             }),
         };
         Ok(cx.dispatch(kernel))
+    }
+
+    /// See `movement/grad.rs`: each op's gradient puts `dy` back where it was read from.
+    fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
+        self.vjp(g, cx)
     }
 
     fn on_empty_input(&self, _dtype: DType) -> EmptyInput {

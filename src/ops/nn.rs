@@ -3,7 +3,9 @@
 //! composites in `graph/build_nn.rs`; fusion makes them the convolution's epilogue.
 
 use crate::ops::elementwise::binary_cpu;
-use crate::ops::family::{Arity, Declared, EmptyInput, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{
+    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
@@ -12,6 +14,7 @@ use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
 pub mod file;
+mod grad;
 
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -564,6 +567,13 @@ impl Family for Nn {
             Nn::Conv2d { .. } => EmptyInput::Fill(0),
             Nn::Pool { .. } => EmptyInput::Impossible,
         }
+    }
+
+    /// conv2d: a transposed convolution for the input, a correlation of the input with `dy`
+    /// for the weights; pooling: `dy` spread over each window (avg) or routed to its first
+    /// maximum (max). See `nn/grad.rs`.
+    fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
+        self.vjp(g, cx)
     }
 }
 

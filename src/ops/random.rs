@@ -17,8 +17,17 @@
 //! driver's `log` on GPUs) and `sqrt`, whose last bits differ between implementations; devices
 //! agree within 1e-6 absolute (for `std = 1`).
 //!
-//! Random ops are stateless: a plan produces the same tensor on every run (like a constant
-//! that is computed on the device instead of uploaded). Use a different seed for new numbers.
+//! `random_uniform` and `random_normal` are stateless: a plan produces the same tensor on
+//! every run (like a constant that is computed on the device instead of uploaded).
+//!
+//! Their stateful forms (`stateful_random_uniform`, `stateful_random_normal`, and `dropout`
+//! built on the first) give new numbers on every run. They read one input, the graph's
+//! run counter: a `u32 [2]` placeholder named [`RUN_COUNTER`] that the builders create once
+//! per graph and the session feeds by itself with its count of earlier runs that read it
+//! (low word, high word). The Philox counter becomes `[i, run_lo, run_hi, 1]`: the last word
+//! keeps every stateful stream apart from the stateless one of the same seed, and the rest of
+//! the algorithm is unchanged, so stateful uniform numbers are bit-identical on every device
+//! too, and a session's `k`-th run draws the same numbers as any other session's `k`-th.
 
 use crate::ops::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
@@ -30,18 +39,49 @@ use crate::graph::{Graph, Tensor};
 
 pub mod file;
 
-/// The distribution a random op samples.
+/// The name of the graph's run counter placeholder, which stateful random ops read and the
+/// session feeds (users cannot).
+pub const RUN_COUNTER: &str = "wgflow/run_counter";
+
+/// The distribution a random op samples, and whether it draws new numbers on every run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Distribution {
-    /// `[low, high)`.
-    Uniform {
-        low: f32,
-        high: f32,
-    },
-    Normal {
-        mean: f32,
-        std: f32,
-    },
+    /// `[low, high)`, the same numbers on every run.
+    Uniform { low: f32, high: f32 },
+    /// `N(mean, std²)`, the same numbers on every run.
+    Normal { mean: f32, std: f32 },
+    /// `[low, high)`, new numbers on every run (the op reads [`RUN_COUNTER`]).
+    StatefulUniform { low: f32, high: f32 },
+    /// `N(mean, std²)`, new numbers on every run (the op reads [`RUN_COUNTER`]).
+    StatefulNormal { mean: f32, std: f32 },
+}
+
+/// How one element is made from its Philox words.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Law {
+    Uniform { low: f32, high: f32 },
+    Normal { mean: f32, std: f32 },
+}
+
+impl Distribution {
+    /// Whether the op reads the run counter, giving new numbers on every run.
+    pub fn is_stateful(self) -> bool {
+        match self {
+            Distribution::Uniform { .. } | Distribution::Normal { .. } => false,
+            Distribution::StatefulUniform { .. } | Distribution::StatefulNormal { .. } => true,
+        }
+    }
+
+    fn law(self) -> Law {
+        match self {
+            Distribution::Uniform { low, high } | Distribution::StatefulUniform { low, high } => {
+                Law::Uniform { low, high }
+            }
+            Distribution::Normal { mean, std } | Distribution::StatefulNormal { mean, std } => {
+                Law::Normal { mean, std }
+            }
+        }
+    }
 }
 
 /// What a random op draws: its distribution and seed.
@@ -56,6 +96,8 @@ impl RandomSpec {
         match self.dist {
             Distribution::Uniform { .. } => "random_uniform",
             Distribution::Normal { .. } => "random_normal",
+            Distribution::StatefulUniform { .. } => "stateful_random_uniform",
+            Distribution::StatefulNormal { .. } => "stateful_random_normal",
         }
     }
 }
@@ -120,18 +162,29 @@ impl RandomKernel {
         [self.spec.seed as u32, (self.spec.seed >> 32) as u32]
     }
 
-    /// The CPU reference: element words in row-major order.
+    /// The CPU reference: element words in row-major order (for a stateful op, those of
+    /// the session's first run).
     pub fn run_cpu(&self) -> Vec<u32> {
+        self.run_cpu_at(0)
+    }
+
+    /// The CPU reference for the run whose counter is `run` (ignored by stateless ops).
+    pub fn run_cpu_at(&self, run: u64) -> Vec<u32> {
         let key = self.key();
+        let ctr = if self.spec.dist.is_stateful() {
+            [run as u32, (run >> 32) as u32, 1]
+        } else {
+            [0; 3]
+        };
         (0..self.out_shape.numel())
             .map(|i| {
-                let w = philox4x32_10([i as u32, 0, 0, 0], key);
-                let v = match self.spec.dist {
-                    Distribution::Uniform { low, high } => {
+                let w = philox4x32_10([i as u32, ctr[0], ctr[1], ctr[2]], key);
+                let v = match self.spec.dist.law() {
+                    Law::Uniform { low, high } => {
                         let u = (w[0] >> 8) as f32 * TWO_POW_M24;
                         low + (high - low) * u
                     }
-                    Distribution::Normal { mean, std } => {
+                    Law::Normal { mean, std } => {
                         let u1 = ((w[0] >> 8) + 1) as f32 * TWO_POW_M24;
                         let u2 = (w[1] >> 8) as f32 * TWO_POW_M24;
                         // ln u1 as log1p(u1 - 1) (exact subtraction): accurate near u1 = 1,
@@ -148,11 +201,18 @@ impl RandomKernel {
     /// The WGSL source (template `shaders/random.wgsl`).
     pub fn wgsl(&self) -> String {
         let mut bindings = Writer::new();
-        wgsl::storage_binding(&mut bindings, 0, "out", crate::DType::F32);
+        let counter = if self.spec.dist.is_stateful() {
+            wgsl::storage_binding(&mut bindings, 0, "run_counter", crate::DType::U32);
+            wgsl::storage_binding(&mut bindings, 1, "out", crate::DType::F32);
+            "vec4<u32>(i, run_counter[0], run_counter[1], 1u)"
+        } else {
+            wgsl::storage_binding(&mut bindings, 0, "out", crate::DType::F32);
+            "vec4<u32>(i, 0u, 0u, 0u)"
+        };
         let lit = |v: f32| wgsl::literal(crate::DType::F32, v.to_bits());
-        let (dist, a, b) = match self.spec.dist {
-            Distribution::Uniform { low, high } => ("wgf_uniform", lit(low), lit(high)),
-            Distribution::Normal { mean, std } => ("wgf_normal", lit(mean), lit(std)),
+        let (dist, a, b) = match self.spec.dist.law() {
+            Law::Uniform { low, high } => ("wgf_uniform", lit(low), lit(high)),
+            Law::Normal { mean, std } => ("wgf_normal", lit(mean), lit(std)),
         };
         let key = self.key();
         wgsl::fill_template(
@@ -160,6 +220,7 @@ impl RandomKernel {
             &[
                 ("BINDINGS", bindings.finish()),
                 ("N", format!("{}u", self.out_shape.numel())),
+                ("COUNTER", counter.to_string()),
                 ("WG", wgsl::WORKGROUP.to_string()),
                 ("KEY0", format!("{}u", key[0])),
                 ("KEY1", format!("{}u", key[1])),
@@ -178,16 +239,24 @@ impl Family for RandomSpec {
         RandomSpec::name(self)
     }
 
+    /// None, or the run counter for stateful ops.
     fn arity(&self) -> Arity {
-        Arity::Exactly(0)
+        Arity::Exactly(usize::from(self.dist.is_stateful()))
     }
 
-    /// f32 values of the declared shape.
+    /// f32 values of the declared shape; a stateful op's input is the `u32 [2]` run counter.
     fn infer(
         &self,
-        _inputs: &[(Shape, DType)],
+        inputs: &[(Shape, DType)],
         declared: Declared<'_>,
     ) -> Result<(Shape, DType), String> {
+        if let [(shape, dtype)] = inputs {
+            if *dtype != DType::U32 || shape != &Shape::from([2]) {
+                return Err(format!(
+                    "reads the run counter, a u32 [2] tensor; got {dtype} {shape}"
+                ));
+            }
+        }
         Ok((declared.need_shape(self.name())?.clone(), DType::F32))
     }
 
@@ -199,8 +268,8 @@ impl Family for RandomSpec {
         file::read(node)
     }
 
-    fn rebuild(&self, g: &mut Graph, node: &NodeDef, _x: &[Tensor]) -> crate::Result<Tensor> {
-        file::rebuild(self, g, node)
+    fn rebuild(&self, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> crate::Result<Tensor> {
+        file::rebuild(self, g, node, x)
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
@@ -230,8 +299,12 @@ impl KernelDef for RandomKernel {
         false
     }
 
-    fn run_cpu(&self, _inputs: &[&[u32]]) -> Vec<u32> {
-        RandomKernel::run_cpu(self)
+    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let run = match inputs.first() {
+            Some([lo, hi, ..]) => u64::from(*lo) | (u64::from(*hi) << 32),
+            _ => 0,
+        };
+        RandomKernel::run_cpu_at(self, run)
     }
 
     fn invocations(&self) -> u64 {
@@ -242,6 +315,56 @@ impl KernelDef for RandomKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kernel(dist: Distribution) -> RandomKernel {
+        RandomKernel {
+            spec: RandomSpec { dist, seed: 5 },
+            out_shape: Shape::from([3, 7]),
+        }
+    }
+
+    const ALL: [Distribution; 4] = [
+        Distribution::Uniform {
+            low: -1.0,
+            high: 2.0,
+        },
+        Distribution::Normal {
+            mean: 0.5,
+            std: 2.0,
+        },
+        Distribution::StatefulUniform {
+            low: -1.0,
+            high: 2.0,
+        },
+        Distribution::StatefulNormal {
+            mean: 0.5,
+            std: 2.0,
+        },
+    ];
+
+    #[test]
+    fn kernels_validate_and_only_stateful_ones_bind_the_counter() {
+        for dist in ALL {
+            let src = Kernel::Random(kernel(dist)).wgsl();
+            wgsl::validate("random", &src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            assert_eq!(src.contains("run_counter"), dist.is_stateful(), "{dist:?}");
+        }
+    }
+
+    #[test]
+    fn the_cpu_kernel_reads_the_counter_words_low_then_high() {
+        let run = 0x0000_0003_0000_0002u64;
+        for dist in ALL {
+            let k = kernel(dist);
+            let fed = KernelDef::run_cpu(&k, &[&[2, 3]]);
+            assert_eq!(fed, k.run_cpu_at(run), "{dist:?}");
+            assert_eq!(fed != k.run_cpu_at(run + 1), dist.is_stateful(), "{dist:?}");
+            assert_eq!(fed != k.run_cpu(), dist.is_stateful(), "{dist:?}");
+        }
+        // Run 0 of a stateful op is not the stateless stream of the same seed.
+        let (a, b) = (kernel(ALL[0]).run_cpu(), kernel(ALL[2]).run_cpu());
+        assert!(a.iter().zip(&b).all(|(x, y)| x != y));
+    }
 
     /// Known-answer tests from Random123's `kat_vectors` for philox4x32_10.
     #[test]

@@ -141,7 +141,11 @@ pub fn literal(dtype: DType, word: u32) -> String {
         DType::F16 => literal(DType::F32, crate::dtype::f16_to_f32_word(word)),
         DType::F32 => {
             let v = f32::from_bits(word);
-            if v.is_finite() && v == v.trunc() && v.abs() < 1e7 {
+            // Negative literals are parenthesised: the writer puts `-` in front of operands,
+            // and `--1.0` is WGSL's decrement token, not a double negation.
+            if v.is_finite() && v == v.trunc() && v.abs() < 1e7 && v.is_sign_negative() {
+                format!("({v:.1})")
+            } else if v.is_finite() && v == v.trunc() && v.abs() < 1e7 {
                 format!("{v:.1}")
             } else {
                 format!("bitcast<f32>({word:#010x}u)")

@@ -106,6 +106,9 @@ pub struct RawWgsl {
     pub entry_point: String,
     pub output: OutputRule,
     pub invocations: Invocations,
+    /// Kernels computing the gradient of some inputs, by input index (see
+    /// [`RawWgsl::with_gradient`]).
+    pub gradients: Vec<(usize, RawWgsl)>,
 }
 
 impl RawWgsl {
@@ -122,7 +125,58 @@ impl RawWgsl {
             entry_point: entry_point.to_string(),
             output,
             invocations,
+            gradients: Vec::new(),
         }
+    }
+
+    /// Make the kernel differentiable with respect to input `input`: `kernel` computes that
+    /// input's gradient. It follows the same binding convention, over the forward kernel's
+    /// `n` inputs at `@binding(0..n)` then `dy`, the gradient arriving at the forward output
+    /// (its shape and dtype), at `@binding(n)`; it writes the input's gradient, which must
+    /// have the input's shape and dtype (e.g. [`OutputRule::LikeInput`]`(input)`), at
+    /// `@binding(n + 1)`. A later call for the same input replaces the earlier kernel.
+    ///
+    /// [`crate::Graph::raw_kernel`] validates the gradient kernels with the forward one.
+    /// Differentiating with respect to an input that has no gradient kernel is an
+    /// [`Error::NotDifferentiable`](crate::Error::NotDifferentiable) naming the node. A graph
+    /// holding a raw kernel with gradient kernels cannot be saved as a graph file (the format
+    /// has no place for them).
+    ///
+    /// ```
+    /// # fn main() -> wgflow::Result<()> {
+    /// use wgflow::ops::custom::{Invocations, OutputRule, RawWgsl};
+    /// // y = x³ and its gradient dx = 3x²·dy.
+    /// const CUBE: &str = "
+    /// @group(0) @binding(0) var<storage, read_write> x: array<f32>;
+    /// @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+    /// @compute @workgroup_size(64)
+    /// fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    ///     if (gid.x < arrayLength(&y)) { y[gid.x] = x[gid.x] * x[gid.x] * x[gid.x]; }
+    /// }";
+    /// const CUBE_GRAD: &str = "
+    /// @group(0) @binding(0) var<storage, read_write> x: array<f32>;
+    /// @group(0) @binding(1) var<storage, read_write> dy: array<f32>;
+    /// @group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+    /// @compute @workgroup_size(64)
+    /// fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    ///     let i = gid.x;
+    ///     if (i < arrayLength(&dx)) { dx[i] = 3.0 * x[i] * x[i] * dy[i]; }
+    /// }";
+    /// let kernel = |src| {
+    ///     RawWgsl::new("cube", src, "main", OutputRule::LikeInput(0), Invocations::PerOutputElement)
+    /// };
+    /// let cube = kernel(CUBE).with_gradient(0, kernel(CUBE_GRAD));
+    /// let mut g = wgflow::Graph::new();
+    /// let x = g.constant([1.0f32, 2.0])?;
+    /// let y = g.raw_kernel(&cube, &[x])?;
+    /// let dx = g.gradients(y, &[x])?; // a raw kernel node too: it runs on a GPU
+    /// assert!(dx[0].is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_gradient(mut self, input: usize, kernel: RawWgsl) -> RawWgsl {
+        self.gradients.retain(|(i, _)| *i != input);
+        self.gradients.push((input, kernel));
+        self
     }
 
     /// Validate the source with naga and check the entry point and bindings against the

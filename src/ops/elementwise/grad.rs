@@ -1,51 +1,76 @@
-//! Gradient rules of the elementwise family: each input's gradient is `dy` times the
-//! partial derivative of the op, summed over the axes along which the input was broadcast.
+//! Gradient rules of the elementwise family. Each op is a one-node [`Expr`]; its derivative
+//! comes from [`Expr::vjp`] (where every rule and convention is written, see
+//! `ops/expr/vjp.rs`) and is built back into the graph as ordinary elementwise nodes, so a
+//! chain's backward pass fuses like its forward pass. Each input's gradient is then summed
+//! over the axes along which the input was broadcast.
 
-use super::{BinaryOp, Elementwise, UnaryOp};
+use super::{Elementwise, Expr, Node};
 use crate::graph::{Graph, Tensor};
 use crate::ops::GradCx;
-use crate::{Error, Result};
+use crate::{DType, HostTensor, Result, Shape};
+use std::panic::Location;
 
 impl Elementwise {
     /// The vector-Jacobian product of one elementwise node (see
     /// [`Family::grad`](crate::ops::Family::grad)).
     pub(super) fn vjp(&self, g: &mut Graph, cx: &GradCx<'_>) -> Result<Vec<Option<Tensor>>> {
-        let dy = cx.dy;
-        let partials: Vec<Option<Tensor>> = match *self {
-            Elementwise::Unary(UnaryOp::Neg) => vec![Some(g.neg(dy)?)],
-            Elementwise::Binary(BinaryOp::Add) => vec![Some(dy), Some(dy)],
-            Elementwise::Binary(BinaryOp::Sub) => vec![Some(dy), Some(g.neg(dy)?)],
-            Elementwise::Binary(BinaryOp::Mul) => {
-                let (a, b) = (cx.inputs[0], cx.inputs[1]);
-                vec![Some(g.mul(dy, b)?), Some(g.mul(dy, a)?)]
-            }
-            _ => {
-                return Err(Error::NotDifferentiable {
-                    op: crate::ops::Family::name(self).to_string(),
-                    node: cx.name.to_string(),
-                    message: "no gradient rule yet".into(),
-                })
-            }
-        };
-        unbroadcast(g, cx, partials)
+        let ins = cx
+            .inputs
+            .iter()
+            .map(|&t| g.dtype(t))
+            .collect::<Result<Vec<DType>>>()?;
+        let mut args = cx.inputs.to_vec();
+        args.extend([cx.output, cx.dy]);
+        let grads = self.expr().vjp(&ins, cx.wanted);
+        grads
+            .into_iter()
+            .zip(cx.inputs)
+            .map(|(e, &x)| {
+                let Some(e) = e else { return Ok(None) };
+                let d = emit(g, &e, &args)?;
+                let shape = g.shape(x)?.clone();
+                fit(g, d, &shape).map(Some)
+            })
+            .collect()
     }
 }
 
-/// Each wanted partial summed back to its input's shape; unwanted ones dropped.
-fn unbroadcast(
-    g: &mut Graph,
-    cx: &GradCx<'_>,
-    partials: Vec<Option<Tensor>>,
-) -> Result<Vec<Option<Tensor>>> {
-    partials
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| match p {
-            Some(p) if cx.wants(i) => {
-                let shape = g.shape(cx.inputs[i])?.clone();
-                g.sum_to(p, &shape).map(Some)
-            }
-            _ => Ok(None),
-        })
-        .collect()
+/// `e` built as graph nodes, input `i` being `args[i]`: one builder call per operation, one
+/// scalar constant per literal (it broadcasts in the binary ops and fusion makes it a literal
+/// again).
+#[track_caller]
+fn emit(g: &mut Graph, e: &Expr, args: &[Tensor]) -> Result<Tensor> {
+    let loc = Location::caller();
+    let mut at: Vec<Tensor> = Vec::with_capacity(e.nodes().len());
+    for node in e.nodes() {
+        let t = match *node {
+            Node::Input(i) => *args.get(i).ok_or_else(|| {
+                crate::Error::Internal(format!(
+                    "a gradient expression reads input {i} of {}",
+                    args.len()
+                ))
+            })?,
+            Node::Lit(d, w) => g.constant(HostTensor::from_words(Shape::scalar(), d, vec![w])?)?,
+            Node::Unary(op, a) => g.unary(op, at[a], loc)?,
+            Node::Binary(op, a, b) => g.binary(op, at[a], at[b], loc)?,
+            Node::Select(c, a, b) => g.select(at[c], at[a], at[b])?,
+            Node::Cast(d, a) => g.cast(at[a], d)?,
+        };
+        at.push(t);
+    }
+    at.pop()
+        .ok_or_else(|| crate::Error::Internal("an empty gradient expression".into()))
+}
+
+/// A gradient brought to its input's `shape`: summed over the axes the input was broadcast
+/// along, or, for a gradient that is a constant (a zero), broadcast up to the input's shape.
+pub(crate) fn fit(g: &mut Graph, d: Tensor, shape: &Shape) -> Result<Tensor> {
+    let have = g.shape(d)?.clone();
+    if &have == shape {
+        Ok(d)
+    } else if Shape::broadcast(&have, shape).as_ref() == Some(shape) {
+        g.broadcast_to(d, shape.dims())
+    } else {
+        g.sum_to(d, shape)
+    }
 }
