@@ -234,7 +234,9 @@ fn read_buffer(ctx: &GpuContext, slot: &Slot, buf: &wgpu::Buffer) -> Result<Vec<
         });
     }
     ctx.wait()?;
-    rx.try_recv()
+    // Another thread polling the same device may have collected the callback and be about to
+    // run it, so wait for it rather than expecting it to have run already.
+    rx.recv_timeout(std::time::Duration::from_secs(60))
         .map_err(|_| gpu_err("reading a variable", "the map callback did not run".into()))?
         .map_err(|e| gpu_err("mapping a variable's read-back buffer", e.to_string()))?;
     let _gl = ctx.gl_guard();
