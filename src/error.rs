@@ -124,6 +124,10 @@ pub enum Error {
         node: String,
         message: String,
     },
+    /// A checkpoint (`.safetensors` file) could not be written, read or restored: the file is
+    /// malformed, or a tensor in it does not match the graph's variable of that name.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint { path: String, message: String },
     /// A broken invariant inside wgflow; please report it.
     #[error("internal error (please report): {0}")]
     Internal(String),

@@ -30,6 +30,7 @@
 //! List devices with [`devices()`]; pick one with [`Device::best()`].
 
 pub mod backend;
+pub mod checkpoint;
 pub mod compile;
 pub mod device;
 pub mod dtype;

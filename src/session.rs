@@ -323,6 +323,50 @@ impl Session {
         self.vars.names()
     }
 
+    /// Write `variables` (or, with `None`, every variable that has storage in this session)
+    /// to a `.safetensors` checkpoint at `path`, each named by its node name. A listed
+    /// variable no run has used yet is initialized first. See [`crate::checkpoint`].
+    ///
+    /// ```
+    /// # fn main() -> wgflow::Result<()> {
+    /// use wgflow::{Graph, Session, SessionOptions};
+    /// let mut g = Graph::new();
+    /// let w = g.variable("w", [1.0f32, 2.0])?;
+    /// let mut s = Session::new(&g, SessionOptions::default())?;
+    /// let path = std::env::temp_dir().join(format!("wgflow-doc-{}.safetensors", std::process::id()));
+    /// s.save(&path, Some(&[w]))?;
+    /// let mut fresh = Session::new(&g, SessionOptions::default())?;
+    /// fresh.restore(&path)?;
+    /// assert_eq!(fresh.read_variable(w)?.to_vec::<f32>()?, [1.0, 2.0]);
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok(()) }
+    /// ```
+    pub fn save(
+        &mut self,
+        path: impl AsRef<std::path::Path>,
+        variables: Option<&[Tensor]>,
+    ) -> Result<()> {
+        crate::checkpoint::save(self, path.as_ref(), variables)
+    }
+
+    /// Overwrite every variable of the graph with its tensor in the checkpoint at `path`.
+    /// The file must hold exactly the graph's variables, with their dtypes and shapes; on any
+    /// error no variable is changed. See [`crate::checkpoint`].
+    pub fn restore(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        crate::checkpoint::restore(self, path.as_ref(), None)
+    }
+
+    /// Overwrite `variables` with their tensors in the checkpoint at `path`, ignoring the
+    /// file's other tensors (each listed variable must be in the file). On any error no
+    /// variable is changed.
+    pub fn restore_only(
+        &mut self,
+        path: impl AsRef<std::path::Path>,
+        variables: &[Tensor],
+    ) -> Result<()> {
+        crate::checkpoint::restore(self, path.as_ref(), Some(variables))
+    }
+
     /// Variable `v`'s name and device, creating its storage if it has none.
     fn ensure_variable(&mut self, v: Tensor) -> Result<(String, Device)> {
         let what = |message: String| Error::Fetch {

@@ -270,6 +270,7 @@ fn help_covers_every_subcommand() {
         "--out <DIR>",
         "--force",
         "--runs <N>",
+        "--weights <FILE.safetensors>",
         "GRAPH.json",
     ] {
         assert!(run.contains(flag), "{flag}: {run}");
@@ -658,4 +659,137 @@ fn compile_only_prepares_nothing() {
             );
         }
     }
+}
+
+/// A graph file with variables: `pred = x @ w + b` (w Glorot, b zeros) and `step += 1`.
+fn variable_graph(dir: &std::path::Path) -> String {
+    use wgflow::{DType, Graph, Initializer};
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2, 3], DType::F32).unwrap();
+    let w = g
+        .variable_with(
+            "w",
+            [3, 2],
+            DType::F32,
+            Initializer::GlorotUniform { seed: 4 },
+        )
+        .unwrap();
+    let b = g
+        .variable_with("b", [2], DType::F32, Initializer::Zeros)
+        .unwrap();
+    let step = g.variable("step", 0i32).unwrap();
+    let xw = g.matmul(x, w).unwrap();
+    let pred = g.add(xw, b).unwrap();
+    let one = g.constant(1i32).unwrap();
+    let next = g.assign_add(step, one).unwrap();
+    assert_eq!(g.name(pred).unwrap(), "add");
+    assert_eq!(g.name(next).unwrap(), "assign_add");
+    let path = dir.join("linear.json");
+    g.save(&path).unwrap();
+    assert!(std::fs::read_to_string(&path)
+        .unwrap()
+        .contains("\"version\": 2,"));
+    path.display().to_string()
+}
+
+#[test]
+fn run_with_weights_computes_from_the_restored_variables() {
+    let dir = scratch("weights");
+    let graph = variable_graph(&dir);
+    let x = dir.join("x.npy");
+    wgflow::npy::write(
+        &x,
+        &HostTensor::from([[1.0f32, 0.0, -1.0], [2.0, 1.0, 0.0]]),
+    )
+    .unwrap();
+    let weights = dir.join("weights.safetensors");
+    let w = HostTensor::from([[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]]);
+    let b = HostTensor::from([0.5f32, -1.0]);
+    let step = HostTensor::scalar(41i32);
+    wgflow::checkpoint::write(&weights, &[("w", &w), ("b", &b), ("step", &step)]).unwrap();
+    let feed = format!("x={}", x.display());
+    for dev in devices() {
+        let d = dev.to_string();
+        let out = dir.join(d.replace(':', "_"));
+        let stdout = run_ok(&[
+            "run",
+            &graph,
+            "--device",
+            &d,
+            "--feed",
+            &feed,
+            "--weights",
+            weights.to_str().unwrap(),
+            "--fetch",
+            "add",
+            "--fetch",
+            "assign_add",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            stdout.contains(&format!("weights: 3 variables from {}", weights.display())),
+            "{stdout}"
+        );
+        assert!(stdout.contains("add f32 [2, 2] -> "), "{stdout}");
+        // x @ w + b by hand: [[1 - 5, 2 - 6], [2 + 3, 4 + 4]] + [0.5, -1].
+        let pred = wgflow::npy::read(out.join("add.npy")).unwrap();
+        assert_eq!(pred.to_vec::<f32>().unwrap(), [-3.5, -5.0, 5.5, 7.0], "{d}");
+        let next = wgflow::npy::read(out.join("assign_add.npy")).unwrap();
+        assert_eq!(
+            next.item::<i32>().unwrap(),
+            42,
+            "{d}: the restored step + 1"
+        );
+        // Without --weights the variables start from their initializers.
+        let fresh = dir.join(format!("fresh-{}", d.replace(':', "_")));
+        run_ok(&[
+            "run",
+            &graph,
+            "--device",
+            &d,
+            "--feed",
+            &feed,
+            "--fetch",
+            "add",
+            "--fetch",
+            "assign_add",
+            "--out",
+            fresh.to_str().unwrap(),
+        ]);
+        let pred = wgflow::npy::read(fresh.join("add.npy")).unwrap();
+        assert_ne!(pred.to_vec::<f32>().unwrap(), [-3.5, -5.0, 5.5, 7.0]);
+        let next = wgflow::npy::read(fresh.join("assign_add.npy")).unwrap();
+        assert_eq!(next.item::<i32>().unwrap(), 1, "{d}");
+    }
+    // A checkpoint that does not fit the graph: exit 1 naming the tensor, nothing written.
+    let wrong = dir.join("wrong.safetensors");
+    let w2 = HostTensor::from([[1.0f32, 2.0], [3.0, 4.0]]);
+    wgflow::checkpoint::write(&wrong, &[("w", &w2), ("b", &b), ("step", &step)]).unwrap();
+    let out = dir.join("wrong-out");
+    let o = wgflow(&[
+        "run",
+        &graph,
+        "--device",
+        "cpu:0",
+        "--feed",
+        &feed,
+        "--weights",
+        wrong.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("tensor 'w' is F32 [2, 2] in the file, but the variable is f32 [3, 2]"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no output for a failed restore");
+    let o = wgflow(&["run", &graph, "--weights", "/nonexistent/w.safetensors"]);
+    assert!(
+        text(&o.stderr).contains("cannot read"),
+        "{}",
+        text(&o.stderr)
+    );
 }

@@ -5,6 +5,8 @@ mod common;
 #[path = "graphdef/every_new_op.rs"]
 mod every_new_op;
 mod example_graphs;
+#[path = "graphdef/state.rs"]
+mod state;
 
 use every_new_op::every_new_op;
 use std::time::{Duration, Instant};
@@ -263,13 +265,14 @@ fn committed_example_graphs_match_the_builder_api() {
     }
 }
 
-/// Every committed graph file (the examples, and `tests/graphdef/v1`: every op as written by
-/// the first version-1 writer) loads and saves again byte for byte.
+/// Every committed graph file (the examples; `tests/graphdef/v1`: every op as written by
+/// the first version-1 writer; `tests/graphdef/v2`: state, as written by the first version-2
+/// writer) loads and saves again byte for byte.
 #[test]
 fn committed_graph_files_load_and_save_byte_identically() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["graph-examples", "tests/graphdef/v1"] {
+    for dir in ["graph-examples", "tests/graphdef/v1", "tests/graphdef/v2"] {
         for e in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = e.unwrap().path();
             if path.extension().is_some_and(|x| x == "json") {
@@ -302,7 +305,63 @@ const BAD: &[(&str, &str)] = &[
         "wrong_format.json",
         ": format: expected \"wgflow.graph\", found \"tensorflow.GraphDef\"",
     ),
-    ("wrong_version.json", ": version: unsupported version 2"),
+    (
+        "wrong_version.json",
+        ": version: unsupported version 3; this build of wgflow reads versions 1 to 2",
+    ),
+    (
+        "variable_in_v1.json",
+        ": nodes[0] 'w'.op: 'variable' nodes need \"version\": 2 (the file says 1)",
+    ),
+    (
+        "group_in_v1.json",
+        ": nodes[2] 'g'.op: 'group' nodes need \"version\": 2 (the file says 1)",
+    ),
+    ("variable_no_init.json", ": nodes[0] 'w'.init: missing"),
+    (
+        "variable_unknown_init.json",
+        ": nodes[0] 'w'.init: unknown variant `xavier`, expected one of `value`, `zeros`, `ones`, `uniform`, `normal`, `glorot_uniform`, `he_normal`",
+    ),
+    (
+        "variable_stray_field.json",
+        ": nodes[0] 'w': unknown field `seed`",
+    ),
+    (
+        "variable_missing_seed.json",
+        ": nodes[0] 'w'.seed: missing",
+    ),
+    (
+        "variable_value_count.json",
+        ": nodes[0] 'w'.data: 3 values but shape [2, 2] holds 4",
+    ),
+    (
+        "variable_ones_bool.json",
+        ": nodes[0] 'w': variable: ones needs a numeric dtype, not bool",
+    ),
+    (
+        "variable_random_int.json",
+        ": nodes[0] 'w': variable: a random initializer needs f32 or f16, not i32",
+    ),
+    (
+        "variable_nan_std.json",
+        ": nodes[0] 'w': variable: normal needs a finite mean and std >= 0, got mean 0, std NaN",
+    ),
+    (
+        "assign_shape.json",
+        ": nodes[2] 'a': assign: the value is f32 [3], but the variable is f32 [2]",
+    ),
+    (
+        "assign_constant.json",
+        ": nodes[2] 'a': assign: 'c' is a constant, not a variable; only variables can be assigned",
+    ),
+    (
+        "group_empty.json",
+        ": nodes[0] 'g'.inputs: 'group' takes 1 or more inputs, 0 given",
+    ),
+    (
+        "assign_extra_field.json",
+        ": nodes[2] 'a'.mode: unknown field",
+    ),
     ("missing_nodes.json", ": nodes: missing"),
     ("unknown_op.json", ": nodes[1] 'y'.op: unknown op 'conv9d'"),
     (
@@ -602,6 +661,8 @@ fn arbitrary_mutations_never_panic() {
         .collect();
     seeds.push(every_op().0.to_json().unwrap());
     seeds.push(every_new_op().0.to_json().unwrap());
+    seeds.push(state::every_initializer().0.to_json().unwrap());
+    seeds.push(state::train().graph.to_json().unwrap());
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let start = Instant::now();
     let (mut ok, mut rejected) = (0, 0);
@@ -753,4 +814,254 @@ fn errors_about_loaded_nodes_name_the_file_and_node() {
     assert!(!msg.contains("src/graph/def"), "{msg}");
     // Nodes built by code still name the caller's line.
     assert!(g.node(x).unwrap().built_at().contains("graphdef.rs"));
+}
+
+// ---------------------------------------------------------------- state (version 2)
+
+fn words_of(s: &mut Session, v: Tensor) -> Vec<u32> {
+    s.read_variable(v).unwrap().words().to_vec()
+}
+
+#[test]
+fn variables_of_every_initializer_round_trip_as_version_2() {
+    let (g, vars) = state::every_initializer();
+    let text = g.to_json().unwrap();
+    assert!(
+        text.starts_with("{\n  \"format\": \"wgflow.graph\",\n  \"version\": 2,"),
+        "{text}"
+    );
+    for fragment in [
+        r#""name": "v/value", "op": "variable", "shape": [2, 3], "dtype": "f32", "init": "value", "data": ["nan", -0.0, "inf", 0.1, -3.5, 1e-45]"#,
+        r#""name": "v/big", "op": "variable", "shape": [1500], "dtype": "f32", "init": "value", "data_base64": ""#,
+        r#""dtype": "bool", "init": "value", "data": [true, false, true]"#,
+        r#""dtype": "f16", "init": "value", "data": [0.5, -65504.0]"#,
+        r#""name": "v/count", "op": "variable", "shape": [], "dtype": "u32", "init": "zeros"}"#,
+        r#""dtype": "i32", "init": "ones"}"#,
+        r#""init": "uniform", "low": -2.0, "high": 3.0, "seed": 5}"#,
+        r#""dtype": "f16", "init": "normal", "mean": 1.0, "std": 0.5, "seed": 18446744073709551615}"#,
+        r#""init": "glorot_uniform", "seed": 11}"#,
+        r#""shape": [2, 3, 3, 3], "dtype": "f32", "init": "he_normal", "seed": 0}"#,
+        r#""op": "assign", "inputs": ["v/value", "constant_1"], "shape": [2, 3], "dtype": "f32"}"#,
+        r#""op": "group", "inputs": ["#,
+    ] {
+        assert!(text.contains(fragment), "no {fragment} in\n{text}");
+    }
+    let h = Graph::from_json(&text).unwrap();
+    assert_eq!(h.to_def().unwrap(), g.to_def().unwrap());
+    assert_eq!(h.to_json().unwrap(), text);
+    assert_eq!(h.variables().len(), vars.len());
+    let group = g.tensors().last().unwrap();
+    let h_group = h.tensor(g.name(group).unwrap()).unwrap();
+    for dev in devices() {
+        let (mut a, mut b) = (session(&g, dev), session(&h, dev));
+        for &v in &vars {
+            let name = g.name(v).unwrap();
+            let hv = h.tensor(name).unwrap();
+            assert_eq!(
+                words_of(&mut a, v),
+                words_of(&mut b, hv),
+                "{name} starts the same on {dev}"
+            );
+        }
+        a.run_targets(&[], &[group]).unwrap();
+        b.run_targets(&[], &[h_group]).unwrap();
+        let hv = |n: &str| h.tensor(n).unwrap();
+        assert_eq!(
+            b.read_variable(hv("v/count"))
+                .unwrap()
+                .item::<u32>()
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            b.read_variable(hv("v/value"))
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap(),
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "{dev}"
+        );
+    }
+    // The loaded values are the given ones, bit for bit (NaN, -0.0 and the subnormal too).
+    let mut s = session(&h, Device::Cpu);
+    let value = s.read_variable(h.tensor("v/value").unwrap()).unwrap();
+    let want = HostTensor::from([[f32::NAN, -0.0, f32::INFINITY], [0.1, -3.5, 1e-45]]);
+    assert_eq!(value.words(), want.words());
+    let big = s.read_variable(h.tensor("v/big").unwrap()).unwrap();
+    let want: Vec<f32> = (0..1500).map(|i| (i as f32 * 0.11).cos()).collect();
+    assert_eq!(big.to_vec::<f32>().unwrap(), want);
+    let ints = s.read_variable(h.tensor("v/ints").unwrap()).unwrap();
+    assert_eq!(ints.to_vec::<i32>().unwrap(), [i32::MIN, -1, 7]);
+}
+
+/// Initial `(w, b)` of a training session, as f64.
+fn start_of(s: &mut Session, t: &state::Train) -> ([f64; 2], f64) {
+    let w = s.read_variable(t.w).unwrap().to_vec::<f32>().unwrap();
+    let b = s.read_variable(t.b).unwrap().item::<f32>().unwrap();
+    ([w[0].into(), w[1].into()], b.into())
+}
+
+/// Three steps of `t` on `dev` match the f64 descent; returns `(w, b)` as trained.
+fn train_three_steps(t: &state::Train, dev: Device) -> Vec<u32> {
+    let (x, y) = state::batch();
+    let mut s = session(&t.graph, dev);
+    let (w0, b0) = start_of(&mut s, t);
+    // Glorot for [2]: fan_in = fan_out = 2, so |w| < sqrt(6 / 4).
+    assert!(
+        w0.iter().all(|w| w.abs() < 1.5f64.sqrt() && *w != 0.0),
+        "{w0:?}"
+    );
+    let feeds = [(t.x, x), (t.y, y)];
+    let first = s.run(&feeds, &[t.loss]).unwrap()[0].item::<f32>().unwrap();
+    for _ in 0..3 {
+        s.run_targets(&feeds, &[t.train]).unwrap();
+    }
+    let last = s.run(&feeds, &[t.loss]).unwrap()[0].item::<f32>().unwrap();
+    assert!(last < first, "{dev}: the loss falls ({first} -> {last})");
+    let (w, b) = state::descend_f64(w0, b0, 3);
+    let got_w = s.read_variable(t.w).unwrap().to_vec::<f32>().unwrap();
+    let got_b = s.read_variable(t.b).unwrap().item::<f32>().unwrap();
+    for (g, w) in got_w.iter().zip(w).chain([(&got_b, b)]) {
+        assert!(
+            (f64::from(*g) - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "{dev}: {got_w:?} {got_b} vs f64 {w:?}"
+        );
+    }
+    assert_eq!(s.read_variable(t.step).unwrap().item::<i32>().unwrap(), 3);
+    let mut words = s.read_variable(t.w).unwrap().words().to_vec();
+    words.extend(s.read_variable(t.b).unwrap().words());
+    words
+}
+
+#[test]
+fn a_saved_training_graph_trains_like_the_original() {
+    let t = state::train();
+    let text = t.graph.to_json().unwrap();
+    assert!(text.contains("\"version\": 2,"));
+    for op in ["variable", "assign", "group", "sub", "mul", "sum"] {
+        assert!(text.contains(&format!("\"op\": \"{op}\"")), "no {op}");
+    }
+    let h = Graph::from_json(&text).unwrap();
+    assert_eq!(h.to_def().unwrap(), t.graph.to_def().unwrap());
+    assert_eq!(h.to_json().unwrap(), text);
+    let loaded = state::Train {
+        x: h.tensor("x").unwrap(),
+        y: h.tensor("y").unwrap(),
+        w: h.tensor("w").unwrap(),
+        b: h.tensor("b").unwrap(),
+        step: h.tensor("step").unwrap(),
+        loss: h.tensor(t.graph.name(t.loss).unwrap()).unwrap(),
+        train: h.tensor(t.graph.name(t.train).unwrap()).unwrap(),
+        graph: h,
+    };
+    for dev in devices() {
+        assert_eq!(
+            train_three_steps(&t, dev),
+            train_three_steps(&loaded, dev),
+            "{dev}: the loaded graph trains bit for bit like the original"
+        );
+    }
+}
+
+/// The committed version-2 files: `every_initializer.json` is what the builders write today
+/// (rerun with `WGFLOW_REGEN=1` after a deliberate format change); `train.json`, frozen as the
+/// first version-2 writer wrote it, still loads and trains as the f64 descent says.
+#[test]
+fn committed_version_2_files_load_and_train() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/graphdef/v2");
+    let init = dir.join("every_initializer.json");
+    let train = dir.join("train.json");
+    if std::env::var("WGFLOW_REGEN").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(&dir).unwrap();
+        state::every_initializer().0.save(&init).unwrap();
+        state::train().graph.save(&train).unwrap();
+    }
+    let want = state::every_initializer().0.to_json().unwrap();
+    assert_eq!(std::fs::read_to_string(&init).unwrap(), want);
+    let h = Graph::load(&train).unwrap();
+    let last = h.tensors().last().unwrap();
+    let loss = h
+        .nodes()
+        .find(|(_, n)| n.op.name() == "sum" && n.shape.rank() == 0)
+        .map(|(t, _)| t)
+        .unwrap();
+    let t = state::Train {
+        x: h.tensor("x").unwrap(),
+        y: h.tensor("y").unwrap(),
+        w: h.tensor("w").unwrap(),
+        b: h.tensor("b").unwrap(),
+        step: h.tensor("step").unwrap(),
+        loss,
+        train: last,
+        graph: h,
+    };
+    for dev in devices() {
+        train_three_steps(&t, dev);
+    }
+}
+
+#[test]
+fn stateless_graphs_are_still_written_as_version_1() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2], DType::F32).unwrap();
+    g.relu(x).unwrap();
+    assert!(g.to_json().unwrap().contains("\"version\": 1,"));
+    assert_eq!(g.to_def().unwrap().version(), 1);
+    let w = g.variable("w", [1.0f32, 2.0]).unwrap();
+    assert_eq!(g.to_def().unwrap().version(), 2);
+    let text = g.to_json().unwrap();
+    assert!(text.contains("\"version\": 2,"));
+    // The same file with version 1 is refused at the variable.
+    let v1 = text.replace("\"version\": 2,", "\"version\": 1,");
+    let e = Graph::from_json(&v1).unwrap_err().to_string();
+    assert!(e.contains("nodes[2] 'w'.op: 'variable' nodes need"), "{e}");
+    let _ = w;
+}
+
+/// An optimizer's graph (Adam: its moment slots and step counter are variables, its update
+/// assignments grouped) saves as version 2 and trains bit for bit like the original.
+#[test]
+fn an_adam_training_graph_round_trips() {
+    use wgflow::train::{Adam, Optimizer};
+    let t = state::train();
+    let mut g = t.graph.clone();
+    let step = Adam::new(0.1)
+        .minimize(&mut g, t.loss, &[t.w, t.b])
+        .unwrap();
+    let text = g.to_json().unwrap();
+    assert!(text.contains("\"version\": 2,"));
+    let h = Graph::from_json(&text).unwrap();
+    assert_eq!(h.to_def().unwrap(), g.to_def().unwrap());
+    assert_eq!(h.to_json().unwrap(), text);
+    let vars = g.variables();
+    assert!(vars.len() >= 5, "w, b, step and Adam's slots");
+    let (x, y) = state::batch();
+    for dev in devices() {
+        let (mut a, mut b) = (session(&g, dev), session(&h, dev));
+        let fa = [(t.x, x.clone()), (t.y, y.clone())];
+        let fb = [
+            (h.tensor("x").unwrap(), x.clone()),
+            (h.tensor("y").unwrap(), y.clone()),
+        ];
+        let hstep = h.tensor(g.name(step).unwrap()).unwrap();
+        for _ in 0..3 {
+            a.run_targets(&fa, &[step]).unwrap();
+            b.run_targets(&fb, &[hstep]).unwrap();
+        }
+        for &v in &vars {
+            let name = g.name(v).unwrap();
+            assert_eq!(
+                words_of(&mut a, v),
+                words_of(&mut b, h.tensor(name).unwrap()),
+                "{name} on {dev}"
+            );
+        }
+        let w0 = state::train();
+        let mut fresh = session(&w0.graph, dev);
+        assert_ne!(
+            words_of(&mut a, t.w),
+            words_of(&mut fresh, w0.w),
+            "{dev}: Adam moved w"
+        );
+    }
 }

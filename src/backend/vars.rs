@@ -234,8 +234,8 @@ fn read_buffer(ctx: &GpuContext, slot: &Slot, buf: &wgpu::Buffer) -> Result<Vec<
         });
     }
     ctx.wait()?;
-    // Another thread's poll of the same device may be the one that runs the callback, so
-    // wait for it rather than expecting it to have run already.
+    // Another thread polling the same device may have collected the callback and be about to
+    // run it, so wait for it rather than expecting it to have run already.
     rx.recv_timeout(std::time::Duration::from_secs(60))
         .map_err(|_| gpu_err("reading a variable", "the map callback did not run".into()))?
         .map_err(|e| gpu_err("mapping a variable's read-back buffer", e.to_string()))?;
@@ -244,7 +244,10 @@ fn read_buffer(ctx: &GpuContext, slot: &Slot, buf: &wgpu::Buffer) -> Result<Vec<
         let view = staging
             .get_mapped_range(0..size)
             .map_err(|e| gpu_err("viewing a variable's read-back buffer", e.to_string()))?;
-        host_words(slot.dtype, &view, slot.shape.numel())
+        let mut words = host_words(slot.dtype, &view, slot.shape.numel());
+        // The buffer is at least 4 bytes, even for a variable without elements.
+        words.truncate(slot.shape.numel());
+        words
     };
     staging.unmap();
     Ok(words)

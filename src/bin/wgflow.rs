@@ -49,6 +49,11 @@ enum Command {
         /// placeholder the fetches need must be fed.
         #[arg(long = "feed", value_name = "NAME=FILE.npy")]
         feeds: Vec<String>,
+        /// Restore the graph's variables from a checkpoint before running (a .safetensors
+        /// file of Session::save or Python's safetensors: one tensor per variable, by name,
+        /// of its dtype and shape; the file must hold exactly the graph's variables).
+        #[arg(long, value_name = "FILE.safetensors")]
+        weights: Option<PathBuf>,
         /// Directory for the fetched values, one NAME.npy per fetch (characters other than
         /// letters, digits, '-', '_' and '.' become '_'; a clash gets a numeric suffix).
         #[arg(long, value_name = "DIR", default_value = ".")]
@@ -142,10 +147,20 @@ fn main() -> ExitCode {
         Command::Run {
             common,
             feeds,
+            weights,
             out,
             force,
             runs,
-        } => run(&common, &feeds, &out, force, runs),
+        } => run(
+            &common,
+            &RunArgs {
+                feeds,
+                weights,
+                out,
+                force,
+                runs,
+            },
+        ),
         Command::Plan {
             common,
             json,
@@ -396,7 +411,17 @@ fn sinks(g: &Graph) -> Vec<Tensor> {
     g.tensors().filter(|t| !used.contains(t)).collect()
 }
 
-fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -> CliResult {
+/// What `run` takes beside the graph.
+struct RunArgs {
+    feeds: Vec<String>,
+    weights: Option<PathBuf>,
+    out: PathBuf,
+    force: bool,
+    runs: u32,
+}
+
+fn run(args: &GraphArgs, r: &RunArgs) -> CliResult {
+    let (feeds, out, force, runs) = (&r.feeds, r.out.as_path(), r.force, r.runs);
     let (mut session, fetches) = open(args)?;
     // Check the output files before any work, so a refused overwrite costs nothing.
     let names = fetches
@@ -415,6 +440,14 @@ fn run(args: &GraphArgs, feeds: &[String], out: &Path, force: bool, runs: u32) -
         }
     }
     let fed = read_feeds(&session, feeds)?;
+    if let Some(w) = &r.weights {
+        session.restore(w)?;
+        println!(
+            "weights: {} variables from {}",
+            session.graph().variables().len(),
+            w.display()
+        );
+    }
     let start = Instant::now();
     let plan = session.plan(&fetches)?;
     check_fed(&session, &plan, &fed)?;

@@ -77,10 +77,6 @@ impl Family for Leaf {
         })
     }
 
-    fn unsavable(&self) -> Option<String> {
-        matches!(self, Leaf::Variable(_)).then(|| "variables are not in graph files yet".into())
-    }
-
     fn write_attrs(&self, out: &mut NodeOut) -> Result<()> {
         file::write_attrs(self, out)
     }

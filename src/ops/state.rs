@@ -11,6 +11,8 @@ use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
 use crate::{DType, HostTensor, Result, Shape};
 
+pub mod file;
+
 /// Ops with effects on the session's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -74,18 +76,11 @@ impl Family for State {
         })
     }
 
-    fn unsavable(&self) -> Option<String> {
-        Some(format!("{} nodes are not in graph files yet", self.name()))
+    fn read(node: &NodeIn<'_>) -> Option<Result<Self>> {
+        file::read(node)
     }
 
-    fn read(_node: &NodeIn<'_>) -> Option<Result<Self>> {
-        None
-    }
-
-    fn rebuild(&self, _g: &mut Graph, node: &NodeDef, _inputs: &[Tensor]) -> Result<Tensor> {
-        Err(crate::Error::GraphDef {
-            at: node.name.clone(),
-            message: format!("{} nodes are not in graph files yet", self.name()),
-        })
+    fn rebuild(&self, g: &mut Graph, _node: &NodeDef, inputs: &[Tensor]) -> Result<Tensor> {
+        file::rebuild(*self, g, inputs)
     }
 }

@@ -5,7 +5,10 @@
 //! The format itself is documented in the parent module.
 
 use super::attrs::{located, short, List, NodeIn, NodeOut, UInt};
-use super::{check_declared, err, node_at, GraphDef, NodeDef, FORMAT, MAX_ELEMENTS, VERSION};
+use super::{
+    check_declared, err, needs_version, node_at, GraphDef, NodeDef, FORMAT, MAX_ELEMENTS,
+    STATELESS_VERSION, VERSION,
+};
 use crate::device::DeviceSpec;
 use crate::ops::{Arity, Op};
 use crate::{DType, Error, Result, Shape};
@@ -125,8 +128,9 @@ pub(super) fn attrs_text(op: &Op) -> String {
 
 /// JSON text of a definition: one node per line, constants inline or as base64.
 pub fn def_to_json(def: &GraphDef) -> Result<String> {
+    let version = def.version();
     let mut s =
-        format!("{{\n  \"format\": \"{FORMAT}\",\n  \"version\": {VERSION},\n  \"nodes\": [\n");
+        format!("{{\n  \"format\": \"{FORMAT}\",\n  \"version\": {version},\n  \"nodes\": [\n");
     for (i, nd) in def.nodes.iter().enumerate() {
         s.push_str("    ");
         s.push_str(&node_line(i, nd)?);
@@ -184,19 +188,21 @@ pub fn def_from_json(text: &str) -> Result<GraphDef> {
             ))
         }
     }
-    match env.version {
-        Some(v) if v.as_u64() == Some(VERSION) => {}
-        Some(v) => {
-            return Err(err(
-                "version",
-                format!(
-                    "unsupported version {}; this build of wgflow reads version {VERSION}",
-                    short(&v)
-                ),
-            ))
-        }
+    let version = match env.version {
+        Some(v) => match v.as_u64() {
+            Some(n) if (STATELESS_VERSION..=VERSION).contains(&n) => n,
+            _ => {
+                return Err(err(
+                    "version",
+                    format!(
+                        "unsupported version {}; this build of wgflow reads versions {STATELESS_VERSION} to {VERSION}",
+                        short(&v)
+                    ),
+                ))
+            }
+        },
         None => return Err(err("version", "missing")),
-    }
+    };
     let nodes = match env.nodes {
         Some(Value::Array(nodes)) => nodes,
         Some(_) => return Err(err("nodes", "expected an array of nodes")),
@@ -207,6 +213,22 @@ pub fn def_from_json(text: &str) -> Result<GraphDef> {
         .enumerate()
         .map(|(i, v)| read_node(i, v))
         .collect::<Result<Vec<_>>>()?;
+    // A file says which version it needs, so an older build rejects it at the top rather
+    // than at an unknown op; a node newer than its file's version is an error too.
+    if let Some((i, nd)) = nodes
+        .iter()
+        .enumerate()
+        .find(|(_, nd)| needs_version(&nd.op) > version)
+    {
+        return Err(err(
+            format!("{}.op", node_at(i, &nd.name)),
+            format!(
+                "'{}' nodes need \"version\": {} (the file says {version})",
+                nd.op.name(),
+                needs_version(&nd.op)
+            ),
+        ));
+    }
     Ok(GraphDef { nodes })
 }
 
@@ -229,7 +251,7 @@ fn dtype<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<DType, D::Error
     let s = String::deserialize(d)?;
     DType::parse(&s).ok_or_else(|| {
         de::Error::custom(format!(
-            "unknown dtype '{}' (expected f32, i32, u32 or bool)",
+            "unknown dtype '{}' (expected f32, f16, i32, u32 or bool)",
             s.chars().take(40).collect::<String>()
         ))
     })

@@ -1,7 +1,7 @@
 //! GraphDef: a graph as a versioned JSON file, saved with [`Graph::save`] and loaded with
 //! [`Graph::load`].
 //!
-//! # Format (`"format": "wgflow.graph"`, `"version": 1`)
+//! # Format (`"format": "wgflow.graph"`, `"version"`: 1 or 2)
 //!
 //! ```json
 //! {
@@ -18,7 +18,7 @@
 //! * `nodes` are listed in build order; a node's `inputs` name nodes listed **before** it (so a
 //!   file cannot express a cycle), in the op's argument order. Names are unique and non-empty.
 //! * Every node has `name`, `op`, `shape` (list of dimensions; `[]` is a scalar) and `dtype`
-//!   (`f32`, `i32`, `u32`, `bool`). `inputs` may be omitted for leaves; `device` (a device spec
+//!   (`f32`, `f16`, `i32`, `u32`, `bool`). `inputs` may be omitted for leaves; `device` (a device spec
 //!   such as `gpu:0`, `gpu` or `cpu:0`) is present only when the node was built in a device scope.
 //! * `shape` and `dtype` are the node's output, and are **checked** on load: the graph is
 //!   rebuilt through the same builder methods an API user calls, so every shape and dtype rule
@@ -30,9 +30,10 @@
 //!   [reductions](crate::ops::reduce::file), [`matmul`](crate::ops::matmul::file),
 //!   [movement](crate::ops::movement::file) (`reshape`, `transpose`, `slice`, `flip`,
 //!   `broadcast_to`, `concat`, `take`, `pad`), [nn](crate::ops::nn::file) (`conv2d`, the pools),
-//!   [random](crate::ops::random::file) and [user kernels](crate::ops::custom::file)
-//!   (`custom`, `raw_wgsl`). A node's `op` is read by the first family that has an op of
-//!   that name ([`Op::read`]).
+//!   [random](crate::ops::random::file), [user kernels](crate::ops::custom::file)
+//!   (`custom`, `raw_wgsl`), and state: [`variable`](crate::ops::leaf::file) (its
+//!   initializer), [`assign` and `group`](crate::ops::state::file). A node's `op` is read by
+//!   the first family that has an op of that name ([`Op::read`]).
 //! * Attributes are not taken on trust: the node is rebuilt through the public builder an API
 //!   user would call, with arguments derived from the attributes ([`Family::rebuild`](crate::ops::Family::rebuild)); every
 //!   shape rule runs again, and the op the builder makes must equal the file's. So a file
@@ -41,6 +42,36 @@
 //!   ...) are saved as the primitive nodes they build.
 //!
 //! Unknown fields are errors, so a typo does not silently change a graph.
+//!
+//! # Versions
+//!
+//! * **1**: stateless graphs (every op but the three below).
+//! * **2**: adds state: `variable` (with its initializer), `assign` and `group`.
+//!
+//! A graph is written with the lowest version that has all its ops ([`GraphDef::version`]):
+//! version 2 only when it has a variable, an assignment or a group, version 1 otherwise.
+//! So a stateless graph saved today still loads in builds that only know version 1, and every
+//! version-1 file saves again byte for byte (`tests/graphdef/v1` checks this). Reading
+//! accepts every version up to [`VERSION`]; a node newer than its file's version (a
+//! `variable` in a version-1 file) is an error, as is a version this build does not know.
+//! One step of `w -= 0.5` (what `g.assign_sub(w, d)` saves as):
+//!
+//! ```json
+//! {
+//!   "format": "wgflow.graph",
+//!   "version": 2,
+//!   "nodes": [
+//!     {"name": "w", "op": "variable", "shape": [2], "dtype": "f32", "init": "zeros"},
+//!     {"name": "d", "op": "constant", "shape": [], "dtype": "f32", "data": [0.5]},
+//!     {"name": "sub", "op": "sub", "inputs": ["w", "d"], "shape": [2], "dtype": "f32"},
+//!     {"name": "assign_sub", "op": "assign", "inputs": ["w", "sub"], "shape": [2], "dtype": "f32"}
+//!   ]
+//! }
+//! ```
+//!
+//! A graph file holds how a variable starts, not its current value: a trained model is its
+//! graph file plus a checkpoint of its variables (a `.safetensors` file: the `checkpoint`
+//! module of the session layer, `Session::save`/`restore`, `wgflow run --weights FILE`).
 //!
 //! # Constants
 //!
@@ -71,8 +102,12 @@ pub use json::{def_from_json, def_to_json};
 
 /// The `format` field of every graph file.
 pub const FORMAT: &str = "wgflow.graph";
-/// The version this build writes and reads.
-pub const VERSION: u64 = 1;
+/// The newest version this build writes and reads (it reads every version from 1 on).
+pub const VERSION: u64 = 2;
+/// The version of graphs without state (variables, assignments, groups): such a graph is
+/// written as version 1, so builds that predate version 2 still read it and the version-1
+/// files already written stay byte for byte what a save gives.
+pub const STATELESS_VERSION: u64 = 1;
 /// Constants with more elements than this are written as `data_base64`.
 pub const INLINE_MAX: usize = 1024;
 /// The most elements a graph file may declare for one tensor (2^31).
@@ -88,6 +123,27 @@ pub const MAX_WINDOW: usize = 1 << 20;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphDef {
     pub nodes: Vec<NodeDef>,
+}
+
+impl GraphDef {
+    /// The version a file of this definition is written as: [`STATELESS_VERSION`] (1) unless
+    /// a node needs version 2 ([`needs_version`]).
+    pub fn version(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|n| needs_version(&n.op))
+            .max()
+            .unwrap_or(STATELESS_VERSION)
+    }
+}
+
+/// The first file version that has `op`: 2 for variables, assignments and groups, else 1.
+pub fn needs_version(op: &Op) -> u64 {
+    if op.is_variable() || matches!(op, Op::State(_)) {
+        2
+    } else {
+        STATELESS_VERSION
+    }
 }
 
 /// One node of a [`GraphDef`].

@@ -1,10 +1,29 @@
 //! Graph files: a placeholder has no attributes (it is fed by its `name`); a constant holds
-//! its value, decoded against the node's `shape` and `dtype`.
+//! its value, decoded against the node's `shape` and `dtype`; a variable (graph-file version
+//! 2) holds how its first value is made, [`Initializer`].
 //!
 //! | `op` | inputs | attributes |
 //! |---|---|---|
 //! | `constant` | 0 | `data` or `data_base64` |
 //! | `placeholder` | 0 | — |
+//! | `variable` | 0 | `init`, and that initializer's fields (below) |
+//!
+//! A variable's `name` is the name its checkpoint tensor and the session know it by. Its
+//! `init` is one of:
+//!
+//! | `init` | fields | first value |
+//! |---|---|---|
+//! | `value` | `data` or `data_base64` (as a constant's) | exactly that tensor |
+//! | `zeros` | — | zeros (any dtype) |
+//! | `ones` | — | ones (numeric dtypes) |
+//! | `uniform` | `low`, `high` (f32), `seed` (u64) | uniform in `[low, high)` |
+//! | `normal` | `mean`, `std` (f32), `seed` (u64) | normal `N(mean, std²)` |
+//! | `glorot_uniform` | `seed` (u64) | `U(-l, l)`, `l = sqrt(6 / (fan_in + fan_out))` |
+//! | `he_normal` | `seed` (u64) | `N(0, 2 / fan_in)` |
+//!
+//! The random initializers need `f32` or `f16` and draw with the random ops' Philox
+//! generator, so a loaded graph starts from the same values as the graph that was saved, e.g.
+//! `{"name": "w", "op": "variable", "shape": [4, 3], "dtype": "f32", "init": "glorot_uniform", "seed": 7}`.
 //!
 //! A constant of at most [`INLINE_MAX`] elements is written inline as `data`, a flat
 //! row-major JSON array: numbers for `f32`/`f16`/`i32`/`u32` (floats written so that they read
@@ -13,9 +32,9 @@
 //! (RFC 4648, with padding) of its elements as 4-byte little-endian words (`bool` as the words
 //! 0 or 1). Either form is read whatever the size; the element count must match `shape`.
 
-use super::Leaf;
+use super::{Initializer, Leaf};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
-use crate::graph::def::{short, NoAttrs, NodeDef, NodeIn, NodeOut, F32, INLINE_MAX};
+use crate::graph::def::{short, NoAttrs, NodeDef, NodeIn, NodeOut, UInt, F32, INLINE_MAX};
 use crate::graph::{Graph, Tensor};
 use crate::ops::Family;
 use crate::{DType, Error, HostTensor, Result};
@@ -60,12 +79,80 @@ struct ConstantIn {
     data_base64: Option<String>,
 }
 
+/// A seed as files write it (any u64).
+type Seed = UInt<{ u64::MAX }>;
+
+/// A variable's attributes as written: the initializer, tagged by `init`.
+#[derive(Serialize)]
+#[serde(tag = "init", rename_all = "snake_case")]
+enum InitOut {
+    Value(ConstantOut),
+    Zeros {},
+    Ones {},
+    Uniform { low: F32, high: F32, seed: Seed },
+    Normal { mean: F32, std: F32, seed: Seed },
+    GlorotUniform { seed: Seed },
+    HeNormal { seed: Seed },
+}
+
+/// A variable's attributes as read. Variants without fields are empty structs so that
+/// `deny_unknown_fields` rejects stray fields beside them too.
+#[derive(Deserialize)]
+#[serde(tag = "init", rename_all = "snake_case", deny_unknown_fields)]
+enum InitIn {
+    Value {
+        data: Option<Vec<Value>>,
+        data_base64: Option<String>,
+    },
+    Zeros {},
+    Ones {},
+    Uniform {
+        low: F32,
+        high: F32,
+        seed: Seed,
+    },
+    Normal {
+        mean: F32,
+        std: F32,
+        seed: Seed,
+    },
+    GlorotUniform {
+        seed: Seed,
+    },
+    HeNormal {
+        seed: Seed,
+    },
+}
+
 pub(super) fn write_attrs(leaf: &Leaf, out: &mut NodeOut) -> Result<()> {
-    let Leaf::Constant(value) = leaf else {
-        return out.attrs(&NoAttrs {});
-    };
+    match leaf {
+        Leaf::Constant(value) => out.attrs(&constant_out(value)),
+        Leaf::Placeholder => out.attrs(&NoAttrs {}),
+        Leaf::Variable(init) => out.attrs(&match *init {
+            Initializer::Value(ref value) => InitOut::Value(constant_out(value)),
+            Initializer::Zeros => InitOut::Zeros {},
+            Initializer::Ones => InitOut::Ones {},
+            Initializer::Uniform { low, high, seed } => InitOut::Uniform {
+                low: F32(low),
+                high: F32(high),
+                seed: UInt(seed),
+            },
+            Initializer::Normal { mean, std, seed } => InitOut::Normal {
+                mean: F32(mean),
+                std: F32(std),
+                seed: UInt(seed),
+            },
+            Initializer::GlorotUniform { seed } => InitOut::GlorotUniform { seed: UInt(seed) },
+            Initializer::HeNormal { seed } => InitOut::HeNormal { seed: UInt(seed) },
+        }),
+    }
+}
+
+/// A tensor's value as a constant writes it: inline `data` up to [`INLINE_MAX`] elements,
+/// `data_base64` beyond.
+fn constant_out(value: &HostTensor) -> ConstantOut {
     let words = value.words();
-    let attrs = if words.len() > INLINE_MAX {
+    if words.len() > INLINE_MAX {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         ConstantOut {
             data: None,
@@ -83,14 +170,36 @@ pub(super) fn write_attrs(leaf: &Leaf, out: &mut NodeOut) -> Result<()> {
             data: Some(words.iter().map(|&w| datum(w)).collect()),
             data_base64: None,
         }
-    };
-    out.attrs(&attrs)
+    }
 }
 
 pub(super) fn read(node: &NodeIn<'_>) -> Option<Result<Leaf>> {
     // The names are the family's own ([`Family::name`]).
     if node.op == Leaf::Placeholder.name() {
         return Some(node.attrs::<NoAttrs>().map(|_| Leaf::Placeholder));
+    }
+    if node.op == "variable" {
+        return Some(node.attrs::<InitIn>().and_then(|attrs| {
+            Ok(Leaf::Variable(match attrs {
+                InitIn::Value { data, data_base64 } => {
+                    Initializer::Value(constant(node, ConstantIn { data, data_base64 })?)
+                }
+                InitIn::Zeros {} => Initializer::Zeros,
+                InitIn::Ones {} => Initializer::Ones,
+                InitIn::Uniform { low, high, seed } => Initializer::Uniform {
+                    low: low.0,
+                    high: high.0,
+                    seed: seed.0,
+                },
+                InitIn::Normal { mean, std, seed } => Initializer::Normal {
+                    mean: mean.0,
+                    std: std.0,
+                    seed: seed.0,
+                },
+                InitIn::GlorotUniform { seed } => Initializer::GlorotUniform { seed: seed.0 },
+                InitIn::HeNormal { seed } => Initializer::HeNormal { seed: seed.0 },
+            }))
+        }));
     }
     (node.op == "constant").then(|| {
         let attrs: ConstantIn = node.attrs()?;
@@ -227,10 +336,10 @@ pub(super) fn rebuild(leaf: &Leaf, g: &mut Graph, node: &NodeDef) -> Result<Tens
             g.constant(value.clone())
         }
         Leaf::Placeholder => g.placeholder(&node.name, node.shape.clone(), node.dtype),
-        Leaf::Variable(_) => Err(Error::GraphDef {
-            at: node.name.clone(),
-            message: "variables are not in graph files yet".into(),
-        }),
+        // The initializer's own rule (dtype, finite parameters) runs in the builder.
+        Leaf::Variable(init) => {
+            g.variable_with(&node.name, node.shape.clone(), node.dtype, init.clone())
+        }
     }
 }
 
