@@ -313,8 +313,25 @@ impl Session {
     /// Overwrite variable `v` with `value` (same shape and dtype). Every plan of this session
     /// sees the new value from its next run on.
     pub fn write_variable(&mut self, v: Tensor, value: &HostTensor) -> Result<()> {
-        let (name, device) = self.ensure_variable(v)?;
-        self.vars.write(&name, device, value)
+        let (name, device) = self.variable_device(v)?;
+        let node = self.graph.node(v)?;
+        if &node.shape != value.shape() || node.dtype != value.dtype() {
+            return Err(Error::Feed {
+                name,
+                message: format!(
+                    "the variable is {} {}, the value {} {}",
+                    node.dtype,
+                    node.shape,
+                    value.dtype(),
+                    value.shape()
+                ),
+            });
+        }
+        // A variable without storage is created from `value`: its initializer never runs.
+        let mut created = Created::default();
+        self.vars.write(&name, device, value, &mut created)?;
+        self.counters.add(created);
+        Ok(())
     }
 
     /// The names of the variables that have storage in this session (those a run, read or
@@ -369,6 +386,22 @@ impl Session {
 
     /// Variable `v`'s name and device, creating its storage if it has none.
     fn ensure_variable(&mut self, v: Tensor) -> Result<(String, Device)> {
+        let (name, device) = self.variable_device(v)?;
+        if !self.vars.contains(&name) {
+            let node = self.graph.node(v)?;
+            let crate::ops::Op::Leaf(Leaf::Variable(init)) = &node.op else {
+                return Err(Error::Internal(format!("'{name}' is not a variable")));
+            };
+            let mut created = Created::default();
+            self.vars
+                .get_or_init(&name, device, &node.shape, node.dtype, init, &mut created)?;
+            self.counters.add(created);
+        }
+        Ok((name, device))
+    }
+
+    /// Variable `v`'s name and the device its storage is (or would be) on.
+    fn variable_device(&self, v: Tensor) -> Result<(String, Device)> {
         let what = |message: String| Error::Fetch {
             name: format!("#{}", v.index()),
             message,
@@ -379,13 +412,13 @@ impl Session {
                     .into(),
             ));
         }
-        let node = self.graph.node(v)?.clone();
-        let crate::ops::Op::Leaf(Leaf::Variable(init)) = &node.op else {
+        let node = self.graph.node(v)?;
+        if !node.op.is_variable() {
             return Err(Error::Fetch {
                 name: node.name.clone(),
                 message: format!("is a {}, not a variable", node.op.name()),
             });
-        };
+        }
         if let Some(slot) = self.vars.slot(&node.name) {
             return Ok((node.name.clone(), slot.device));
         }
@@ -395,17 +428,7 @@ impl Session {
             .get(&v.node())
             .copied()
             .unwrap_or(self.target.default_device);
-        let mut created = Created::default();
-        self.vars.get_or_init(
-            &node.name,
-            device,
-            &node.shape,
-            node.dtype,
-            init,
-            &mut created,
-        )?;
-        self.counters.add(created);
-        Ok((node.name, device))
+        Ok((node.name.clone(), device))
     }
 
     /// The compiled plan for `fetches` (compiling it if needed): placement, schedule, kernels

@@ -793,3 +793,42 @@ fn run_with_weights_computes_from_the_restored_variables() {
         text(&o.stderr)
     );
 }
+
+/// The session feeds the stateful random ops' run counter itself: `run` must not ask for it,
+/// and `profile` must not feed it zeros (the session refuses user feeds of it).
+#[test]
+fn run_and_profile_a_graph_with_dropout() {
+    let dir = scratch("dropout");
+    let mut g = wgflow::Graph::new();
+    let x = g.placeholder("x", [1000], wgflow::DType::F32).unwrap();
+    let y = g.dropout(x, 0.5, 7).unwrap();
+    assert_eq!(g.name(y).unwrap(), "dropout/mul");
+    let path = dir.join("dropout.json");
+    g.save(&path).unwrap();
+    let xs = dir.join("x.npy");
+    wgflow::npy::write(&xs, &HostTensor::new([1000], vec![1.0f32; 1000]).unwrap()).unwrap();
+    let feed = format!("x={}", xs.display());
+    let graph = path.to_str().unwrap();
+    for dev in devices() {
+        let d = dev.to_string();
+        let out = dir.join(d.replace(':', "_"));
+        run_ok(&[
+            "run",
+            graph,
+            "--device",
+            &d,
+            "--feed",
+            &feed,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let v = wgflow::npy::read(out.join("dropout_mul.npy"))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        let kept = v.iter().filter(|&&e| e == 2.0).count();
+        assert!(v.iter().all(|&e| e == 0.0 || e == 2.0), "{d}");
+        assert!((350..650).contains(&kept), "{d}: kept {kept} of 1000");
+        run_ok(&["profile", graph, "--device", &d, "--runs", "2"]);
+    }
+}

@@ -155,9 +155,15 @@ impl VarStore {
 
     /// Overwrite the variable's value (shape and dtype must match), creating its storage on
     /// `device` if it has none yet.
-    pub fn write(&mut self, name: &str, device: Device, value: &HostTensor) -> Result<()> {
+    pub fn write(
+        &mut self,
+        name: &str,
+        device: Device,
+        value: &HostTensor,
+        created: &mut Created,
+    ) -> Result<()> {
         let Some(slot) = self.slots.get(name) else {
-            let slot = self.create(name, device, value, &mut Created::default())?;
+            let slot = self.create(name, device, value, created)?;
             self.slots.insert(name.to_string(), slot);
             return Ok(());
         };

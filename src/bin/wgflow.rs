@@ -535,7 +535,8 @@ fn zeros_for_unfed(
         .map(|(t, _)| g.name(*t).map(str::to_string))
         .collect::<wgflow::Result<HashSet<String>>>()?;
     for (name, _) in &plan.feeds {
-        if given.contains(name) {
+        // The session feeds the stateful random ops' run counter itself.
+        if given.contains(name) || name == wgflow::ops::random::RUN_COUNTER {
             continue;
         }
         let Some(t) = g.tensor(name) else { continue };
@@ -558,7 +559,7 @@ fn check_fed(session: &Session, plan: &Plan, fed: &[(Tensor, HostTensor)]) -> wg
     let missing: Vec<String> = plan
         .feeds
         .iter()
-        .filter(|(n, _)| !fed_names.contains(n.as_str()))
+        .filter(|(n, _)| !fed_names.contains(n.as_str()) && n != wgflow::ops::random::RUN_COUNTER)
         .map(|(n, _)| {
             let node = session.graph().tensor(n);
             let node = node.and_then(|t| session.graph().node(t).ok());
