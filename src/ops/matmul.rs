@@ -296,43 +296,6 @@ impl MatMulKernel {
         (func, kinds)
     }
 
-    fn product_cpu(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
-        let (m, k, n) = self.mkn();
-        let (bd, sa, sb) = self.batch();
-        let batches: usize = bd.iter().product();
-        let chunk = self.k_chunk.unwrap_or(k);
-        let mut out = Vec::with_capacity(batches * m * n);
-        for bi in 0..batches {
-            let (mut a0, mut b0, mut rem) = (0, 0, bi);
-            for j in (0..bd.len()).rev() {
-                a0 += (rem % bd[j]) * sa[j];
-                b0 += (rem % bd[j]) * sb[j];
-                rem /= bd[j];
-            }
-            // Under split-K the chunk axis is the outermost batch dim.
-            let len = match self.k_chunk {
-                Some(_) => chunk.min(k - (bi / (batches / self.chunks())) * chunk),
-                None => k,
-            };
-            for i in 0..m {
-                for jn in 0..n {
-                    let mut acc = 0u32;
-                    for kk in 0..len {
-                        let p = binary_cpu(
-                            BinaryOp::Mul,
-                            self.dtype,
-                            a[a0 + i * k + kk],
-                            b[b0 + kk * n + jn],
-                        );
-                        acc = binary_cpu(BinaryOp::Add, self.dtype, acc, p);
-                    }
-                    out.push(acc);
-                }
-            }
-        }
-        out
-    }
-
     /// Choose register blocking for an adapter. Blocks need `N` and `K` divisible by 4 (vec4
     /// loads along K of A and along N of B); other shapes keep one output per invocation.
     /// Software adapters get up to 16×16 outputs per invocation (measured on lavapipe: ~30×
