@@ -16,6 +16,16 @@ pub enum Device {
 }
 
 impl Device {
+    /// Bytes that `numel` elements of `dtype` take on this device: f16 takes 2 bytes on a
+    /// GPU, padded to a multiple of 4 (WebGPU's granularity for bindings and copies); one
+    /// word per element on `cpu:0`.
+    pub fn storage_bytes(self, dtype: crate::DType, numel: u64) -> u64 {
+        match self {
+            Device::Gpu(_) => (numel * dtype.gpu_size() as u64).next_multiple_of(4),
+            Device::Cpu => numel * dtype.size() as u64,
+        }
+    }
+
     /// Parse a concrete device spec (`"gpu"` without an index is not concrete: use
     /// [`DeviceSpec::parse`] for scopes).
     pub fn parse(spec: &str) -> Result<Device> {

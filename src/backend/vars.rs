@@ -33,11 +33,8 @@ pub struct Slot {
 impl Slot {
     /// Bytes of the value on its device (f16 packed two to a word on GPUs, padded to 4).
     pub fn bytes(&self) -> u64 {
-        let n = self.shape.numel() as u64;
-        match self.device {
-            Device::Gpu(_) => (n * self.dtype.gpu_size() as u64).next_multiple_of(4),
-            Device::Cpu => n * self.dtype.size() as u64,
-        }
+        self.device
+            .storage_bytes(self.dtype, self.shape.numel() as u64)
     }
 }
 

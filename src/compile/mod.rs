@@ -50,14 +50,10 @@ pub struct Value {
 }
 
 impl Value {
-    /// Bytes of storage on its device. f16 takes 2 bytes on a GPU, padded to a multiple of 4
-    /// (WebGPU's granularity for bindings and copies); one word on `cpu:0`.
+    /// Bytes of storage on its device (see [`Device::storage_bytes`]).
     pub fn bytes(&self) -> u64 {
-        let n = self.shape.numel() as u64;
-        match self.device {
-            Device::Gpu(_) => (n * self.dtype.gpu_size() as u64).next_multiple_of(4),
-            Device::Cpu => n * self.dtype.size() as u64,
-        }
+        self.device
+            .storage_bytes(self.dtype, self.shape.numel() as u64)
     }
 }
 

@@ -220,23 +220,18 @@ impl Graph {
             node: n,
         };
         let scope = format!("gradients/{}_grad", node.name);
-        if let Some(d) = node.device {
-            self.device_scopes.push(d);
-        }
-        let grads = self.name_scope(&scope, |g| {
-            let cx = GradCx {
-                name: &node.name,
-                inputs,
-                output,
-                dy,
-                wanted,
-            };
-            node.op.family().grad(g, &cx)
-        });
-        if node.device.is_some() {
-            self.device_scopes.pop();
-        }
-        let grads = grads?;
+        let grads = self.on_device_of(n, |g| {
+            g.name_scope(&scope, |g| {
+                let cx = GradCx {
+                    name: &node.name,
+                    inputs,
+                    output,
+                    dy,
+                    wanted,
+                };
+                node.op.family().grad(g, &cx)
+            })
+        })?;
         if grads.len() != inputs.len() {
             return Err(Error::Internal(format!(
                 "the gradient rule of {} ('{}') gave {} gradient(s) for {} input(s)",
@@ -275,16 +270,28 @@ impl Graph {
         let Some(mut acc) = it.next() else {
             return Err(Error::Internal("no gradient arrived".into()));
         };
+        self.on_device_of(n, |g| {
+            g.name_scope("gradients", |g| {
+                for p in it {
+                    acc = g.binary(crate::ops::BinaryOp::Add, acc, p, loc)?;
+                }
+                Ok(acc)
+            })
+        })
+    }
+
+    /// Build with `f` in node `n`'s device scope, if it has one (gradients are colocated
+    /// with the forward node, as in TensorFlow).
+    fn on_device_of<T>(
+        &mut self,
+        n: NodeIndex,
+        f: impl FnOnce(&mut Graph) -> Result<T>,
+    ) -> Result<T> {
         let device = self.g[n].device;
         if let Some(d) = device {
             self.device_scopes.push(d);
         }
-        let r = self.name_scope("gradients", |g| {
-            for p in it {
-                acc = g.binary(crate::ops::BinaryOp::Add, acc, p, loc)?;
-            }
-            Ok(acc)
-        });
+        let r = f(self);
         if device.is_some() {
             self.device_scopes.pop();
         }
