@@ -1,0 +1,55 @@
+//! Variables and gradients past the sizes where kernels break, checked exactly against values
+//! computed in the test: a variable over lavapipe's 128 MiB storage-binding limit (bound as
+//! windows, updated by a copy of the same size), and a gradient over 2^24 + 1 elements
+//! (past f32's exact integers, so an index computed in f32 would be caught).
+
+mod common;
+use common::{gpus, session_on};
+use wgflow::{Axes, DType, Device, Graph, HostTensor, Initializer};
+
+fn devices() -> Vec<Device> {
+    let mut d = vec![Device::Cpu];
+    d.extend(gpus());
+    d
+}
+
+#[test]
+fn a_variable_over_the_binding_limit_is_updated_exactly_on_every_device() {
+    // 2^25 + 1 f32 = 134,217,732 bytes: past 128 MiB (134,217,728).
+    let n = (1usize << 25) + 1;
+    let mut g = Graph::new();
+    let v = g
+        .variable_with("v", [n], DType::F32, Initializer::Ones)
+        .unwrap();
+    let one = g.constant(1.0f32).unwrap();
+    let bump = g.assign_add(v, one).unwrap();
+    for d in devices() {
+        let mut s = session_on(&g, d);
+        s.run_targets(&[], &[bump]).unwrap();
+        s.run_targets(&[], &[bump]).unwrap();
+        let got = s.read_variable(v).unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(got.len(), n);
+        let wrong = got.iter().position(|&x| x != 3.0);
+        assert_eq!(wrong, None, "{d}: element {wrong:?} is not 3");
+    }
+}
+
+#[test]
+fn a_gradient_over_2_pow_24_elements_is_exact_on_every_device() {
+    let n = (1usize << 24) + 1;
+    let values: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut g = Graph::new();
+    let x = g
+        .variable("x", HostTensor::new(vec![n], values.clone()).unwrap())
+        .unwrap();
+    let sq = g.mul(x, x).unwrap();
+    let loss = g.sum(sq, Axes::All, false).unwrap();
+    let dx = g.gradients(loss, &[x]).unwrap()[0].unwrap();
+    for d in devices() {
+        let got = session_on(&g, d).run(&[], &[dx]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        let wrong = got.iter().zip(&values).position(|(a, b)| *a != 2.0 * b);
+        assert_eq!(wrong, None, "{d}: d(sum x²)/dx at {wrong:?} is not 2x");
+    }
+}
