@@ -6,7 +6,7 @@ use super::vars::{Storage, VarStore};
 use super::{Backend, Created};
 use crate::compile::{Plan, Source, StepKind, ValueId};
 use crate::device::Device;
-use crate::ops::Kernel;
+use crate::ops::{CpuIn, Kernel};
 use crate::{Error, Result};
 use futures::future::BoxFuture;
 use std::collections::HashMap;
@@ -229,7 +229,9 @@ impl CpuState {
             .ok_or_else(|| Error::Internal(format!("value {root} has no cpu arena slot")))
     }
 
-    /// Run one kernel: read the inputs, compute, write the output.
+    /// Run one kernel: it reads its inputs where they lie (arena, constants, variables) and
+    /// writes straight into the output's arena slot, which the memory plan keeps disjoint
+    /// from every input except one it is written in place over.
     pub fn run_kernel(
         &mut self,
         plan: &Plan,
@@ -245,8 +247,9 @@ impl CpuState {
                 message: "this kernel has no CPU implementation; place it on a GPU".into(),
             });
         }
-        // The kernel returns its output as a fresh vector, allocated infallibly inside the
-        // op; reserving the same size first turns a failure into an error naming the node.
+        // A kernel without a fast path returns its output as a fresh vector, allocated
+        // infallibly inside the op; reserving the same size first turns a failure into an
+        // error naming the node.
         let v = &plan.values[output];
         Vec::<u32>::new()
             .try_reserve_exact(v.shape.numel())
@@ -261,14 +264,62 @@ impl CpuState {
                 ),
                 bytes: v.bytes(),
             })?;
-        let out = {
-            let ins = inputs
-                .iter()
-                .map(|&v| self.read(plan, v))
-                .collect::<Result<Vec<_>>>()?;
-            let slices: Vec<&[u32]> = ins.iter().map(|w| &**w).collect();
-            kernel.run_cpu(&slices)
-        };
-        self.write(plan, output, &out)
+        let out_off = self.offset(plan, plan.root(output))?;
+        let out_len = plan.values[output].shape.numel();
+        let out_end = out_off + out_len;
+        let outside = |v: ValueId| Error::Internal(format!("value {v} lies outside the cpu arena"));
+        if out_end > self.arena.len() {
+            return Err(outside(output));
+        }
+        // Where each input lies: outside the arena, or an arena range.
+        enum At<'a> {
+            Held(Words<'a>),
+            Arena(usize, usize),
+            Output,
+        }
+        let mut at = Vec::with_capacity(inputs.len());
+        for &v in inputs {
+            let root = plan.root(v);
+            let n = plan.values[v].shape.numel();
+            at.push(match &plan.values[root].source {
+                Source::Constant(t) => At::Held(Words::Slice(t.words())),
+                Source::Variable { name, .. } => {
+                    let words = self.vars.get(&root).ok_or_else(|| {
+                        Error::Internal(format!("variable '{name}' has no cpu storage"))
+                    })?;
+                    At::Held(Words::Variable(
+                        words.read().unwrap_or_else(PoisonError::into_inner),
+                    ))
+                }
+                _ => {
+                    let off = self.offset(plan, root)?;
+                    if off + n > self.arena.len() {
+                        return Err(outside(v));
+                    }
+                    if off == out_off && n == out_len {
+                        At::Output
+                    } else if off + n <= out_off || off >= out_end {
+                        At::Arena(off, n)
+                    } else {
+                        return Err(Error::Internal(format!(
+                            "input value {v} overlaps the output {output} of {} in the cpu arena",
+                            kernel.describe()
+                        )));
+                    }
+                }
+            });
+        }
+        let (below, rest) = self.arena.split_at_mut(out_off);
+        let (out, above) = rest.split_at_mut(out_len);
+        let ins: Vec<CpuIn<'_>> = at
+            .iter()
+            .map(|a| match a {
+                At::Held(w) => CpuIn::Words(w),
+                At::Arena(off, n) if *off < out_off => CpuIn::Words(&below[*off..*off + n]),
+                At::Arena(off, n) => CpuIn::Words(&above[off - out_end..off - out_end + n]),
+                At::Output => CpuIn::Output,
+            })
+            .collect();
+        kernel.run_cpu_into(&ins, out)
     }
 }

@@ -290,6 +290,28 @@ pub trait Family: fmt::Debug {
     }
 }
 
+/// One input of a CPU kernel run by [`KernelDef::run_cpu_into`].
+#[derive(Debug, Clone, Copy)]
+pub enum CpuIn<'a> {
+    /// The input's words, in row-major order (disjoint from the output).
+    Words(&'a [u32]),
+    /// The output's own slot: the output is written in place over this input.
+    Output,
+}
+
+impl<'a> CpuIn<'a> {
+    /// The input's words, given the output slot's current contents.
+    pub fn or_out<'b>(&self, out: &'b [u32]) -> &'b [u32]
+    where
+        'a: 'b,
+    {
+        match self {
+            CpuIn::Words(w) => w,
+            CpuIn::Output => out,
+        }
+    }
+}
+
 /// Everything about one kind of kernel: its WGSL, its CPU implementation and its dispatch.
 pub trait KernelDef: fmt::Debug {
     /// A short description for plans and traces.
@@ -301,6 +323,37 @@ pub trait KernelDef: fmt::Debug {
     /// The CPU kernel; `inputs` are the input tensors' words in binding order. Only called
     /// when [`KernelDef::has_cpu`] holds.
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32>;
+
+    /// The CPU kernel writing its result into `out` (the output's slot: exactly the output's
+    /// element count in words). An input given as [`CpuIn::Output`] is that same slot (the
+    /// memory plan wrote the output in place over a dying input): its words are `out`'s
+    /// contents on entry. The default runs [`KernelDef::run_cpu`] and copies; fast kernels
+    /// override it to write in place, in parallel. Only called when [`KernelDef::has_cpu`]
+    /// holds.
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        let own: Option<Vec<u32>> = inputs
+            .iter()
+            .any(|i| matches!(i, CpuIn::Output))
+            .then(|| out.to_vec());
+        let slices: Vec<&[u32]> = inputs
+            .iter()
+            .map(|i| match i {
+                CpuIn::Words(w) => *w,
+                CpuIn::Output => own.as_deref().unwrap_or_default(),
+            })
+            .collect();
+        let words = self.run_cpu(&slices);
+        if words.len() != out.len() {
+            return Err(crate::Error::Internal(format!(
+                "{} produced {} words for an output of {}",
+                self.describe(),
+                words.len(),
+                out.len()
+            )));
+        }
+        out.copy_from_slice(&words);
+        Ok(())
+    }
 
     /// Whether the WGSL declares or computes f16 values, so it needs `enable f16;` and the
     /// f16 helpers (decided from the kernel's dtypes, not its text).

@@ -19,7 +19,7 @@ pub mod wgsl;
 
 pub use custom::Custom;
 pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, UnaryOp};
-pub use family::{Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered};
+pub use family::{Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered};
 pub use leaf::{Initializer, Leaf};
 pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};
 pub use movement::{
@@ -208,6 +208,18 @@ impl Kernel {
             return Vec::new();
         }
         self.def().run_cpu(inputs)
+    }
+
+    /// Run on the CPU into `out` (see [`KernelDef::run_cpu_into`]); an error for a kernel
+    /// without a CPU implementation.
+    pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        if !self.has_cpu() {
+            return Err(crate::Error::Internal(format!(
+                "{} has no CPU implementation",
+                self.describe()
+            )));
+        }
+        self.def().run_cpu_into(inputs, out)
     }
 
     /// The workgroup grid `(x, y)` this kernel is dispatched with, or `None` if it exceeds
