@@ -743,6 +743,7 @@ fn memory_zoo() {
             (Device::Cpu, DeviceLimits::cpu()),
         ],
         default_device: Device::Gpu(0),
+        gpu_only_default: None,
         soft_placement: false,
         fuse: true,
         fold_constants: true,

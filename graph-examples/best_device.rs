@@ -1,6 +1,7 @@
 //! PyTorch's `device = 'cuda' if torch.cuda.is_available() else 'cpu'` in wgflow:
-//! [`Device::best()`] is the first visible GPU (discrete > integrated > virtual > software),
-//! else `cpu:0`. The graph is built under that device's scope and runs there.
+//! [`Device::best()`] is the first visible hardware GPU (discrete > integrated > virtual),
+//! else `cpu:0`; software adapters (lavapipe, llvmpipe, WARP) rank below `cpu:0`, which is
+//! faster on the same cores. The graph is built under that device's scope and runs there.
 
 use wgflow::{Device, Graph, Session, SessionOptions};
 

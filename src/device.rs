@@ -45,10 +45,14 @@ impl Device {
     }
 }
 
-/// The first of `gpus` GPUs (they are in preference order) that `visible` allows, else `cpu:0`.
-pub(crate) fn best_of(gpus: usize, visible: Option<&[usize]>) -> Device {
-    (0..gpus)
-        .find(|i| visible.is_none_or(|v| v.contains(i)))
+/// The device a session uses by default, given whether each GPU (in preference order) is a
+/// software adapter: the first visible hardware GPU, else `cpu:0`. Software adapters
+/// (lavapipe, llvmpipe, WARP) run on the same cores as `cpu:0` and are slower than it on every
+/// workload of the README's Performance table, so they are used only when a scope or
+/// `default_device` names them.
+pub(crate) fn best_of(software: &[bool], visible: Option<&[usize]>) -> Device {
+    (0..software.len())
+        .find(|&i| !software[i] && visible.is_none_or(|v| v.contains(&i)))
         .map(Device::Gpu)
         .unwrap_or(Device::Cpu)
 }
@@ -174,7 +178,7 @@ impl PhysicalDevice {
     pub(crate) fn cpu() -> Self {
         PhysicalDevice {
             device: Device::Cpu,
-            name: "wgflow reference CPU".into(),
+            name: format!("wgflow CPU ({} threads)", rayon::current_num_threads()),
             backend: "cpu".into(),
             device_type: "cpu".into(),
             driver: format!("wgflow {}", env!("CARGO_PKG_VERSION")),
@@ -296,8 +300,13 @@ mod tests {
             e.contains("'x' is not a GPU index") && e.contains("no GPU adapter"),
             "{e}"
         );
-        assert_eq!(best_of(2, Some(&[1])), Device::Gpu(1));
-        assert_eq!(best_of(2, Some(&[])), Device::Cpu);
-        assert_eq!(best_of(0, None), Device::Cpu);
+        assert_eq!(best_of(&[false, false], Some(&[1])), Device::Gpu(1));
+        assert_eq!(best_of(&[false, false], Some(&[])), Device::Cpu);
+        assert_eq!(best_of(&[], None), Device::Cpu);
+        // Software adapters are skipped: cpu:0 outruns them.
+        assert_eq!(best_of(&[true, true], None), Device::Cpu);
+        assert_eq!(best_of(&[false, true], None), Device::Gpu(0));
+        assert_eq!(best_of(&[true, false], None), Device::Gpu(1));
+        assert_eq!(best_of(&[true, false], Some(&[0])), Device::Cpu);
     }
 }

@@ -123,12 +123,17 @@ impl Session {
             }
             None => backend::devices::best_of(visible.as_deref()),
         };
+        let gpu_only_default = match options.default_device {
+            None => devices.iter().map(|(d, _)| *d).find(|d| d.is_gpu()),
+            Some(_) => None,
+        };
         log::info!("wgflow session: default device {default_device}");
         Ok(Session {
             graph: graph.clone(),
             target: Target {
                 devices,
                 default_device,
+                gpu_only_default,
                 soft_placement: options.soft_placement,
                 fuse: options.fuse,
                 fold_constants: options.fold_constants,

@@ -285,6 +285,7 @@ fn a_20000_op_chain_plans_quickly_fused_or_not() {
         let target = wgflow::compile::Target {
             devices: vec![(Device::Cpu, wgflow::device::DeviceLimits::cpu())],
             default_device: Device::Cpu,
+            gpu_only_default: None,
             soft_placement: false,
             fuse,
             fold_constants: true,

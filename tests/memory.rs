@@ -174,6 +174,7 @@ fn fake_gpu_target(fuse: bool) -> Target {
             (Device::Cpu, DeviceLimits::cpu()),
         ],
         default_device: Device::Gpu(0),
+        gpu_only_default: None,
         soft_placement: false,
         fuse,
         fold_constants: fuse,

@@ -404,3 +404,30 @@ fn raw_kernels_save_and_load_unless_the_output_rule_is_a_closure() {
         "{e}"
     );
 }
+
+/// With only software adapters the session's default device is cpu:0 (`Device::best`), yet an
+/// unscoped raw kernel still runs: it goes to the first visible GPU, the rest to the default.
+#[test]
+fn an_unscoped_raw_kernel_finds_a_gpu_when_the_default_is_cpu() {
+    let mut g = Graph::new();
+    let x = g.constant([1.0f32, -2.0, 3.0]).unwrap();
+    let r = g.raw_kernel(&reverse(), &[x]).unwrap();
+    let y = g.relu(r).unwrap();
+    let mut s = Session::new(&g, SessionOptions::default()).unwrap();
+    if common::gpus().is_empty() {
+        let e = s.run(&[], &[y]).unwrap_err();
+        assert!(e.to_string().contains("no GPU is visible"), "{e}");
+        return;
+    }
+    let out = s.run(&[], &[y]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![0.0, 2.0, 0.0]);
+    let plan = s.plan(&[y]).unwrap();
+    let dev = |name: &str| {
+        plan.placement
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, d)| *d)
+    };
+    assert_eq!(dev("reverse_neg"), Some(Device::Gpu(0)));
+    assert_eq!(dev("relu"), Some(s.default_device()));
+}

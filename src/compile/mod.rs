@@ -98,6 +98,10 @@ pub struct Target {
     pub devices: Vec<(Device, DeviceLimits)>,
     /// Where unscoped nodes go.
     pub default_device: Device,
+    /// Where an unscoped GPU-only op (a raw WGSL kernel) goes when the default device is
+    /// `cpu:0`: the first visible GPU when the session chose `cpu:0` over software adapters
+    /// ([`Device::best`]), `None` when the user chose `cpu:0` (then it is a placement error).
+    pub gpu_only_default: Option<Device>,
     /// Fall back to the default device when a scope names a device that is not there.
     pub soft_placement: bool,
     /// Merge elementwise chains into single kernels.

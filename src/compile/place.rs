@@ -24,7 +24,9 @@ pub struct Placed {
 ///   with its input.
 /// - An unscoped variable goes to the default device (never to a consumer's, which differs
 ///   between plans); an assignment runs on its variable's device whatever its scope.
-/// - Any other unscoped node goes to the default device.
+/// - Any other unscoped node goes to the default device, except a GPU-only op (a raw WGSL
+///   kernel) when the session picked `cpu:0` over software adapters: it goes to the first
+///   visible GPU.
 pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Placed> {
     let mut device = HashMap::new();
     let mut fallbacks: Vec<(DeviceSpec, Vec<String>)> = Vec::new();
@@ -187,16 +189,26 @@ fn needs_f16(
     })
 }
 
-/// A GPU-only op (a raw WGSL kernel) headed for `cpu:0` moves to the first visible GPU with
-/// soft placement on (logged); otherwise, or with no GPU visible, it is an error.
+/// A GPU-only op (a raw WGSL kernel) headed for `cpu:0` moves to a GPU when it is unscoped and
+/// the session chose `cpu:0` as its default over software adapters
+/// ([`Target::gpu_only_default`]), or to the first visible GPU with soft placement on (logged);
+/// otherwise, or with no GPU visible, it is an error.
 fn gpu_only(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<Device> {
     let node = &graph.g[n];
     if d.is_gpu() || !node.op.is_gpu_only() {
         return Ok(d);
     }
     let gpu = target.devices.iter().map(|(d, _)| *d).find(|d| d.is_gpu());
-    match gpu {
-        Some(g) if target.soft_placement => {
+    match (gpu, target.gpu_only_default) {
+        (_, Some(g)) if node.device.is_none() => {
+            log::info!(
+                "node '{}' ({}) runs only on a GPU; placed on {g}, not on the default device {d}",
+                node.name,
+                node.op.name()
+            );
+            Ok(g)
+        }
+        (Some(g), _) if target.soft_placement => {
             log::warn!(
                 "soft placement: node '{}' ({}) runs only on a GPU; placed on {g} instead of {d}",
                 node.name,
