@@ -9,6 +9,9 @@
 //! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
 //! iterations, `WGFLOW_BENCH_ONLY=memory` for the memory table alone.
 
+#[path = "table/first_run.rs"]
+mod first_run;
+
 use std::time::{Duration, Instant};
 use wgflow::backend::gpu::context;
 use wgflow::compile::{self, Plan, Source, StepKind, Target};
@@ -432,6 +435,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 fn main() {
     let only = std::env::var("WGFLOW_BENCH_ONLY").unwrap_or_default();
+    if only == "first-runs" {
+        first_run::cold_and_warm(
+            &std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into()),
+        );
+        return;
+    }
     if only == "memory" {
         memory_zoo();
         return;
