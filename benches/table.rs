@@ -11,6 +11,9 @@
 //! for W1-W5 on cpu:0 against NumPy (`benches/numpy_w.py`, run when `python3` with NumPy is
 //! present) and the adapter.
 
+#[path = "table/first_run.rs"]
+mod first_run;
+
 use std::time::{Duration, Instant};
 use wgflow::backend::gpu::context;
 use wgflow::compile::{self, Plan, Source, StepKind, Target};
@@ -586,6 +589,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 fn main() {
     let only = std::env::var("WGFLOW_BENCH_ONLY").unwrap_or_default();
+    if only == "first-runs" {
+        first_run::cold_and_warm(
+            &std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into()),
+        );
+        return;
+    }
     if only == "memory" {
         memory_zoo();
         return;

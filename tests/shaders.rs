@@ -565,9 +565,11 @@ fn kernels_with_split_bindings_validate() {
     ] {
         kernels.push(Kernel::MatMul(
             MatMulKernel {
-                a: Shape::from([64, 32]),
+                // Batched: an unbatched blocked product reads K from A's binding, which
+                // is never split (see `MatMulKernel::shares_k`).
+                a: Shape::from([2, 64, 32]),
                 b: Shape::from([32, 16]),
-                out: Shape::from([64, 16]),
+                out: Shape::from([2, 64, 16]),
                 dtype: DType::F32,
                 block: None,
                 tiled: false,

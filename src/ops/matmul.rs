@@ -173,6 +173,11 @@ pub struct MatMulKernel {
     pub k_chunk: Option<usize>,
 }
 
+/// Largest A (in bytes) whose K the register-blocked kernel reads from A's binding (see
+/// [`MatMulKernel::shares_k`]): far below any adapter's `max_storage_buffer_binding_size`
+/// (WebGPU guarantees 128 MiB), so A is never split into windows.
+pub const SHARED_K_MAX_A_BYTES: u64 = 1 << 24;
+
 /// Output tile edge of the workgroup-tiled matmul.
 pub const TILE: usize = 64;
 /// Depth of the A and B slices the tiled matmul stages in workgroup memory.
@@ -294,6 +299,20 @@ impl MatMulKernel {
             })
             .collect();
         (func, kinds)
+    }
+
+    /// Whether the register-blocked kernel reads K from the length of A's binding instead of
+    /// writing it into the WGSL: for one unbatched product without split-K whose A is at most
+    /// [`SHARED_K_MAX_A_BYTES`], so that A is always bound whole (`arrayLength` of a binding
+    /// split into windows would be wrong, and `split_bindings` refuses it).
+    pub fn shares_k(&self) -> bool {
+        let (m, k, _) = self.mkn();
+        let a_bytes = (m * k * self.dtype.gpu_size()) as u64;
+        self.block.is_some()
+            && !self.tiled
+            && self.k_chunk.is_none()
+            && self.out_batch().rank() == 0
+            && a_bytes <= SHARED_K_MAX_A_BYTES
     }
 
     /// Choose register blocking for an adapter. Blocks need `N` and `K` divisible by 4 (vec4

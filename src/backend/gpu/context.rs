@@ -235,6 +235,28 @@ struct DiskCache {
     path: std::path::PathBuf,
 }
 
+/// What a compute pipeline is made from: a kernel's WGSL, its entry point and its number of
+/// storage bindings; `label` names it in wgpu's objects, errors and the debug log.
+#[derive(Debug, Clone)]
+pub struct PipelineSpec {
+    pub label: String,
+    pub wgsl: String,
+    pub entry: String,
+    pub bindings: usize,
+}
+
+impl PipelineSpec {
+    /// The in-memory cache key: the WGSL, plus the entry point where it is not "main" (only
+    /// raw kernels have others).
+    fn key(&self) -> String {
+        if self.entry == "main" {
+            self.wgsl.clone()
+        } else {
+            format!("{}\n{}", self.entry, self.wgsl)
+        }
+    }
+}
+
 /// A compute pipeline and its bind-group layout.
 pub struct CachedPipeline {
     pub pipeline: wgpu::ComputePipeline,
@@ -323,30 +345,141 @@ impl GpuContext {
         entry: &str,
         bindings: usize,
     ) -> Result<(Arc<CachedPipeline>, bool)> {
-        // Generated kernels all use "main"; only raw kernels need the entry in the key.
-        let key = if entry == "main" {
-            wgsl.to_string()
-        } else {
-            format!("{entry}\n{wgsl}")
+        let spec = PipelineSpec {
+            label: label.to_string(),
+            wgsl: wgsl.to_string(),
+            entry: entry.to_string(),
+            bindings,
         };
-        let wgsl_src = wgsl;
-        let wgsl = key.as_str();
+        let mut got = self.pipelines_for(std::slice::from_ref(&spec))?;
+        got.pop()
+            .ok_or_else(|| Error::Internal(format!("no pipeline made for {label}")))
+    }
+
+    /// The pipelines for `specs`, in order, each with whether this call created it: found in
+    /// the in-memory cache, or created now, several at once on threads where the backend
+    /// allows it (not GL: its one context serialises every call, see `gl_serial`). The
+    /// driver compiles a shader when its pipeline is created, so a plan's kernels compile in
+    /// parallel. Each pipeline's creation time (or its cache hit) goes to the debug log.
+    pub fn pipelines_for(
+        &self,
+        specs: &[PipelineSpec],
+    ) -> Result<Vec<(Arc<CachedPipeline>, bool)>> {
         // Entries are inserted whole, so a panic while this was held cannot leave a bad one.
+        // Held while compiling, so two threads never compile the same pipeline.
         let mut cache = self
             .pipelines
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(p) = cache.get(wgsl) {
-            log::debug!("{}: pipeline cache hit: {label}", self.name);
-            return Ok((p.clone(), false));
+        let keys: Vec<String> = specs.iter().map(PipelineSpec::key).collect();
+        let mut misses: Vec<usize> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            if cache.contains_key(key) {
+                log::debug!(
+                    "{}: pipeline {}: in-memory cache hit",
+                    self.name,
+                    specs[i].label
+                );
+            } else if let Some(&j) = misses.iter().find(|&&j| keys[j] == *key) {
+                log::debug!(
+                    "{}: pipeline {}: same as {}",
+                    self.name,
+                    specs[i].label,
+                    specs[j].label
+                );
+            } else {
+                misses.push(i);
+            }
         }
+        let start = std::time::Instant::now();
+        let threads = if self.gl_serial.is_some() {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(misses.len())
+        };
+        let made: Vec<Result<CachedPipeline>> = if threads <= 1 {
+            misses
+                .iter()
+                .map(|&i| self.create_pipeline(&specs[i]))
+                .collect()
+        } else {
+            // Workers take the next uncompiled pipeline until none is left.
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let slots: Vec<Mutex<Option<Result<CachedPipeline>>>> =
+                misses.iter().map(|_| Mutex::new(None)).collect();
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| loop {
+                        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = misses.get(n) else { break };
+                        let p = self.create_pipeline(&specs[i]);
+                        *slots[n].lock().unwrap_or_else(PoisonError::into_inner) = Some(p);
+                    });
+                }
+            });
+            slots
+                .into_iter()
+                .zip(&misses)
+                .map(|(slot, &i)| {
+                    slot.into_inner()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .unwrap_or_else(|| {
+                            Err(Error::Internal(format!(
+                                "pipeline {} was not created",
+                                specs[i].label
+                            )))
+                        })
+                })
+                .collect()
+        };
+        if !misses.is_empty() {
+            log::debug!(
+                "{}: {} pipeline(s) created in {:.2} ms on {} thread(s)",
+                self.name,
+                misses.len(),
+                start.elapsed().as_secs_f64() * 1e3,
+                threads.max(1)
+            );
+        }
+        // Keep every pipeline that was made, even when another failed.
+        let mut first_error = None;
+        for (p, &i) in made.into_iter().zip(&misses) {
+            match p {
+                Ok(p) => {
+                    cache.insert(keys[i].clone(), Arc::new(p));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        keys.iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let p = cache.get(key).cloned().ok_or_else(|| {
+                    Error::Internal(format!("pipeline {} missing", specs[i].label))
+                })?;
+                Ok((p, misses.contains(&i)))
+            })
+            .collect()
+    }
+
+    /// Create one pipeline (naga translation and the driver's compile), timed in the debug
+    /// log.
+    fn create_pipeline(&self, spec: &PipelineSpec) -> Result<CachedPipeline> {
+        let label = spec.label.as_str();
         let compile_start = std::time::Instant::now();
         let created = self.scoped(&format!("creating pipeline {label}"), |device| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
-                source: wgpu::ShaderSource::Wgsl(wgsl_src.into()),
+                source: wgpu::ShaderSource::Wgsl(spec.wgsl.as_str().into()),
             });
-            let entries: Vec<wgpu::BindGroupLayoutEntry> = (0..bindings as u32)
+            let entries: Vec<wgpu::BindGroupLayoutEntry> = (0..spec.bindings as u32)
                 .map(|b| wgpu::BindGroupLayoutEntry {
                     binding: b,
                     visibility: wgpu::ShaderStages::COMPUTE,
@@ -371,20 +504,18 @@ impl GpuContext {
                 label: Some(label),
                 layout: Some(&pipeline_layout),
                 module: &module,
-                entry_point: Some(entry),
+                entry_point: Some(&spec.entry),
                 compilation_options: Default::default(),
                 cache: self.disk_cache.as_ref().map(|c| &c.cache),
             });
             CachedPipeline { pipeline, layout }
         })?;
         log::debug!(
-            "{}: pipeline cache miss: {label}: compiled in {:.2} ms",
+            "{}: pipeline {label}: not in the in-memory cache, created in {:.2} ms",
             self.name,
             compile_start.elapsed().as_secs_f64() * 1e3
         );
-        let p = Arc::new(created);
-        cache.insert(wgsl.to_string(), p.clone());
-        Ok((p, true))
+        Ok(created)
     }
 
     /// Write the driver's pipeline cache to disk (after new pipelines were created), so the

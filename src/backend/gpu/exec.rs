@@ -225,16 +225,15 @@ impl GpuPlan {
         Ok((arena, constants, staging, staging_size))
     }
 
-    /// The pipeline, bind group and grid of dispatch step `i`.
-    fn prepare_dispatch(
-        &mut self,
+    /// What dispatch step `i` needs: its pipeline's spec, grid and binding windows.
+    fn pending_dispatch(
+        &self,
         plan: &Plan,
         i: usize,
         kernel: &crate::ops::Kernel,
         inputs: &[ValueId],
-        created: &mut Created,
-    ) -> Result<()> {
-        let (ctx, device, step) = (self.ctx.clone(), self.device, &plan.steps[i]);
+    ) -> Result<PendingDispatch> {
+        let (ctx, device, step) = (&self.ctx, self.device, &plan.steps[i]);
         let adapter = ctx.adapter_kind();
         let kernel = &kernel.for_adapter(&adapter);
         let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
@@ -266,15 +265,37 @@ impl GpuPlan {
             &step.nodes.join("+"),
             device,
         )?;
-        let (pipeline, new) =
-            ctx.pipeline_at(&label, &wgsl, kernel.entry_point(), windows.len())?;
-        created.pipelines += new as u64;
         let grid = kernel.grid_on(
             &step.nodes.join("+"),
             device,
             ctx.limits.max_compute_workgroups_per_dimension,
         )?;
-        let entries: Vec<wgpu::BindGroupEntry> = windows
+        Ok(PendingDispatch {
+            step: i,
+            spec: context::PipelineSpec {
+                label,
+                wgsl,
+                entry: kernel.entry_point().to_string(),
+                bindings: windows.len(),
+            },
+            windows: windows
+                .into_iter()
+                .map(|(buf, off, size)| (buf.clone(), off, size))
+                .collect(),
+            grid,
+        })
+    }
+
+    /// The bind group of a pending dispatch, now that its pipeline exists.
+    fn bind_dispatch(
+        &mut self,
+        d: PendingDispatch,
+        pipeline: Arc<CachedPipeline>,
+        created: &mut Created,
+    ) -> Result<()> {
+        let label = &d.spec.label;
+        let entries: Vec<wgpu::BindGroupEntry> = d
+            .windows
             .iter()
             .enumerate()
             .map(|(b, (buf, off, size))| wgpu::BindGroupEntry {
@@ -286,24 +307,35 @@ impl GpuPlan {
                 }),
             })
             .collect();
-        let bind_group = ctx.scoped(&format!("creating the bind group of {label}"), |d| {
-            d.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(&label),
-                layout: &pipeline.layout,
-                entries: &entries,
-            })
-        })?;
+        let bind_group =
+            self.ctx
+                .scoped(&format!("creating the bind group of {label}"), |dev| {
+                    dev.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some(label),
+                        layout: &pipeline.layout,
+                        entries: &entries,
+                    })
+                })?;
         created.bind_groups += 1;
         self.dispatches.insert(
-            i,
+            d.step,
             Dispatch {
                 pipeline,
                 bind_group,
-                grid,
+                grid: d.grid,
             },
         );
         Ok(())
     }
+}
+
+/// A dispatch step between preparation and binding: its pipeline is created together with
+/// the plan's others (concurrently where the backend allows it).
+struct PendingDispatch {
+    step: usize,
+    spec: context::PipelineSpec,
+    windows: Vec<(wgpu::Buffer, u64, u64)>,
+    grid: (u32, u32),
 }
 
 impl Backend for GpuPlan {
@@ -342,13 +374,20 @@ impl Backend for GpuPlan {
             timestamps: None,
             vars,
         };
+        let mut pending = Vec::new();
         for (i, step) in plan.steps.iter().enumerate() {
             let StepKind::Dispatch { kernel, inputs } = &step.kind else {
                 continue;
             };
             if step.device == device {
-                gp.prepare_dispatch(plan, i, kernel, inputs, &mut created)?;
+                pending.push(gp.pending_dispatch(plan, i, kernel, inputs)?);
             }
+        }
+        let specs: Vec<context::PipelineSpec> = pending.iter().map(|d| d.spec.clone()).collect();
+        let pipelines = ctx.pipelines_for(&specs)?;
+        for (d, (pipeline, new)) in pending.into_iter().zip(pipelines) {
+            created.pipelines += u64::from(new);
+            gp.bind_dispatch(d, pipeline, &mut created)?;
         }
         if created.pipelines > 0 {
             ctx.persist_pipeline_cache();

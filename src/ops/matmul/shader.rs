@@ -196,7 +196,15 @@ impl MatMulKernel {
         w.line(&format!("let batch = o / {}u;", mb * nb));
         wgsl::strided_index(&mut w, "a_base", "batch", &bd, &sa);
         wgsl::strided_index(&mut w, "b_base", "batch", &bd, &sb);
-        self.k_len(&mut w);
+        // With K read from A's binding, products that differ only in K (an MLP's layers)
+        // share one pipeline, and the driver compiles the big kernel once.
+        let k_stride = if self.shares_k() {
+            w.line(&format!("let k_len = arrayLength(&in0) * 4u / {m}u;"));
+            "k_len".to_string()
+        } else {
+            self.k_len(&mut w);
+            format!("{k}u")
+        };
         w.line(&format!("let o_base = batch * {}u;", m * n));
         let zero = wgsl::literal(self.dtype, 0);
         for r in 0..tm {
@@ -211,7 +219,7 @@ impl MatMulKernel {
                 "let a{r} = {};",
                 wgsl::load_vec4(
                     "in0",
-                    &format!("(a_base + (m0 + {r}u) * {k}u + k) / 4u"),
+                    &format!("(a_base + (m0 + {r}u) * {k_stride} + k) / 4u"),
                     self.dtype
                 )
             ));
