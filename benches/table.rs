@@ -15,6 +15,9 @@ use wgflow::compile::{self, Plan, Source, StepKind, Target};
 use wgflow::device::DeviceLimits;
 use wgflow::{Axes, DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
+#[path = "table/transfer.rs"]
+mod transfer;
+
 fn quick() -> bool {
     std::env::var("WGFLOW_BENCH_QUICK").is_ok_and(|v| v == "1")
 }
@@ -432,6 +435,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 fn main() {
     let only = std::env::var("WGFLOW_BENCH_ONLY").unwrap_or_default();
+    if only == "transfer" {
+        transfer::fetch_and_feed();
+        return;
+    }
     if only == "memory" {
         memory_zoo();
         return;
