@@ -67,9 +67,9 @@ fn pattern(dtype: DType, n: usize, salt: usize) -> HostTensor {
             // Mix the index into the non-special bits so a misplaced element shows.
             match dtype {
                 DType::Bool => w,
-                DType::F16 if k % 3 == 0 => (k as u32 * 7) & 0x7bff,
+                DType::F16 if k.is_multiple_of(3) => (k as u32 * 7) & 0x7bff,
                 DType::F16 => w,
-                _ if k % 3 == 0 => (k as u32).wrapping_mul(2_654_435_761),
+                _ if k.is_multiple_of(3) => (k as u32).wrapping_mul(2_654_435_761),
                 _ => w,
             }
         })
