@@ -1,5 +1,5 @@
 //! Executing a plan's steps on one wgpu device. Everything that allocates (arena, constant
-//! buffer, staging buffer, pipelines, bind groups) happens in `GpuPlan::prepare`, once per
+//! buffer, staging buffers, pipelines, bind groups) happens in `GpuPlan::prepare`, once per
 //! compiled plan; a run only writes feeds, records dispatches and reads back.
 
 use super::context::{self, CachedPipeline, GpuContext};
@@ -74,21 +74,24 @@ pub fn extend_host_words(
         ))
     })?;
     // Mapped memory is aligned, so the casts succeed; the byte-wise paths are the fallback.
-    match (dtype, bytemuck::try_cast_slice::<u8, u32>(bytes)) {
-        (DType::F16, _) => match bytemuck::try_cast_slice::<u8, u16>(bytes) {
+    if dtype == DType::F16 {
+        match bytemuck::try_cast_slice::<u8, u16>(bytes) {
             Ok(h) => out.extend(h.iter().map(|&h| u32::from(h))),
             Err(_) => out.extend(
                 bytes
                     .chunks_exact(2)
                     .map(|c| u32::from(u16::from_ne_bytes([c[0], c[1]]))),
             ),
-        },
-        (_, Ok(w)) => out.extend_from_slice(w),
-        (_, Err(_)) => out.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])),
-        ),
+        }
+    } else {
+        match bytemuck::try_cast_slice::<u8, u32>(bytes) {
+            Ok(w) => out.extend_from_slice(w),
+            Err(_) => out.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])),
+            ),
+        }
     }
     Ok(())
 }
@@ -698,10 +701,11 @@ impl GpuPlan {
         Ok(())
     }
 
-    /// Submit `commands`. If they copy out of the feeds' staging buffer, it is unmapped first
+    /// Submit `enc`'s commands. If they copy out of the feeds' staging buffer, it is unmapped first
     /// and its re-mapping requested right after, to be ready for the next run.
-    fn submit(&mut self, commands: wgpu::CommandBuffer) {
+    fn submit(&mut self, enc: wgpu::CommandEncoder) {
         let _gl = self.ctx.gl_guard();
+        let commands = enc.finish();
         let remap = match self.uploads.as_mut() {
             Some(u) if u.used => {
                 if matches!(u.map, UploadMap::Mapped) {
@@ -875,7 +879,7 @@ impl GpuPlan {
     /// Submit recorded commands, and queued writes, if any.
     pub fn flush(&mut self) {
         if let Some(enc) = self.pending.take() {
-            self.submit(enc.finish());
+            self.submit(enc);
         } else if self.queued {
             let _gl = self.ctx.gl_guard();
             self.ctx.queue.submit([]);
@@ -918,7 +922,7 @@ impl GpuPlan {
             copied.insert(v, at);
             at += size;
         }
-        self.submit(enc.finish());
+        self.submit(enc);
         let (tx, rx) = futures::channel::oneshot::channel();
         let used = at.max(4);
         {
