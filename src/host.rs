@@ -60,9 +60,12 @@ impl Element for bool {
     }
 }
 
-/// Bytes from which [`fresh_vec`] asks for huge pages: below this a fresh allocation usually
-/// comes from memory the allocator has already touched.
-const HUGE_PAGE_FROM: usize = 4 << 20;
+/// Bytes above which [`fresh_vec`] asks for huge pages. Smaller allocations often reuse heap
+/// memory that is already faulted in (glibc serves up to 32 MiB from the heap once such sizes
+/// have been freed), where the advice only costs a system call: filling a fresh 16 MiB vector
+/// took 1.64 ms plain and 1.81 ms advised, 24 MiB 4.9 ms plain and 3.0 ms advised.
+#[cfg(target_os = "linux")]
+const HUGE_PAGE_ABOVE: usize = 16 << 20;
 
 /// An empty vector with room for `n` values, reserved fallibly (`None` when the allocator
 /// refuses), for a caller about to fill all of it once.
@@ -86,7 +89,7 @@ pub(crate) fn fresh_vec<T>(n: usize) -> Option<Vec<T>> {
 #[cfg(target_os = "linux")]
 fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     const HUGE: usize = 2 << 20;
-    if bytes < HUGE_PAGE_FROM {
+    if bytes <= HUGE_PAGE_ABOVE {
         return;
     }
     let (start, end) = (ptr as usize, ptr as usize + bytes);
@@ -398,11 +401,12 @@ mod tests {
 
     #[test]
     fn fresh_vectors_have_room_and_no_values() {
-        for n in [0, 1, 3, (4 << 20) / 4 + 5] {
+        // The last is past `HUGE_PAGE_ABOVE`, so advised on Linux.
+        for n in [0, 1, 3, (16 << 20) / 4 + 5] {
             let v: Vec<u32> = fresh_vec(n).unwrap();
             assert!(v.is_empty() && v.capacity() >= n, "{n}");
         }
-        let words: Vec<u32> = (0..(3 << 20)).collect();
+        let words: Vec<u32> = (0..(5 << 20)).collect();
         assert_eq!(copy_of(&words).unwrap(), words);
         assert_eq!(copy_of(&[]).unwrap(), Vec::<u32>::new());
     }

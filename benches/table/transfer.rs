@@ -7,13 +7,15 @@
 //! * feed: `Session::run_targets` with the placeholder fed and a one-element op on it as the
 //!   target (the run is the upload and one tiny dispatch) vs `queue.write_buffer` + submit +
 //!   wait;
-//! * `read_variable` next to the same hand-written fetch.
+//! * `read_variable` next to the same hand-written fetch;
+//! * W1 (`a + b`, 16M f32) run and its 64 MiB result fetched, vs the table's hand-written
+//!   replay of the same dispatch followed by the hand-written fetch.
 //!
 //! Each pair is timed in alternating batches (medians of 9), so both see the same drift of a
 //! shared machine. The hand-written f16 path copies the packed 2-byte values; wgflow's host
 //! tensors hold one word per element, so its f16 fetch widens while copying.
 
-use super::{quick, session, time_pair};
+use super::{konst, quick, session, time_pair, Baseline};
 use std::hint::black_box;
 use wgflow::backend::gpu::context;
 use wgflow::{DType, Device, Graph, HostTensor, SliceArg};
@@ -114,7 +116,8 @@ pub fn fetch_and_feed() {
     let Device::Gpu(gpu) = dev else {
         panic!("the transfer bench needs a GPU device")
     };
-    let cases: [(&str, DType, usize); 4] = [
+    let cases: [(&str, DType, usize); 5] = [
+        ("1 KiB i32", DType::I32, 256),
         ("64 MiB f32", DType::F32, 16 << 20),
         ("128 MiB f32", DType::F32, 32 << 20),
         ("4M f16", DType::F16, 4 << 20),
@@ -133,7 +136,13 @@ pub fn fetch_and_feed() {
         );
     };
     for (name, dtype, n) in cases {
-        let iters = if quick() { 1 } else { 3 };
+        // About 200 MiB moved per batch, so the small cases' batches are not a single copy.
+        let iters = if quick() {
+            1
+        } else {
+            (200 << 20) / (n * 4).max(1)
+        }
+        .clamp(3, 100);
         let value = words(dtype, n);
         let bytes = dev.storage_bytes(dtype, n as u64);
         let hand = Hand::new(gpu, bytes);
@@ -169,6 +178,26 @@ pub fn fetch_and_feed() {
             iters,
         );
         row(name, "read_variable", read);
+    }
+    // W1 with its result fetched.
+    {
+        let n = 16 << 20;
+        let mut g = Graph::new();
+        let a = konst(&mut g, &[n], 1);
+        let b = konst(&mut g, &[n], 2);
+        let c = g.add(a, b).unwrap();
+        let mut s = session(&g, dev, true);
+        let base = Baseline::new(&s.plan(&[c]).unwrap(), gpu);
+        let hand = Hand::new(gpu, 4 * n as u64);
+        let w1 = time_pair(
+            || drop(black_box(s.run(&[], &[c]).unwrap())),
+            || {
+                base.run();
+                drop(black_box(hand.fetch()));
+            },
+            3,
+        );
+        row("W1 16M f32", "run + fetch", w1);
     }
     // cpu:0: a fetch is one copy of the value's words out of the arena or variable.
     let n = 16 << 20;
