@@ -20,6 +20,9 @@ use wgflow::compile::{self, Plan, Source, StepKind, Target};
 use wgflow::device::DeviceLimits;
 use wgflow::{Axes, DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
+#[path = "table/transfer.rs"]
+mod transfer;
+
 fn quick() -> bool {
     std::env::var("WGFLOW_BENCH_QUICK").is_ok_and(|v| v == "1")
 }
@@ -593,6 +596,10 @@ fn main() {
         first_run::cold_and_warm(
             &std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into()),
         );
+        return;
+    }
+    if only == "transfer" {
+        transfer::fetch_and_feed();
         return;
     }
     if only == "memory" {

@@ -138,11 +138,11 @@ impl Backend for CpuState {
     }
 }
 
-/// A copy of value `v`'s words, reserved fallibly: a fetch or transfer can be as large as
-/// the arena itself, and failing to allocate it is an error naming the node, not an abort.
+/// A copy of value `v`'s words (the fetch's one copy, see [`crate::host::fresh_vec`]),
+/// reserved fallibly: a fetch or transfer can be as large as the arena itself, and failing to
+/// allocate it is an error naming the node, not an abort.
 fn copy_words(plan: &Plan, v: ValueId, words: &[u32]) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(words.len()).map_err(|_| {
+    crate::host::copy_of(words).ok_or_else(|| {
         let value = &plan.values[v];
         Error::Alloc {
             node: value.name.clone(),
@@ -150,9 +150,7 @@ fn copy_words(plan: &Plan, v: ValueId, words: &[u32]) -> Result<Vec<u32>> {
             what: format!("a host copy of {} {}", value.dtype, value.shape),
             bytes: words.len() as u64 * 4,
         }
-    })?;
-    out.extend_from_slice(words);
-    Ok(out)
+    })
 }
 
 impl CpuState {

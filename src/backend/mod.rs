@@ -231,12 +231,18 @@ pub async fn execute_traced(
     for (k, &f) in plan.fetches.iter().enumerate() {
         let v = &plan.values[f];
         let host = match &plan.values[plan.root(f)].source {
-            Source::Constant(t) => Some(t.words().to_vec()),
-            Source::Feed(name) => feeds.get(name).map(|t| t.words().to_vec()),
+            Source::Constant(t) => Some(t.words()),
+            Source::Feed(name) => feeds.get(name).map(|t| t.words()),
             _ => None,
         };
         match host {
             Some(words) => {
+                let words = crate::host::copy_of(words).ok_or_else(|| Error::Alloc {
+                    node: v.name.clone(),
+                    device: "host".into(),
+                    what: format!("the fetched {} {}", v.dtype, v.shape),
+                    bytes: words.len() as u64 * 4,
+                })?;
                 results[k] = Some(HostTensor::from_words(v.shape.clone(), v.dtype, words)?)
             }
             None => per_device.entry(v.device).or_default().push((k, f)),

@@ -4,13 +4,13 @@
 //! assignments into it when a run finishes.
 
 use super::gpu::context::{self, GpuContext};
-use super::gpu::exec::{device_bytes, host_words};
+use super::gpu::exec::{extend_host_words, write_device_bytes};
 use super::Created;
 use crate::device::Device;
 use crate::ops::Initializer;
 use crate::{DType, Error, HostTensor, Result, Shape};
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 /// Where one variable's value lives.
 #[derive(Clone)]
@@ -42,6 +42,10 @@ impl Slot {
 #[derive(Default, Clone)]
 pub struct VarStore {
     slots: HashMap<String, Slot>,
+    /// One read-back buffer per GPU for [`VarStore::read`], the size of the largest variable
+    /// read there so far: reading many variables (a checkpoint) or one repeatedly neither
+    /// allocates nor faults in a fresh staging buffer each time.
+    readback: Arc<Mutex<BTreeMap<Device, wgpu::Buffer>>>,
 }
 
 impl VarStore {
@@ -112,8 +116,9 @@ impl VarStore {
             }
             Device::Gpu(index) => {
                 let ctx = context::get(index)?;
-                let bytes = device_bytes(value.dtype(), value.words());
-                let size = (bytes.len() as u64).next_multiple_of(4).max(4);
+                let size = device
+                    .storage_bytes(value.dtype(), value.len() as u64)
+                    .max(4);
                 if size > ctx.limits.max_buffer_size {
                     return Err(Error::Limit {
                         node: name.to_string(),
@@ -135,10 +140,7 @@ impl VarStore {
                     })
                 })?;
                 created.buffers += 1;
-                if !bytes.is_empty() {
-                    let _gl = ctx.gl_guard();
-                    ctx.queue.write_buffer(&buf, 0, &bytes);
-                }
+                write_gpu(&ctx, device, name, &buf, value)?;
                 Storage::Gpu(ctx, Arc::new(buf))
             }
         };
@@ -182,11 +184,7 @@ impl VarStore {
                 .unwrap_or_else(PoisonError::into_inner)
                 .copy_from_slice(value.words()),
             Storage::Gpu(ctx, buf) => {
-                let bytes = device_bytes(value.dtype(), value.words());
-                if !bytes.is_empty() {
-                    let _gl = ctx.gl_guard();
-                    ctx.queue.write_buffer(buf, 0, &bytes);
-                }
+                write_gpu(ctx, device, name, buf, value)?;
                 ctx.queue.submit([]);
             }
         }
@@ -198,30 +196,83 @@ impl VarStore {
         let Some(slot) = self.slots.get(name) else {
             return Ok(None);
         };
-        let words = match &slot.storage {
-            Storage::Cpu(words) => words.read().unwrap_or_else(PoisonError::into_inner).clone(),
-            Storage::Gpu(ctx, buf) => read_buffer(ctx, slot, buf)?,
-        };
+        let numel = slot.shape.numel();
+        let mut words = crate::host::fresh_vec(numel).ok_or_else(|| Error::Alloc {
+            node: name.to_string(),
+            device: "host".into(),
+            what: format!("a copy of variable {} {}", slot.dtype, slot.shape),
+            bytes: numel as u64 * 4,
+        })?;
+        match &slot.storage {
+            Storage::Cpu(w) => {
+                words.extend_from_slice(&w.read().unwrap_or_else(PoisonError::into_inner))
+            }
+            Storage::Gpu(ctx, buf) => {
+                let mut cache = self.readback.lock().unwrap_or_else(PoisonError::into_inner);
+                read_buffer(ctx, slot, buf, &mut cache, &mut words)?
+            }
+        }
         HostTensor::from_words(slot.shape.clone(), slot.dtype, words).map(Some)
     }
 }
 
-/// Copy a whole variable buffer back through a staging buffer of its own.
-fn read_buffer(ctx: &GpuContext, slot: &Slot, buf: &wgpu::Buffer) -> Result<Vec<u32>> {
+/// Write `value` into variable `name`'s GPU buffer: one copy into wgpu's staging memory (f16
+/// packed while copying), landing before the next submission.
+fn write_gpu(
+    ctx: &GpuContext,
+    device: Device,
+    name: &str,
+    buf: &wgpu::Buffer,
+    value: &HostTensor,
+) -> Result<()> {
+    let size = device.storage_bytes(value.dtype(), value.len() as u64);
+    let Some(size) = wgpu::BufferSize::new(size) else {
+        return Ok(());
+    };
+    let _gl = ctx.gl_guard();
+    let mut view = ctx
+        .queue
+        .write_buffer_with(buf, 0, size)
+        .ok_or_else(|| Error::Gpu {
+            device: device.to_string(),
+            action: format!("writing variable '{name}'"),
+            message: "the queue refused the write".into(),
+        })?;
+    write_device_bytes(value.dtype(), value.words(), view.slice(..))
+}
+
+/// Copy a whole variable buffer back through the device's read-back buffer in `cache`
+/// (grown to the variable's size if smaller), appending its words to `out`.
+fn read_buffer(
+    ctx: &GpuContext,
+    slot: &Slot,
+    buf: &wgpu::Buffer,
+    cache: &mut BTreeMap<Device, wgpu::Buffer>,
+    out: &mut Vec<u32>,
+) -> Result<()> {
     let size = slot.bytes().max(4);
     let gpu_err = |action: &str, message: String| Error::Gpu {
         device: slot.device.to_string(),
         action: action.into(),
         message,
     };
-    let staging = ctx.scoped("allocating a variable's read-back buffer", |d| {
-        d.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgflow variable read"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
-    })?;
+    let staging = match cache.get(&slot.device) {
+        Some(b) if b.size() >= size => b.clone(),
+        _ => {
+            // Drop the smaller one first, so the two never coexist.
+            cache.remove(&slot.device);
+            let b = ctx.scoped("allocating the variables' read-back buffer", |d| {
+                d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgflow variable read"),
+                    size,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?;
+            cache.insert(slot.device, b.clone());
+            b
+        }
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     {
         let _gl = ctx.gl_guard();
@@ -243,15 +294,10 @@ fn read_buffer(ctx: &GpuContext, slot: &Slot, buf: &wgpu::Buffer) -> Result<Vec<
         .map_err(|_| gpu_err("reading a variable", "the map callback did not run".into()))?
         .map_err(|e| gpu_err("mapping a variable's read-back buffer", e.to_string()))?;
     let _gl = ctx.gl_guard();
-    let words = {
-        let view = staging
-            .get_mapped_range(0..size)
-            .map_err(|e| gpu_err("viewing a variable's read-back buffer", e.to_string()))?;
-        let mut words = host_words(slot.dtype, &view, slot.shape.numel());
-        // The buffer is at least 4 bytes, even for a variable without elements.
-        words.truncate(slot.shape.numel());
-        words
-    };
+    let copied = staging
+        .get_mapped_range(0..size)
+        .map_err(|e| gpu_err("viewing a variable's read-back buffer", e.to_string()))
+        .and_then(|view| extend_host_words(slot.dtype, &view, slot.shape.numel(), out));
     staging.unmap();
-    Ok(words)
+    copied
 }

@@ -1,5 +1,5 @@
 //! Executing a plan's steps on one wgpu device. Everything that allocates (arena, constant
-//! buffer, staging buffer, pipelines, bind groups) happens in `GpuPlan::prepare`, once per
+//! buffer, staging buffers, pipelines, bind groups) happens in `GpuPlan::prepare`, once per
 //! compiled plan; a run only writes feeds, records dispatches and reads back.
 
 use super::context::{self, CachedPipeline, GpuContext};
@@ -15,29 +15,155 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Bytes that `numel` elements of `dtype` take on a GPU: f16 packs two to a word, padded.
+fn gpu_len(dtype: DType, numel: usize) -> usize {
+    (numel * dtype.gpu_size()).next_multiple_of(4)
+}
+
 /// Host words → the bytes a GPU stores: f16 packs to 2 bytes per element, padded to 4.
 pub fn device_bytes(dtype: DType, words: &[u32]) -> Cow<'_, [u8]> {
     if dtype != DType::F16 {
         return Cow::Borrowed(bytemuck::cast_slice(words));
     }
-    let mut out: Vec<u8> = words
-        .iter()
-        .flat_map(|&w| (w as u16).to_ne_bytes())
-        .collect();
-    out.resize(out.len().next_multiple_of(4), 0);
+    let mut out = Vec::with_capacity(gpu_len(dtype, words.len()));
+    out.extend(words.iter().flat_map(|&w| (w as u16).to_ne_bytes()));
+    out.resize(gpu_len(dtype, words.len()), 0);
     Cow::Owned(out)
 }
 
-/// GPU bytes of `numel` elements → host words (the inverse of [`device_bytes`]).
-pub fn host_words(dtype: DType, bytes: &[u8], numel: usize) -> Vec<u32> {
-    if dtype != DType::F16 {
-        return bytemuck::pod_collect_to_vec::<u8, u32>(bytes);
+/// Write `words` as a GPU stores them (see [`device_bytes`]) straight into `dst`, mapped or
+/// staging memory that holds exactly their device bytes: f16 is packed while copying.
+pub fn write_device_bytes(
+    dtype: DType,
+    words: &[u32],
+    dst: wgpu::WriteOnly<'_, [u8]>,
+) -> Result<()> {
+    let len = gpu_len(dtype, words.len());
+    if dst.len() != len {
+        return Err(Error::Internal(format!(
+            "{} {dtype} elements take {len} bytes on a GPU, not {}",
+            words.len(),
+            dst.len()
+        )));
     }
-    bytes
-        .chunks_exact(2)
-        .take(numel)
-        .map(|c| u32::from(u16::from_ne_bytes([c[0], c[1]])))
-        .collect()
+    let mut dst = dst;
+    if dtype != DType::F16 {
+        dst.copy_from_slice(bytemuck::cast_slice(words));
+        return Ok(());
+    }
+    let (packed, mut pad) = dst.split_at(2 * words.len());
+    let (pairs, _) = packed.into_chunks::<2>();
+    pairs.write_iter(words.iter().map(|&w| (w as u16).to_ne_bytes()));
+    pad.fill(0);
+    Ok(())
+}
+
+/// Append the host words of `numel` elements that a GPU stores as `bytes` to `out` (the
+/// inverse of [`device_bytes`]): one copy, f16 widened while copying.
+pub fn extend_host_words(
+    dtype: DType,
+    bytes: &[u8],
+    numel: usize,
+    out: &mut Vec<u32>,
+) -> Result<()> {
+    let used = numel * dtype.gpu_size();
+    let bytes = bytes.get(..used).ok_or_else(|| {
+        Error::Internal(format!(
+            "{numel} {dtype} elements read back from {} bytes",
+            bytes.len()
+        ))
+    })?;
+    // Mapped memory is aligned, so the casts succeed; the byte-wise paths are the fallback.
+    if dtype == DType::F16 {
+        match bytemuck::try_cast_slice::<u8, u16>(bytes) {
+            Ok(h) => out.extend(h.iter().map(|&h| u32::from(h))),
+            Err(_) => out.extend(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| u32::from(u16::from_ne_bytes([c[0], c[1]]))),
+            ),
+        }
+    } else {
+        match bytemuck::try_cast_slice::<u8, u32>(bytes) {
+            Ok(w) => out.extend_from_slice(w),
+            Err(_) => out.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])),
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// A fresh vector for `numel` host words of value `v`, reserved fallibly.
+fn host_vec(plan: &Plan, v: ValueId) -> Result<Vec<u32>> {
+    let value = &plan.values[v];
+    let numel = value.shape.numel();
+    crate::host::fresh_vec(numel).ok_or_else(|| Error::Alloc {
+        node: value.name.clone(),
+        device: "host".into(),
+        what: format!("the fetched {} {}", value.dtype, value.shape),
+        bytes: numel as u64 * 4,
+    })
+}
+
+/// The feeds' staging buffer: one region per placeholder fed on this device, written by the
+/// host while mapped and copied into the arena by the run's own commands. It is re-mapped as
+/// soon as those copies are submitted, so between runs it waits mapped: a feed costs one copy
+/// into memory that is already faulted in, where `Queue::write_buffer` would allocate (and
+/// fault in) a fresh staging buffer of the feed's size on every run.
+struct Uploads {
+    buffer: wgpu::Buffer,
+    regions: HashMap<ValueId, u64>,
+    map: UploadMap,
+    /// Whether commands recorded since the last submission copy from the buffer.
+    used: bool,
+}
+
+enum UploadMap {
+    Mapped,
+    /// Re-mapping: the callback sends its result here.
+    Pending(std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>),
+    Unmapped,
+}
+
+impl Uploads {
+    /// The staging buffer for `plan`'s feeds on `device`, mapped; `None` without feeds there.
+    fn new(
+        ctx: &GpuContext,
+        plan: &Plan,
+        device: Device,
+        created: &mut Created,
+    ) -> Result<Option<Uploads>> {
+        let mut regions = HashMap::new();
+        let mut size = 0u64;
+        for &(_, v) in &plan.feeds {
+            let bytes = plan.values[v].bytes();
+            if plan.values[v].device == device && bytes > 0 && !regions.contains_key(&v) {
+                regions.insert(v, size);
+                size = (size + bytes).next_multiple_of(wgpu::MAP_ALIGNMENT);
+            }
+        }
+        if regions.is_empty() {
+            return Ok(None);
+        }
+        let buffer = ctx.scoped("allocating the feeds' staging buffer", |d| {
+            d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgflow feeds"),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            })
+        })?;
+        created.buffers += 1;
+        Ok(Some(Uploads {
+            buffer,
+            regions,
+            map: UploadMap::Mapped,
+            used: false,
+        }))
+    }
 }
 
 struct Dispatch {
@@ -134,6 +260,9 @@ pub struct GpuPlan {
     constants: Option<wgpu::Buffer>,
     staging: wgpu::Buffer,
     staging_size: u64,
+    uploads: Option<Uploads>,
+    /// Whether a `Queue::write_buffer` waits for the next submission.
+    queued: bool,
     dispatches: HashMap<usize, Dispatch>,
     pending: Option<wgpu::CommandEncoder>,
     /// Made by the first traced run on an adapter with timestamp queries; never otherwise.
@@ -369,6 +498,8 @@ impl Backend for GpuPlan {
             constants,
             staging,
             staging_size,
+            uploads: Uploads::new(&ctx, plan, device, &mut created)?,
+            queued: false,
             dispatches: HashMap::new(),
             pending: None,
             timestamps: None,
@@ -488,18 +619,148 @@ impl GpuPlan {
         }
     }
 
-    /// Write a value's bytes (a feed or a transfer's arrival). Pending commands are submitted
-    /// first: queued writes land before the *next* submission, and commands recorded earlier
-    /// may still use this arena range for a value that is dead by now.
+    /// Write a value's bytes (a feed or a transfer's arrival). A feed goes through the feeds'
+    /// staging buffer and a copy recorded after everything recorded so far. Anything else is
+    /// queued with `Queue::write_buffer`, which lands before the *next* submission, so pending
+    /// commands are submitted first: they may still use this arena range for a value that is
+    /// dead by now.
     pub fn write(&mut self, plan: &Plan, v: ValueId, words: &[u32]) -> Result<()> {
+        if self.stage(plan, v, words)? {
+            return Ok(());
+        }
         self.flush();
         let (buf, off, _) = self.slice(plan, v)?;
-        let bytes = device_bytes(plan.values[v].dtype, words);
-        if !bytes.is_empty() {
-            let _gl = self.ctx.gl_guard();
-            self.ctx.queue.write_buffer(buf, off, &bytes);
-        }
+        let dtype = plan.values[v].dtype;
+        let Some(size) = wgpu::BufferSize::new(gpu_len(dtype, words.len()) as u64) else {
+            return Ok(());
+        };
+        let _gl = self.ctx.gl_guard();
+        let mut view = self
+            .ctx
+            .queue
+            .write_buffer_with(buf, off, size)
+            .ok_or_else(|| Error::Gpu {
+                device: self.device.to_string(),
+                action: format!("writing {}", plan.values[v].name),
+                message: "the queue refused the write".into(),
+            })?;
+        write_device_bytes(dtype, words, view.slice(..))?;
+        self.queued = true;
         Ok(())
+    }
+
+    /// Write feed `v` into its region of the feeds' staging buffer and record the copy into
+    /// the arena; `false` if `v` has no region (not a feed, or empty).
+    fn stage(&mut self, plan: &Plan, v: ValueId, words: &[u32]) -> Result<bool> {
+        let Some(&at) = self.uploads.as_ref().and_then(|u| u.regions.get(&v)) else {
+            return Ok(false);
+        };
+        self.map_uploads()?;
+        let mut enc = self.pending.take().unwrap_or_else(|| {
+            let _gl = self.ctx.gl_guard();
+            self.ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgflow run"),
+                })
+        });
+        let staged = self.stage_into(plan, v, words, at, &mut enc);
+        self.pending = Some(enc);
+        staged?;
+        if let Some(u) = self.uploads.as_mut() {
+            u.used = true;
+        }
+        Ok(true)
+    }
+
+    /// [`Self::stage`]'s work once the buffer is mapped: the bytes at `at`, the copy in `enc`.
+    fn stage_into(
+        &self,
+        plan: &Plan,
+        v: ValueId,
+        words: &[u32],
+        at: u64,
+        enc: &mut wgpu::CommandEncoder,
+    ) -> Result<()> {
+        let (buf, off, size) = self.slice(plan, v)?;
+        let uploads = self
+            .uploads
+            .as_ref()
+            .ok_or_else(|| Error::Internal("the feeds' staging buffer vanished".into()))?;
+        let _gl = self.ctx.gl_guard();
+        {
+            let mut view = uploads
+                .buffer
+                .get_mapped_range_mut(at..at + size)
+                .map_err(|e| Error::Gpu {
+                    device: self.device.to_string(),
+                    action: format!("writing feed {}", plan.values[v].name),
+                    message: e.to_string(),
+                })?;
+            write_device_bytes(plan.values[v].dtype, words, view.slice(..))?;
+        }
+        enc.copy_buffer_to_buffer(&uploads.buffer, at, buf, off, size);
+        Ok(())
+    }
+
+    /// Make the feeds' staging buffer writable, waiting for its re-mapping (requested when the
+    /// last run's copies out of it were submitted) if it has not finished yet.
+    fn map_uploads(&mut self) -> Result<()> {
+        let Some(u) = self.uploads.as_mut() else {
+            return Ok(());
+        };
+        if matches!(u.map, UploadMap::Unmapped) {
+            let _gl = self.ctx.gl_guard();
+            u.map = UploadMap::Pending(request_write_map(&u.buffer));
+        }
+        let UploadMap::Pending(rx) = &u.map else {
+            return Ok(());
+        };
+        let result = match rx.try_recv() {
+            Ok(r) => r,
+            Err(_) => {
+                self.ctx.wait()?;
+                // Another thread polling the device may have collected the callback and be
+                // about to run it, so wait for it rather than expect it to have run.
+                rx.recv_timeout(Duration::from_secs(60))
+                    .map_err(|_| Error::Gpu {
+                        device: self.device.to_string(),
+                        action: "mapping the feeds' staging buffer".into(),
+                        message: "the map callback did not run".into(),
+                    })?
+            }
+        };
+        u.map = UploadMap::Unmapped;
+        result.map_err(|e| Error::Gpu {
+            device: self.device.to_string(),
+            action: "mapping the feeds' staging buffer".into(),
+            message: e.to_string(),
+        })?;
+        u.map = UploadMap::Mapped;
+        Ok(())
+    }
+
+    /// Submit `enc`'s commands. If they copy out of the feeds' staging buffer, it is unmapped first
+    /// and its re-mapping requested right after, to be ready for the next run.
+    fn submit(&mut self, enc: wgpu::CommandEncoder) {
+        let _gl = self.ctx.gl_guard();
+        let commands = enc.finish();
+        let remap = match self.uploads.as_mut() {
+            Some(u) if u.used => {
+                if matches!(u.map, UploadMap::Mapped) {
+                    u.buffer.unmap();
+                }
+                u.map = UploadMap::Unmapped;
+                u.used = false;
+                Some(u)
+            }
+            _ => None,
+        };
+        self.ctx.queue.submit([commands]);
+        self.queued = false;
+        if let Some(u) = remap {
+            u.map = UploadMap::Pending(request_write_map(&u.buffer));
+        }
     }
 
     /// Record the dispatch steps `steps` (indices into `plan.steps`) in one compute pass.
@@ -654,49 +915,62 @@ impl GpuPlan {
         Ok(())
     }
 
-    /// Submit recorded commands, if any.
+    /// Submit recorded commands, and queued writes, if any.
     pub fn flush(&mut self) {
         if let Some(enc) = self.pending.take() {
+            self.submit(enc);
+        } else if self.queued {
             let _gl = self.ctx.gl_guard();
-            self.ctx.queue.submit([enc.finish()]);
+            self.ctx.queue.submit([]);
+            self.queued = false;
         }
     }
 
-    /// Copy `values` back to the host through the staging buffer: one copy each, one submit,
-    /// one map.
+    /// Copy `values` back to the host through the staging buffer: one copy each (a value
+    /// fetched twice is copied once), one submit, one map, and one copy out of the mapped range
+    /// into each result's storage.
     pub async fn read(&mut self, plan: &Plan, values: &[ValueId]) -> Result<Vec<Vec<u32>>> {
-        let gl = self.ctx.gl_guard();
-        let mut enc = self.pending.take().unwrap_or_else(|| {
-            self.ctx
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("wgflow readback"),
-                })
-        });
+        let mut enc = {
+            let _gl = self.ctx.gl_guard();
+            self.pending.take().unwrap_or_else(|| {
+                self.ctx
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("wgflow readback"),
+                    })
+            })
+        };
         let mut at = 0u64;
-        let mut spans = Vec::with_capacity(values.len());
+        // Per value: its byte offset in the staging buffer.
+        let mut spans: Vec<u64> = Vec::with_capacity(values.len());
+        let mut copied: HashMap<ValueId, u64> = HashMap::new();
         for &v in values {
+            if let Some(&a) = copied.get(&v) {
+                spans.push(a);
+                continue;
+            }
             let (buf, off, size) = self.slice(plan, v)?;
             if at + size > self.staging_size {
                 return Err(Error::Internal("staging buffer too small".into()));
             }
-            enc.copy_buffer_to_buffer(buf, off, &self.staging, at, size);
-            spans.push((
-                at as usize,
-                size as usize,
-                plan.values[v].dtype,
-                plan.values[v].shape.numel(),
-            ));
+            if size > 0 {
+                let _gl = self.ctx.gl_guard();
+                enc.copy_buffer_to_buffer(buf, off, &self.staging, at, size);
+            }
+            spans.push(at);
+            copied.insert(v, at);
             at += size;
         }
-        self.ctx.queue.submit([enc.finish()]);
+        self.submit(enc);
         let (tx, rx) = futures::channel::oneshot::channel();
         let used = at.max(4);
-        self.staging
-            .map_async(wgpu::MapMode::Read, 0..used, move |r| {
-                let _ = tx.send(r);
-            });
-        drop(gl);
+        {
+            let _gl = self.ctx.gl_guard();
+            self.staging
+                .map_async(wgpu::MapMode::Read, 0..used, move |r| {
+                    let _ = tx.send(r);
+                });
+        }
         self.ctx.wait()?;
         let mapped = rx.await.map_err(|_| Error::Gpu {
             device: self.device.to_string(),
@@ -708,7 +982,7 @@ impl GpuPlan {
             action: "mapping the staging buffer".into(),
             message: e.to_string(),
         })?;
-        let gl = self.ctx.gl_guard();
+        let _gl = self.ctx.gl_guard();
         let out = {
             let view = self
                 .staging
@@ -718,13 +992,31 @@ impl GpuPlan {
                     action: "viewing the staging buffer".into(),
                     message: e.to_string(),
                 })?;
-            spans
+            values
                 .iter()
-                .map(|&(a, n, dtype, numel)| host_words(dtype, &view[a..a + n], numel))
-                .collect()
+                .zip(&spans)
+                .map(|(&v, &a)| {
+                    let mut words = host_vec(plan, v)?;
+                    let value = &plan.values[v];
+                    let bytes = view.get(a as usize..).unwrap_or_default();
+                    extend_host_words(value.dtype, bytes, value.shape.numel(), &mut words)?;
+                    Ok(words)
+                })
+                .collect::<Result<Vec<_>>>()
         };
         self.staging.unmap();
-        drop(gl);
-        Ok(out)
+        out
     }
+}
+
+/// Request `buffer` (MAP_WRITE) mapped for writing as soon as the GPU is done with it; the
+/// callback's result arrives on the returned channel once the device is polled.
+fn request_write_map(
+    buffer: &wgpu::Buffer,
+) -> std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    buffer.map_async(wgpu::MapMode::Write, .., move |r| {
+        let _ = tx.send(r);
+    });
+    rx
 }
