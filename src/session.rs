@@ -538,8 +538,12 @@ impl Session {
             }
         }
         self.counters.plans_compiled += 1;
-        let (prepared, created) = backend::prepare(&plan, &mut self.vars)?;
+        let mut created = Created::default();
+        let prepared = backend::prepare(&plan, &mut self.vars, &mut created);
+        // Counted also when preparing failed partway: what was created stays alive in the
+        // shared variable store, or was dropped; either way the counters say it was made.
         self.counters.add(created);
+        let prepared = prepared?;
         self.cache.insert(
             sig.clone(),
             Entry {

@@ -172,3 +172,34 @@ fn pooling_windows_at_the_loop_limit() {
         }
     }
 }
+
+/// A GPU prepare that fails partway (the arena and constants are allocated before the
+/// pooling kernel is refused) still counts the buffers it created.
+#[test]
+fn a_prepare_that_fails_partway_counts_its_buffers() {
+    let side = 256;
+    let mut g = Graph::new();
+    let x = g
+        .constant(HostTensor::new(vec![1, 1, side, side], data(side * side, side)).unwrap())
+        .unwrap();
+    let mx = g.max_pool2d(x, [side, side], [1, 1], [0, 0]).unwrap();
+    let y = g.relu(x).unwrap();
+    for d in devices() {
+        let software = wgflow::devices()
+            .iter()
+            .any(|p| p.device == d && p.device_type == "software");
+        if !software {
+            continue;
+        }
+        let mut s = session_on(&g, d);
+        let before = s.counters();
+        let e = s.run(&[], &[mx, y]).unwrap_err();
+        assert!(matches!(e, Error::LoopLimit { .. }), "{e}");
+        let after = s.counters();
+        assert!(
+            after.buffers_created > before.buffers_created,
+            "{d}: {before:?} -> {after:?}"
+        );
+        assert_eq!(after.runs, before.runs, "{d}: nothing ran");
+    }
+}

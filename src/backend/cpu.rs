@@ -40,13 +40,16 @@ impl std::ops::Deref for Words<'_> {
 
 impl Backend for CpuState {
     /// Nothing is allocated yet (see [`CpuState`]), so nothing is counted.
-    fn prepare(plan: &Plan, device: Device, store: &mut VarStore) -> Result<(Self, Created)> {
-        let mut created = Created::default();
+    fn prepare(
+        plan: &Plan,
+        device: Device,
+        store: &mut VarStore,
+        created: &mut Created,
+    ) -> Result<Self> {
         let mut vars = HashMap::new();
         for (id, v) in plan.values.iter().enumerate() {
             if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
-                let slot =
-                    store.get_or_init(name, device, &v.shape, v.dtype, init, &mut created)?;
+                let slot = store.get_or_init(name, device, &v.shape, v.dtype, init, created)?;
                 let Storage::Cpu(words) = slot.storage else {
                     return Err(Error::Internal(format!(
                         "variable '{name}' is not on cpu:0"
@@ -60,7 +63,7 @@ impl Backend for CpuState {
             bytes: plan.memory(device).map_or(0, |m| m.peak_bytes),
             vars,
         };
-        Ok((state, created))
+        Ok(state)
     }
 
     fn begin_run(&mut self, plan: &Plan) -> Result<()> {

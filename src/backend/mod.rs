@@ -43,9 +43,16 @@ impl std::ops::AddAssign for Created {
 
 /// One plan's resources on one device, and how its steps run there.
 pub trait Backend: Send {
-    /// Allocate what `plan` needs on `device` (which the plan uses), and report what was
-    /// created. The plan's variables on `device` come from (or are created in) `vars`.
-    fn prepare(plan: &Plan, device: Device, vars: &mut VarStore) -> Result<(Self, Created)>
+    /// Allocate what `plan` needs on `device` (which the plan uses), counting what it
+    /// creates in `created` as it goes, so a prepare that fails partway still reports the
+    /// buffers and pipelines it made (a session's counters stay true). The plan's variables
+    /// on `device` come from (or are created in) `vars`.
+    fn prepare(
+        plan: &Plan,
+        device: Device,
+        vars: &mut VarStore,
+        created: &mut Created,
+    ) -> Result<Self>
     where
         Self: Sized;
 
@@ -94,21 +101,17 @@ impl Prepared {
 }
 
 /// Allocate everything a plan needs on every device it uses; its variables live in `vars`.
-pub fn prepare(plan: &Plan, vars: &mut VarStore) -> Result<(Prepared, Created)> {
-    fn boxed<B: Backend + 'static>(r: Result<(B, Created)>) -> Result<(Box<dyn Backend>, Created)> {
-        r.map(|(b, c)| (Box::new(b) as Box<dyn Backend>, c))
-    }
+/// What was created is counted in `created`, also when a device fails partway.
+pub fn prepare(plan: &Plan, vars: &mut VarStore, created: &mut Created) -> Result<Prepared> {
     let mut backends = BTreeMap::new();
-    let mut created = Created::default();
     for d in plan.devices() {
-        let (backend, c) = match d {
-            Device::Cpu => boxed(cpu::CpuState::prepare(plan, d, vars))?,
-            Device::Gpu(_) => boxed(gpu::exec::GpuPlan::prepare(plan, d, vars))?,
+        let backend: Box<dyn Backend> = match d {
+            Device::Cpu => Box::new(cpu::CpuState::prepare(plan, d, vars, created)?),
+            Device::Gpu(_) => Box::new(gpu::exec::GpuPlan::prepare(plan, d, vars, created)?),
         };
         backends.insert(d, backend);
-        created += c;
     }
-    Ok((Prepared { backends }, created))
+    Ok(Prepared { backends })
 }
 
 /// Read one value back from its device.

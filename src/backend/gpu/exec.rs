@@ -468,17 +468,22 @@ struct PendingDispatch {
 }
 
 impl Backend for GpuPlan {
-    fn prepare(plan: &Plan, device: Device, store: &mut VarStore) -> Result<(Self, Created)> {
+    fn prepare(
+        plan: &Plan,
+        device: Device,
+        store: &mut VarStore,
+        created: &mut Created,
+    ) -> Result<Self> {
         let Device::Gpu(index) = device else {
             return Err(Error::Internal(format!("{device} is not a GPU")));
         };
         let ctx = context::get(index)?;
-        let mut created = Created::default();
+        // Pipelines are counted per plan to decide whether the disk cache needs writing.
+        let pipelines_before = created.pipelines;
         let mut vars = HashMap::new();
         for (id, v) in plan.values.iter().enumerate() {
             if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
-                let slot =
-                    store.get_or_init(name, device, &v.shape, v.dtype, init, &mut created)?;
+                let slot = store.get_or_init(name, device, &v.shape, v.dtype, init, created)?;
                 let Storage::Gpu(_, buf) = slot.storage else {
                     return Err(Error::Internal(format!(
                         "variable '{name}' is not on {device}"
@@ -490,7 +495,7 @@ impl Backend for GpuPlan {
         let empty = MemoryPlan::default();
         let mp = plan.memory(device).unwrap_or(&empty);
         let (arena, constants, staging, staging_size) =
-            GpuPlan::allocate(&ctx, plan, device, mp, &mut created)?;
+            GpuPlan::allocate(&ctx, plan, device, mp, created)?;
         let mut gp = GpuPlan {
             ctx: ctx.clone(),
             device,
@@ -498,7 +503,7 @@ impl Backend for GpuPlan {
             constants,
             staging,
             staging_size,
-            uploads: Uploads::new(&ctx, plan, device, &mut created)?,
+            uploads: Uploads::new(&ctx, plan, device, created)?,
             queued: false,
             dispatches: HashMap::new(),
             pending: None,
@@ -518,12 +523,12 @@ impl Backend for GpuPlan {
         let pipelines = ctx.pipelines_for(&specs)?;
         for (d, (pipeline, new)) in pending.into_iter().zip(pipelines) {
             created.pipelines += u64::from(new);
-            gp.bind_dispatch(d, pipeline, &mut created)?;
+            gp.bind_dispatch(d, pipeline, created)?;
         }
-        if created.pipelines > 0 {
+        if created.pipelines > pipelines_before {
             ctx.persist_pipeline_cache();
         }
-        Ok((gp, created))
+        Ok(gp)
     }
 
     fn begin_run(&mut self, _plan: &Plan) -> Result<()> {
