@@ -10,7 +10,7 @@
 mod common;
 
 use wgflow::ops::{
-    CpuIn, Conv2dKernel, Pass, PoolKernel, PoolKind, ReduceKernel, ReduceOp, Window,
+    Conv2dKernel, CpuIn, Pass, PoolKernel, PoolKind, ReduceKernel, ReduceOp, Window,
 };
 use wgflow::{f16, Axes, Conv2dOptions, DType, Device, Graph, HostTensor, Shape};
 
@@ -181,8 +181,14 @@ fn check_i32(op: ReduceOp, dims: &[usize], axes: &[usize], x: &[i32], got: &[u32
             ReduceOp::Prod => vals.iter().fold(1i32, |a, &v| a.wrapping_mul(v)),
             ReduceOp::Max => *vals.iter().max().unwrap(),
             ReduceOp::Min => *vals.iter().min().unwrap(),
-            ReduceOp::ArgMax => vals.iter().position(|v| v == vals.iter().max().unwrap()).unwrap() as i32,
-            ReduceOp::ArgMin => vals.iter().position(|v| v == vals.iter().min().unwrap()).unwrap() as i32,
+            ReduceOp::ArgMax => vals
+                .iter()
+                .position(|v| v == vals.iter().max().unwrap())
+                .unwrap() as i32,
+            ReduceOp::ArgMin => vals
+                .iter()
+                .position(|v| v == vals.iter().min().unwrap())
+                .unwrap() as i32,
             ReduceOp::All => vals.iter().all(|&v| v != 0) as i32,
             ReduceOp::Any => vals.iter().any(|&v| v != 0) as i32,
         };
@@ -194,7 +200,12 @@ fn check_i32(op: ReduceOp, dims: &[usize], axes: &[usize], x: &[i32], got: &[u32
 /// axes), f32 against float64 and i32 exactly, each kernel bit for bit against the reference.
 #[test]
 fn every_op_over_every_axis_set_of_rank_3_and_4() {
-    for dims in [vec![3, 5, 7], vec![2, 3, 4, 8], vec![4, 1, 6, 5], vec![1, 9, 1, 12]] {
+    for dims in [
+        vec![3, 5, 7],
+        vec![2, 3, 4, 8],
+        vec![4, 1, 6, 5],
+        vec![1, 9, 1, 12],
+    ] {
         let n: usize = dims.iter().product();
         let x = det(n, n as u32);
         // Products of many terms stay in range near 1; logical ops see zeros.
@@ -255,7 +266,10 @@ fn fast_kernels_fold_exactly_like_the_reference_at_every_boundary() {
         let near_one: Vec<u32> = x.iter().map(|v| (1.0 + v / 64.0f32).to_bits()).collect();
         let words: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let ints: Vec<u32> = x.iter().map(|v| (v * 1e6) as i32 as u32).collect();
-        let halves: Vec<u32> = x.iter().map(|&v| f16::from_f32(v).to_bits() as u32).collect();
+        let halves: Vec<u32> = x
+            .iter()
+            .map(|&v| f16::from_f32(v).to_bits() as u32)
+            .collect();
         let r: usize = axes.iter().map(|&a| dims[a]).product();
         for op in ReduceOp::ALL {
             let no_identity = matches!(
@@ -265,7 +279,11 @@ fn fast_kernels_fold_exactly_like_the_reference_at_every_boundary() {
             if no_identity && r == 0 {
                 continue;
             }
-            let data = if op == ReduceOp::Prod { &near_one } else { &words };
+            let data = if op == ReduceOp::Prod {
+                &near_one
+            } else {
+                &words
+            };
             let got = chain(op, &dims, &axes, DType::F32, data);
             if n > 0 && n < 200_000 {
                 let xs: Vec<f32> = data.iter().map(|&w| f32::from_bits(w)).collect();
@@ -320,7 +338,13 @@ fn nan_and_infinities_propagate_in_every_layout() {
         let mut x = det(n, 3);
         let r = dims[axis];
         // Position k of output o along the reduced axis.
-        let at = |o: usize, k: usize| if axis == 1 { o * dims[1] + k } else { k * dims[1] + o };
+        let at = |o: usize, k: usize| {
+            if axis == 1 {
+                o * dims[1] + k
+            } else {
+                k * dims[1] + o
+            }
+        };
         let (nan_at, inf_at) = (r / 2, r - 1);
         x[at(0, nan_at)] = f32::NAN;
         x[at(0, nan_at + 1)] = f32::NAN;
@@ -328,7 +352,9 @@ fn nan_and_infinities_propagate_in_every_layout() {
         x[at(1, 0)] = f32::NEG_INFINITY;
         x[at(2, 1)] = f32::INFINITY;
         let mut g = Graph::new();
-        let t = g.constant(HostTensor::new(dims.clone(), x).unwrap()).unwrap();
+        let t = g
+            .constant(HostTensor::new(dims.clone(), x).unwrap())
+            .unwrap();
         let a = axis as isize;
         let fetch = [
             g.sum(t, [a], false).unwrap(),
@@ -343,10 +369,22 @@ fn nan_and_infinities_propagate_in_every_layout() {
         let v = |i: usize| out[i].to_f32().unwrap();
         let idx = |i: usize| out[i].to_vec::<i32>().unwrap();
         for i in [0, 1, 2, 5] {
-            assert!(v(i)[0].is_nan(), "{what}: fetch {i} of the NaN row is {}", v(i)[0]);
+            assert!(
+                v(i)[0].is_nan(),
+                "{what}: fetch {i} of the NaN row is {}",
+                v(i)[0]
+            );
         }
-        assert_eq!(idx(3)[0], nan_at as i32, "{what}: argmax finds the first NaN");
-        assert_eq!(idx(4)[0], nan_at as i32, "{what}: argmin finds the first NaN");
+        assert_eq!(
+            idx(3)[0],
+            nan_at as i32,
+            "{what}: argmax finds the first NaN"
+        );
+        assert_eq!(
+            idx(4)[0],
+            nan_at as i32,
+            "{what}: argmin finds the first NaN"
+        );
         assert!(v(0)[1].is_nan(), "{what}: inf + -inf is NaN");
         assert_eq!(v(1)[1], f32::INFINITY, "{what}");
         assert_eq!(v(2)[1], f32::NEG_INFINITY, "{what}");
@@ -361,13 +399,21 @@ fn nan_and_infinities_propagate_in_every_layout() {
 /// in columns.
 #[test]
 fn integer_sums_and_products_wrap() {
-    for (dims, axis) in [(vec![3usize, 5usize], 1usize), (vec![4, 70_001], 1), (vec![9000, 3], 0)] {
+    for (dims, axis) in [
+        (vec![3usize, 5usize], 1usize),
+        (vec![4, 70_001], 1),
+        (vec![9000, 3], 0),
+    ] {
         let n = dims[0] * dims[1];
         let x: Vec<i32> = (0..n).map(|i| i32::MAX - (i % 7) as i32).collect();
         let mut g = Graph::new();
-        let t = g.constant(HostTensor::new(dims.clone(), x.clone()).unwrap()).unwrap();
+        let t = g
+            .constant(HostTensor::new(dims.clone(), x.clone()).unwrap())
+            .unwrap();
         let u: Vec<u32> = x.iter().map(|&v| v as u32 * 2 + 1).collect();
-        let tu = g.constant(HostTensor::new(dims.clone(), u.clone()).unwrap()).unwrap();
+        let tu = g
+            .constant(HostTensor::new(dims.clone(), u.clone()).unwrap())
+            .unwrap();
         let a = axis as isize;
         let fetch = [
             g.sum(t, [a], false).unwrap(),
@@ -377,13 +423,43 @@ fn integer_sums_and_products_wrap() {
         ];
         let out = cpu(&g).run(&[], &fetch).unwrap();
         let words: Vec<u32> = x.iter().map(|&v| v as u32).collect();
-        check_i32(ReduceOp::Sum, &dims, &[axis], &x, &out[0].to_vec::<i32>().unwrap().iter().map(|&v| v as u32).collect::<Vec<_>>());
-        check_i32(ReduceOp::Prod, &dims, &[axis], &x, &out[1].to_vec::<i32>().unwrap().iter().map(|&v| v as u32).collect::<Vec<_>>());
+        check_i32(
+            ReduceOp::Sum,
+            &dims,
+            &[axis],
+            &x,
+            &out[0]
+                .to_vec::<i32>()
+                .unwrap()
+                .iter()
+                .map(|&v| v as u32)
+                .collect::<Vec<_>>(),
+        );
+        check_i32(
+            ReduceOp::Prod,
+            &dims,
+            &[axis],
+            &x,
+            &out[1]
+                .to_vec::<i32>()
+                .unwrap()
+                .iter()
+                .map(|&v| v as u32)
+                .collect::<Vec<_>>(),
+        );
         for (o, m) in groups(&dims, &[axis]).iter().enumerate() {
             let sum = m.iter().fold(0u32, |a, &i| a.wrapping_add(u[i]));
             let max = m.iter().map(|&i| u[i]).max().unwrap();
-            assert_eq!(out[2].to_vec::<u32>().unwrap()[o], sum, "u32 sum {dims:?}[{o}]");
-            assert_eq!(out[3].to_vec::<u32>().unwrap()[o], max, "u32 max {dims:?}[{o}]");
+            assert_eq!(
+                out[2].to_vec::<u32>().unwrap()[o],
+                sum,
+                "u32 sum {dims:?}[{o}]"
+            );
+            assert_eq!(
+                out[3].to_vec::<u32>().unwrap()[o],
+                max,
+                "u32 max {dims:?}[{o}]"
+            );
         }
         // The wrap is real: the exact sum is far outside i32.
         let exact: i64 = x.iter().take(dims[1]).map(|&v| v as i64).sum();
@@ -429,7 +505,9 @@ fn f16_reductions_accumulate_in_f32_and_round_once() {
         .collect();
     x[..len].fill(f16::ONE);
     let mut g = Graph::new();
-    let t = g.constant(HostTensor::new([rows, len], x.clone()).unwrap()).unwrap();
+    let t = g
+        .constant(HostTensor::new([rows, len], x.clone()).unwrap())
+        .unwrap();
     let fetch = [
         g.sum(t, [1], false).unwrap(),
         g.mean(t, [0], false).unwrap(),
@@ -443,7 +521,10 @@ fn f16_reductions_accumulate_in_f32_and_round_once() {
         let sum: f64 = row.iter().map(|v| v.to_f64()).sum();
         let got = f(0)[r].to_f64();
         // One rounding to f16 (half an ulp) plus the f32 accumulation's tiny error.
-        assert!((got - sum).abs() <= sum.abs() * 2f64.powi(-11) + 1e-3, "row {r}: {got} vs {sum}");
+        assert!(
+            (got - sum).abs() <= sum.abs() * 2f64.powi(-11) + 1e-3,
+            "row {r}: {got} vs {sum}"
+        );
         let max = row.iter().map(|v| v.to_f32()).fold(f32::MIN, f32::max);
         assert_eq!(f(2)[r].to_f32(), max);
     }
@@ -459,7 +540,9 @@ fn prologues_and_epilogues_still_apply() {
     let (rows, len) = (70usize, 4100usize);
     let x = det(rows * len, 11);
     let mut g = Graph::new();
-    let t = g.constant(HostTensor::new([rows, len], x.clone()).unwrap()).unwrap();
+    let t = g
+        .constant(HostTensor::new([rows, len], x.clone()).unwrap())
+        .unwrap();
     let sq = g.mul(t, t).unwrap();
     let ss = g.sum(sq, [1], false).unwrap();
     let mx = g.max(t, [0], false).unwrap();
@@ -470,7 +553,10 @@ fn prologues_and_epilogues_still_apply() {
     let out = cpu(&g).run(&[], &[ss, y]).unwrap();
     let ss_got = out[0].to_f32().unwrap();
     for r in 0..rows {
-        let want: f64 = x[r * len..(r + 1) * len].iter().map(|&v| v as f64 * v as f64).sum();
+        let want: f64 = x[r * len..(r + 1) * len]
+            .iter()
+            .map(|&v| v as f64 * v as f64)
+            .sum();
         assert!((ss_got[r] as f64 - want).abs() <= 1e-5 * want, "row {r}");
     }
     let y_got = out[1].to_f32().unwrap();
@@ -485,8 +571,12 @@ fn prologues_and_epilogues_still_apply() {
 #[test]
 fn empty_reductions() {
     let mut g = Graph::new();
-    let t = g.constant(HostTensor::new([3, 0], Vec::<f32>::new()).unwrap()).unwrap();
-    let u = g.constant(HostTensor::new([0, 4], Vec::<f32>::new()).unwrap()).unwrap();
+    let t = g
+        .constant(HostTensor::new([3, 0], Vec::<f32>::new()).unwrap())
+        .unwrap();
+    let u = g
+        .constant(HostTensor::new([0, 4], Vec::<f32>::new()).unwrap())
+        .unwrap();
     let fetch = [
         g.sum(t, [1], false).unwrap(),
         g.prod(t, [1], false).unwrap(),
@@ -498,4 +588,294 @@ fn empty_reductions() {
     assert_eq!(out[1].to_f32().unwrap(), vec![1.0; 3]);
     assert!(out[2].to_f32().unwrap().is_empty());
     assert!(out[3].to_f32().unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------- convolution and pooling
+
+/// Float64 direct convolution (and the sum of |x·w| per output, for the tolerance) over
+/// channels `c_lo..c_hi` of each group.
+fn conv_f64(
+    k: &Conv2dKernel,
+    x: &[f32],
+    w: &[f32],
+    (c_lo, c_hi): (usize, usize),
+) -> (Vec<f64>, Vec<f64>) {
+    let d = |s: &Shape| -> [usize; 4] { [s.dims()[0], s.dims()[1], s.dims()[2], s.dims()[3]] };
+    let ([n, c_all, h, wd], [o_all, cg, kh, kw], [_, _, oh, ow]) = (d(&k.x), d(&k.w), d(&k.out));
+    let og = o_all / k.groups;
+    let win = k.window;
+    let (mut out, mut mag) = (Vec::new(), Vec::new());
+    for b in 0..n {
+        for o in 0..o_all {
+            let g = o / og;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let (mut acc, mut m) = (0f64, 0f64);
+                    for c in c_lo..c_hi.min(cg) {
+                        for ki in 0..kh {
+                            for kj in 0..kw {
+                                let iy = (oy * win.stride[0] + ki * win.dilation[0]) as isize
+                                    - win.padding[0] as isize;
+                                let ix = (ox * win.stride[1] + kj * win.dilation[1]) as isize
+                                    - win.padding[1] as isize;
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                    continue;
+                                }
+                                let xv = x[((b * c_all + g * cg + c) * h + iy as usize) * wd
+                                    + ix as usize] as f64;
+                                let wv = w[((o * cg + c) * kh + ki) * kw + kj] as f64;
+                                acc += xv * wv;
+                                m += (xv * wv).abs();
+                            }
+                        }
+                    }
+                    out.push(acc);
+                    mag.push(m);
+                }
+            }
+        }
+    }
+    (out, mag)
+}
+
+/// Compares `got` to float64 within `(K + 2) * eps * Σ|x·w|` per output (K terms summed).
+fn check_conv(what: &str, got: &[f32], want: &[f64], mag: &[f64], terms: usize) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(mag).enumerate() {
+        let tol = (terms as f64 + 2.0) * f32::EPSILON as f64 * m + 1e-30;
+        assert!(
+            (g as f64 - w).abs() <= tol,
+            "{what}[{i}]: {g} vs float64 {w} (tolerance {tol:.2e})"
+        );
+    }
+}
+
+fn run_conv(k: &Conv2dKernel, x: &[f32], w: &[f32]) -> Vec<f32> {
+    let (xw, ww): (Vec<u32>, Vec<u32>) = (
+        x.iter().map(|v| v.to_bits()).collect(),
+        w.iter().map(|v| v.to_bits()).collect(),
+    );
+    let mut out = vec![0xffff_ffff; k.out_shape().numel()];
+    k.run_cpu_into(&[CpuIn::Words(&xw), CpuIn::Words(&ww)], &mut out)
+        .unwrap();
+    out.into_iter().map(f32::from_bits).collect()
+}
+
+/// Random shapes × strides × paddings × dilations × groups × channel counts, including 1×1
+/// kernels, kernels as large as the (padded) input, batch 1 and odd sizes, against float64.
+#[test]
+fn convolutions_match_float64_over_random_geometries() {
+    let mut s = 12345u32;
+    let mut pick = |n: usize| {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s as usize % n
+    };
+    let mut tried = 0;
+    while tried < 150 {
+        let groups = [1, 1, 2, 3][pick(4)];
+        let cg = [1, 2, 3, 5][pick(4)];
+        let og = [1, 2, 4][pick(3)];
+        let (n, h, wd) = ([1, 2, 3][pick(3)], 1 + pick(11), 1 + pick(11));
+        let stride = [1 + pick(3), 1 + pick(3)];
+        let dilation = [1 + pick(2), 1 + pick(2)];
+        let padding = [pick(3), pick(3)];
+        let mut kernel = [[1, 2, 3][pick(3)], [1, 2, 3][pick(3)]];
+        if pick(6) == 0 {
+            // As large as the input: one output pixel per image (with no padding).
+            kernel = [h, wd];
+        }
+        let window = Window {
+            kernel,
+            stride,
+            padding,
+            dilation,
+        };
+        let Ok([oh, ow]) = window.out_hw([h, wd]) else {
+            continue;
+        };
+        tried += 1;
+        let (c_all, o_all) = (groups * cg, groups * og);
+        let k = Conv2dKernel {
+            x: Shape(vec![n, c_all, h, wd]),
+            w: Shape(vec![o_all, cg, kernel[0], kernel[1]]),
+            window,
+            groups,
+            out: Shape(vec![n, o_all, oh, ow]),
+            epilogue: None,
+            c_chunk: None,
+        };
+        let x = det(n * c_all * h * wd, tried as u32);
+        let w = det(o_all * cg * kernel[0] * kernel[1], 1000 + tried as u32);
+        let (want, mag) = conv_f64(&k, &x, &w, (0, cg));
+        let terms = cg * kernel[0] * kernel[1];
+        let what = format!("conv {k:?}");
+        check_conv(&what, &run_conv(&k, &x, &w), &want, &mag, terms);
+        // The scalar reference agrees with float64 too (it is what GPUs mirror).
+        let xw: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+        let ww: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();
+        let r: Vec<f32> = k
+            .run_cpu_reference(&[&xw, &ww])
+            .into_iter()
+            .map(f32::from_bits)
+            .collect();
+        check_conv(&format!("reference {what}"), &r, &want, &mag, terms);
+    }
+}
+
+/// Images large enough that im2col is built in several pieces, and a kernel split into
+/// channel chunks (`[chunks, N, O, OH, OW]` partial sums), against float64.
+#[test]
+fn blocked_columns_and_channel_chunks_match_float64() {
+    let window = Window {
+        kernel: [3, 3],
+        stride: [1, 1],
+        padding: [1, 1],
+        dilation: [1, 1],
+    };
+    // 16 channels × 9 = 144 rows; 110×97 pixels need two pieces of columns.
+    let (n, c, h, wd, o) = (2, 16, 110, 97, 3);
+    let k = Conv2dKernel {
+        x: Shape(vec![n, c, h, wd]),
+        w: Shape(vec![o, c, 3, 3]),
+        window,
+        groups: 1,
+        out: Shape(vec![n, o, h, wd]),
+        epilogue: None,
+        c_chunk: None,
+    };
+    let x = det(n * c * h * wd, 5);
+    let w = det(o * c * 9, 6);
+    let (want, mag) = conv_f64(&k, &x, &w, (0, c));
+    check_conv("large image", &run_conv(&k, &x, &w), &want, &mag, c * 9);
+    // Channel chunks of 5 (the last one holds 1).
+    let small = Conv2dKernel {
+        x: Shape(vec![3, 16, 7, 5]),
+        w: Shape(vec![4, 8, 3, 3]),
+        groups: 2,
+        out: Shape(vec![3, 4, 7, 5]),
+        c_chunk: Some(3),
+        ..k
+    };
+    let x = det(3 * 16 * 35, 8);
+    let w = det(4 * 8 * 9, 9);
+    let got = run_conv(&small, &x, &w);
+    assert_eq!(small.chunks(), 3);
+    let per = small.out.numel();
+    for ci in 0..3 {
+        let (want, mag) = conv_f64(&small, &x, &w, (ci * 3, ci * 3 + 3));
+        check_conv(
+            &format!("chunk {ci}"),
+            &got[ci * per..(ci + 1) * per],
+            &want,
+            &mag,
+            27,
+        );
+    }
+}
+
+/// Through a session on cpu:0: conv2d + bias + ReLU (fused into the convolution's epilogue)
+/// and a strided, dilated grouped conv, against float64.
+#[test]
+fn fused_bias_and_relu_still_apply() {
+    let (n, c, h, wd, o) = (3, 4, 9, 7, 6);
+    let x = det(n * c * h * wd, 21);
+    let w = det(o * 2 * 3 * 3, 22);
+    let bias = det(o, 23);
+    let mut g = Graph::new();
+    let tx = g
+        .constant(HostTensor::new([n, c, h, wd], x.clone()).unwrap())
+        .unwrap();
+    let tw = g
+        .constant(HostTensor::new([o, 2, 3, 3], w.clone()).unwrap())
+        .unwrap();
+    let tb = g
+        .constant(HostTensor::new([o], bias.clone()).unwrap())
+        .unwrap();
+    let opts = Conv2dOptions {
+        stride: [2, 1],
+        padding: [1, 2],
+        dilation: [1, 2],
+        groups: 2,
+    };
+    let y = g.conv2d(tx, tw, Some(tb), opts).unwrap();
+    let y = g.relu(y).unwrap();
+    let out = cpu(&g).run(&[], &[y]).unwrap();
+    let dims = out[0].shape().dims().to_vec();
+    let k = Conv2dKernel {
+        x: Shape(vec![n, c, h, wd]),
+        w: Shape(vec![o, 2, 3, 3]),
+        window: Window {
+            kernel: [3, 3],
+            stride: opts.stride,
+            padding: opts.padding,
+            dilation: opts.dilation,
+        },
+        groups: 2,
+        out: Shape(dims.clone()),
+        epilogue: None,
+        c_chunk: None,
+    };
+    let (conv, mag) = conv_f64(&k, &x, &w, (0, 2));
+    let p = dims[2] * dims[3];
+    let want: Vec<f64> = conv
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (v + bias[(i / p) % o] as f64).max(0.0))
+        .collect();
+    let got = out[0].to_f32().unwrap();
+    assert!(
+        got.iter().any(|&v| v == 0.0) && got.iter().any(|&v| v > 0.0),
+        "ReLU clips some outputs"
+    );
+    let mag: Vec<f64> = mag.iter().zip(&want).map(|(m, w)| m + w.abs()).collect();
+    check_conv("conv + bias + relu", &got, &want, &mag, 18);
+}
+
+/// Max and average pooling on cpu:0 agree bit for bit with the scalar reference (NaN, -0.0,
+/// padding, strides, planes past the parallel threshold).
+#[test]
+fn pooling_matches_the_reference() {
+    for (dims, kernel, stride, padding) in [
+        (
+            [2usize, 3usize, 7usize, 9usize],
+            [2usize, 2usize],
+            [2usize, 2usize],
+            [0usize, 0usize],
+        ),
+        ([1, 1, 5, 5], [3, 3], [1, 1], [1, 1]),
+        ([4, 5, 33, 31], [3, 2], [2, 3], [1, 1]),
+        ([1, 2, 1, 1], [1, 1], [1, 1], [0, 0]),
+        ([64, 16, 8, 8], [2, 2], [2, 2], [0, 0]),
+    ] {
+        let n: usize = dims.iter().product();
+        let mut x = det(n, 31);
+        x[0] = f32::NAN;
+        if n > 3 {
+            x[2] = -0.0;
+            x[3] = -0.0;
+        }
+        let words: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+        let window = Window {
+            kernel,
+            stride,
+            padding,
+            dilation: [1, 1],
+        };
+        let [oh, ow] = window.out_hw([dims[2], dims[3]]).unwrap();
+        for kind in [PoolKind::Max, PoolKind::Avg] {
+            let k = PoolKernel {
+                kind,
+                x: Shape(dims.to_vec()),
+                window,
+                out: Shape(vec![dims[0], dims[1], oh, ow]),
+            };
+            let want = k.run_cpu_reference(&words);
+            let mut got = vec![0; want.len()];
+            k.run_cpu_into(&[CpuIn::Words(&words)], &mut got).unwrap();
+            assert_eq!(got, want, "{kind:?} pooling of {dims:?}");
+            assert!(f32::from_bits(got[0]).is_nan(), "{kind:?}: NaN propagates");
+        }
+    }
 }

@@ -384,9 +384,8 @@ impl FoldJob<'_> {
         let r = k.reduced_count();
         let grain = k.grain(chunk);
         if let Some((strategy, _)) = k.fast_path() {
-            let short = || {
-                crate::Error::Internal(format!("{}: chunk shorter than a tree", k.describe()))
-            };
+            let short =
+                || crate::Error::Internal(format!("{}: chunk shorter than a tree", k.describe()));
             if strategy == ReduceStrategy::Tree && chunk < TREE_WG {
                 return Err(short());
             }
@@ -446,7 +445,9 @@ impl FoldJob<'_> {
             if nch == 1 {
                 let tiles = TILE * grain.div_ceil(TILE);
                 for_chunks(out, inner, par, |first, row| {
-                    for_chunks(row, tiles, par, |j0, dst| columns(first / inner, 0, j0, dst));
+                    for_chunks(row, tiles, par, |j0, dst| {
+                        columns(first / inner, 0, j0, dst)
+                    });
                 });
             } else {
                 // Chunk outputs interleave (`[kept…, chunks]`): fold each (outer, chunk) row
@@ -477,7 +478,9 @@ impl FoldJob<'_> {
                 let oc = first + i;
                 let (lo, hi) = chunk_range(oc % nch, chunk, nch, r);
                 let base = offset(oc / nch, &kd, &ks);
-                let mut vals = Walk::new(&rd, &rs, lo).take(hi - lo).map(|off| x[base + off]);
+                let mut vals = Walk::new(&rd, &rs, lo)
+                    .take(hi - lo)
+                    .map(|off| x[base + off]);
                 *o = match start {
                     Start::SumBlocks => {
                         let mut acc = id;
