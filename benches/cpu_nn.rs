@@ -86,7 +86,10 @@ fn reduction(what: &str, build: impl Fn(&mut Graph, Tensor) -> Tensor) -> f64 {
     let s = build(&mut g, a);
     let mut sess = session(&g);
     let ms = time(|| sess.run_targets(&[], &[s]).unwrap(), 20.0) * 1e3;
-    println!("cpu:0 {what}: {ms:.2} ms ({:.1} GB/s)", 64.0 * 1.048576 / ms);
+    println!(
+        "cpu:0 {what}: {ms:.2} ms ({:.1} GB/s)",
+        64.0 * 1.048576 / ms
+    );
     ms
 }
 
@@ -111,10 +114,25 @@ fn main() {
         .unwrap();
     let mut s = session(&d.graph);
     let idx = batches(1, 64, 42).remove(0);
-    let fwd = time(|| drop(s.run(&[(d.batch, idx.clone())], &[d.loss]).unwrap()), 20.0);
-    println!("cpu:0 digits CNN forward, batch 64 (loss): {:.2} ms", fwd * 1e3);
+    let fwd = time(
+        || drop(s.run(&[(d.batch, idx.clone())], &[d.loss]).unwrap()),
+        20.0,
+    );
+    println!(
+        "cpu:0 digits CNN forward, batch 64 (loss): {:.2} ms",
+        fwd * 1e3
+    );
     let test = time(|| drop(s.run(&[], &[d.accuracy]).unwrap()), 20.0);
-    println!("cpu:0 digits CNN forward, 360 test images (accuracy): {:.2} ms", test * 1e3);
-    let step = time(|| s.run_targets(&[(d.batch, idx.clone())], &[train]).unwrap(), 20.0);
-    println!("cpu:0 digits CNN training step, batch 64: {:.2} ms", step * 1e3);
+    println!(
+        "cpu:0 digits CNN forward, 360 test images (accuracy): {:.2} ms",
+        test * 1e3
+    );
+    let step = time(
+        || s.run_targets(&[(d.batch, idx.clone())], &[train]).unwrap(),
+        20.0,
+    );
+    println!(
+        "cpu:0 digits CNN training step, batch 64: {:.2} ms",
+        step * 1e3
+    );
 }

@@ -575,6 +575,8 @@ fn vec4<T: Pod, F: Fn(T, T) -> T + Copy, const R: usize>(
     // bounds checks, so the lanes become SIMD registers.
     let fold = |acc: &mut [[T; 4]; R], lo: usize, hi: usize| {
         let blocks: [&[[T; 4]]; R] = std::array::from_fn(|k| &q[k][lo..hi]);
+        // Indexing all `R` rows with one counter is the point (it keeps the rows in step).
+        #[allow(clippy::needless_range_loop)]
         for i in 0..hi - lo {
             for k in 0..R {
                 let v = blocks[k][i];
