@@ -13,6 +13,7 @@ use crate::{DType, Shape};
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
+mod cpu;
 pub mod file;
 mod grad;
 
@@ -165,8 +166,10 @@ impl Conv2dKernel {
         (partial, Some(sum))
     }
 
-    /// `inputs`: x, w, then the epilogue's extra inputs.
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    /// The scalar reference the fast kernel is tested against: one output at a time, in the
+    /// WGSL kernel's order. `inputs`: x, w, then the epilogue's extra inputs.
+    #[doc(hidden)]
+    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let out = self.conv_cpu(inputs[0], inputs[1]);
         match &self.epilogue {
             None => out,
@@ -338,7 +341,9 @@ impl PoolKernel {
         kh as u64 * (1 + kw as u64)
     }
 
-    pub fn run_cpu(&self, x: &[u32]) -> Vec<u32> {
+    /// The scalar reference the fast kernel is tested against.
+    #[doc(hidden)]
+    pub fn run_cpu_reference(&self, x: &[u32]) -> Vec<u32> {
         let [_, _, h, wd] = dims4(&self.x);
         let [_, _, oh, ow] = dims4(&self.out);
         let [kh, kw] = self.window.kernel;
@@ -599,6 +604,14 @@ impl KernelDef for Conv2dKernel {
         Conv2dKernel::run_cpu(self, inputs)
     }
 
+    fn run_cpu_into(
+        &self,
+        inputs: &[crate::ops::family::CpuIn<'_>],
+        out: &mut [u32],
+    ) -> crate::Result<()> {
+        Conv2dKernel::run_cpu_into(self, inputs, out)
+    }
+
     fn invocations(&self) -> u64 {
         self.out_shape().numel() as u64
     }
@@ -628,7 +641,22 @@ impl KernelDef for PoolKernel {
     }
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        PoolKernel::run_cpu(self, inputs[0])
+        let mut out = vec![0; self.out.numel()];
+        let ins = [crate::ops::family::CpuIn::Words(
+            inputs.first().copied().unwrap_or_default(),
+        )];
+        match PoolKernel::run_cpu_into(self, &ins, &mut out) {
+            Ok(()) => out,
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn run_cpu_into(
+        &self,
+        inputs: &[crate::ops::family::CpuIn<'_>],
+        out: &mut [u32],
+    ) -> crate::Result<()> {
+        PoolKernel::run_cpu_into(self, inputs, out)
     }
 
     fn invocations(&self) -> u64 {

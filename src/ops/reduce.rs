@@ -625,6 +625,14 @@ impl KernelDef for ReduceKernel {
         ReduceKernel::run_cpu(self, inputs)
     }
 
+    fn run_cpu_into(
+        &self,
+        inputs: &[crate::ops::family::CpuIn<'_>],
+        out: &mut [u32],
+    ) -> crate::Result<()> {
+        ReduceKernel::run_cpu_into(self, inputs, out)
+    }
+
     fn invocations(&self) -> u64 {
         ReduceKernel::invocations(self)
     }

@@ -1,0 +1,323 @@
+//! Convolution and pooling on the CPU.
+//!
+//! A convolution is a matrix product per group: `out[o, p] = Σ_k w[o, k] · col[k, p]`, with
+//! `k` running over (channel, ki, kj) and `p` over output pixels, where `col` (im2col) holds
+//! the input element each (k, p) pair reads, or zero in the padding. Blocks of whole images
+//! run in parallel on rayon's pool (each owning its slice of the output); inside a block the
+//! columns are built a bounded piece at a time, so memory stays near [`COL_BUDGET`] floats
+//! per task whatever the image size, and each piece goes through `matrixmultiply`'s sgemm
+//! (which threads a large product itself). sgemm sums over `k` in its own blocked order, so
+//! results differ from the WGSL kernel's in the last bits (tests compare both to float64).
+//! Pooling folds each window in the WGSL kernel's order, one output plane per task.
+
+use super::*;
+use crate::ops::family::CpuIn;
+use rayon::prelude::*;
+
+/// Floats of im2col columns (and of product tiles) one task holds at a time.
+const COL_BUDGET: usize = 1 << 20;
+/// Output pixels a block of images aims for, so small images still make sgemm worthwhile.
+const BLOCK_COLS: usize = 512;
+
+/// Resolves `CpuIn`s to words; an input the output is written over (only an epilogue extra
+/// of the output's shape can be) is read from a copy of `out`, since the kernel overwrites
+/// the slot before the epilogue reads it.
+fn words<'a>(inputs: &[CpuIn<'a>], own: &'a Option<Vec<u32>>) -> Vec<&'a [u32]> {
+    inputs
+        .iter()
+        .map(|i| match i {
+            CpuIn::Words(w) => *w,
+            CpuIn::Output => own.as_deref().unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn copy_of_out(inputs: &[CpuIn<'_>], out: &[u32]) -> Option<Vec<u32>> {
+    inputs
+        .iter()
+        .any(|i| matches!(i, CpuIn::Output))
+        .then(|| out.to_vec())
+}
+
+impl Conv2dKernel {
+    /// `inputs`: x, w, then the epilogue's extra inputs; empty when they do not match the
+    /// kernel's shapes.
+    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let ins: Vec<CpuIn<'_>> = inputs.iter().map(|w| CpuIn::Words(w)).collect();
+        let mut out = vec![0; self.out_shape().numel()];
+        match self.run_cpu_into(&ins, &mut out) {
+            Ok(()) => out,
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The im2col + sgemm kernel writing into `out` (see [`KernelDef::run_cpu_into`]).
+    pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        let own = copy_of_out(inputs, out);
+        let ins = words(inputs, &own);
+        let [x, w] = [ins.first(), ins.get(1)].map(|s| s.copied().unwrap_or_default());
+        if x.len() < self.x.numel()
+            || w.len() < self.w.numel()
+            || out.len() != self.out_shape().numel()
+        {
+            return Err(crate::Error::Internal(format!(
+                "{}: inputs of {} and {} words, output of {}",
+                self.describe(),
+                x.len(),
+                w.len(),
+                out.len()
+            )));
+        }
+        self.gemm_into(
+            bytemuck::cast_slice(x),
+            bytemuck::cast_slice(w),
+            bytemuck::cast_slice_mut(out),
+        );
+        if let Some(e) = &self.epilogue {
+            let res = e.run_cpu(out, &ins[2..], &self.out, DType::F32);
+            if res.len() != out.len() {
+                return Err(crate::Error::Internal(format!(
+                    "{}: the epilogue gave {} words",
+                    self.describe(),
+                    res.len()
+                )));
+            }
+            out.copy_from_slice(&res);
+        }
+        Ok(())
+    }
+
+    /// The convolution (before the epilogue) into `out`: per channel chunk, per block of
+    /// images, per group, per piece of columns: im2col, then sgemm, then scatter.
+    fn gemm_into(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+        let [n_all, _, _, _] = dims4(&self.x);
+        let [o_all, cg, kh, kw] = dims4(&self.w);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let p = oh * ow;
+        let image = o_all * p;
+        if out.is_empty() || image == 0 {
+            return;
+        }
+        let chunk = self.c_chunk.unwrap_or(cg).max(1);
+        let threads = rayon::current_num_threads().max(1);
+        let nb = (BLOCK_COLS / p.max(1))
+            .min(n_all.div_ceil(2 * threads))
+            .max(1);
+        // Small products run in parallel over blocks of images; a large one (past
+        // matrixmultiply's threshold for threading, m·k + k·n ≥ 2^15) threads inside sgemm.
+        let og = o_all / self.groups.max(1);
+        let k_all = chunk.min(cg) * kh * kw;
+        let par = n_all > nb && og * k_all + k_all * nb * p < 1 << 15;
+        for (ci, region) in out.chunks_mut(n_all * image).enumerate() {
+            let c_lo = ci * chunk;
+            let c_hi = (c_lo + chunk).min(cg);
+            let block = |(b, dst): (usize, &mut [f32])| {
+                self.block(x, w, (c_lo, c_hi), b * nb, dst);
+            };
+            if par {
+                region
+                    .par_chunks_mut(nb * image)
+                    .enumerate()
+                    .for_each(block);
+            } else {
+                region.chunks_mut(nb * image).enumerate().for_each(block);
+            }
+        }
+    }
+
+    /// Images `n0..n0 + dst.len() / image` over input channels `c_lo..c_hi` of each group.
+    fn block(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        (c_lo, c_hi): (usize, usize),
+        n0: usize,
+        dst: &mut [f32],
+    ) {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [o_all, cg, kh, kw] = dims4(&self.w);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let p = oh * ow;
+        let og = o_all / self.groups;
+        let images = dst.len() / (o_all * p);
+        let k = (c_hi - c_lo) * kh * kw;
+        if k == 0 {
+            dst.fill(0.0);
+            return;
+        }
+        let cols_total = images * p;
+        let piece = (COL_BUDGET / k.max(og)).clamp(1, cols_total);
+        let mut col = vec![0f32; k * piece];
+        let mut tmp = vec![0f32; og * piece];
+        for g in 0..self.groups {
+            let mut q0 = 0;
+            while q0 < cols_total {
+                let q1 = (q0 + piece).min(cols_total);
+                let cols = q1 - q0;
+                // im2col: row (c, ki, kj), column q = (image, oy, ox).
+                for c in 0..c_hi - c_lo {
+                    let plane_c = g * cg + c_lo + c;
+                    for ki in 0..kh {
+                        for kj in 0..kw {
+                            let row = ((c * kh + ki) * kw + kj) * cols;
+                            let dst_row = &mut col[row..row + cols];
+                            self.gather(x, (c_all, h, wd), plane_c, (ki, kj), (n0, q0), dst_row);
+                        }
+                    }
+                }
+                let a0 = (g * og * cg + c_lo) * kh * kw;
+                // SAFETY: A is read at `a0 + i * cg*kh*kw + j` for i < og, j < k: the weights
+                // of outputs g*og..(g+1)*og and channels c_lo..c_hi, inside `w` (checked to
+                // hold O*cg*kh*kw floats). B is `col` ([k, cols], row stride cols) and C is
+                // `tmp` ([og, cols]); both are fresh vectors of at least that size, distinct
+                // from each other and from A.
+                unsafe {
+                    matrixmultiply::sgemm(
+                        og,
+                        k,
+                        cols,
+                        1.0,
+                        w[a0..].as_ptr(),
+                        (cg * kh * kw) as isize,
+                        1,
+                        col.as_ptr(),
+                        cols as isize,
+                        1,
+                        0.0,
+                        tmp.as_mut_ptr(),
+                        cols as isize,
+                        1,
+                    );
+                }
+                for o in 0..og {
+                    let src = &tmp[o * cols..(o + 1) * cols];
+                    let mut q = q0;
+                    while q < q1 {
+                        let (img, px) = (q / p, q % p);
+                        let run = (p - px).min(q1 - q);
+                        let at = (img * o_all + g * og + o) * p + px;
+                        dst[at..at + run].copy_from_slice(&src[q - q0..q - q0 + run]);
+                        q += run;
+                    }
+                }
+                q0 = q1;
+            }
+        }
+    }
+
+    /// One im2col row: for columns `q0..q0 + dst.len()` of the block starting at image `n0`,
+    /// the element of channel `plane_c` that window offset `(ki, kj)` reads, or zero.
+    fn gather(
+        &self,
+        x: &[f32],
+        (c_all, h, wd): (usize, usize, usize),
+        plane_c: usize,
+        (ki, kj): (usize, usize),
+        (n0, q0): (usize, usize),
+        dst: &mut [f32],
+    ) {
+        let [_, _, oh, ow] = dims4(&self.out);
+        let p = oh * ow;
+        let (s, d, pad) = (
+            self.window.stride[1],
+            self.window.dilation[1],
+            self.window.padding[1],
+        );
+        let mut q = q0;
+        let mut at = 0;
+        while at < dst.len() {
+            let (img, px) = (q / p, q % p);
+            let (oy, ox0) = (px / ow, px % ow);
+            // The rest of this output row, within the piece.
+            let run = (ow - ox0).min(dst.len() - at);
+            let out_row = &mut dst[at..at + run];
+            match self.window.at(0, oy, ki, h) {
+                None => out_row.fill(0.0),
+                Some(iy) => {
+                    let base = (((n0 + img) * c_all + plane_c) * h + iy) * wd;
+                    let src = &x[base..base + wd];
+                    for (i, v) in out_row.iter_mut().enumerate() {
+                        let ix = ((ox0 + i) * s + kj * d).checked_sub(pad);
+                        *v = match ix {
+                            Some(ix) if ix < wd => src[ix],
+                            _ => 0.0,
+                        };
+                    }
+                }
+            }
+            at += run;
+            q += run;
+        }
+    }
+}
+
+impl PoolKernel {
+    /// Pooling into `out`, one output plane per task, each window folded in the WGSL
+    /// kernel's order (so results match the reference bit for bit).
+    pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        let own = copy_of_out(inputs, out);
+        let ins = words(inputs, &own);
+        let x = ins.first().copied().unwrap_or_default();
+        let [_, _, h, wd] = dims4(&self.x);
+        let [_, _, oh, ow] = dims4(&self.out);
+        if x.len() < self.x.numel() || out.len() != self.out.numel() {
+            return Err(crate::Error::Internal(format!(
+                "{}: an input of {} words, output of {}",
+                self.describe(),
+                x.len(),
+                out.len()
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let [kh, kw] = self.window.kernel;
+        let x: &[f32] = bytemuck::cast_slice(x);
+        let plane = |(nc, dst): (usize, &mut [u32])| {
+            for (i, o) in dst.iter_mut().enumerate() {
+                let (ox, oy) = (i % ow, i / ow);
+                let mut acc = f32::NEG_INFINITY;
+                let mut count = 0u32;
+                for ki in 0..kh {
+                    let Some(y) = self.window.at(0, oy, ki, h) else {
+                        continue;
+                    };
+                    let row = &x[(nc * h + y) * wd..(nc * h + y + 1) * wd];
+                    for kj in 0..kw {
+                        let Some(xx) = self.window.at(1, ox, kj, wd) else {
+                            continue;
+                        };
+                        let v = row[xx];
+                        acc = match self.kind {
+                            PoolKind::Max if count == 0 => v,
+                            // binary_cpu's maximum: NaN wins, the second operand on ties.
+                            PoolKind::Max if acc.is_nan() || v.is_nan() => f32::NAN,
+                            PoolKind::Max => {
+                                if acc > v {
+                                    acc
+                                } else {
+                                    v
+                                }
+                            }
+                            PoolKind::Avg if count == 0 => v,
+                            PoolKind::Avg => acc + v,
+                        };
+                        count += 1;
+                    }
+                }
+                *o = match self.kind {
+                    PoolKind::Max => acc,
+                    PoolKind::Avg => acc / count as f32,
+                }
+                .to_bits();
+            }
+        };
+        let plane_len = (oh * ow).max(1);
+        if self.x.numel() >= 1 << 15 {
+            out.par_chunks_mut(plane_len).enumerate().for_each(plane);
+        } else {
+            out.chunks_mut(plane_len).enumerate().for_each(plane);
+        }
+        Ok(())
+    }
+}
