@@ -380,14 +380,18 @@ fn source(k: &ElementwiseKernel, i: usize, data: Option<&[u32]>) -> Result<Sourc
     let Some(data) = data else {
         return Ok(Source::Entry);
     };
-    if shape.rank() > out.rank()
-        || shape
-            .dims()
-            .iter()
-            .rev()
-            .zip(out.dims().iter().rev())
-            .any(|(&d, &o)| d != 1 && d != o)
-    {
+    // A view's shape only marks its broadcast axes (size 1), as in the reference: fusion
+    // can record the viewed buffer's shape there (a transpose read through a cast), and
+    // the bounds check below guards every read.
+    let broadcasts = shape.rank() <= out.rank()
+        && (view.is_some()
+            || shape
+                .dims()
+                .iter()
+                .rev()
+                .zip(out.dims().iter().rev())
+                .all(|(&d, &o)| d == 1 || d == o));
+    if !broadcasts {
         return Err(bad(format!("does not broadcast to {out}")));
     }
     if view.is_some_and(|v| v.strides.len() != shape.rank()) {
