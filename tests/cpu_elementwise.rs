@@ -575,6 +575,26 @@ fn strided_views_fused_into_the_consumer() {
     assert_eq!(f32s_of(&out[3]), want_z, "broadcast row");
 }
 
+/// A transposed value whose producer is itself elementwise (`neg(transpose(cast(y)))`):
+/// the transpose stays a view of the cast's output, fused or not.
+#[test]
+fn a_view_of_an_elementwise_value_keeps_its_indices() {
+    let ys: Vec<f32> = (0..48).map(|i| i as f32 * 1.5).collect();
+    let mut g = Graph::new();
+    let y = g.placeholder("y", [8, 6], DType::F32).unwrap();
+    let h = g.cast(y, DType::I32).unwrap();
+    let ht = g.transpose(h, &[1, 0]).unwrap();
+    let w = g.neg(ht).unwrap();
+    let want: Vec<u32> = (0..48)
+        .map(|i| (-((ys[(i % 8) * 6 + i / 8]) as i32)) as u32)
+        .collect();
+    for fuse in [false, true] {
+        let feed = (y, HostTensor::new([8, 6], ys.clone()).unwrap());
+        let out = session(&g, fuse).run(&[feed], &[w]).unwrap();
+        assert_eq!(out[0].words(), &want[..], "fuse: {fuse}");
+    }
+}
+
 #[test]
 fn in_place_chains_write_over_their_input() {
     for n in [5, CHUNK + 3, 100_003] {
