@@ -6,7 +6,7 @@
 //! against float64 over (a dense sweep of, or with `--ignored` every one of) the 2^32 inputs.
 
 use rayon::prelude::*;
-use wgflow::ops::elementwise::{InputView, CPU_CHUNK as CHUNK};
+use wgflow::ops::elementwise::{InputView, CPU_CHUNK as CHUNK, CPU_PARALLEL_WORK as PAR};
 use wgflow::ops::elementwise_cpu::unary_cpu;
 use wgflow::ops::{BinaryOp, CpuIn, ElementwiseKernel, Expr, KernelDef, Node, UnaryOp};
 use wgflow::{DType, Device, Graph, HostTensor, Session, SessionOptions, Shape, SliceArg, Tensor};
@@ -363,10 +363,12 @@ fn sizes_at_chunk_and_parallel_split_boundaries() {
         CHUNK,
         CHUNK + 1,
         3 * CHUNK + 7,
-        (1 << 13) - 1,
-        1 << 13,
-        (1 << 13) + 1,
-        (1 << 16) + 1,
+        // Where W2's 7 steps and a + b's one step start to split across threads.
+        PAR / 7 - 1,
+        PAR / 7 + 1,
+        PAR - 1,
+        PAR,
+        PAR + 1,
         (1 << 24) + 3,
     ] {
         let mut g = Graph::new();

@@ -312,6 +312,10 @@ impl ElementwiseKernel {
 #[doc(hidden)]
 pub const CPU_CHUNK: usize = cpu::CHUNK;
 
+/// Output words × steps from which the CPU fast path splits chunks across threads.
+#[doc(hidden)]
+pub const CPU_PARALLEL_WORK: usize = cpu::PARALLEL_WORK;
+
 impl ElementwiseKernel {
     /// Evaluate on the CPU into a new vector: `inputs[i]` holds input `i`'s words in
     /// row-major order (its whole buffer when read through a view). Chunked, vectorized and

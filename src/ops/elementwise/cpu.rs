@@ -27,9 +27,11 @@ use rayon::prelude::*;
 /// Words per chunk: a chain's live buffers (8 KiB each) stay in L1/L2.
 pub const CHUNK: usize = 2048;
 
-/// Below this much work (output words × steps) a kernel stays on the calling thread: handing
-/// chunks to the pool costs a few microseconds, which a small kernel does not win back.
-const PARALLEL_WORK: usize = 1 << 16;
+/// Below this much work (output words × steps) a kernel stays on the calling thread. Waking
+/// the pool costs 5–15 µs on the 2-core development machine (more when it is busy), and
+/// measured there under load, a second thread paid off from about 2^18 words for `a + b`,
+/// 2^16–2^18 for `exp(a)` and 2^15 for W2's 7 steps.
+pub const PARALLEL_WORK: usize = 1 << 18;
 
 /// Evaluate `k` into `out` (see the module docs). `inputs[i]` holds input `i`'s words (its
 /// whole buffer when it is read through a view) or is the output slot itself.
