@@ -632,10 +632,7 @@ fn in_place_chains_write_over_their_input() {
         // Unfused and fused agree bit for bit (both run the fast path, one node at a time
         // or all at once).
         let fused = session(&g, true).run(&feeds, &[y]).unwrap();
-        assert_eq!(
-            fused[0].words(),
-            &s.run(&feeds, &[y]).unwrap()[0].words()[..]
-        );
+        assert_eq!(fused[0].words(), s.run(&feeds, &[y]).unwrap()[0].words());
     }
 }
 
@@ -1024,7 +1021,8 @@ fn exp_is_within_one_ulp_on_a_dense_sweep() {
     report(sweep(1, around(-(2f32.powi(-26)), -(2f32.powi(-24)))));
 }
 
-/// All 2^32 inputs (minutes; run with `--ignored`).
+/// All 2^32 inputs (minutes; run with `--ignored`). Last run: worst 0.5000029 ulp, 170,645
+/// results differ from glibc's expf, sigmoid worst 2.48 ulp with either exp.
 #[test]
 #[ignore]
 fn exp_is_within_one_ulp_on_every_input() {
