@@ -310,7 +310,10 @@ impl Fuser<'_> {
                     .extend(plan.steps[p].nodes.iter().map(|n| (p, n.clone())));
                 return true;
             }
+            // A value read through a view (a transpose of a cast) keeps its buffer: its
+            // producer's expression would be evaluated at the view's output indices.
             if self.dead[p]
+                || src.1.is_some()
                 || (!single && !self.shared.contains(&v))
                 || plan.steps[p].device != device
             {

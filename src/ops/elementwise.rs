@@ -3,7 +3,7 @@
 //! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
 //! producer into its consumer never changes which element an input supplies).
 
-use super::family::{Arity, Declared, Family, GradCx, KernelDef, LowerCx, Lowered};
+use super::family::{Arity, CpuIn, Declared, Family, GradCx, KernelDef, LowerCx, Lowered};
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
@@ -12,6 +12,7 @@ use crate::{DType, Shape};
 
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
 
+mod cpu;
 pub mod file;
 pub(crate) mod grad;
 mod shader;
@@ -305,14 +306,37 @@ impl ElementwiseKernel {
     }
 }
 
-// ---------------------------------------------------------------- CPU reference kernel
+// ---------------------------------------------------------------- CPU kernels
+
+/// Words per chunk of the CPU fast path (tests aim sizes at its boundaries).
+#[doc(hidden)]
+pub const CPU_CHUNK: usize = cpu::CHUNK;
+
+/// Output words × steps from which the CPU fast path splits chunks across threads.
+#[doc(hidden)]
+pub const CPU_PARALLEL_WORK: usize = cpu::PARALLEL_WORK;
 
 impl ElementwiseKernel {
-    /// Evaluate on the CPU. `inputs[i]` holds input `i`'s words in row-major order.
-    ///
-    /// Node by node over whole arrays, each freed after its last use: no recursion, so any
-    /// chain length runs on a small stack, and a chain holds two arrays at a time.
+    /// Evaluate on the CPU into a new vector: `inputs[i]` holds input `i`'s words in
+    /// row-major order (its whole buffer when read through a view). Chunked, vectorized and
+    /// parallel (see [`KernelDef::run_cpu_into`]).
     pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let mut out = vec![0; self.out_shape.numel()];
+        let ins: Vec<CpuIn<'_>> = inputs.iter().map(|w| CpuIn::Words(w)).collect();
+        match cpu::run(self, &ins, &mut out) {
+            Ok(()) => out,
+            // Inputs inconsistent with the kernel (an internal error upstream): the
+            // reference reports them as it always has.
+            Err(_) => self.run_cpu_reference(inputs),
+        }
+    }
+
+    /// The reference evaluator the fast path is tested against: node by node over whole
+    /// arrays, each freed after its last use, one scalar function call per element. No
+    /// recursion, so any chain length runs on a small stack, and a chain holds two arrays at
+    /// a time.
+    #[doc(hidden)]
+    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let dtypes: Vec<DType> = self.inputs.iter().map(|(_, d)| *d).collect();
         let nodes = self.expr.nodes();
         let types = self.expr.dtypes(&dtypes);
@@ -573,6 +597,12 @@ impl KernelDef for ElementwiseKernel {
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         ElementwiseKernel::run_cpu(self, inputs)
+    }
+
+    /// The fused expression chunk by chunk, in parallel, straight into `out` (see
+    /// `ops/elementwise/cpu.rs`).
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        cpu::run(self, inputs, out)
     }
 
     fn invocations(&self) -> u64 {
