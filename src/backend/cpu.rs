@@ -1,6 +1,8 @@
-//! The `cpu:0` backend: runs steps by calling the ops' reference kernels over an arena laid
-//! out by the memory plan, exactly as a GPU would. It is the oracle GPU results are tested
-//! against, and it exercises the memory plan on machines with no GPU.
+//! The `cpu:0` backend: runs steps over an arena laid out by the memory plan, exactly as a GPU
+//! would, each kernel writing straight into its output's slot (`KernelDef::run_cpu_into`).
+//! The kernels are the CPU device's own fast paths (chunked, vectorized, parallel on rayon;
+//! sgemm for matmul and convolution) with the semantics of the scalar reference functions,
+//! which the tests keep as the oracle.
 
 use super::vars::{Storage, VarStore};
 use super::{Backend, Created};
