@@ -482,43 +482,6 @@ fn w4_training(dev: Device, iters: usize) {
     );
 }
 
-/// Seconds from session creation to W4's first result, in this (fresh) process.
-fn w4_first_run(dev: Device) -> f64 {
-    let (g, x, h) = mlp_w4();
-    let feed = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
-    let t0 = Instant::now();
-    let mut s = session(&g, dev, true);
-    s.run(&[(x, feed)], &[h]).unwrap();
-    t0.elapsed().as_secs_f64()
-}
-
-/// W4's first run in two fresh processes sharing new, empty cache directories (Mesa's shader
-/// cache and wgflow's pipeline cache): the first is cold, the second finds both caches warm.
-fn cold_and_warm_first_runs(spec: &str) -> Option<(f64, f64)> {
-    let dir = std::env::temp_dir().join(format!("wgflow-bench-cache-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    // Mesa disables its cache (silently cold every time) when the directory does not exist.
-    std::fs::create_dir_all(dir.join("mesa")).ok()?;
-    let exe = std::env::current_exe().ok()?;
-    let run = || -> Option<f64> {
-        let out = std::process::Command::new(&exe)
-            .env("WGFLOW_BENCH_ONLY", "first-run")
-            .env("WGFLOW_BENCH_DEVICE", spec)
-            .env("WGFLOW_CACHE_DIR", dir.join("wgflow"))
-            .env("MESA_SHADER_CACHE_DIR", dir.join("mesa"))
-            .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .find_map(|l| l.strip_prefix("first_run_s="))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    let cold = run()?;
-    let warm = run()?;
-    let _ = std::fs::remove_dir_all(&dir);
-    Some((cold, warm))
-}
-
 /// Seconds per copy of `bytes` bytes between two buffers on the GPU (one submit each): with
 /// `copy_buffer_to_buffer`, and with a vec4 WGSL copy kernel (`out[i] = in[i]`).
 fn buffer_copy_seconds(gpu: usize, bytes: u64, iters: usize) -> (f64, f64) {
@@ -611,17 +574,6 @@ fn main() {
         w4_training(Device::parse(&spec).unwrap(), if quick() { 3 } else { 10 });
         return;
     }
-    if only == "first-run" {
-        let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
-        let t = Instant::now();
-        let _ = wgflow::devices();
-        println!("enumerate_s={}", t.elapsed().as_secs_f64());
-        println!(
-            "first_run_s={}",
-            w4_first_run(Device::parse(&spec).unwrap())
-        );
-        return;
-    }
     let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
     let dev = Device::parse(&spec).unwrap();
     if only == "cpu" {
@@ -642,13 +594,8 @@ fn main() {
     let iters = if quick() { 3 } else { 10 };
     let mut rows = Vec::new();
 
-    // Cold start: W4's first run in fresh processes, caches empty and then warm.
-    match cold_and_warm_first_runs(&spec) {
-        Some((cold, warm)) => println!(
-            "W4 MLP first run (compile + pipelines + run) in a new process: cold caches {cold:.3} s, warm caches {warm:.3} s"
-        ),
-        None => println!("W4 MLP first run: could not run the child processes"),
-    }
+    // Cold start: W4's and W3's first runs in fresh processes, caches empty and then warm.
+    first_run::cold_and_warm(&spec);
     {
         let (g, x, h) = mlp_w4();
         let feed = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
@@ -736,6 +683,8 @@ fn main() {
             ratio
         );
     }
+    println!();
+    transfer::fetch_and_feed();
     cpu_table(dev, iters);
     memory_zoo();
     let _ = Duration::ZERO;
