@@ -61,19 +61,7 @@ impl ReduceKernel {
                 out.len()
             )));
         }
-        let src: Cow<[u32]> = match &self.prologue {
-            None => Cow::Borrowed(words[0]),
-            Some(p) => Cow::Owned(
-                ElementwiseKernel {
-                    expr: p.expr.clone(),
-                    inputs: p.inputs.clone(),
-                    out_shape: self.in_shape.clone(),
-                    out_dtype: self.dtype,
-                    views: Vec::new(),
-                }
-                .run_cpu(&words[..n]),
-            ),
-        };
+        let src = self.source_cpu(&words[..n]);
         if src.len() < self.in_shape.numel() {
             return Err(internal(format!("{} input words", src.len())));
         }
@@ -638,14 +626,11 @@ fn tree<T: Pod, F: Fn(T, T) -> T + Copy>(row: &[T], c: F) -> T {
 // ---------------------------------------------------------------- the scalar reference
 
 impl ReduceKernel {
-    /// The scalar reference the fast kernel is tested against: one output at a time, one
-    /// element at a time through `binary_cpu`, in the same order. `inputs`: the reduced
-    /// tensor (or the prologue's inputs), then the epilogue's extras.
-    #[doc(hidden)]
-    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        let n = self.sources();
-        let src: Cow<[u32]> = match &self.prologue {
-            None => Cow::Borrowed(inputs[0]),
+    /// The reduced tensor's words: the input itself, or the fused prologue evaluated over
+    /// `sources` (the prologue's inputs).
+    fn source_cpu<'a>(&self, sources: &[&'a [u32]]) -> Cow<'a, [u32]> {
+        match &self.prologue {
+            None => Cow::Borrowed(sources.first().copied().unwrap_or_default()),
             Some(p) => Cow::Owned(
                 ElementwiseKernel {
                     expr: p.expr.clone(),
@@ -654,9 +639,18 @@ impl ReduceKernel {
                     out_dtype: self.dtype,
                     views: Vec::new(),
                 }
-                .run_cpu(&inputs[..n]),
+                .run_cpu(sources),
             ),
-        };
+        }
+    }
+
+    /// The scalar reference the fast kernel is tested against: one output at a time, one
+    /// element at a time through `binary_cpu`, in the same order. `inputs`: the reduced
+    /// tensor (or the prologue's inputs), then the epilogue's extras.
+    #[doc(hidden)]
+    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let n = self.sources();
+        let src = self.source_cpu(&inputs[..n]);
         let out = if self.dtype == DType::F16 {
             // f16 accumulates in f32 (as the WGSL kernel does) and rounds once at the end.
             let wide = ReduceKernel {
