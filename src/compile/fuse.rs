@@ -590,6 +590,7 @@ fn epilogue_host<'k>(
         | Kernel::Pad(_)
         | Kernel::Gather(_)
         | Kernel::Pool(_)
+        | Kernel::NnGrad(_)
         | Kernel::Random(_)
         | Kernel::RawWgsl(_)
         | Kernel::Scan(_) => None,

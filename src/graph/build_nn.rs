@@ -381,6 +381,109 @@ impl Graph {
         self.add_op(op, &[x], Declared::none(), Site::new(kind.name(), loc))
     }
 
+    /// The gradient of [`Graph::conv2d`] (without bias) with respect to its input, from the
+    /// output's gradient `dy` `[N, O, OH, OW]` and the weights `w` `[O, C / groups, KH, KW]`:
+    /// `[N, C, H, W]` with `[H, W] = input_hw`, the forward input's size (several sizes give
+    /// the same output size when the stride is above 1). TensorFlow's
+    /// `conv2d_backprop_input`; one kernel on every device.
+    #[track_caller]
+    pub fn conv2d_backprop_input(
+        &mut self,
+        dy: Tensor,
+        w: Tensor,
+        input_hw: [usize; 2],
+        opts: Conv2dOptions,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        let ws = self.arg(w, "conv2d_backprop_input", loc)?.shape.clone();
+        let kernel = match ws.dims() {
+            [_, _, kh, kw] => [*kh, *kw],
+            _ => [0, 0],
+        };
+        let op = Op::Nn(Nn::Conv2dBackpropInput {
+            window: window_of(kernel, &opts),
+            groups: opts.groups,
+            input_hw,
+        });
+        self.add_op(
+            op,
+            &[dy, w],
+            Declared::none(),
+            Site::new("conv2d_backprop_input", loc),
+        )
+    }
+
+    /// The gradient of [`Graph::conv2d`] with respect to its weights (`[O, C / groups, KH,
+    /// KW]` with `[KH, KW] = kernel`), from its input `x` `[N, C, H, W]` and the output's
+    /// gradient `dy` `[N, O, OH, OW]`. TensorFlow's `conv2d_backprop_filter`.
+    #[track_caller]
+    pub fn conv2d_backprop_filter(
+        &mut self,
+        x: Tensor,
+        dy: Tensor,
+        kernel: [usize; 2],
+        opts: Conv2dOptions,
+    ) -> Result<Tensor> {
+        let op = Op::Nn(Nn::Conv2dBackpropFilter {
+            window: window_of(kernel, &opts),
+            groups: opts.groups,
+        });
+        let site = Site::new("conv2d_backprop_filter", Location::caller());
+        self.add_op(op, &[x, dy], Declared::none(), site)
+    }
+
+    /// The gradient of [`Graph::max_pool2d`] with respect to its input `x`: each window's
+    /// `dy` goes to its first maximum (row-major window order; the first NaN when the
+    /// maximum is NaN); ties give nothing to the later cells (TensorFlow's and PyTorch's
+    /// rule).
+    #[track_caller]
+    pub fn max_pool2d_grad(
+        &mut self,
+        x: Tensor,
+        dy: Tensor,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        let xs = self.arg(x, "max_pool2d_grad", loc)?.shape.clone();
+        let input_hw = match xs.dims() {
+            [_, _, h, w] => [*h, *w],
+            _ => [0, 0],
+        };
+        let op = Op::Nn(Nn::PoolGrad {
+            kind: PoolKind::Max,
+            window: pool_window(kernel, stride, padding),
+            input_hw,
+        });
+        self.add_op(
+            op,
+            &[x, dy],
+            Declared::none(),
+            Site::new("max_pool2d_grad", loc),
+        )
+    }
+
+    /// The gradient of [`Graph::avg_pool2d`] with respect to its input (`[N, C, H, W]` with
+    /// `[H, W] = input_hw`): each window's `dy / count` spread over its in-bounds cells.
+    #[track_caller]
+    pub fn avg_pool2d_grad(
+        &mut self,
+        dy: Tensor,
+        input_hw: [usize; 2],
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Result<Tensor> {
+        let op = Op::Nn(Nn::PoolGrad {
+            kind: PoolKind::Avg,
+            window: pool_window(kernel, stride, padding),
+            input_hw,
+        });
+        let site = Site::new("avg_pool2d_grad", Location::caller());
+        self.add_op(op, &[dy], Declared::none(), site)
+    }
+
     fn arg_reduce(
         &mut self,
         op: ReduceOp,
@@ -464,5 +567,23 @@ impl Graph {
             _ => HostTensor::scalar(v),
         };
         self.push_constant(t, loc)
+    }
+}
+
+fn window_of(kernel: [usize; 2], opts: &Conv2dOptions) -> Window {
+    Window {
+        kernel,
+        stride: opts.stride,
+        padding: opts.padding,
+        dilation: opts.dilation,
+    }
+}
+
+fn pool_window(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window {
+    Window {
+        kernel,
+        stride,
+        padding,
+        dilation: [1, 1],
     }
 }

@@ -26,7 +26,7 @@ pub use movement::{
     ConcatKernel, GatherKernel, Movement, PadKernel, PermuteKernel, SliceArg, StridedKernel,
     StridedKind,
 };
-pub use nn::{Conv2dKernel, Nn, PoolKernel, PoolKind, Window};
+pub use nn::{Conv2dKernel, Nn, NnGradKernel, NnGradOp, PoolKernel, PoolKind, Window};
 pub use random::{Distribution, RandomKernel, RandomSpec};
 pub use reduce::{Pass, Prologue, Reduce, ReduceKernel, ReduceOp, ReduceStrategy};
 pub use scan::{Scan, ScanKernel, ScanOp};
@@ -155,6 +155,7 @@ pub enum Kernel {
     Gather(GatherKernel),
     Conv2d(Conv2dKernel),
     Pool(PoolKernel),
+    NnGrad(NnGradKernel),
     Random(RandomKernel),
     RawWgsl(custom::RawKernel),
     Scan(ScanKernel),
@@ -174,6 +175,7 @@ impl Kernel {
             Kernel::Gather(k) => k,
             Kernel::Conv2d(k) => k,
             Kernel::Pool(k) => k,
+            Kernel::NnGrad(k) => k,
             Kernel::Random(k) => k,
             Kernel::RawWgsl(k) => k,
             Kernel::Scan(k) => k,

@@ -13,9 +13,14 @@ use crate::{DType, Shape};
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
+pub mod backward;
 mod cpu;
 pub mod file;
 mod grad;
+mod grad_cpu;
+
+pub use backward::{NnGradKernel, NnGradOp};
+pub use grad::reference;
 
 /// Window geometry shared by conv2d and pooling, per spatial axis `[h, w]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -464,6 +469,25 @@ pub enum Nn {
         kind: PoolKind,
         window: Window,
     },
+    /// conv2d's gradient with respect to its input `[N, C, H, W]` (`input_hw = [H, W]`),
+    /// from `(dy, w)`.
+    Conv2dBackpropInput {
+        window: Window,
+        groups: usize,
+        input_hw: [usize; 2],
+    },
+    /// conv2d's gradient with respect to its weights, from `(x, dy)`.
+    Conv2dBackpropFilter {
+        window: Window,
+        groups: usize,
+    },
+    /// A pool's gradient with respect to its input (`input_hw = [H, W]`), from `(x, dy)`
+    /// (max) or `dy` (avg).
+    PoolGrad {
+        kind: PoolKind,
+        window: Window,
+        input_hw: [usize; 2],
+    },
 }
 
 impl Family for Nn {
@@ -471,13 +495,22 @@ impl Family for Nn {
         match self {
             Nn::Conv2d { .. } => "conv2d",
             Nn::Pool { kind, .. } => kind.name(),
+            Nn::Conv2dBackpropInput { .. } => backward::op_name(NnGradOp::ConvInput),
+            Nn::Conv2dBackpropFilter { .. } => backward::op_name(NnGradOp::ConvFilter),
+            Nn::PoolGrad { kind, .. } => backward::op_name(grad_op(*kind)),
         }
     }
 
     fn arity(&self) -> Arity {
         Arity::Exactly(match self {
-            Nn::Conv2d { .. } => 2,
-            Nn::Pool { .. } => 1,
+            Nn::Conv2d { .. }
+            | Nn::Conv2dBackpropInput { .. }
+            | Nn::Conv2dBackpropFilter { .. } => 2,
+            Nn::PoolGrad {
+                kind: PoolKind::Max,
+                ..
+            } => 2,
+            Nn::Pool { .. } | Nn::PoolGrad { .. } => 1,
         })
     }
 
@@ -510,6 +543,39 @@ impl Family for Nn {
                 let d = xs.dims();
                 let [oh, ow] = window.out_hw([d[2], d[3]])?;
                 Ok((Shape(vec![d[0], d[1], oh, ow]), DType::F32))
+            }
+            (
+                Nn::Conv2dBackpropInput {
+                    window,
+                    groups,
+                    input_hw,
+                },
+                [(ys, dy), (ws, dw)],
+            ) => Ok((
+                backward::backprop_input_shape(window, *groups, *input_hw, (ys, *dy), (ws, *dw))?,
+                DType::F32,
+            )),
+            (Nn::Conv2dBackpropFilter { window, groups }, [(xs, dx), (ys, dy)]) => Ok((
+                backward::backprop_filter_shape(window, *groups, (xs, *dx), (ys, *dy))?,
+                DType::F32,
+            )),
+            (
+                Nn::PoolGrad {
+                    kind,
+                    window,
+                    input_hw,
+                },
+                ins,
+            ) => {
+                let (x, dy) = match ins {
+                    [(xs, dx), (ys, dy)] => (Some((xs, *dx)), (ys, *dy)),
+                    [(ys, dy)] => (None, (ys, *dy)),
+                    _ => return Err(format!("takes {} input(s)", self.arity())),
+                };
+                Ok((
+                    backward::pool_grad_shape(*kind, window, *input_hw, x, dy)?,
+                    DType::F32,
+                ))
             }
             _ => Err(format!(
                 "takes {} input(s), {} given",
@@ -563,14 +629,54 @@ impl Family for Nn {
                 window,
                 out: cx.shape.clone(),
             }))),
+            Nn::Conv2dBackpropInput { window, groups, .. } => {
+                let k = NnGradKernel {
+                    op: NnGradOp::ConvInput,
+                    x: cx.shape.clone(),
+                    w: cx.in_shape(1).clone(),
+                    y: cx.in_shape(0).clone(),
+                    window,
+                    groups,
+                    chunk: None,
+                };
+                Ok(lower_grad(cx, k))
+            }
+            Nn::Conv2dBackpropFilter { window, groups } => {
+                let k = NnGradKernel {
+                    op: NnGradOp::ConvFilter,
+                    x: cx.in_shape(0).clone(),
+                    w: cx.shape.clone(),
+                    y: cx.in_shape(1).clone(),
+                    window,
+                    groups,
+                    chunk: None,
+                };
+                Ok(lower_grad(cx, k))
+            }
+            Nn::PoolGrad { kind, window, .. } => {
+                let y = cx.in_shape(cx.args.len() - 1).clone();
+                let c = y.dims()[1];
+                let [kh, kw] = window.kernel;
+                Ok(cx.dispatch(Kernel::NnGrad(NnGradKernel {
+                    op: grad_op(kind),
+                    x: cx.shape.clone(),
+                    w: Shape(vec![c, 1, kh, kw]),
+                    y,
+                    window,
+                    groups: c.max(1),
+                    chunk: None,
+                })))
+            }
         }
     }
 
     fn on_empty_input(&self, _dtype: DType) -> EmptyInput {
         match self {
-            // Zero input channels: a sum over nothing.
-            Nn::Conv2d { .. } => EmptyInput::Fill(0),
-            Nn::Pool { .. } => EmptyInput::Impossible,
+            // Zero input channels (or no batch, for the gradients): a sum over nothing.
+            Nn::Conv2d { .. }
+            | Nn::Conv2dBackpropInput { .. }
+            | Nn::Conv2dBackpropFilter { .. } => EmptyInput::Fill(0),
+            Nn::Pool { .. } | Nn::PoolGrad { .. } => EmptyInput::Impossible,
         }
     }
 
@@ -579,6 +685,28 @@ impl Family for Nn {
     /// maximum (max). See `nn/grad.rs`.
     fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
         self.vjp(g, cx)
+    }
+}
+
+/// The backward kernel of `k` and, when split, the reduction adding its chunks.
+fn lower_grad(cx: &mut LowerCx<'_>, k: NnGradKernel) -> Lowered {
+    match k.passes() {
+        (first, None) => cx.dispatch(Kernel::NnGrad(first)),
+        (first, Some(sum)) => {
+            let shape = first.out_shape();
+            let partial = cx.partial(Kernel::NnGrad(first), shape, cx.args.to_vec());
+            Lowered::Dispatch {
+                kernel: Kernel::Reduce(sum),
+                inputs: vec![partial],
+            }
+        }
+    }
+}
+
+fn grad_op(kind: PoolKind) -> NnGradOp {
+    match kind {
+        PoolKind::Max => NnGradOp::MaxPool,
+        PoolKind::Avg => NnGradOp::AvgPool,
     }
 }
 

@@ -82,7 +82,7 @@ impl Kind {
             | Kernel::Concat(_)
             | Kernel::Pad(_)
             | Kernel::Gather(_) => Kind::Movement,
-            Kernel::Conv2d(_) | Kernel::Pool(_) => Kind::Nn,
+            Kernel::Conv2d(_) | Kernel::Pool(_) | Kernel::NnGrad(_) => Kind::Nn,
             Kernel::Random(_) => Kind::Random,
             Kernel::RawWgsl(_) => Kind::Custom,
         }

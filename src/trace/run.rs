@@ -185,6 +185,7 @@ pub fn kernel_kind(kernel: &Kernel) -> &'static str {
         Kernel::Gather(_) => "gather",
         Kernel::Conv2d(_) => "conv2d",
         Kernel::Pool(_) => "pool",
+        Kernel::NnGrad(_) => "nn_grad",
         Kernel::Random(_) => "random",
         Kernel::RawWgsl(_) => "raw_wgsl",
         Kernel::Scan(_) => "scan",
@@ -206,6 +207,7 @@ pub fn kernel_flops(kernel: &Kernel, out_elements: u64) -> Option<u64> {
             let per = w.get(1..4)?.iter().map(|&d| d as u64).product::<u64>();
             Some(2 * k.out.numel() as u64 * per)
         }
+        Kernel::NnGrad(k) => k.flops(),
         Kernel::Elementwise(_) => Some(out_elements),
         Kernel::Reduce(k) => Some(k.in_shape.numel() as u64),
         // One combine per element of the scanned axis.

@@ -15,14 +15,14 @@ use crate::ops::family::CpuIn;
 use rayon::prelude::*;
 
 /// Floats of im2col columns (and of product tiles) one task holds at a time.
-const COL_BUDGET: usize = 1 << 20;
+pub(super) const COL_BUDGET: usize = 1 << 20;
 /// Output pixels a block of images aims for, so small images still make sgemm worthwhile.
 const BLOCK_COLS: usize = 512;
 
 /// Resolves `CpuIn`s to words; an input the output is written over (only an epilogue extra
 /// of the output's shape can be) is read from a copy of `out`, since the kernel overwrites
 /// the slot before the epilogue reads it.
-fn words<'a>(inputs: &[CpuIn<'a>], own: &'a Option<Vec<u32>>) -> Vec<&'a [u32]> {
+pub(super) fn words<'a>(inputs: &[CpuIn<'a>], own: &'a Option<Vec<u32>>) -> Vec<&'a [u32]> {
     inputs
         .iter()
         .map(|i| match i {
@@ -32,7 +32,7 @@ fn words<'a>(inputs: &[CpuIn<'a>], own: &'a Option<Vec<u32>>) -> Vec<&'a [u32]> 
         .collect()
 }
 
-fn copy_of_out(inputs: &[CpuIn<'_>], out: &[u32]) -> Option<Vec<u32>> {
+pub(super) fn copy_of_out(inputs: &[CpuIn<'_>], out: &[u32]) -> Option<Vec<u32>> {
     inputs
         .iter()
         .any(|i| matches!(i, CpuIn::Output))
@@ -207,7 +207,7 @@ impl Conv2dKernel {
 
     /// One im2col row: for columns `q0..q0 + dst.len()` of the block starting at image `n0`,
     /// the element of channel `plane_c` that window offset `(ki, kj)` reads, or zero.
-    fn gather(
+    pub(super) fn gather(
         &self,
         x: &[f32],
         (c_all, h, wd): (usize, usize, usize),

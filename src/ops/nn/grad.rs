@@ -1,6 +1,17 @@
-//! Gradient rules of conv2d and pooling, built only from forward ops (reshape, transpose,
-//! flip, pad, slice, concat, comparisons, `where`, cumsum and conv2d itself), so the rules
-//! need no other family's gradient.
+//! Gradient rules of conv2d and pooling, and of their backward primitives.
+//!
+//! conv2d's and the pools' rules build the backward primitives of `backward.rs`
+//! (`conv2d_backprop_input`, `conv2d_backprop_filter`, `max_pool2d_grad`,
+//! `avg_pool2d_grad`): one kernel each. The backward primitives are bilinear (conv) or
+//! linear (avg) in their inputs, so their own rules are the forward op and the other
+//! backward primitive; `max_pool2d_grad`'s gradient for `dy` gathers at each window's first
+//! maximum, and is zero for `x` (a piecewise-constant routing).
+//!
+//! The composite rules below (in [`reference`]) are built only from forward ops (reshape,
+//! transpose, flip, pad, slice, concat, comparisons, `where`, cumsum and conv2d itself);
+//! they are what the primitives are tested against, and what a pool's rule falls back to
+//! when its gathered GPU kernel would loop past [`LOOP_BUDGET`] (a window far wider than
+//! its stride):
 //!
 //! * conv2d, input: a transposed convolution. `dy` is dilated by the stride (zeros
 //!   interleaved), padded by `(k - 1)·dilation - padding` before and up to the input's size
@@ -21,15 +32,17 @@
 //!   cumulative sum, and the routed values scattered back by a transposed convolution with
 //!   one-hot kernels.
 
+use super::backward::{NnGradKernel, NnGradOp};
 use super::{dims4, Nn, PoolKind, Window, LOOP_BUDGET};
 use crate::graph::{Conv2dOptions, Graph, PadMode, Tensor};
 use crate::ops::{GradCx, SliceArg};
 use crate::{DType, HostTensor, Result};
 
 impl Nn {
-    /// The vector-Jacobian product of one conv2d or pooling node (see
+    /// The vector-Jacobian product of one node of the family (see
     /// [`Family::grad`](crate::ops::Family::grad)).
     pub(super) fn vjp(&self, g: &mut Graph, cx: &GradCx<'_>) -> Result<Vec<Option<Tensor>>> {
+        let want = |i: usize| cx.wants(i);
         match *self {
             Nn::Conv2d { window, groups } => {
                 let (x, w) = (cx.inputs[0], cx.inputs[1]);
@@ -38,36 +51,190 @@ impl Nn {
                 // An empty side (no batch, no channels) contributes nothing: zeros, without
                 // building ops over empty tensors.
                 if xs.contains(&0) || ws.contains(&0) || g.shape(cx.dy)?.numel() == 0 {
-                    let dx = cx
-                        .wants(0)
+                    let dx = want(0)
                         .then(|| g.zeros(xs.to_vec(), DType::F32))
                         .transpose()?;
-                    let dw = cx
-                        .wants(1)
+                    let dw = want(1)
                         .then(|| g.zeros(ws.to_vec(), DType::F32))
                         .transpose()?;
                     return Ok(vec![dx, dw]);
                 }
-                let dx = cx
-                    .wants(0)
-                    .then(|| conv_input_grad(g, cx.dy, w, &window, groups, [xs[2], xs[3]]))
+                let opts = conv_options(&window, groups);
+                let dx = want(0)
+                    .then(|| g.conv2d_backprop_input(cx.dy, w, [xs[2], xs[3]], opts))
                     .transpose()?;
-                let dw = cx
-                    .wants(1)
-                    .then(|| conv_weight_grad(g, cx.dy, x, &window, groups, [ws[2], ws[3]]))
+                let dw = want(1)
+                    .then(|| g.conv2d_backprop_filter(x, cx.dy, [ws[2], ws[3]], opts))
                     .transpose()?;
                 Ok(vec![dx, dw])
             }
             Nn::Pool { kind, window } => {
-                if !cx.wants(0) {
+                if !want(0) {
                     return Ok(vec![None]);
                 }
-                let dx = match kind {
-                    PoolKind::Avg => avg_pool_grad(g, cx.inputs[0], cx.dy, &window)?,
-                    PoolKind::Max => max_pool_grad(g, cx.inputs[0], cx.output, cx.dy, &window)?,
+                let x = cx.inputs[0];
+                let xs = dims4(g.shape(x)?);
+                let hw = [xs[2], xs[3]];
+                let (k, s, p) = (window.kernel, window.stride, window.padding);
+                let ys = g.shape(cx.dy)?.clone();
+                let gathered = NnGradKernel {
+                    op: match kind {
+                        PoolKind::Max => NnGradOp::MaxPool,
+                        PoolKind::Avg => NnGradOp::AvgPool,
+                    },
+                    x: crate::Shape(xs.to_vec()),
+                    w: crate::Shape(vec![xs[1], 1, k[0], k[1]]),
+                    y: ys,
+                    window,
+                    groups: xs[1].max(1),
+                    chunk: None,
+                };
+                let fits = gathered.loop_iterations() <= LOOP_BUDGET;
+                let dx = match (kind, fits) {
+                    (PoolKind::Max, true) => g.max_pool2d_grad(x, cx.dy, k, s, p)?,
+                    (PoolKind::Avg, true) => g.avg_pool2d_grad(cx.dy, hw, k, s, p)?,
+                    (PoolKind::Max, false) => max_pool_grad(g, x, cx.output, cx.dy, &window)?,
+                    (PoolKind::Avg, false) => avg_pool_grad(g, cx.dy, hw, &window)?,
                 };
                 Ok(vec![Some(dx)])
             }
+            Nn::Conv2dBackpropInput { window, groups, .. } => {
+                // dx = Σ dy·w over matching taps: d(dy) is conv2d(ḡ, w), d(w) the filter
+                // gradient of ḡ against dy.
+                let (dy, w) = (cx.inputs[0], cx.inputs[1]);
+                let opts = conv_options(&window, groups);
+                let ddy = want(0)
+                    .then(|| g.conv2d(cx.dy, w, None, opts))
+                    .transpose()?;
+                let dw = want(1)
+                    .then(|| g.conv2d_backprop_filter(cx.dy, dy, window.kernel, opts))
+                    .transpose()?;
+                Ok(vec![ddy, dw])
+            }
+            Nn::Conv2dBackpropFilter { window, groups } => {
+                let (x, dy) = (cx.inputs[0], cx.inputs[1]);
+                let xs = dims4(g.shape(x)?);
+                let opts = conv_options(&window, groups);
+                let dx = want(0)
+                    .then(|| g.conv2d_backprop_input(dy, cx.dy, [xs[2], xs[3]], opts))
+                    .transpose()?;
+                let ddy = want(1)
+                    .then(|| g.conv2d(x, cx.dy, None, opts))
+                    .transpose()?;
+                Ok(vec![dx, ddy])
+            }
+            Nn::PoolGrad {
+                kind: PoolKind::Avg,
+                window,
+                ..
+            } => {
+                let (k, s, p) = (window.kernel, window.stride, window.padding);
+                Ok(vec![want(0)
+                    .then(|| g.avg_pool2d(cx.dy, k, s, p))
+                    .transpose()?])
+            }
+            Nn::PoolGrad {
+                kind: PoolKind::Max,
+                window,
+                ..
+            } => {
+                let x = cx.inputs[0];
+                let dx = want(0)
+                    .then(|| {
+                        let xs = g.shape(x)?.dims().to_vec();
+                        g.zeros(xs, DType::F32)
+                    })
+                    .transpose()?;
+                let ddy = want(1)
+                    .then(|| max_pool_gather(g, x, cx.dy, &window))
+                    .transpose()?;
+                Ok(vec![dx, ddy])
+            }
+        }
+    }
+}
+
+fn conv_options(window: &Window, groups: usize) -> Conv2dOptions {
+    Conv2dOptions {
+        stride: window.stride,
+        padding: window.padding,
+        dilation: window.dilation,
+        groups,
+    }
+}
+
+/// The composite rules, kept as the reference the backward primitives are tested against
+/// (and built by the pools' rules when the gathered kernel would loop too long).
+#[doc(hidden)]
+pub mod reference {
+    use super::*;
+
+    /// conv2d's input gradient as a transposed convolution of forward ops.
+    pub fn conv2d_backprop_input(
+        g: &mut Graph,
+        dy: Tensor,
+        w: Tensor,
+        input_hw: [usize; 2],
+        opts: Conv2dOptions,
+    ) -> Result<Tensor> {
+        let ws = dims4(g.shape(w)?);
+        let window = window_of([ws[2], ws[3]], &opts);
+        conv_input_grad(g, dy, w, &window, opts.groups, input_hw)
+    }
+
+    /// conv2d's weight gradient as a convolution of the batch-swapped input with `dy`.
+    pub fn conv2d_backprop_filter(
+        g: &mut Graph,
+        x: Tensor,
+        dy: Tensor,
+        kernel: [usize; 2],
+        opts: Conv2dOptions,
+    ) -> Result<Tensor> {
+        let window = window_of(kernel, &opts);
+        conv_weight_grad(g, dy, x, &window, opts.groups, kernel)
+    }
+
+    /// max pooling's gradient through stacked window taps, a cumsum and one-hot kernels.
+    pub fn max_pool2d_grad(
+        g: &mut Graph,
+        x: Tensor,
+        dy: Tensor,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Result<Tensor> {
+        let y = g.max_pool2d(x, kernel, stride, padding)?;
+        let window = pool_window(kernel, stride, padding);
+        max_pool_grad(g, x, y, dy, &window)
+    }
+
+    /// avg pooling's gradient through a transposed convolution with a kernel of ones.
+    pub fn avg_pool2d_grad(
+        g: &mut Graph,
+        dy: Tensor,
+        input_hw: [usize; 2],
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Result<Tensor> {
+        avg_pool_grad(g, dy, input_hw, &pool_window(kernel, stride, padding))
+    }
+
+    fn window_of(kernel: [usize; 2], opts: &Conv2dOptions) -> Window {
+        Window {
+            kernel,
+            stride: opts.stride,
+            padding: opts.padding,
+            dilation: opts.dilation,
+        }
+    }
+
+    fn pool_window(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window {
+        Window {
+            kernel,
+            stride,
+            padding,
+            dilation: [1, 1],
         }
     }
 }
@@ -252,9 +419,9 @@ fn in_bounds(window: &Window, k: usize, outs: usize, n: usize) -> Vec<Vec<bool>>
 }
 
 /// avg pooling's gradient: each window's `dy / count` added to every in-bounds cell.
-fn avg_pool_grad(g: &mut Graph, x: Tensor, dy: Tensor, window: &Window) -> Result<Tensor> {
-    let [n, c, h, wd] = dims4(g.shape(x)?);
-    let [_, _, oh, ow] = dims4(g.shape(dy)?);
+fn avg_pool_grad(g: &mut Graph, dy: Tensor, hw: [usize; 2], window: &Window) -> Result<Tensor> {
+    let [n, c, oh, ow] = dims4(g.shape(dy)?);
+    let [h, wd] = hw;
     let rows = in_bounds(window, 0, oh, h);
     let cols = in_bounds(window, 1, ow, wd);
     let count = |v: &Vec<bool>| v.iter().filter(|&&b| b).count() as f32;
@@ -271,22 +438,14 @@ fn avg_pool_grad(g: &mut Graph, x: Tensor, dy: Tensor, window: &Window) -> Resul
     g.reshape(dx, &isz(&[n, c, h, wd]))
 }
 
-/// max pooling's gradient: `dy` routed to the first in-bounds cell of each window that
-/// equals the output (or is NaN, when the output is).
-fn max_pool_grad(
-    g: &mut Graph,
-    x: Tensor,
-    y: Tensor,
-    dy: Tensor,
-    window: &Window,
-) -> Result<Tensor> {
-    let [n, c, h, wd] = dims4(g.shape(x)?);
-    let [_, _, oh, ow] = dims4(g.shape(dy)?);
+/// Tap (i, j) of every window of `t` (`[N, C, H, W]`): `t_pad[.., y·s + i, x·s + j]`,
+/// stacked as `[N, C, KH·KW, OH, OW]`.
+fn window_taps(g: &mut Graph, t: Tensor, window: &Window, out: [usize; 2]) -> Result<Tensor> {
     let ([kh, kw], s, p) = (window.kernel, window.stride, window.padding);
-    // Tap (i, j) of every window: x_pad[.., y·s + i, x·s + j], stacked as [N, C, KH·KW, OH, OW].
-    let xp = pad_or_crop(
+    let [oh, ow] = out;
+    let tp = pad_or_crop(
         g,
-        x,
+        t,
         [
             (p[0] as isize, p[0] as isize),
             (p[1] as isize, p[1] as isize),
@@ -303,11 +462,20 @@ fn max_pool_grad(
                 )
             };
             let all = SliceArg::full();
-            let tap = g.slice(xp, &[all, all, at(i, oh, 0), at(j, ow, 1)])?;
-            taps.push(tap);
+            taps.push(g.slice(tp, &[all, all, at(i, oh, 0), at(j, ow, 1)])?);
         }
     }
-    let stacked = g.stack(&taps, 2)?;
+    g.stack(&taps, 2)
+}
+
+/// Where each window's maximum `y` is first found: a bool `[N, C, KH·KW, OH, OW]` with one
+/// true tap per window (the first in-bounds cell, in row-major window order, that equals
+/// the output, or is NaN when the output is).
+fn first_max(g: &mut Graph, x: Tensor, y: Tensor, window: &Window) -> Result<Tensor> {
+    let [_, _, h, wd] = dims4(g.shape(x)?);
+    let [_, _, oh, ow] = dims4(g.shape(y)?);
+    let [kh, kw] = window.kernel;
+    let stacked = window_taps(g, x, window, [oh, ow])?;
     let ye = g.expand_dims(y, 2)?;
     let equal = g.equal(stacked, ye)?;
     let nan = g.isnan(stacked)?;
@@ -330,7 +498,23 @@ fn max_pool_grad(
     // The first hit is the one where the running count of hits reaches 1.
     let running = g.cumsum(hits, 2)?;
     let reached = g.equal(running, one)?;
-    let first = g.logical_and(hit, reached)?;
+    g.logical_and(hit, reached)
+}
+
+/// max pooling's gradient: `dy` routed to the first in-bounds cell of each window that
+/// equals the output (or is NaN, when the output is).
+fn max_pool_grad(
+    g: &mut Graph,
+    x: Tensor,
+    y: Tensor,
+    dy: Tensor,
+    window: &Window,
+) -> Result<Tensor> {
+    let [n, c, h, wd] = dims4(g.shape(x)?);
+    let [_, _, oh, ow] = dims4(g.shape(dy)?);
+    let [kh, kw] = window.kernel;
+    let first = first_max(g, x, y, window)?;
+    let zero = g.constant(0.0f32)?;
     let dye = g.expand_dims(dy, 2)?;
     let routed = g.select(first, dye, zero)?;
     let routed = g.reshape(routed, &isz(&[n * c, kh * kw, oh, ow]))?;
@@ -345,4 +529,17 @@ fn max_pool_grad(
     let onehot = g.constant(HostTensor::new(vec![1, kh * kw, kh, kw], onehot)?)?;
     let dx = conv_transpose(g, routed, onehot, window, 1, [h, wd])?;
     g.reshape(dx, &isz(&[n, c, h, wd]))
+}
+
+/// `max_pool2d_grad`'s gradient for `dy`: `gx` (shaped like `x`) read at each window's
+/// first maximum, `[N, C, OH, OW]`.
+fn max_pool_gather(g: &mut Graph, x: Tensor, gx: Tensor, window: &Window) -> Result<Tensor> {
+    let (k, s, p) = (window.kernel, window.stride, window.padding);
+    let y = g.max_pool2d(x, k, s, p)?;
+    let [_, _, oh, ow] = dims4(g.shape(y)?);
+    let first = first_max(g, x, y, window)?;
+    let taps = window_taps(g, gx, window, [oh, ow])?;
+    let zero = g.constant(0.0f32)?;
+    let picked = g.select(first, taps, zero)?;
+    g.sum(picked, crate::Axes::List(vec![2]), false)
 }
