@@ -16,6 +16,9 @@ use rayon::prelude::*;
 
 /// Floats of im2col columns (and of product tiles) one task holds at a time.
 pub(super) const COL_BUDGET: usize = 1 << 20;
+/// Input words a pooling task reads at least (whole planes): smaller tasks cost more in
+/// rayon's bookkeeping than their work (measured on W7's 8x8 planes).
+pub(super) const TASK_WORDS: usize = 1 << 14;
 /// Output pixels a block of images aims for, so small images still make sgemm worthwhile.
 const BLOCK_COLS: usize = 512;
 
@@ -313,8 +316,18 @@ impl PoolKernel {
             }
         };
         let plane_len = (oh * ow).max(1);
+        // Tasks of whole planes, each reading at least TASK_WORDS input words: a task per
+        // small plane would cost more in rayon's bookkeeping than its work.
+        let per_task = plane_len * (TASK_WORDS / (h * wd).max(1)).max(1);
         if self.x.numel() >= 1 << 15 {
-            out.par_chunks_mut(plane_len).enumerate().for_each(plane);
+            out.par_chunks_mut(per_task)
+                .enumerate()
+                .for_each(|(t, dst)| {
+                    let first = t * (per_task / plane_len);
+                    for (i, p) in dst.chunks_mut(plane_len).enumerate() {
+                        plane((first + i, p));
+                    }
+                });
         } else {
             out.chunks_mut(plane_len).enumerate().for_each(plane);
         }

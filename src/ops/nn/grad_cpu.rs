@@ -12,7 +12,7 @@
 //!   row-major order: the same additions, in the same order, as the WGSL kernels.
 
 use super::backward::{NnGradKernel, NnGradOp};
-use super::cpu::{copy_of_out, words, COL_BUDGET};
+use super::cpu::{copy_of_out, words, COL_BUDGET, TASK_WORDS};
 use super::*;
 use crate::ops::family::CpuIn;
 use rayon::prelude::*;
@@ -326,44 +326,47 @@ impl NnGradKernel {
     fn pool(&self, x: Option<&[f32]>, dy: &[f32], out: &mut [f32]) {
         let [_, _, h, wd] = dims4(&self.x);
         let [_, _, oh, ow] = dims4(&self.y);
-        let [kh, kw] = self.window.kernel;
         let win = &self.window;
+        // Pools have no dilation: a window's in-bounds cells are a rectangle.
+        let span = |o: usize, k: usize| {
+            let lo = (o * win.stride[k]).saturating_sub(win.padding[k]);
+            let hi = (o * win.stride[k] + win.kernel[k]).saturating_sub(win.padding[k]);
+            lo..hi.min([h, wd][k])
+        };
+        let (rows, cols): (Vec<_>, Vec<_>) = (
+            (0..oh).map(|o| span(o, 0)).collect(),
+            (0..ow).map(|o| span(o, 1)).collect(),
+        );
         let plane = |(nc, dst): (usize, &mut [f32])| {
             dst.fill(0.0);
             let g = &dy[nc * oh * ow..(nc + 1) * oh * ow];
-            for oy in 0..oh {
-                let rows: Vec<usize> = (0..kh).filter_map(|ki| win.at(0, oy, ki, h)).collect();
-                for ox in 0..ow {
+            let xs = x.map(|x| &x[nc * h * wd..(nc + 1) * h * wd]);
+            for (oy, ry) in rows.iter().enumerate() {
+                for (ox, rx) in cols.iter().enumerate() {
                     let gv = g[oy * ow + ox];
-                    let cols = (0..kw).filter_map(|kj| win.at(1, ox, kj, wd));
-                    match x {
-                        Some(x) => {
-                            let xs = &x[nc * h * wd..(nc + 1) * h * wd];
+                    match xs {
+                        Some(xs) => {
                             // The forward's fold: the first cell, then a strictly greater
                             // one, or the first NaN (which then stays).
-                            let mut best: Option<(f32, usize)> = None;
-                            for &y in &rows {
-                                for xx in cols.clone() {
-                                    let (v, at) = (xs[y * wd + xx], y * wd + xx);
-                                    best = match best {
-                                        None => Some((v, at)),
-                                        Some((b, _)) if !b.is_nan() && (v.is_nan() || v > b) => {
-                                            Some((v, at))
-                                        }
-                                        keep => keep,
-                                    };
+                            let mut at = ry.start * wd + rx.start;
+                            let mut best = xs[at];
+                            for y in ry.clone() {
+                                for (xx, &v) in
+                                    xs[y * wd + rx.start..y * wd + rx.end].iter().enumerate()
+                                {
+                                    if !best.is_nan() && (v.is_nan() || v > best) {
+                                        best = v;
+                                        at = y * wd + rx.start + xx;
+                                    }
                                 }
                             }
-                            if let Some((_, at)) = best {
-                                dst[at] += gv;
-                            }
+                            dst[at] += gv;
                         }
                         None => {
-                            let n = rows.len() * cols.clone().count();
-                            let share = gv / n as f32;
-                            for &y in &rows {
-                                for xx in cols.clone() {
-                                    dst[y * wd + xx] += share;
+                            let share = gv / (ry.len() * rx.len()) as f32;
+                            for y in ry.clone() {
+                                for d in &mut dst[y * wd + rx.start..y * wd + rx.end] {
+                                    *d += share;
                                 }
                             }
                         }
@@ -372,8 +375,16 @@ impl NnGradKernel {
             }
         };
         let plane_len = (h * wd).max(1);
+        let per_task = plane_len * (TASK_WORDS / plane_len).max(1);
         if self.x.numel() >= 1 << 15 {
-            out.par_chunks_mut(plane_len).enumerate().for_each(plane);
+            out.par_chunks_mut(per_task)
+                .enumerate()
+                .for_each(|(t, dst)| {
+                    let first = t * (per_task / plane_len);
+                    for (i, p) in dst.chunks_mut(plane_len).enumerate() {
+                        plane((first + i, p));
+                    }
+                });
         } else {
             out.chunks_mut(plane_len).enumerate().for_each(plane);
         }
