@@ -239,12 +239,18 @@ impl Conv2dKernel {
                 Some(iy) => {
                     let base = (((n0 + img) * c_all + plane_c) * h + iy) * wd;
                     let src = &x[base..base + wd];
-                    for (i, v) in out_row.iter_mut().enumerate() {
-                        let ix = ((ox0 + i) * s + kj * d).checked_sub(pad);
-                        *v = match ix {
-                            Some(ix) if ix < wd => src[ix],
-                            _ => 0.0,
-                        };
+                    let r = tap_range(ox0, run, (s, kj * d, pad), wd);
+                    out_row[..r.start].fill(0.0);
+                    out_row[r.end..].fill(0.0);
+                    let first = ((ox0 + r.start) * s + kj * d).saturating_sub(pad);
+                    if r.is_empty() {
+                        // Every tap of the run is padding.
+                    } else if s == 1 {
+                        out_row[r.clone()].copy_from_slice(&src[first..first + r.len()]);
+                    } else {
+                        for (v, &x) in out_row[r].iter_mut().zip(src[first..].iter().step_by(s)) {
+                            *v = x;
+                        }
                     }
                 }
             }
@@ -252,6 +258,22 @@ impl Conv2dKernel {
             q += run;
         }
     }
+}
+
+/// The outputs `ox0 + i` (`i` in the returned range, within `0..run`) whose window tap
+/// `ix = ox·s + off - pad` (`(s, off, pad)`) lies inside `0..wd`: a run of im2col columns
+/// is zero outside it and a strided (contiguous at stride 1) read of the row inside it.
+pub(super) fn tap_range(
+    ox0: usize,
+    run: usize,
+    (s, off, pad): (usize, usize, usize),
+    wd: usize,
+) -> std::ops::Range<usize> {
+    // The smallest output whose tap reaches `bound`.
+    let first = |bound: usize| bound.saturating_sub(off).div_ceil(s.max(1));
+    let lo = first(pad).clamp(ox0, ox0 + run);
+    let hi = first(wd + pad).clamp(lo, ox0 + run);
+    lo - ox0..hi - ox0
 }
 
 impl PoolKernel {

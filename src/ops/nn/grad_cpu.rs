@@ -12,7 +12,7 @@
 //!   row-major order: the same additions, in the same order, as the WGSL kernels.
 
 use super::backward::{NnGradKernel, NnGradOp};
-use super::cpu::{copy_of_out, words, COL_BUDGET, TASK_WORDS};
+use super::cpu::{copy_of_out, tap_range, words, COL_BUDGET, TASK_WORDS};
 use super::*;
 use crate::ops::family::CpuIn;
 use rayon::prelude::*;
@@ -200,11 +200,18 @@ impl NnGradKernel {
             if let Some(iy) = self.window.at(0, oy, ki, h) {
                 let base = ((img * c_all + plane_c) * h + iy) * wd;
                 let row = &mut dst[base..base + wd];
-                for (i, v) in src[at..at + run].iter().enumerate() {
-                    if let Some(ix) = ((ox0 + i) * s + kj * d).checked_sub(pad) {
-                        if ix < wd {
-                            row[ix] += v;
-                        }
+                let r = tap_range(ox0, run, (s, kj * d, pad), wd);
+                let first = ((ox0 + r.start) * s + kj * d).saturating_sub(pad);
+                let vals = &src[at + r.start..at + r.end];
+                if vals.is_empty() {
+                    // Every tap of the run is padding.
+                } else if s == 1 {
+                    for (o, v) in row[first..first + vals.len()].iter_mut().zip(vals) {
+                        *o += v;
+                    }
+                } else {
+                    for (o, v) in row[first..].iter_mut().step_by(s).zip(vals) {
+                        *o += v;
                     }
                 }
             }
