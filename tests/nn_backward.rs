@@ -316,7 +316,8 @@ fn pool_grads_f64(
 
 #[test]
 fn pool_gradients_match_float64_and_the_composite_rules_with_ties_nan_and_infinities() {
-    let cases: [([usize; 4], [usize; 2], [usize; 2], [usize; 2]); 5] = [
+    type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 2]);
+    let cases: [Case; 5] = [
         ([2, 3, 8, 8], [2, 2], [2, 2], [0, 0]),
         ([1, 2, 7, 9], [3, 3], [2, 2], [1, 1]),
         ([1, 1, 6, 5], [3, 2], [1, 1], [1, 1]),
