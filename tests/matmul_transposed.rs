@@ -186,7 +186,13 @@ fn odd_sizes_every_side_transposed() {
 fn blocked_and_tiled_shapes_transposed() {
     // Divisible by 4 (register blocks), 16/32 (software blocks) and 64 (hardware tiles).
     let mut cases = Vec::new();
-    for mkn in [(4, 8, 4), (16, 32, 32), (64, 16, 64), (128, 64, 64), (12, 20, 8)] {
+    for mkn in [
+        (4, 8, 4),
+        (16, 32, 32),
+        (64, 16, 64),
+        (128, 64, 64),
+        (12, 20, 8),
+    ] {
         for t in BOTH_WAYS {
             cases.push(Case {
                 ba: vec![],
@@ -316,8 +322,8 @@ fn integer_products_transposed() {
 #[test]
 fn nan_and_infinities_propagate_through_transposed_reads() {
     // A = [[1, nan], [inf, 1], [2, 3]] stored transposed, B = [[1, 0], [0, 1]] stored
-    // transposed: the product is A itself, row 1 then [inf, 1]; and inf · 0 in row 1 of
-    // A @ [[0], [1]] gives NaN.
+    // transposed: NaN · 0 and inf · 0 are NaN, so rows 0 and 1 of A @ B are [NaN, NaN] and
+    // [inf, NaN], and of A @ [[0], [1]] NaN and NaN.
     let a_logical = [1.0, f32::NAN, f32::INFINITY, 1.0, 2.0, 3.0];
     let mut g = Graph::new();
     let a = operand(&mut g, &a_logical, &[], 3, 2, true);
@@ -327,7 +333,7 @@ fn nan_and_infinities_propagate_through_transposed_reads() {
     let z = g.matmul(a, c).unwrap();
     let want_y = HostTensor::new(
         vec![3, 2],
-        vec![1.0, f32::NAN, f32::INFINITY, f32::NAN, 2.0, 3.0],
+        vec![f32::NAN, f32::NAN, f32::INFINITY, f32::NAN, 2.0, 3.0],
     )
     .unwrap();
     let want_z = HostTensor::new(vec![3, 1], vec![f32::NAN, f32::NAN, 3.0]).unwrap();
@@ -411,7 +417,10 @@ fn matmul_gradients_launch_no_transpose_kernel() {
                 }
             }
         }
-        assert!(transposed >= 3, "{d}: {transposed} operands read transposed");
+        assert!(
+            transposed >= 3,
+            "{d}: {transposed} operands read transposed"
+        );
         // d(sum(x W1 W2))/dx = 1 · (W1 W2)ᵀ rows: every row of dx is the row sums of W1 W2.
         let xv = HostTensor::new(vec![8, 12], data(96, 5)).unwrap();
         let got = s.run(&[(x, xv)], &fetches).unwrap();
@@ -423,7 +432,9 @@ fn matmul_gradients_launch_no_transpose_kernel() {
                 *w += w1v[i * 16 + j] as f64 * row;
             }
         }
-        let want: Vec<f32> = (0..8).flat_map(|_| want.iter().map(|&x| x as f32)).collect();
+        let want: Vec<f32> = (0..8)
+            .flat_map(|_| want.iter().map(|&x| x as f32))
+            .collect();
         assert_close(
             &format!("dx on {d}"),
             &got[0],

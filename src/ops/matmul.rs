@@ -13,7 +13,8 @@ use crate::{DType, Shape};
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
 
-mod cpu;
+/// cpu:0's kernels; public for `benches/cpu_matmul.rs`, which measures them against sgemm.
+pub mod cpu;
 pub mod file;
 mod grad;
 mod shader;
