@@ -180,9 +180,7 @@ fn main() {
             kernel.run_cpu_into(&ins, &mut out).expect("matmul");
             black_box(&out);
         });
-        let path = if n <= wgflow::ops::matmul::cpu::SMALL_SIDE
-            || k <= wgflow::ops::matmul::cpu::SMALL_SIDE
-        {
+        let path = if wgflow::ops::matmul::cpu::takes_direct(k, n) {
             "direct"
         } else {
             "sgemm"

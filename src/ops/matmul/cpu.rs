@@ -1,6 +1,6 @@
 //! The matmul kernel on the CPU: f32 (and f16, widened to f32) products through
 //! `matrixmultiply`'s blocked, vectorized, multi-threaded sgemm, or through a direct kernel
-//! when N or K is small (see [`SMALL_SIDE`]); integer products through the scalar reference
+//! for a narrow B over a long K (see [`takes_direct`]); integer products through the scalar reference
 //! loop. Batches broadcast through zero strides, split-K chunks and operands stored
 //! transposed are read in place, as the WGSL kernels read them.
 //!
@@ -11,10 +11,16 @@
 use super::*;
 use rayon::prelude::*;
 
-/// Products whose N or K is at most this skip sgemm for [`direct`]: sgemm packs A into
-/// panels for its 8-wide micro-kernel, which for a narrow B costs as much as the product
-/// (`benches/cpu_matmul.rs` measures both).
-pub const SMALL_SIDE: usize = 32;
+/// Whether a product of inner length `k` and `n` columns runs [`direct`] rather than sgemm.
+/// Measured with `benches/cpu_matmul.rs` (2 cores, AVX2): sgemm keeps 20–55 GFLOP/s on
+/// nearly every narrow shape of an MLP or a small CNN (`[256,512]@[512,10]` 19.5 against
+/// direct's 21.9, `[512,256]ᵀ@[256,10]` 26.6 against 21.2, `[16,9]@[9,4096]` 18 against 14),
+/// and falls off only when a handful of columns meets a long K, where packing A for its
+/// 8-wide micro-kernel costs more than the product (a conv filter gradient
+/// `[16,4096]@[4096,9]`: 5.9 against 12.7).
+pub fn takes_direct(k: usize, n: usize) -> bool {
+    n <= 16 && k >= 1024
+}
 
 /// Columns of C the direct kernel keeps in registers per row: two AVX vectors of f32.
 const W: usize = 16;
@@ -156,7 +162,7 @@ impl MatMulKernel {
             if len == 0 {
                 // An empty sum.
                 c.fill(0.0);
-            } else if n <= SMALL_SIDE || len <= SMALL_SIDE {
+            } else if takes_direct(len, n) {
                 let a = Operand {
                     data: &a[a0..],
                     rows: ra,
@@ -231,8 +237,7 @@ pub struct Operand<'a> {
     pub cols: usize,
 }
 
-/// `C = A · B` (`[m, k] · [k, n]`, C row-major and fully written) for a product with a
-/// small side: B is packed once into rows padded to a multiple of [`W`], then each block of
+/// `C = A · B` (`[m, k] · [k, n]`, C row-major and fully written) for a narrow B: B is packed once into rows padded to a multiple of [`W`], then each block of
 /// [`R`] rows of C accumulates `W` columns at a time in registers over all of K, reading A
 /// where it lies (row-major or transposed). Blocks of rows run on rayon's pool above
 /// [`PAR_MACS`]. The caller checks that every index the shapes imply lies inside A and B.
