@@ -425,7 +425,7 @@ fn matmul_gradients_launch_no_transpose_kernel() {
         let xv = HostTensor::new(vec![8, 12], data(96, 5)).unwrap();
         let got = s.run(&[(x, xv)], &fetches).unwrap();
         let (w1v, w2v) = (data(192, 3), data(64, 4));
-        let mut want = vec![0f64; 12];
+        let mut want = [0f64; 12];
         for (i, w) in want.iter_mut().enumerate() {
             for j in 0..16 {
                 let row: f64 = (0..4).map(|c| w2v[j * 4 + c] as f64).sum();

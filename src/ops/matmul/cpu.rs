@@ -283,31 +283,46 @@ unsafe fn rows_fma(i0: usize, k: usize, n: usize, a: Operand<'_>, bp: &[f32], c:
     rows::<true>(i0, k, n, a, bp, c)
 }
 
-/// Rows `i0..` of C (as many as `c` holds) from A and the packed B `bp` (`[k, np]`).
+/// Rows `i0..` of C (as many as `c` holds) from A and the packed B `bp` (`[k, np]`): blocks
+/// of [`R`] rows, then the last rows one at a time, each with a constant row count so the
+/// accumulators stay in registers.
 #[inline(always)]
 fn rows<const FMA: bool>(i0: usize, k: usize, n: usize, a: Operand<'_>, bp: &[f32], c: &mut [f32]) {
-    let np = bp.len() / k.max(1);
     let m = c.len() / n;
-    let madd = |x: f32, y: f32, acc: f32| if FMA { x.mul_add(y, acc) } else { x * y + acc };
-    let mut r0 = 0;
-    while r0 < m {
-        let rb = R.min(m - r0);
-        for j0 in (0..np).step_by(W) {
-            let mut acc = [[0f32; W]; R];
-            for kk in 0..k {
-                let bv: &[f32; W] = bp[kk * np + j0..][..W].try_into().unwrap_or(&[0.0; W]);
-                for (r, acc) in acc.iter_mut().enumerate().take(rb) {
-                    let av = a.data[(i0 + r0 + r) * a.rows + kk * a.cols];
-                    for (x, &y) in acc.iter_mut().zip(bv) {
-                        *x = madd(av, y, *x);
-                    }
+    let full = m / R * R;
+    for r0 in (0..full).step_by(R) {
+        rows_block::<R, FMA>(i0 + r0, k, n, a, bp, &mut c[r0 * n..(r0 + R) * n]);
+    }
+    for r0 in full..m {
+        rows_block::<1, FMA>(i0 + r0, k, n, a, bp, &mut c[r0 * n..(r0 + 1) * n]);
+    }
+}
+
+/// `RB` rows of C starting at row `i0` of A, [`W`] columns at a time over all of K.
+#[inline(always)]
+fn rows_block<const RB: usize, const FMA: bool>(
+    i0: usize,
+    k: usize,
+    n: usize,
+    a: Operand<'_>,
+    bp: &[f32],
+    c: &mut [f32],
+) {
+    let np = bp.len() / k.max(1);
+    for j0 in (0..np).step_by(W) {
+        let mut acc = [[0f32; W]; RB];
+        for kk in 0..k {
+            let bv: &[f32; W] = bp[kk * np + j0..][..W].try_into().unwrap_or(&[0.0; W]);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = a.data[(i0 + r) * a.rows + kk * a.cols];
+                for (x, &y) in acc.iter_mut().zip(bv) {
+                    *x = if FMA { av.mul_add(y, *x) } else { av * y + *x };
                 }
             }
-            let w = W.min(n - j0);
-            for (r, acc) in acc.iter().enumerate().take(rb) {
-                c[(r0 + r) * n + j0..][..w].copy_from_slice(&acc[..w]);
-            }
         }
-        r0 += rb;
+        let w = W.min(n - j0);
+        for (r, acc) in acc.iter().enumerate() {
+            c[r * n + j0..][..w].copy_from_slice(&acc[..w]);
+        }
     }
 }
