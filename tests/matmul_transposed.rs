@@ -261,6 +261,20 @@ fn small_side_shapes_of_an_mlp_backward_pass() {
             mkn: (33, 65, 31),
             t: [true, true],
         },
+        // A conv filter gradient (cpu:0's direct kernel: few columns, long K), and one with
+        // rows left over after its 4-row blocks.
+        Case {
+            ba: vec![],
+            bb: vec![],
+            mkn: (16, 4096, 9),
+            t: [false, true],
+        },
+        Case {
+            ba: vec![],
+            bb: vec![],
+            mkn: (7, 1500, 3),
+            t: [true, false],
+        },
     ];
     run_cases(&cases, 1e-6);
 }
