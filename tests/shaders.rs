@@ -107,6 +107,7 @@ fn reductions_matmul_and_permute_validate() {
                 tiled: false,
                 epilogue: None,
                 k_chunk: None,
+                transposed: [false; 2],
             };
             check(&Kernel::MatMul(k.clone()));
             for software in [false, true] {
@@ -248,6 +249,7 @@ fn matmul_epilogues_validate_for(dt: DType, a: &[usize], b: &[usize], out: &[usi
             ],
         }),
         k_chunk: None,
+        transposed: [false; 2],
     };
     check(&Kernel::MatMul(k.clone()));
     for software in [false, true] {
@@ -473,6 +475,7 @@ fn split_k_and_vector_matmuls_validate() {
                 tiled: false,
                 epilogue: None,
                 k_chunk: None,
+                transposed: [false; 2],
             };
             let (first, sum) = k.passes();
             for software in [false, true] {
@@ -502,6 +505,7 @@ fn split_k_and_vector_matmuls_validate() {
             extra: vec![(Shape::from([6]), DType::F32)],
         }),
         k_chunk: None,
+        transposed: [false; 2],
     };
     let wgsl = Kernel::MatMul(bias_along_m.clone()).wgsl();
     assert!(wgsl.contains("in2[m]"), "{wgsl}");
@@ -575,6 +579,7 @@ fn kernels_with_split_bindings_validate() {
                 tiled: false,
                 epilogue: None,
                 k_chunk: None,
+                transposed: [false; 2],
             }
             .blocked_for(&kind),
         ));

@@ -18,6 +18,9 @@
 //! reduction becomes its epilogue (bias, activation, scaling, residual; `sqrt(mean(..) + eps)`,
 //! `log(sum(..)) + max`), under the same single-consumer rule: the intermediate result never
 //! reaches memory.
+//!
+//! First of all, a transpose of the last two axes that feeds a matmul is read in place by the
+//! matmul (see `fuse/transpose.rs`).
 
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::ops::elementwise::InputView;
@@ -26,6 +29,7 @@ use crate::Shape;
 use crate::{DType, HostTensor};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+mod transpose;
 mod work;
 
 use work::Work;
@@ -35,6 +39,7 @@ use work::Work;
 pub const RECOMPUTE_MAX_OPS: usize = 8;
 
 pub fn fuse(plan: Plan, target: &Target) -> Plan {
+    let plan = transpose::fuse_matmul_transposes(plan);
     let plan = fuse_elementwise(plan, target);
     let plan = fuse_prologues(plan, target);
     let plan = drop_unused(plan);

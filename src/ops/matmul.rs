@@ -4,7 +4,7 @@
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
 use crate::ops::family::{
-    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+    Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
@@ -13,7 +13,8 @@ use crate::{DType, Shape};
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
 
-mod cpu;
+/// cpu:0's kernels; public for `benches/cpu_matmul.rs`, which measures them against sgemm.
+pub mod cpu;
 pub mod file;
 mod grad;
 mod shader;
@@ -41,12 +42,11 @@ impl Epilogue {
         expr_fn_wgsl("wgf_epi", &self.expr, &dtypes, acc)
     }
 
-    /// Apply on the CPU to `acc` (the kernel's result, of `shape`) and the extra inputs.
-    pub fn run_cpu(&self, acc: &[u32], extra: &[&[u32]], shape: &Shape, dtype: DType) -> Vec<u32> {
+    /// The epilogue as an elementwise kernel over the product (`Input(0)`, of `shape`) and
+    /// the extra inputs.
+    pub fn kernel(&self, shape: &Shape, dtype: DType) -> ElementwiseKernel {
         let mut inputs = vec![(shape.clone(), dtype)];
         inputs.extend(self.extra.iter().cloned());
-        let mut words: Vec<&[u32]> = vec![acc];
-        words.extend_from_slice(extra);
         ElementwiseKernel {
             expr: self.expr.clone(),
             inputs,
@@ -54,7 +54,13 @@ impl Epilogue {
             out_dtype: dtype,
             views: Vec::new(),
         }
-        .run_cpu(&words)
+    }
+
+    /// Apply on the CPU to `acc` (the kernel's result, of `shape`) and the extra inputs.
+    pub fn run_cpu(&self, acc: &[u32], extra: &[&[u32]], shape: &Shape, dtype: DType) -> Vec<u32> {
+        let mut words: Vec<&[u32]> = vec![acc];
+        words.extend_from_slice(extra);
+        self.kernel(shape, dtype).run_cpu(&words)
     }
 }
 
@@ -171,6 +177,11 @@ pub struct MatMulKernel {
     /// length (the last one shorter) and its output is `[chunks, ..out]`, summed by a
     /// reduction after it (set by lowering, see [`MatMulKernel::passes`]).
     pub k_chunk: Option<usize>,
+    /// Operands stored as the transpose of their last two axes (A as `[.., K, M]`, B as
+    /// `[.., N, K]`), read in place with swapped indexing while `a` and `b` keep the logical
+    /// shapes: a backward matmul's `xᵀ` or `Wᵀ` then costs no transpose kernel. Only for
+    /// operands of rank 2 or more; set by fusion (see `compile/fuse.rs`).
+    pub transposed: [bool; 2],
 }
 
 /// Largest A (in bytes) whose K the register-blocked kernel reads from A's binding (see
@@ -188,6 +199,14 @@ impl MatMulKernel {
         let (a, b) = (as_matrix(&self.a, true), as_matrix(&self.b, false));
         let r = a.rank();
         (a.dims()[r - 2], a.dims()[r - 1], b.dims()[b.rank() - 1])
+    }
+
+    /// Element strides of one matrix of A along `(m, k)` and of B along `(k, n)`, as stored.
+    pub(crate) fn matrix_strides(&self) -> ((usize, usize), (usize, usize)) {
+        let (m, k, n) = self.mkn();
+        let sa = if self.transposed[0] { (1, m) } else { (k, 1) };
+        let sb = if self.transposed[1] { (1, k) } else { (n, 1) };
+        (sa, sb)
     }
 
     /// The output's batch dims: its dims before the matrix dims that 2-D operands add.
@@ -235,9 +254,10 @@ impl MatMulKernel {
             .collect();
         let mut dims = out_batch.0;
         if let Some(c) = self.k_chunk {
+            let ((_, ka), (kb, _)) = self.matrix_strides();
             dims.insert(0, self.chunks());
-            sa.insert(0, c);
-            sb.insert(0, c * n);
+            sa.insert(0, c * ka);
+            sb.insert(0, c * kb);
         }
         (dims, sa, sb)
     }
@@ -329,7 +349,14 @@ impl MatMulKernel {
         let mut out = self.clone();
         out.block = None;
         out.tiled = false;
-        if !n.is_multiple_of(4) || !k.is_multiple_of(4) || !self.dtype.is_numeric() {
+        // A stored transposed is loaded with vec4s along M, so M and the block's rows divide
+        // by 4 too.
+        let ta = self.transposed[0];
+        if !n.is_multiple_of(4)
+            || !k.is_multiple_of(4)
+            || (ta && !m.is_multiple_of(4))
+            || !self.dtype.is_numeric()
+        {
             return out;
         }
         if !adapter.software
@@ -356,7 +383,7 @@ impl MatMulKernel {
         let tn = [16, 8, 4].into_iter().find(|&t| t <= max && n % t == 0);
         let tm = [16, 8, 4, 2, 1]
             .into_iter()
-            .find(|&t| t <= max && m % t == 0);
+            .find(|&t| t <= max && m % t == 0 && (!ta || t % 4 == 0));
         if let (Some(tm), Some(tn)) = (tm, tn) {
             out.block = Some((tm, tn));
         }
@@ -391,7 +418,7 @@ impl MatMulKernel {
         if let Some((tm, tn)) = self.block {
             return self.wgsl_blocked(tm, tn);
         }
-        let (m, k, n) = self.mkn();
+        let (m, _, n) = self.mkn();
         let (bd, sa, sb) = self.batch();
         let (func, extra) = self.epilogue_wgsl();
         let mut bindings = Writer::new();
@@ -424,6 +451,13 @@ impl MatMulKernel {
         } else {
             format!("    {};", wgsl::store("out", "o", "acc", self.dtype))
         };
+        let ((ra, ka), (kb, nb)) = self.matrix_strides();
+        let term = |i: &str, s: usize| match s {
+            1 => i.to_string(),
+            _ => format!("{i} * {s}u"),
+        };
+        let a_at = format!("a_base + {} + {}", term("m", ra), term("k", ka));
+        let b_at = format!("b_base + {} + {}", term("k", kb), term("n", nb));
         let mut batch = Writer::new();
         batch.indent(1);
         wgsl::strided_index(&mut batch, "a_base", "batch", &bd, &sa);
@@ -439,14 +473,8 @@ impl MatMulKernel {
                 ("N", n.to_string()),
                 ("BATCH", batch.finish()),
                 ("ZERO", wgsl::literal(self.dtype, 0)),
-                (
-                    "A",
-                    wgsl::load("in0", &format!("a_base + m * {k}u + k"), self.dtype),
-                ),
-                (
-                    "B",
-                    wgsl::load("in1", &format!("b_base + k * {n}u + n"), self.dtype),
-                ),
+                ("A", wgsl::load("in0", &a_at, self.dtype)),
+                ("B", wgsl::load("in1", &b_at, self.dtype)),
                 ("FUNC", func),
                 ("STORE", store),
             ],
@@ -504,6 +532,7 @@ impl Family for MatMul {
             tiled: false,
             epilogue: None,
             k_chunk: None,
+            transposed: [false; 2],
         }
         .passes();
         Ok(match sum {
@@ -533,9 +562,17 @@ impl Family for MatMul {
 
 impl KernelDef for MatMulKernel {
     fn describe(&self) -> String {
+        let t = |yes: bool| if yes { " (read transposed)" } else { "" };
+        let product = format!(
+            "matmul {}{} @ {}{}",
+            self.a,
+            t(self.transposed[0]),
+            self.b,
+            t(self.transposed[1])
+        );
         match &self.epilogue {
-            None => format!("matmul {} @ {}", self.a, self.b),
-            Some(e) => format!("matmul {} @ {} then {}", self.a, self.b, e.expr.describe()),
+            None => product,
+            Some(e) => format!("{product} then {}", e.expr.describe()),
         }
     }
 
@@ -549,6 +586,10 @@ impl KernelDef for MatMulKernel {
 
     fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
         MatMulKernel::run_cpu(self, inputs)
+    }
+
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        MatMulKernel::run_cpu_into(self, inputs, out)
     }
 
     fn invocations(&self) -> u64 {

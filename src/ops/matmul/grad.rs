@@ -2,6 +2,11 @@
 //! the row `[1, K]`, a 1-D right operand as the column `[K, 1]`, and `dy` with the dropped
 //! 1s put back), `dA = dy @ Bᵀ` and `dB = Aᵀ @ dy`, each summed over the batch dims its
 //! operand was broadcast along and viewed back as the operand's shape.
+//!
+//! The transposes are ordinary graph nodes (the rule stays the textbook one, and other
+//! consumers may share them); fusion folds each into the matmul that reads it, which then
+//! reads the stored operand transposed in place (`compile/fuse/transpose.rs`), so no
+//! transpose kernel runs.
 
 use super::{as_matrix, matmul_shape, MatMul};
 use crate::graph::{Graph, Tensor};

@@ -56,25 +56,61 @@ impl MatMulKernel {
             "for (var k0 = 0u; k0 < k_len; k0 = k0 + {TILE_K}u) {{"
         ));
         w.indent(2);
-        w.line(&format!(
-            "let av = {};",
-            wgsl::load_vec4(
-                "in0",
-                &format!("(a_base + (tm * {TILE}u + ar) * {k}u + k0 + ac) / 4u"),
-                self.dtype
-            )
-        ));
-        for (l, lane) in ["x", "y", "z", "w"].iter().enumerate() {
-            w.line(&format!("a_tile[ar * {TILE_K}u + ac + {l}u] = av.{lane};"));
+        let [ta, tb] = self.transposed;
+        if ta {
+            // A stored `[K, M]`: 16 k x 16 vec4s along M, one per invocation.
+            w.line(&format!(
+                "let av = {};",
+                wgsl::load_vec4(
+                    "in0",
+                    &format!("(a_base + (k0 + lid / 16u) * {m}u + tm * {TILE}u) / 4u + lid % 16u"),
+                    self.dtype
+                )
+            ));
+            for (l, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                w.line(&format!(
+                    "a_tile[((lid % 16u) * 4u + {l}u) * {TILE_K}u + lid / 16u] = av.{lane};"
+                ));
+            }
+        } else {
+            w.line(&format!(
+                "let av = {};",
+                wgsl::load_vec4(
+                    "in0",
+                    &format!("(a_base + (tm * {TILE}u + ar) * {k}u + k0 + ac) / 4u"),
+                    self.dtype
+                )
+            ));
+            for (l, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                w.line(&format!("a_tile[ar * {TILE_K}u + ac + {l}u] = av.{lane};"));
+            }
         }
-        w.line(&format!(
-            "b_tile[br * 16u + bc] = {};",
-            wgsl::load_vec4(
-                "in1",
-                &format!("(b_base + (k0 + br) * {n}u + tn * {TILE}u) / 4u + bc"),
-                self.dtype
-            )
-        ));
+        if tb {
+            // B stored `[N, K]`: 64 columns x 4 vec4s along K, one per invocation, each lane
+            // going to its k row of the tile.
+            w.line(&format!(
+                "let bv = {};",
+                wgsl::load_vec4(
+                    "in1",
+                    &format!("(b_base + (tn * {TILE}u + ar) * {k}u + k0 + ac) / 4u"),
+                    self.dtype
+                )
+            ));
+            for (l, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                w.line(&format!(
+                    "b_tile[(ac + {l}u) * 16u + ar / 4u][ar % 4u] = bv.{lane};"
+                ));
+            }
+        } else {
+            w.line(&format!(
+                "b_tile[br * 16u + bc] = {};",
+                wgsl::load_vec4(
+                    "in1",
+                    &format!("(b_base + (k0 + br) * {n}u + tn * {TILE}u) / 4u + bc"),
+                    self.dtype
+                )
+            ));
+        }
         w.line("workgroupBarrier();");
         w.line(&format!(
             "for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{"
@@ -212,34 +248,72 @@ impl MatMulKernel {
                 w.line(&format!("var acc_{r}_{c} = vec4<{t}>({zero});"));
             }
         }
+        let [ta, tb] = self.transposed;
         w.line("for (var k = 0u; k < k_len; k = k + 4u) {");
         w.indent(2);
-        for r in 0..tm {
-            w.line(&format!(
-                "let a{r} = {};",
-                wgsl::load_vec4(
-                    "in0",
-                    &format!("(a_base + (m0 + {r}u) * {k_stride} + k) / 4u"),
-                    self.dtype
-                )
-            ));
-        }
-        for (kk, lane) in ["x", "y", "z", "w"].iter().enumerate() {
-            for c in 0..cols {
+        if ta {
+            // A stored `[K, M]`: per step of K, the block's rows as vec4s along M.
+            for kk in 0..4 {
+                for q in 0..tm / 4 {
+                    w.line(&format!(
+                        "let a{kk}_{q} = {};",
+                        wgsl::load_vec4(
+                            "in0",
+                            &format!("(a_base + (k + {kk}u) * {m}u + m0) / 4u + {q}u"),
+                            self.dtype
+                        )
+                    ));
+                }
+            }
+        } else {
+            for r in 0..tm {
                 w.line(&format!(
-                    "let b{kk}_{c} = {};",
+                    "let a{r} = {};",
                     wgsl::load_vec4(
-                        "in1",
-                        &format!("(b_base + (k + {kk}u) * {n}u + n0) / 4u + {c}u"),
+                        "in0",
+                        &format!("(a_base + (m0 + {r}u) * {k_stride} + k) / 4u"),
                         self.dtype
                     )
                 ));
             }
+        }
+        if tb {
+            // B stored `[N, K]`: per column, the 4 steps of K as one vec4.
+            for j in 0..tn {
+                w.line(&format!(
+                    "let bt{j} = {};",
+                    wgsl::load_vec4(
+                        "in1",
+                        &format!("(b_base + (n0 + {j}u) * {k_stride} + k) / 4u"),
+                        self.dtype
+                    )
+                ));
+            }
+        }
+        let lanes = ["x", "y", "z", "w"];
+        for (kk, lane) in lanes.iter().enumerate() {
+            for c in 0..cols {
+                let b = if tb {
+                    let parts: Vec<String> =
+                        (0..4).map(|l| format!("bt{}.{lane}", 4 * c + l)).collect();
+                    format!("vec4<{t}>({})", parts.join(", "))
+                } else {
+                    wgsl::load_vec4(
+                        "in1",
+                        &format!("(b_base + (k + {kk}u) * {n}u + n0) / 4u + {c}u"),
+                        self.dtype,
+                    )
+                };
+                w.line(&format!("let b{kk}_{c} = {b};"));
+            }
             for r in 0..tm {
+                let a = if ta {
+                    format!("a{kk}_{}.{}", r / 4, lanes[r % 4])
+                } else {
+                    format!("a{r}.{lane}")
+                };
                 for c in 0..cols {
-                    w.line(&format!(
-                        "acc_{r}_{c} = acc_{r}_{c} + a{r}.{lane} * b{kk}_{c};"
-                    ));
+                    w.line(&format!("acc_{r}_{c} = acc_{r}_{c} + {a} * b{kk}_{c};"));
                 }
             }
         }

@@ -1,0 +1,205 @@
+//! cpu:0's GEMM choice, measured per shape class: `matrixmultiply`'s sgemm, wgflow's direct
+//! small-side kernel, the path cpu:0's matmul kernel picks (reading transposed operands in
+//! place), and NumPy on the same shapes (`a.T @ b` views for transposed operands; skipped
+//! with a note when `$WGFLOW_PYTHON` or `python3` has no NumPy). Medians in GFLOP/s.
+//!
+//! Shapes: W3 (1024³), W4's layers, W6's backward products (`dW = xᵀ·dy`, `dx = dy·Wᵀ`) and
+//! a small CNN's convolutions as GEMMs with their backward transposes.
+//!
+//! `cargo bench --bench cpu_matmul`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use wgflow::ops::matmul::cpu::{direct, Operand};
+use wgflow::ops::{CpuIn, Kernel, MatMulKernel};
+use wgflow::{DType, Shape};
+
+/// `(name, m, k, n, A stored transposed, B stored transposed)`.
+const SHAPES: &[(&str, usize, usize, usize, bool, bool)] = &[
+    ("W3 1024³", 1024, 1024, 1024, false, false),
+    ("W4 x·W1", 256, 784, 512, false, false),
+    ("W4 h·W2", 256, 512, 512, false, false),
+    ("W4 h·W3", 256, 512, 10, false, false),
+    ("W6 dW3=hᵀ·dy", 512, 256, 10, true, false),
+    ("W6 dh=dy·W3ᵀ", 256, 10, 512, false, true),
+    ("W6 dW2=hᵀ·dy", 512, 256, 512, true, false),
+    ("W6 dh=dy·W2ᵀ", 256, 512, 512, false, true),
+    ("W6 dW1=xᵀ·dy", 784, 256, 512, true, false),
+    ("conv1 W·cols", 16, 9, 4096, false, false),
+    ("conv1 dW=dy·colsᵀ", 16, 4096, 9, false, true),
+    ("conv1 dcols=Wᵀ·dy", 9, 16, 4096, true, false),
+    ("conv2 W·cols", 32, 144, 1024, false, false),
+    ("conv2 dW=dy·colsᵀ", 32, 1024, 144, false, true),
+    ("conv2 dcols=Wᵀ·dy", 144, 32, 1024, true, false),
+];
+
+fn det(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+/// Median seconds of `f` over repetitions filling about `budget`.
+fn median(budget: Duration, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < 5 || (start.elapsed() < budget && times.len() < 500) {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// NumPy's GFLOP/s per shape, or why there are none.
+fn numpy() -> Result<Vec<f64>, String> {
+    let python = std::env::var("WGFLOW_PYTHON").unwrap_or_else(|_| "python3".into());
+    let shapes: Vec<String> = SHAPES
+        .iter()
+        .map(|&(_, m, k, n, ta, tb)| format!("({m},{k},{n},{},{})", ta as u8, tb as u8))
+        .collect();
+    let script = format!(
+        r#"
+import time, numpy as np
+rng = np.random.default_rng(0)
+for m, k, n, ta, tb in [{}]:
+    a = rng.standard_normal((k, m) if ta else (m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n), dtype=np.float32)
+    a = a.T if ta else a
+    b = b.T if tb else b
+    a @ b
+    ts = []
+    t0 = time.perf_counter()
+    while len(ts) < 5 or (time.perf_counter() - t0 < 0.4 and len(ts) < 500):
+        t = time.perf_counter(); a @ b; ts.append(time.perf_counter() - t)
+    ts.sort()
+    print(2 * m * k * n / ts[len(ts) // 2] / 1e9)
+"#,
+        shapes.join(",")
+    );
+    let out = std::process::Command::new(&python)
+        .args(["-c", &script])
+        .output()
+        .map_err(|e| format!("{python}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{python} has no NumPy ({})",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse::<f64>().map_err(|e| e.to_string()))
+        .collect()
+}
+
+fn main() {
+    let budget = Duration::from_millis(400);
+    let np = numpy();
+    if let Err(e) = &np {
+        println!("note: NumPy column skipped: {e}");
+    }
+    println!(
+        "rayon threads: {}; GFLOP/s, medians",
+        rayon::current_num_threads()
+    );
+    println!("| shape | m×k×n | sgemm | direct | wgflow cpu:0 (path) | NumPy | wgflow / NumPy |");
+    println!("|---|---|---|---|---|---|---|");
+    for (i, &(name, m, k, n, ta, tb)) in SHAPES.iter().enumerate() {
+        let a = det(m * k, 1);
+        let b = det(k * n, 2);
+        let mut c = vec![0f32; m * n];
+        let (sa, sb) = (
+            if ta { (1, m) } else { (k, 1) },
+            if tb { (1, k) } else { (n, 1) },
+        );
+        let flop = 2.0 * (m * k * n) as f64;
+        let sgemm = median(budget, || {
+            // SAFETY: A is `m * k` and B `k * n` elements read through strides that stay
+            // inside them; C is `m * n` and aliases neither.
+            unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    k,
+                    n,
+                    1.0,
+                    a.as_ptr(),
+                    sa.0 as isize,
+                    sa.1 as isize,
+                    b.as_ptr(),
+                    sb.0 as isize,
+                    sb.1 as isize,
+                    0.0,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+            black_box(&c);
+        });
+        let direct_s = median(budget, || {
+            let oa = Operand {
+                data: &a,
+                rows: sa.0,
+                cols: sa.1,
+            };
+            let ob = Operand {
+                data: &b,
+                rows: sb.0,
+                cols: sb.1,
+            };
+            direct(m, k, n, oa, ob, &mut c);
+            black_box(&c);
+        });
+        let kernel = Kernel::MatMul(MatMulKernel {
+            a: Shape::new(vec![m, k]),
+            b: Shape::new(vec![k, n]),
+            out: Shape::new(vec![m, n]),
+            dtype: DType::F32,
+            block: None,
+            tiled: false,
+            epilogue: None,
+            k_chunk: None,
+            transposed: [ta, tb],
+        });
+        let (aw, bw): (&[u32], &[u32]) = (bytemuck::cast_slice(&a), bytemuck::cast_slice(&b));
+        let mut out = vec![0u32; m * n];
+        let ins = [CpuIn::Words(aw), CpuIn::Words(bw)];
+        let ours = median(budget, || {
+            kernel.run_cpu_into(&ins, &mut out).expect("matmul");
+            black_box(&out);
+        });
+        let path = if wgflow::ops::matmul::cpu::takes_direct(k, n) {
+            "direct"
+        } else {
+            "sgemm"
+        };
+        let (np_col, ratio) = match &np {
+            Ok(v) => (
+                format!("{:.1}", v[i]),
+                format!("{:.2}", flop / ours / 1e9 / v[i]),
+            ),
+            Err(_) => ("—".into(), "—".into()),
+        };
+        let t = |ta: bool| if ta { "ᵀ" } else { "" };
+        println!(
+            "| {name} | {m}{}×{k}×{n}{} | {:.1} | {:.1} | {:.1} ({path}) | {np_col} | {ratio} |",
+            t(ta),
+            t(tb),
+            flop / sgemm / 1e9,
+            flop / direct_s / 1e9,
+            flop / ours / 1e9,
+        );
+    }
+}
