@@ -8,8 +8,8 @@
 //! machine.
 //! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
 //! iterations, `WGFLOW_BENCH_ONLY=memory` for the memory table alone, `WGFLOW_BENCH_ONLY=cpu`
-//! for W1-W5 on cpu:0 against NumPy (`benches/numpy_w.py`, run when `python3` with NumPy is
-//! present) and the adapter.
+//! for W1-W7 on cpu:0 against NumPy (`benches/numpy_w.py`, run when `python3` with NumPy is
+//! present), TensorFlow and JAX (`benches/peers_w.py`, see `table/cpu.rs`) and the adapter.
 
 #[path = "table/first_run.rs"]
 mod first_run;
@@ -22,6 +22,9 @@ use wgflow::{Axes, DType, Device, Graph, HostTensor, Session, SessionOptions, Te
 
 #[path = "table/transfer.rs"]
 mod transfer;
+
+#[path = "table/cpu.rs"]
+mod cpu;
 
 fn quick() -> bool {
     std::env::var("WGFLOW_BENCH_QUICK").is_ok_and(|v| v == "1")
@@ -294,102 +297,6 @@ fn workloads() -> Vec<(&'static str, (Graph, Tensor), (&'static str, f64))> {
     vec![w1, w2, w3, w5]
 }
 
-/// NumPy's milliseconds for W1..W5 from `benches/numpy_w.py`, when `python3` with NumPy runs
-/// here, and NumPy's version.
-fn numpy_ms() -> Option<([f64; 5], String)> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/numpy_w.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let get = |key: &str| -> Option<String> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| v.trim().to_string())
-    };
-    let mut ms = [0.0; 5];
-    for (i, m) in ms.iter_mut().enumerate() {
-        *m = get(&format!("W{}_ms=", i + 1))?.parse().ok()?;
-    }
-    Some((ms, get("numpy=").unwrap_or_default()))
-}
-
-/// W1..W5 on `dev` without a hand-written baseline: median seconds per run, inputs resident
-/// (constants, not folded), no read-back; W4 feeds its 256x784 batch.
-fn device_seconds(dev: Device, iters: usize) -> [f64; 5] {
-    let mut t = [0.0; 5];
-    for (i, (_, (g, out), _)) in workloads().into_iter().enumerate() {
-        let mut s = session(&g, dev, true);
-        let k = [0, 1, 2, 4][i];
-        t[k] = time(|| s.run_targets(&[], &[out]).unwrap(), iters);
-    }
-    let (g, x, h) = mlp_w4();
-    let feed = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
-    let mut s = session(&g, dev, true);
-    let feeds = [(x, feed)];
-    t[3] = time(|| s.run_targets(&feeds, &[h]).unwrap(), iters * 2);
-    t
-}
-
-/// The same workloads on cpu:0 and on `gpu`, next to NumPy when it is present: what a user
-/// without a GPU gets, and whether cpu:0 beats the software adapter.
-fn cpu_table(gpu: Device, iters: usize) {
-    let names = [
-        "W1 add 16M",
-        "W2 fused chain 4M",
-        "W3 matmul 1024^3",
-        "W4 MLP fwd 256x784-512-512-10",
-        "W5 row sums 4096^2",
-    ];
-    let numpy_before = numpy_ms();
-    let cpu = device_seconds(Device::Cpu, iters);
-    let gpu_s = device_seconds(gpu, iters);
-    let numpy_after = numpy_ms();
-    // NumPy runs before and after wgflow; the faster of the two stands (the drift of a
-    // shared machine only ever slows a run down).
-    let numpy = match (numpy_before, numpy_after) {
-        (Some((a, v)), Some((b, _))) => Some((std::array::from_fn(|i| a[i].min(b[i])), v)),
-        (a, b) => a.or(b),
-    };
-    println!();
-    match &numpy {
-        Some((_, v)) => println!("cpu:0 against NumPy {v} (python3 benches/numpy_w.py, run before and after; the faster run of each workload) and {gpu}:"),
-        None => println!("cpu:0 and {gpu} (python3 with NumPy not found: no NumPy column):"),
-    }
-    println!(
-        "{:<32} {:>10} {:>10} {:>14} {:>10} {:>14}",
-        "workload",
-        "NumPy",
-        "cpu:0",
-        "NumPy/cpu:0",
-        gpu.to_string(),
-        format!("{gpu}/cpu:0")
-    );
-    for (i, name) in names.iter().enumerate() {
-        let (np, ratio) = match &numpy {
-            Some((ms, _)) => (
-                format!("{:.2} ms", ms[i]),
-                format!("{:.2}x", ms[i] / (cpu[i] * 1e3)),
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        println!(
-            "{:<32} {:>10} {:>10} {:>14} {:>10} {:>14}",
-            name,
-            np,
-            format!("{:.2} ms", cpu[i] * 1e3),
-            ratio,
-            format!("{:.2} ms", gpu_s[i] * 1e3),
-            format!("{:.2}x", gpu_s[i] / cpu[i])
-        );
-    }
-    println!("(NumPy/cpu:0 > 1: cpu:0 is faster; {gpu}/cpu:0 > 1: cpu:0 is faster than {gpu})");
-}
-
 /// W4's graph: batch 256, 784 -> 512 -> 512 -> 10, relu between layers, softmax at the end.
 fn mlp_w4() -> (Graph, Tensor, Tensor) {
     let mut g = Graph::new();
@@ -577,7 +484,7 @@ fn main() {
     let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
     let dev = Device::parse(&spec).unwrap();
     if only == "cpu" {
-        cpu_table(dev, if quick() { 3 } else { 10 });
+        cpu::cpu_table(dev, if quick() { 3 } else { 10 });
         return;
     }
     let Device::Gpu(gpu) = dev else {
@@ -685,7 +592,7 @@ fn main() {
     }
     println!();
     transfer::fetch_and_feed();
-    cpu_table(dev, iters);
+    cpu::cpu_table(dev, iters);
     memory_zoo();
     let _ = Duration::ZERO;
 }
