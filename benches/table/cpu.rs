@@ -2,7 +2,7 @@
 //! and TensorFlow, TensorFlow+XLA and JAX (`benches/peers_w.py`) when they run here, each
 //! Python script run once before and once after wgflow's runs, keeping the faster.
 
-use super::{det, konst, mlp_w4, session, time, workloads};
+use super::{det, mlp_w4, session, time, workloads};
 use wgflow::train::{Adam, Optimizer};
 use wgflow::{Axes, Conv2dOptions, DType, Device, Graph, HostTensor, Initializer, Tensor};
 
@@ -115,12 +115,11 @@ fn one_hot(n: usize) -> HostTensor {
     HostTensor::new([n, 10], labels).unwrap()
 }
 
-/// A train step's graph, its feeds and its train target, and its parameters.
+/// A train step's graph, its feeds and its train target.
 pub struct TrainStep {
     pub graph: Graph,
     pub feeds: Vec<(Tensor, HostTensor)>,
     pub train: Tensor,
-    pub params: Vec<Tensor>,
 }
 
 fn param(g: &mut Graph, name: &str, shape: &[usize], seed: u64) -> Tensor {
@@ -158,7 +157,6 @@ pub fn w6() -> TrainStep {
         graph: g,
         feeds: vec![(x, xs), (y, one_hot(256))],
         train,
-        params,
     }
 }
 
@@ -201,7 +199,6 @@ pub fn w7() -> TrainStep {
         graph: g,
         feeds: vec![(x, xs), (y, one_hot(64))],
         train,
-        params: p,
     }
 }
 
