@@ -8,7 +8,7 @@
 //! machine.
 //! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
 //! iterations, `WGFLOW_BENCH_ONLY=memory` for the memory table alone, `WGFLOW_BENCH_ONLY=cpu`
-//! for W1-W7 on cpu:0 against NumPy (`benches/numpy_w.py`, run when `python3` with NumPy is
+//! for W1-W7 on cpu:0 against NumPy (`benches/numpy_w.py`, run when Python with NumPy is
 //! present), TensorFlow and JAX (`benches/peers_w.py`, see `table/cpu.rs`) and the adapter.
 
 #[path = "table/first_run.rs"]

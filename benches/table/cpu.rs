@@ -34,11 +34,11 @@ fn python_stdout(python: &str, script: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// NumPy's milliseconds for W1..W5 from `benches/numpy_w.py`, when `python3` with NumPy runs
-/// here, and NumPy's version.
-fn numpy_ms() -> Option<([f64; 5], String)> {
+/// NumPy's milliseconds for W1..W5 from `benches/numpy_w.py`, when `python` (the peers'
+/// interpreter) runs it here, and NumPy's version.
+fn numpy_ms(python: &str) -> Option<([f64; 5], String)> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/numpy_w.py");
-    let text = python_stdout("python3", script)?;
+    let text = python_stdout(python, script)?;
     let mut ms = [0.0; 5];
     for (i, m) in ms.iter_mut().enumerate() {
         *m = get(&text, &format!("W{}_ms=", i + 1))?.parse().ok()?;
@@ -46,7 +46,7 @@ fn numpy_ms() -> Option<([f64; 5], String)> {
     Some((ms, get(&text, "numpy=").unwrap_or_default()))
 }
 
-/// The interpreter that runs `peers_w.py`: `WGFLOW_BENCH_PYTHON`, else the repository's
+/// The interpreter that runs `numpy_w.py` and `peers_w.py`: `WGFLOW_BENCH_PYTHON`, else the repository's
 /// `.venv-bench`, else `python3`.
 fn peers_python() -> String {
     if let Ok(p) = std::env::var("WGFLOW_BENCH_PYTHON") {
@@ -234,11 +234,11 @@ fn ms(v: Option<f64>) -> String {
 /// a user without a GPU gets, against the frameworks they would otherwise use.
 pub fn cpu_table(gpu: Device, iters: usize) {
     let python = peers_python();
-    let numpy_before = numpy_ms();
+    let numpy_before = numpy_ms(&python);
     let peers_before = peers_ms(&python);
     let (cpu, kernels) = device_seconds(Device::Cpu, iters);
     let (gpu_s, _) = device_seconds(gpu, iters);
-    let numpy_after = numpy_ms();
+    let numpy_after = numpy_ms(&python);
     let peers_after = peers_ms(&python);
     // Each script runs before and after wgflow; the faster of the two stands (the drift of
     // a shared machine only ever slows a run down).
@@ -264,7 +264,7 @@ pub fn cpu_table(gpu: Device, iters: usize) {
     }
     println!();
     println!(
-        "cpu:0 against {} and {} ({python} benches/peers_w.py; each script run before and after wgflow, the faster run of each workload kept) and {gpu}:",
+        "cpu:0 against {} and {} ({python} benches/numpy_w.py and peers_w.py; each script run before and after wgflow, the faster run of each workload kept) and {gpu}:",
         numpy.as_ref().map_or("NumPy (not found)".into(), |(_, v)| format!("NumPy {v}")),
         if peers.versions.is_empty() {
             "TensorFlow/JAX (not found)".into()
