@@ -226,6 +226,29 @@ fn device_seconds(dev: Device, iters: usize) -> ([f64; 7], [usize; 2]) {
     (t, kernels)
 }
 
+/// A train step's run on cpu:0 against the sum of its kernels' traced times: what the
+/// executor costs per kernel around a real step. Medians of `runs` runs each; `None` when a
+/// traced run of the train target fails.
+fn step_overhead(step: &TrainStep, runs: usize) -> Option<(f64, f64, usize)> {
+    use wgflow::trace::RunOptions;
+    let mut s = session(&step.graph, Device::Cpu, true);
+    let targets = [step.train];
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let run = time(|| s.run_targets(&step.feeds, &targets).unwrap(), runs);
+    let mut kernels = Vec::new();
+    for _ in 0..runs {
+        let (_, meta) = s
+            .run_with(&step.feeds, &targets, &RunOptions { trace: true })
+            .ok()?;
+        kernels.push(meta.dispatches().map(|e| e.duration.as_secs_f64()).sum());
+    }
+    let n = s.plan(&targets).ok()?.dispatch_count();
+    Some((run, median(kernels), n))
+}
+
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "—".into(), |m| format!("{m:.2} ms"))
 }
@@ -299,4 +322,14 @@ pub fn cpu_table(gpu: Device, iters: usize) {
         "(wgflow/best: wgflow cpu:0's time over the fastest peer's, < 1 when cpu:0 is fastest; TF runs W7 in NHWC; W6 {} kernels, W7 {} kernels per step on cpu:0)",
         kernels[0], kernels[1]
     );
+    for (name, step) in [("W6", w6()), ("W7", w7())] {
+        if let Some((run, k, n)) = step_overhead(&step, iters) {
+            println!(
+                "{name} on cpu:0: step {:.3} ms, its {n} kernels {:.3} ms (traced), {:.2} us per kernel outside them",
+                run * 1e3,
+                k * 1e3,
+                (run - k) / n as f64 * 1e6
+            );
+        }
+    }
 }
