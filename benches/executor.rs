@@ -14,7 +14,9 @@ use wgflow::{DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 fn chain(n: usize) -> (Graph, Tensor, Tensor) {
     let mut g = Graph::new();
     let x = g.placeholder("x", [4, 4], DType::F32).unwrap();
-    let w: Vec<f32> = (0..16).map(|j| if j % 5 == 0 { 1.0 } else { 0.01 }).collect();
+    let w: Vec<f32> = (0..16)
+        .map(|j| if j % 5 == 0 { 1.0 } else { 0.01 })
+        .collect();
     let w = g.constant(HostTensor::new([4, 4], w).unwrap()).unwrap();
     let mut h = x;
     for _ in 0..n {
@@ -67,7 +69,9 @@ fn main() {
     let t1 = median(samples[0].clone());
     let t200 = median(samples[1].clone());
     let kernels = median(traced_sum);
-    println!("cpu:0 executor, a chain of N 4x4 matmuls (medians of {reps} batches of {iters} runs):");
+    println!(
+        "cpu:0 executor, a chain of N 4x4 matmuls (medians of {reps} batches of {iters} runs):"
+    );
     println!("  N=1:   {:8.2} us per run", t1 * 1e6);
     println!("  N=200: {:8.2} us per run", t200 * 1e6);
     println!(
