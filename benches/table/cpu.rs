@@ -160,9 +160,9 @@ pub fn w6() -> TrainStep {
     }
 }
 
-/// W7: a CNN on a batch of 64 1x8x8 images (the `train_digits` example's): conv 3x3x16 pad 1
-/// + bias, relu, max-pool 2, conv 3x3x32 pad 1 + bias, relu, max-pool 2, flatten, linear
-/// 128 -> 10, softmax cross-entropy, Adam.
+/// W7: a CNN on a batch of 64 1x8x8 images (the `train_digits` example's): conv 3x3x16 with
+/// padding 1 and a bias, relu, max-pool 2, conv 3x3x32 with padding 1 and a bias, relu,
+/// max-pool 2, flatten, linear 128 -> 10, softmax cross-entropy, Adam.
 pub fn w7() -> TrainStep {
     let mut g = Graph::new();
     let x = g.placeholder("x", [64, 1, 8, 8], DType::F32).unwrap();
