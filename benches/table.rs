@@ -8,20 +8,27 @@
 //! machine.
 //! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
 //! iterations, `WGFLOW_BENCH_ONLY=memory` for the memory table alone, `WGFLOW_BENCH_ONLY=cpu`
-//! for W1-W5 on cpu:0 against NumPy (`benches/numpy_w.py`, run when `python3` with NumPy is
-//! present) and the adapter.
+//! for W1-W7 on cpu:0 against NumPy (`benches/numpy_w.py`, run when Python with NumPy is
+//! present), TensorFlow and JAX (`benches/peers_w.py`, see `table/cpu.rs`) and the adapter.
 
 #[path = "table/first_run.rs"]
 mod first_run;
 
 use std::time::{Duration, Instant};
 use wgflow::backend::gpu::context;
-use wgflow::compile::{self, Plan, Source, StepKind, Target};
-use wgflow::device::DeviceLimits;
+use wgflow::compile::{Plan, Source, StepKind};
 use wgflow::{Axes, DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 #[path = "table/transfer.rs"]
 mod transfer;
+
+#[path = "table/cpu.rs"]
+mod cpu;
+
+#[path = "table/memory.rs"]
+mod memory;
+
+use memory::memory_zoo;
 
 fn quick() -> bool {
     std::env::var("WGFLOW_BENCH_QUICK").is_ok_and(|v| v == "1")
@@ -294,102 +301,6 @@ fn workloads() -> Vec<(&'static str, (Graph, Tensor), (&'static str, f64))> {
     vec![w1, w2, w3, w5]
 }
 
-/// NumPy's milliseconds for W1..W5 from `benches/numpy_w.py`, when `python3` with NumPy runs
-/// here, and NumPy's version.
-fn numpy_ms() -> Option<([f64; 5], String)> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/numpy_w.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let get = |key: &str| -> Option<String> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| v.trim().to_string())
-    };
-    let mut ms = [0.0; 5];
-    for (i, m) in ms.iter_mut().enumerate() {
-        *m = get(&format!("W{}_ms=", i + 1))?.parse().ok()?;
-    }
-    Some((ms, get("numpy=").unwrap_or_default()))
-}
-
-/// W1..W5 on `dev` without a hand-written baseline: median seconds per run, inputs resident
-/// (constants, not folded), no read-back; W4 feeds its 256x784 batch.
-fn device_seconds(dev: Device, iters: usize) -> [f64; 5] {
-    let mut t = [0.0; 5];
-    for (i, (_, (g, out), _)) in workloads().into_iter().enumerate() {
-        let mut s = session(&g, dev, true);
-        let k = [0, 1, 2, 4][i];
-        t[k] = time(|| s.run_targets(&[], &[out]).unwrap(), iters);
-    }
-    let (g, x, h) = mlp_w4();
-    let feed = HostTensor::new([256, 784], det(256 * 784, 7)).unwrap();
-    let mut s = session(&g, dev, true);
-    let feeds = [(x, feed)];
-    t[3] = time(|| s.run_targets(&feeds, &[h]).unwrap(), iters * 2);
-    t
-}
-
-/// The same workloads on cpu:0 and on `gpu`, next to NumPy when it is present: what a user
-/// without a GPU gets, and whether cpu:0 beats the software adapter.
-fn cpu_table(gpu: Device, iters: usize) {
-    let names = [
-        "W1 add 16M",
-        "W2 fused chain 4M",
-        "W3 matmul 1024^3",
-        "W4 MLP fwd 256x784-512-512-10",
-        "W5 row sums 4096^2",
-    ];
-    let numpy_before = numpy_ms();
-    let cpu = device_seconds(Device::Cpu, iters);
-    let gpu_s = device_seconds(gpu, iters);
-    let numpy_after = numpy_ms();
-    // NumPy runs before and after wgflow; the faster of the two stands (the drift of a
-    // shared machine only ever slows a run down).
-    let numpy = match (numpy_before, numpy_after) {
-        (Some((a, v)), Some((b, _))) => Some((std::array::from_fn(|i| a[i].min(b[i])), v)),
-        (a, b) => a.or(b),
-    };
-    println!();
-    match &numpy {
-        Some((_, v)) => println!("cpu:0 against NumPy {v} (python3 benches/numpy_w.py, run before and after; the faster run of each workload) and {gpu}:"),
-        None => println!("cpu:0 and {gpu} (python3 with NumPy not found: no NumPy column):"),
-    }
-    println!(
-        "{:<32} {:>10} {:>10} {:>14} {:>10} {:>14}",
-        "workload",
-        "NumPy",
-        "cpu:0",
-        "NumPy/cpu:0",
-        gpu.to_string(),
-        format!("{gpu}/cpu:0")
-    );
-    for (i, name) in names.iter().enumerate() {
-        let (np, ratio) = match &numpy {
-            Some((ms, _)) => (
-                format!("{:.2} ms", ms[i]),
-                format!("{:.2}x", ms[i] / (cpu[i] * 1e3)),
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        println!(
-            "{:<32} {:>10} {:>10} {:>14} {:>10} {:>14}",
-            name,
-            np,
-            format!("{:.2} ms", cpu[i] * 1e3),
-            ratio,
-            format!("{:.2} ms", gpu_s[i] * 1e3),
-            format!("{:.2}x", gpu_s[i] / cpu[i])
-        );
-    }
-    println!("(NumPy/cpu:0 > 1: cpu:0 is faster; {gpu}/cpu:0 > 1: cpu:0 is faster than {gpu})");
-}
-
 /// W4's graph: batch 256, 784 -> 512 -> 512 -> 10, relu between layers, softmax at the end.
 fn mlp_w4() -> (Graph, Tensor, Tensor) {
     let mut g = Graph::new();
@@ -577,7 +488,7 @@ fn main() {
     let spec = std::env::var("WGFLOW_BENCH_DEVICE").unwrap_or_else(|_| "gpu:0".into());
     let dev = Device::parse(&spec).unwrap();
     if only == "cpu" {
-        cpu_table(dev, if quick() { 3 } else { 10 });
+        cpu::cpu_table(dev, if quick() { 3 } else { 10 });
         return;
     }
     let Device::Gpu(gpu) = dev else {
@@ -685,245 +596,7 @@ fn main() {
     }
     println!();
     transfer::fetch_and_feed();
-    cpu_table(dev, iters);
+    cpu::cpu_table(dev, iters);
     memory_zoo();
     let _ = Duration::ZERO;
-}
-
-/// The memory planner on a zoo of graphs: no-reuse, live-bytes lower bound, planned arena.
-fn memory_zoo() {
-    let target = Target {
-        devices: vec![
-            (
-                Device::Gpu(0),
-                DeviceLimits {
-                    max_buffer_size: 1 << 40,
-                    max_storage_buffer_binding_size: 1 << 40,
-                    max_storage_buffers_per_shader_stage: 8,
-                    max_compute_workgroups_per_dimension: 65535,
-                    min_storage_buffer_offset_alignment: 256,
-                    shader_f16: true,
-                },
-            ),
-            (Device::Cpu, DeviceLimits::cpu()),
-        ],
-        default_device: Device::Gpu(0),
-        gpu_only_default: None,
-        soft_placement: false,
-        fuse: true,
-        fold_constants: true,
-    };
-    let mut zoo: Vec<(String, Graph, Vec<Tensor>)> = Vec::new();
-    {
-        let mut g = Graph::new();
-        let x = g.placeholder("x", [256, 784], DType::F32).unwrap();
-        let mut h = x;
-        for (k, n) in [(784usize, 512usize), (512, 512), (512, 10)] {
-            let w = g.constant(HostTensor::zeros([k, n], DType::F32)).unwrap();
-            let m = g.matmul(h, w).unwrap();
-            h = g.relu(m).unwrap();
-        }
-        let y = g.softmax(h, -1).unwrap();
-        zoo.push(("mlp 784-512-512-10".into(), g, vec![y]));
-    }
-    {
-        let (g, y) = mobilenet_v2_like();
-        zoo.push(("mobilenet-v2 1x3x224x224".into(), g, vec![y]));
-    }
-    {
-        let (g, y) = transformer_block(128, 256, 4);
-        zoo.push(("transformer block 128x256".into(), g, vec![y]));
-    }
-    for seed in 0..50u64 {
-        let (g, outs) = random_dag(seed);
-        zoo.push((format!("random dag {seed}"), g, outs));
-    }
-    println!();
-    // "unfused" is every op's output in its own buffer (a naive executor); "no-reuse" is
-    // every value of the fused plan in its own buffer.
-    println!(
-        "{:<24} {:>12} {:>12} {:>14} {:>12} {:>7} {:>9}",
-        "graph", "unfused B", "no-reuse B", "lower bound B", "planned B", "ratio", "saving"
-    );
-    let unfused_target = Target {
-        fuse: false,
-        fold_constants: false,
-        ..target.clone()
-    };
-    let mut ratios = Vec::new();
-    for (name, g, outs) in &zoo {
-        let plan = compile::compile(g, outs, &target).unwrap();
-        let m = plan.memory(Device::Gpu(0)).unwrap();
-        let ratio = m.peak_bytes as f64 / m.lower_bound_bytes.max(1) as f64;
-        ratios.push(ratio);
-        if !name.starts_with("random") || ratio > 1.0 {
-            let naive = compile::compile(g, outs, &unfused_target).unwrap();
-            let unfused = naive.memory(Device::Gpu(0)).unwrap().no_reuse_bytes;
-            println!(
-                "{:<24} {:>12} {:>12} {:>14} {:>12} {:>7.3} {:>8.1}x",
-                name,
-                unfused,
-                m.no_reuse_bytes,
-                m.lower_bound_bytes,
-                m.peak_bytes,
-                ratio,
-                unfused as f64 / m.peak_bytes.max(1) as f64
-            );
-        }
-    }
-    let at_bound = ratios.iter().filter(|&&r| r <= 1.0).count();
-    let worst = ratios.iter().cloned().fold(0.0, f64::max);
-    println!(
-        "{} graphs: {} ({:.0}%) planned at the lower bound; worst ratio {:.3}",
-        ratios.len(),
-        at_bound,
-        100.0 * at_bound as f64 / ratios.len() as f64,
-        worst
-    );
-}
-
-fn zeros(g: &mut Graph, shape: &[usize]) -> Tensor {
-    g.constant(HostTensor::zeros(shape.to_vec(), DType::F32))
-        .unwrap()
-}
-
-/// A MobileNet-v2-shaped CNN: a strided stem, inverted residual blocks (1x1 expand ×6,
-/// 3x3 depthwise, 1x1 project, residual when shapes match), global pooling, a classifier.
-fn mobilenet_v2_like() -> (Graph, Tensor) {
-    use wgflow::graph::Conv2dOptions;
-    let mut g = Graph::new();
-    let x = g.placeholder("x", [1, 3, 224, 224], DType::F32).unwrap();
-    let conv = |g: &mut Graph,
-                x: Tensor,
-                cin: usize,
-                cout: usize,
-                k: usize,
-                stride: usize,
-                groups: usize| {
-        let w = zeros(g, &[cout, cin / groups, k, k]);
-        let opts = Conv2dOptions {
-            stride: [stride, stride],
-            padding: [k / 2, k / 2],
-            dilation: [1, 1],
-            groups,
-        };
-        let y = g.conv2d(x, w, None, opts).unwrap();
-        g.clip(y, 0.0, 6.0).unwrap()
-    };
-    let mut h = conv(&mut g, x, 3, 32, 3, 2, 1);
-    let mut c = 32;
-    // (expansion t, output channels, first stride, repeats): MobileNet-v2's table.
-    for (t, cout, stride, repeats) in [
-        (1, 16, 1, 1),
-        (6, 24, 2, 2),
-        (6, 32, 2, 3),
-        (6, 64, 2, 4),
-        (6, 96, 1, 3),
-        (6, 160, 2, 3),
-        (6, 320, 1, 1),
-    ] {
-        for i in 0..repeats {
-            let s = if i == 0 { stride } else { 1 };
-            let e = if t == 1 {
-                h
-            } else {
-                conv(&mut g, h, c, c * t, 1, 1, 1)
-            };
-            let d = conv(&mut g, e, c * t, c * t, 3, s, c * t);
-            let w = zeros(&mut g, &[cout, c * t, 1, 1]);
-            let p = g.conv2d(d, w, None, Conv2dOptions::default()).unwrap();
-            h = if s == 1 && c == cout {
-                g.add(h, p).unwrap()
-            } else {
-                p
-            };
-            c = cout;
-        }
-    }
-    let h = conv(&mut g, h, c, 1280, 1, 1, 1);
-    let pooled = g.mean(h, [2, 3], false).unwrap();
-    let w = zeros(&mut g, &[1280, 1000]);
-    let logits = g.matmul(pooled, w).unwrap();
-    let y = g.softmax(logits, -1).unwrap();
-    (g, y)
-}
-
-/// A pre-norm transformer block: attention with `heads` heads and a GELU MLP, residuals.
-fn transformer_block(seq: usize, dim: usize, heads: usize) -> (Graph, Tensor) {
-    let mut g = Graph::new();
-    let x = g.placeholder("x", [seq, dim], DType::F32).unwrap();
-    let hd = dim / heads;
-    let h = g.layer_norm(x, None, None, -1, 1e-5).unwrap();
-    let proj = |g: &mut Graph, h: Tensor, n: usize| {
-        let w = zeros(g, &[dim, n]);
-        g.matmul(h, w).unwrap()
-    };
-    let split = |g: &mut Graph, t: Tensor| {
-        let r = g
-            .reshape(t, &[seq as isize, heads as isize, hd as isize])
-            .unwrap();
-        g.transpose(r, &[1, 0, 2]).unwrap()
-    };
-    let (q, k, v) = (
-        proj(&mut g, h, dim),
-        proj(&mut g, h, dim),
-        proj(&mut g, h, dim),
-    );
-    let (q, k, v) = (split(&mut g, q), split(&mut g, k), split(&mut g, v));
-    let kt = g.transpose(k, &[0, 2, 1]).unwrap();
-    let scores = g.matmul(q, kt).unwrap();
-    let scale = g.constant(1.0 / (hd as f32).sqrt()).unwrap();
-    let scores = g.mul(scores, scale).unwrap();
-    let p = g.softmax(scores, -1).unwrap();
-    let a = g.matmul(p, v).unwrap();
-    let a = g.transpose(a, &[1, 0, 2]).unwrap();
-    let a = g.reshape(a, &[seq as isize, dim as isize]).unwrap();
-    let o = proj(&mut g, a, dim);
-    let x1 = g.add(x, o).unwrap();
-    let h2 = g.layer_norm(x1, None, None, -1, 1e-5).unwrap();
-    let up = proj(&mut g, h2, 4 * dim);
-    let act = g.gelu(up, true).unwrap();
-    let w = zeros(&mut g, &[4 * dim, dim]);
-    let down = g.matmul(act, w).unwrap();
-    let y = g.add(x1, down).unwrap();
-    (g, y)
-}
-
-fn random_dag(seed: u64) -> (Graph, Vec<Tensor>) {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    let mut next = |n: usize| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % n as u64) as usize
-    };
-    let mut g = Graph::new();
-    let (r, c) = (8 + next(64), 8 + next(64));
-    let x = g.placeholder("x", [r, c], DType::F32).unwrap();
-    let mut pool = vec![x];
-    let mut outs = Vec::new();
-    for _ in 0..(10 + next(30)) {
-        let a = pool[next(pool.len())];
-        let b = pool[next(pool.len())];
-        let t = match next(5) {
-            0 => g.add(a, b).unwrap(),
-            1 => {
-                let t = g.transpose(a, &[1, 0]).unwrap();
-                let m = g.matmul(a, t).unwrap();
-                g.matmul(m, b).unwrap()
-            }
-            2 => {
-                let s = g.sum(a, Axes::from([1]), true).unwrap();
-                g.sub(b, s).unwrap()
-            }
-            3 => g.tanh(a).unwrap(),
-            _ => g.mul(a, b).unwrap(),
-        };
-        pool.push(t);
-        if next(5) == 0 {
-            outs.push(t);
-        }
-    }
-    outs.push(*pool.last().unwrap());
-    (g, outs)
 }

@@ -543,3 +543,60 @@ fn slot_initializers_are_zeros() {
     );
     assert_eq!(node.shape.0, vec![2, 3]);
 }
+
+/// The issue-21 W6 step (batch 256, 784-512-512-10 with bias and relu, softmax
+/// cross-entropy, Adam over all 6 parameters), planned on cpu:0: the kernels of the step
+/// beyond those computing the loss's gradients stay at one per assigned variable (each
+/// parameter's m, v and weight, and Adam's step count), so a change that splits an update
+/// into several kernels fails here.
+#[test]
+fn adam_over_an_mlp_adds_one_kernel_per_assigned_variable() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [256, 784], DType::F32).unwrap();
+    let y = g.placeholder("y", [256, 10], DType::F32).unwrap();
+    let mut h = x;
+    let mut vars = Vec::new();
+    for (i, (k, n)) in [(784usize, 512usize), (512, 512), (512, 10)]
+        .into_iter()
+        .enumerate()
+    {
+        let w = g
+            .variable_with(
+                &format!("w{i}"),
+                [k, n],
+                DType::F32,
+                Initializer::GlorotUniform { seed: i as u64 },
+            )
+            .unwrap();
+        let b = g
+            .variable_with(&format!("b{i}"), [n], DType::F32, Initializer::Zeros)
+            .unwrap();
+        vars.extend([w, b]);
+        let a = g.linear(h, w, Some(b)).unwrap();
+        h = if i < 2 { g.relu(a).unwrap() } else { a };
+    }
+    let logp = g.log_softmax(h, -1).unwrap();
+    let picked = g.mul(logp, y).unwrap();
+    let total = g.sum(picked, wgflow::Axes::All, false).unwrap();
+    let scale = g.constant(-1.0f32 / 256.0).unwrap();
+    let loss = g.mul(total, scale).unwrap();
+    let grads: Vec<Tensor> = g
+        .gradients(loss, &vars)
+        .unwrap()
+        .into_iter()
+        .map(|d| d.expect("every parameter gets a gradient"))
+        .collect();
+    let train = Adam::new(1e-3).minimize(&mut g, loss, &vars).unwrap();
+    let mut s = session_on(&g, Device::Cpu);
+    let backward = s.plan(&grads).unwrap().dispatch_count();
+    let plan = s.plan(&[train]).unwrap();
+    let step = plan.dispatch_count();
+    assert_eq!(plan.assigns.len(), 3 * vars.len() + 1);
+    assert!(
+        step <= backward + plan.assigns.len(),
+        "the train step takes {step} kernels: {backward} for the gradients and {} for {} assigned variables\n{}",
+        step - backward,
+        plan.assigns.len(),
+        plan.describe()
+    );
+}

@@ -22,7 +22,37 @@ pub struct CpuState {
     bytes: u64,
     /// The plan's variables on `cpu:0`, by value: the session's storage, shared.
     vars: HashMap<ValueId, Arc<RwLock<Vec<u32>>>>,
+    /// Each cpu dispatch step's operands, resolved at prepare (by step index), so a run does
+    /// no lookups per kernel; `None` for other steps and for a step that cannot run here,
+    /// which takes [`CpuState::run_kernel`]'s path and reports why when it runs.
+    steps: Vec<Option<StepAt>>,
 }
+
+/// Where one dispatch's output and inputs lie, checked against the arena once.
+struct StepAt {
+    out_off: usize,
+    out_len: usize,
+    inputs: Vec<InAt>,
+    /// Reserve the output's size before running (see [`RESERVE_FROM`]).
+    reserve: bool,
+}
+
+/// Where one input of a dispatch lies.
+enum InAt {
+    /// A plan constant: the root value holding it.
+    Constant(ValueId),
+    Variable(Arc<RwLock<Vec<u32>>>),
+    /// An arena range (offset, words) disjoint from the output.
+    Arena(usize, usize),
+    /// The output's own slot (written in place over this input).
+    Output,
+}
+
+/// Outputs of at least this many bytes are reserved on the heap before their kernel runs: a
+/// kernel without a fast path allocates its result infallibly, and a failure must be an
+/// error naming the node. Below it a failed allocation means the process is out of memory
+/// anyway, and a malloc/free per kernel is measurable executor overhead on small graphs.
+const RESERVE_FROM: u64 = 1 << 20;
 
 /// A value's words: a slice of the arena or a constant, or a locked variable.
 pub enum Words<'a> {
@@ -60,10 +90,23 @@ impl Backend for CpuState {
                 vars.insert(id, words);
             }
         }
+        let bytes = plan.memory(device).map_or(0, |m| m.peak_bytes);
+        let arena_words = usize::try_from(bytes.div_ceil(4)).unwrap_or(usize::MAX);
+        let steps = plan
+            .steps
+            .iter()
+            .map(|step| match &step.kind {
+                StepKind::Dispatch { kernel, inputs } if step.device == device => {
+                    resolve(plan, &vars, arena_words, kernel, inputs, step.output)
+                }
+                _ => None,
+            })
+            .collect();
         let state = CpuState {
             arena: Vec::new(),
-            bytes: plan.memory(device).map_or(0, |m| m.peak_bytes),
+            bytes,
             vars,
+            steps,
         };
         Ok(state)
     }
@@ -82,7 +125,11 @@ impl Backend for CpuState {
             let StepKind::Dispatch { kernel, inputs } = &step.kind else {
                 return Err(Error::Internal(format!("step {i} is not a dispatch")));
             };
-            self.run_kernel(plan, kernel, inputs, step.output)?;
+            if let Some(Some(at)) = self.steps.get(i) {
+                run_resolved(&mut self.arena, plan, kernel, step.output, at)?;
+            } else {
+                self.run_kernel(plan, kernel, inputs, step.output)?;
+            }
         }
         Ok(())
     }
@@ -141,6 +188,127 @@ impl Backend for CpuState {
     fn finish(&mut self, _wait: bool) -> Result<()> {
         Ok(())
     }
+}
+
+/// A dispatch's operands as [`CpuState::run_kernel`] finds them, when they are all where that
+/// function would accept them; `None` sends the step down that path, which reports the error.
+fn resolve(
+    plan: &Plan,
+    vars: &HashMap<ValueId, Arc<RwLock<Vec<u32>>>>,
+    arena_words: usize,
+    kernel: &Kernel,
+    inputs: &[ValueId],
+    output: ValueId,
+) -> Option<StepAt> {
+    if !kernel.has_cpu() {
+        return None;
+    }
+    let offsets = &plan.memory(Device::Cpu)?.offsets;
+    let slot = |root: ValueId| offsets.get(&root).map(|&o| (o / 4) as usize);
+    let out_off = slot(plan.root(output))?;
+    let out_len = plan.values[output].shape.numel();
+    let out_end = out_off.checked_add(out_len)?;
+    if out_end > arena_words {
+        return None;
+    }
+    let mut at = Vec::with_capacity(inputs.len());
+    for &v in inputs {
+        let root = plan.root(v);
+        at.push(match &plan.values[root].source {
+            Source::Constant(_) => InAt::Constant(root),
+            Source::Variable { .. } => InAt::Variable(vars.get(&root)?.clone()),
+            _ => {
+                let n = plan.values[v].shape.numel();
+                let off = slot(root)?;
+                if off.checked_add(n)? > arena_words {
+                    return None;
+                }
+                if off == out_off && n == out_len {
+                    InAt::Output
+                } else if off + n <= out_off || off >= out_end {
+                    InAt::Arena(off, n)
+                } else {
+                    return None;
+                }
+            }
+        });
+    }
+    Some(StepAt {
+        out_off,
+        out_len,
+        inputs: at,
+        reserve: plan.values[output].bytes() >= RESERVE_FROM,
+    })
+}
+
+/// Run one dispatch whose operands [`resolve`] placed: [`CpuState::run_kernel`] without the
+/// lookups.
+fn run_resolved(
+    arena: &mut [u32],
+    plan: &Plan,
+    kernel: &Kernel,
+    output: ValueId,
+    at: &StepAt,
+) -> Result<()> {
+    if at.reserve {
+        reserve_output(plan, kernel, output)?;
+    }
+    // The arena was allocated at its planned size before the first dispatch; a shorter one
+    // means it was not, and slicing would panic.
+    if at.out_off + at.out_len > arena.len() {
+        return Err(Error::Internal(format!(
+            "value {output} lies outside the cpu arena"
+        )));
+    }
+    let guards: Vec<RwLockReadGuard<'_, Vec<u32>>> = at
+        .inputs
+        .iter()
+        .filter_map(|i| match i {
+            InAt::Variable(words) => Some(words.read().unwrap_or_else(PoisonError::into_inner)),
+            _ => None,
+        })
+        .collect();
+    let (below, rest) = arena.split_at_mut(at.out_off);
+    let (out, above) = rest.split_at_mut(at.out_len);
+    let out_end = at.out_off + at.out_len;
+    let mut held = guards.iter();
+    let ins = at
+        .inputs
+        .iter()
+        .map(|i| match i {
+            InAt::Constant(root) => match &plan.values[*root].source {
+                Source::Constant(t) => Ok(CpuIn::Words(t.words())),
+                _ => Err(Error::Internal(format!("value {root} is not a constant"))),
+            },
+            InAt::Variable(_) => held
+                .next()
+                .map(|g| CpuIn::Words(g))
+                .ok_or_else(|| Error::Internal("a variable input lost its lock".into())),
+            InAt::Arena(off, n) if *off < at.out_off => Ok(CpuIn::Words(&below[*off..*off + n])),
+            InAt::Arena(off, n) => Ok(CpuIn::Words(&above[off - out_end..off - out_end + n])),
+            InAt::Output => Ok(CpuIn::Output),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    kernel.run_cpu_into(&ins, out)
+}
+
+/// Reserve (and free) the output's size, so that a kernel without a fast path, which
+/// allocates its result infallibly, fails here with an error naming the node instead.
+fn reserve_output(plan: &Plan, kernel: &Kernel, output: ValueId) -> Result<()> {
+    let v = &plan.values[output];
+    Vec::<u32>::new()
+        .try_reserve_exact(v.shape.numel())
+        .map_err(|_| Error::Alloc {
+            node: v.name.clone(),
+            device: "cpu:0".into(),
+            what: format!(
+                "the output {} {} of {}",
+                v.dtype,
+                v.shape,
+                kernel.describe()
+            ),
+            bytes: v.bytes(),
+        })
 }
 
 /// A copy of value `v`'s words (the fetch's one copy, see [`crate::host::fresh_vec`]),
@@ -250,23 +418,7 @@ impl CpuState {
                 message: "this kernel has no CPU implementation; place it on a GPU".into(),
             });
         }
-        // A kernel without a fast path returns its output as a fresh vector, allocated
-        // infallibly inside the op; reserving the same size first turns a failure into an
-        // error naming the node.
-        let v = &plan.values[output];
-        Vec::<u32>::new()
-            .try_reserve_exact(v.shape.numel())
-            .map_err(|_| Error::Alloc {
-                node: v.name.clone(),
-                device: "cpu:0".into(),
-                what: format!(
-                    "the output {} {} of {}",
-                    v.dtype,
-                    v.shape,
-                    kernel.describe()
-                ),
-                bytes: v.bytes(),
-            })?;
+        reserve_output(plan, kernel, output)?;
         let out_off = self.offset(plan, plan.root(output))?;
         let out_len = plan.values[output].shape.numel();
         let out_end = out_off + out_len;
