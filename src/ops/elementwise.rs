@@ -13,6 +13,7 @@ use crate::{DType, Shape};
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
 
 mod cpu;
+pub(crate) mod vmath;
 pub mod file;
 pub(crate) mod grad;
 mod shader;
