@@ -14,9 +14,11 @@
 //! - [`sigmoid`], [`tanh`], [`log`]: computed in f64 (4 lanes per AVX2 register) to about
 //!   1e-12 relative and rounded once, so within 0.5 ulp plus that.
 
-/// `e^x` in f32: `n = round(x·log2 e)`, `r = x - n·ln 2` by two fused multiply-adds (`ln 2`
-/// split into f32 head and tail: the first is exact), `e^r = 1 + r + r²·q(r)` with `q` the
-/// Taylor series to degree 6 (truncation below 2e-10 relative on `|r| ≤ ln2/2`), scaled by
+/// `e^x` in f32: `n = round(x·log2 e)`, `r = x - n·ln 2_hi` by a fused multiply-add (exact;
+/// `ln 2` split into an f32 head and tail `c`), `e^(r+c) = (1 + r) + (r²·q(r) + c·(1 + r))`
+/// with `q` the Taylor series to degree 6 (truncation below 2e-10 relative on
+/// `|r| ≤ ln2/2`) and `1 + r` carried as a sum and its exact rounding error, so that only the
+/// last addition rounds by a sizeable fraction of an ulp; scaled by
 /// `2^n` as two exact powers of two, so a subnormal result is rounded once. `x` is clamped to
 /// `[-104, 89]` first: beyond it the result is 0 or +inf. NaN gives `x + x` (the input,
 /// quieted); `±0` and subnormal inputs give 1.
@@ -45,12 +47,18 @@ pub fn exp(x: f32) -> f32 {
     let n = t - SHIFT;
     // Exact: x and n·LN2_HI are close, and the difference has at most 24 significant bits.
     let r = (-n).mul_add(LN2_HI, xc);
-    let r = (-n).mul_add(LN2_LO, r);
+    // The reduction's tail, kept apart: e^(r + c) = e^r + c·e^r to well below an ulp.
+    let c = -n * LN2_LO;
     let mut q = Q[0];
-    for c in &Q[1..] {
-        q = q.mul_add(r, *c);
+    for k in &Q[1..] {
+        q = q.mul_add(r, *k);
     }
-    let p = (r * r).mul_add(q, r) + 1.0;
+    // 1 + r as a rounded sum and its exact error (|r| < 1), so the only rounding of the
+    // order of an ulp is the last addition.
+    let s = 1.0 + r;
+    let err = (1.0 - s) + r;
+    let tail = (r * r).mul_add(q, c.mul_add(r, c));
+    let p = s + (err + tail);
     // n ∈ [-150, 128]: two halves, each a normal power of two.
     let k = (t.to_bits() as i32).wrapping_sub(SHIFT.to_bits() as i32);
     let k1 = k >> 1;
