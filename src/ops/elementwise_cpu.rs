@@ -13,16 +13,10 @@
 //!   is 0.5% off for `log(1 - 1e-5)`), so they use series for small `|x|` (atanh series for
 //!   log1p when `|x| < 0.25`, Taylor to degree 8 for expm1 when `|x| < 0.35`) and `x` itself
 //!   for `|x| < 1e-8`; measured agreement with NumPy within 2e-6 relative.
-//! - `exp` (and `sigmoid = 1 / (1 + exp(-x))` through it): computed in f64 and rounded once to
-//!   f32, so that a loop over it vectorizes (libm's `expf` is a scalar call): `x` clamped to
-//!   `[-150, 89]` (beyond it every result is 0 or +inf), `n = round(x·log2 e)` by adding
-//!   1.5·2^52, `r = x - n·ln 2` (`|r| ≤ 0.35`), `e^r` by its Taylor series to degree 10
-//!   (remainder below 4e-13 relative), times `2^n` built in the exponent bits; NaN returns
-//!   `x + x` (the input, quieted). Checked against f64 `exp` over all 2^32 inputs
-//!   (`tests/cpu_elementwise.rs`): at most 0.500003 ulp (it differs from glibc's `expf`,
-//!   itself within 0.502 ulp, on 170,645 inputs, about 4 in 100,000), with the same
-//!   infinities, zeros and subnormals; `-0.0` gives 1. `sigmoid` stays within 2.48 ulp where
-//!   `e^-x` is finite, the same worst case as with `expf`.
+//! - `exp`, `sigmoid`, `tanh`, `log`: the branch-free functions of `ops/elementwise/vmath.rs`
+//!   (the fused evaluator runs the same code over whole chunks, vectorized): `exp` in f32 with
+//!   fused multiply-adds, the others computed in f64 and rounded once; error bounds there and
+//!   in `docs/ops_elementwise.md` (all within 1 ulp of f64 over every f32 input).
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
 //! - `pow`: libm's `powf` (C99), but `x*x`, `x`, `1/x`, `sqrt(x)` for exponents 2, 1, -1, 0.5;
 //!   the GPU twin `wgf_pow_f32` decides C99's special cases on the bits.
