@@ -215,7 +215,15 @@ fn elementwise() {
         ours.push((t, 2.0 * 4.0 * n2 as f64));
     }
     let (np, jax) = python_times();
-    let names = ["W1 add 16M", "W2 fused chain 4M", "exp 4M", "tanh 4M", "log 4M", "sigmoid 4M", "erf 4M"];
+    let names = [
+        "W1 add 16M",
+        "W2 fused chain 4M",
+        "exp 4M",
+        "tanh 4M",
+        "log 4M",
+        "sigmoid 4M",
+        "erf 4M",
+    ];
     let gbs = |t: Option<f64>, bytes: f64| match t {
         Some(t) => format!("{:.2} ms, {:5.1} GB/s", t * 1e3, bytes / t / 1e9),
         None => "—".to_string(),

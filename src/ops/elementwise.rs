@@ -13,10 +13,10 @@ use crate::{DType, Shape};
 pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
 
 mod cpu;
-pub(crate) mod vmath;
 pub mod file;
 pub(crate) mod grad;
 mod shader;
+pub(crate) mod vmath;
 
 pub use super::expr::{Expr, Node};
 pub use shader::expr_fn_wgsl;

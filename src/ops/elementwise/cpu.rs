@@ -8,8 +8,10 @@
 //! build time (through the scalar functions); an input of the output's shape is read straight
 //! from its slice; other broadcasts and strided views are gathered per chunk by a walk that
 //! increments a multi-index (no division per element). Per node and chunk, the op and dtype
-//! are matched once and the inner loop is a closure over words that LLVM vectorizes; on
-//! x86_64 with AVX2 the same loops run from a copy compiled for it. Ops without a dedicated
+//! are matched once and the inner loop is a closure over words that LLVM vectorizes (`exp`,
+//! `sigmoid`, `tanh`, `log` and `erf` included: they are branch-free, from
+//! [`vmath`](super::vmath)); on x86_64 the same loops run from a copy compiled for AVX2+FMA
+//! or AVX-512, chosen once per block of chunks. Ops without a dedicated
 //! loop call the scalar functions of [`elementwise_cpu`](crate::ops::elementwise_cpu), which
 //! define the semantics; the dedicated loops compute the same IEEE operations (Rust never
 //! contracts `a*b + c`), so both agree bit for bit with
@@ -322,13 +324,7 @@ impl Program {
     /// [`Program::block`] compiled for AVX-512.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn block_avx512(
-        &self,
-        data: &[&[u32]],
-        start: usize,
-        out: &mut [u32],
-        s: &mut Scratch,
-    ) {
+    unsafe fn block_avx512(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
         self.block(data, start, out, s)
     }
 
