@@ -224,7 +224,10 @@ fn special_values() {
     // exp's subnormal results: e^-100 = 3.72e-44 (27 ulps of 2^-149), correctly rounded.
     let y = f32::from_bits(fast(UnaryOp::Exp, &[(-100.0f32).to_bits()])[0]);
     assert!(y.is_subnormal());
-    assert_eq!(y.to_bits(), ((-100f64).exp() / 2f64.powi(-149)).round() as u32);
+    assert_eq!(
+        y.to_bits(),
+        ((-100f64).exp() / 2f64.powi(-149)).round() as u32
+    );
 }
 
 /// tanh is odd bit for bit, sigmoid lies in [0, 1] with sigmoid(x) + sigmoid(-x) ≈ 1, and
@@ -245,10 +248,16 @@ fn identities() {
         assert_eq!(t[i] ^ 0x8000_0000, tn[i], "tanh(-{x:e})");
         let (a, b) = (f32::from_bits(s[i]), f32::from_bits(sn[i]));
         assert!((0.0..=1.0).contains(&a), "sigmoid({x:e}) = {a:e}");
-        assert!((a + b - 1.0).abs() <= 1.2e-7, "sigmoid(±{x:e}): {a:e} + {b:e}");
+        assert!(
+            (a + b - 1.0).abs() <= 1.2e-7,
+            "sigmoid(±{x:e}): {a:e} + {b:e}"
+        );
         let y = f32::from_bits(le[i]);
         if (-80.0..80.0).contains(&x) && x.abs() > 1e-3 {
-            assert!((y - x).abs() <= 2e-7 * x.abs().max(1.0), "log(exp({x:e})) = {y:e}");
+            assert!(
+                (y - x).abs() <= 2e-7 * x.abs().max(1.0),
+                "log(exp({x:e})) = {y:e}"
+            );
         }
     }
 }
@@ -266,7 +275,11 @@ fn fused_chains_against_float64() {
         b(BinaryOp::Mul, u(U::Tanh, x()), u(U::Sigmoid, x())),
         u(
             U::Log,
-            b(BinaryOp::Add, u(U::Exp, x()), Expr::lit(DType::F32, 1f32.to_bits())),
+            b(
+                BinaryOp::Add,
+                u(U::Exp, x()),
+                Expr::lit(DType::F32, 1f32.to_bits()),
+            ),
         ),
     );
     let chain2 = u(U::Exp, u(U::Tanh, u(U::Log, u(U::Sigmoid, x()))));
