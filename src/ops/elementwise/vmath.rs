@@ -23,8 +23,9 @@
 /// `[-104, 89]` first: beyond it the result is 0 or +inf. NaN gives `x + x` (the input,
 /// quieted); `±0` and subnormal inputs give 1.
 ///
-/// Measured over all 2^32 inputs: within 1 ulp of `exp` in f64 (see the test for the figure),
-/// with the same infinities, zeros and subnormals as a correctly rounded `expf`.
+/// Measured over all 2^32 inputs: at most 0.857 ulp from `exp` in f64 (the worst where the
+/// result is subnormal, rounded twice: `p` to f32, then to the subnormal grid), overflow to
+/// +inf and underflow to subnormals and 0 included (an infinite result counts as 2^128).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     // 1.5·2^23: adding it rounds a float of magnitude below 2^22 to an integer.
