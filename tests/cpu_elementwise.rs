@@ -2,12 +2,10 @@
 //! against the node-by-node reference evaluator (bit for bit: every op, cast and dtype on
 //! special values, broadcasts, views, in-place outputs, random DAGs) and against float64
 //! computed here (sizes at chunk and parallel-split boundaries, broadcasting of every kind,
-//! views fused by the compiler, in-place chains, long chains); and the vectorizable `exp`
-//! against float64 over (a dense sweep of, or with `--ignored` every one of) the 2^32 inputs.
+//! views fused by the compiler, in-place chains, long chains). The math functions' error
+//! sweeps are in `tests/vmath.rs`.
 
-use rayon::prelude::*;
 use wgflow::ops::elementwise::{InputView, CPU_CHUNK as CHUNK, CPU_PARALLEL_WORK as PAR};
-use wgflow::ops::elementwise_cpu::unary_cpu;
 use wgflow::ops::{BinaryOp, CpuIn, ElementwiseKernel, Expr, KernelDef, Node, UnaryOp};
 use wgflow::{DType, Device, Graph, HostTensor, Session, SessionOptions, Shape, SliceArg, Tensor};
 
@@ -929,102 +927,4 @@ fn inconsistent_inputs_are_errors_not_panics() {
     // A shape that does not broadcast to the output.
     let k = kernel(Expr::input(0), &[(&[3], f)], &[4]);
     assert!(k.run_cpu_into(&[CpuIn::Words(&a[..3])], &mut out).is_err());
-}
-
-// ---------------------------------------------------------------- exp
-
-/// `|got - want|` in units of the f32 ulp of `want`'s binade (2^-149 below the normals).
-fn ulps(got: f32, want: f64) -> f64 {
-    let e = ((want.abs().to_bits() >> 52) as i64 - 1023).clamp(-126, 127);
-    let ulp = 2f64.powi(e as i32 - 23);
-    (f64::from(got) - want).abs() / ulp
-}
-
-/// exp over f32 inputs `w = k * step`: the worst error in ulps, and how many results differ
-/// from libm's `expf`; also sigmoid's worst error, and that of `1 / (1 + expf(-x))`.
-fn sweep(step: u64, range: std::ops::Range<u64>) -> [f64; 4] {
-    range
-        .into_par_iter()
-        .map(|k| {
-            let w = (k * step) as u32;
-            let x = f32::from_bits(w);
-            let got = f32::from_bits(unary_cpu(UnaryOp::Exp, DType::F32, w));
-            let libm = x.exp();
-            if x.is_nan() {
-                assert!(got.is_nan(), "{w:#x}");
-                return [0.0; 4];
-            }
-            assert_eq!(
-                got.is_infinite(),
-                libm.is_infinite(),
-                "{x:e}: {got:e} vs {libm:e}"
-            );
-            assert_eq!(got == 0.0, libm == 0.0, "{x:e}: {got:e} vs {libm:e}");
-            assert_eq!(
-                got.is_subnormal(),
-                libm.is_subnormal(),
-                "{x:e}: {got:e} vs {libm:e}"
-            );
-            let want = f64::from(x).exp();
-            let e = if got.is_infinite() {
-                0.0
-            } else {
-                ulps(got, want)
-            };
-            assert!(e <= 1.0, "exp({x:e}) = {got:e}, {e} ulps from {want:e}");
-            let sig = f32::from_bits(unary_cpu(UnaryOp::Sigmoid, DType::F32, w));
-            let sig_libm = 1.0 / (1.0 + (-x).exp());
-            let sig_want = 1.0 / (1.0 + (-f64::from(x)).exp());
-            // Where e^-x overflows, both give 0 for a tiny positive sigmoid.
-            let (se, sl) = if x > -88.0 {
-                (ulps(sig, sig_want), ulps(sig_libm, sig_want))
-            } else {
-                (0.0, 0.0)
-            };
-            // The formula's own roundings (1 + e, the division) bound it by 3 ulps (relative errors of up to 2^-23 each, counted in the ulps of another binade).
-            assert!(
-                se <= 3.0,
-                "sigmoid({x:e}) = {sig:e}: {se} ulps (libm's exp: {sl})"
-            );
-            [e, (got.to_bits() != libm.to_bits()) as u64 as f64, se, sl]
-        })
-        .reduce(
-            || [0.0; 4],
-            |a, b| [a[0].max(b[0]), a[1] + b[1], a[2].max(b[2]), a[3].max(b[3])],
-        )
-}
-
-fn report(r: [f64; 4]) {
-    eprintln!(
-        "exp: worst {} ulp; {} results differ from libm's expf; sigmoid worst {} ulp (with libm's exp {})",
-        r[0], r[1], r[2], r[3]
-    );
-}
-
-/// Every 97th f32 (every exponent, sign and NaN class), then every input in the ranges where
-/// exp overflows, underflows to subnormals or to 0, and where it rounds to 1 or next to it.
-#[test]
-fn exp_is_within_one_ulp_on_a_dense_sweep() {
-    let step: u64 = if cfg!(debug_assertions) { 4093 } else { 97 };
-    report(sweep(step, 0..(1u64 << 32) / step));
-    let bits = |x: f32| u64::from(x.to_bits());
-    let around = |a: f32, b: f32| {
-        if cfg!(debug_assertions) {
-            bits(a)..bits(a) + 4096
-        } else {
-            bits(a)..bits(b)
-        }
-    };
-    report(sweep(1, around(88.0, 89.0)));
-    report(sweep(1, around(-87.0, -105.0)));
-    report(sweep(1, around(2f32.powi(-25), 2f32.powi(-23))));
-    report(sweep(1, around(-(2f32.powi(-26)), -(2f32.powi(-24)))));
-}
-
-/// All 2^32 inputs (minutes; run with `--ignored`). Last run: worst 0.5000029 ulp, 170,645
-/// results differ from glibc's expf, sigmoid worst 2.48 ulp with either exp.
-#[test]
-#[ignore]
-fn exp_is_within_one_ulp_on_every_input() {
-    report(sweep(1, 0..1u64 << 32));
 }

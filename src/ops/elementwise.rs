@@ -16,6 +16,7 @@ mod cpu;
 pub mod file;
 pub(crate) mod grad;
 mod shader;
+pub(crate) mod vmath;
 
 pub use super::expr::{Expr, Node};
 pub use shader::expr_fn_wgsl;

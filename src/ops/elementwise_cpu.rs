@@ -13,16 +13,10 @@
 //!   is 0.5% off for `log(1 - 1e-5)`), so they use series for small `|x|` (atanh series for
 //!   log1p when `|x| < 0.25`, Taylor to degree 8 for expm1 when `|x| < 0.35`) and `x` itself
 //!   for `|x| < 1e-8`; measured agreement with NumPy within 2e-6 relative.
-//! - `exp` (and `sigmoid = 1 / (1 + exp(-x))` through it): computed in f64 and rounded once to
-//!   f32, so that a loop over it vectorizes (libm's `expf` is a scalar call): `x` clamped to
-//!   `[-150, 89]` (beyond it every result is 0 or +inf), `n = round(x·log2 e)` by adding
-//!   1.5·2^52, `r = x - n·ln 2` (`|r| ≤ 0.35`), `e^r` by its Taylor series to degree 10
-//!   (remainder below 4e-13 relative), times `2^n` built in the exponent bits; NaN returns
-//!   `x + x` (the input, quieted). Checked against f64 `exp` over all 2^32 inputs
-//!   (`tests/cpu_elementwise.rs`): at most 0.500003 ulp (it differs from glibc's `expf`,
-//!   itself within 0.502 ulp, on 170,645 inputs, about 4 in 100,000), with the same
-//!   infinities, zeros and subnormals; `-0.0` gives 1. `sigmoid` stays within 2.48 ulp where
-//!   `e^-x` is finite, the same worst case as with `expf`.
+//! - `exp`, `sigmoid`, `tanh`, `log`: the branch-free functions of `ops/elementwise/vmath.rs`
+//!   (the fused evaluator runs the same code over whole chunks, vectorized): `exp` in f32 with
+//!   fused multiply-adds, the others computed in f64 and rounded once; error bounds there and
+//!   in `docs/ops_elementwise.md` (all within 1 ulp of f64 over every f32 input).
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
 //! - `pow`: libm's `powf` (C99), but `x*x`, `x`, `1/x`, `sqrt(x)` for exponents 2, 1, -1, 0.5;
 //!   the GPU twin `wgf_pow_f32` decides C99's special cases on the bits.
@@ -35,6 +29,7 @@
 //! the truncated real result: `1` for base 1, `±1` for base -1, `0` otherwise (including base 0;
 //! NumPy raises instead).
 
+use super::elementwise::vmath;
 use super::elementwise::{BinaryOp, UnaryOp};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::DType;
@@ -65,13 +60,12 @@ const ERF_Q: [f32; 5] = [
     -1.42647390514189e-02_f64 as f32,
 ];
 
-/// The error function, by the approximation described in the module docs.
+/// The error function, by the approximation described in the module docs; branch-free, so a
+/// loop over it vectorizes.
+#[inline(always)]
 pub fn erf(x: f32) -> f32 {
-    if x.is_nan() {
-        return x;
-    }
-    let x = x.clamp(-4.0, 4.0);
-    let x2 = x * x;
+    let xc = x.clamp(-4.0, 4.0);
+    let x2 = xc * xc;
     let mut p = ERF_P[0];
     for c in &ERF_P[1..] {
         p = x2 * p + c;
@@ -80,7 +74,12 @@ pub fn erf(x: f32) -> f32 {
     for c in &ERF_Q[1..] {
         q = x2 * q + c;
     }
-    x * p / q
+    let y = xc * p / q;
+    if x.is_nan() {
+        x
+    } else {
+        y
+    }
 }
 
 /// Coefficients of the `erf` approximation as WGSL-exact f32 words `(P, Q)`, highest degree
@@ -203,50 +202,6 @@ pub(crate) fn sign_f32(x: f32) -> f32 {
     }
 }
 
-/// `e^x` in f32, computed in f64 and rounded once (see the module docs): straight-line
-/// arithmetic, so a loop over it vectorizes.
-#[inline(always)]
-pub(crate) fn exp_f32(x: f32) -> f32 {
-    // Adding 1.5·2^52 rounds a double of magnitude below 2^51 to an integer.
-    const SHIFT: f64 = 6755399441055744.0;
-    // 1/k! for k = 10 down to 2.
-    const C: [f64; 9] = [
-        1.0 / 3628800.0,
-        1.0 / 362880.0,
-        1.0 / 40320.0,
-        1.0 / 5040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-    ];
-    // Beyond the clamp every result is 0 or +inf; inside it 2^n is a normal double.
-    let xd = f64::from(x).clamp(-150.0, 89.0);
-    let t = xd * std::f64::consts::LOG2_E + SHIFT;
-    let n = t - SHIFT;
-    let r = xd - n * std::f64::consts::LN_2;
-    let mut p = C[0];
-    for c in &C[1..] {
-        p = p * r + c;
-    }
-    let p = (p * r + 1.0) * r + 1.0;
-    let k = t.to_bits().wrapping_sub(SHIFT.to_bits());
-    let scale = f64::from_bits(k.wrapping_add(1023) << 52);
-    let y = (p * scale) as f32;
-    if x.is_nan() {
-        x + x
-    } else {
-        y
-    }
-}
-
-/// `1 / (1 + e^-x)`.
-#[inline(always)]
-pub(crate) fn sigmoid_f32(x: f32) -> f32 {
-    1.0 / (1.0 + exp_f32(-x))
-}
-
 /// relu is NumPy's maximum(x, 0): NaN stays NaN (WGSL's max(NaN, 0) is 0 on most adapters,
 /// so the GPU tests the bits) and relu(-0.0) is the second operand, +0.0.
 #[inline(always)]
@@ -299,11 +254,11 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
     match (d, op) {
         (DType::F32, UnaryOp::Neg) => fw(-f(w)),
         (DType::F32, UnaryOp::Abs) => fw(f(w).abs()),
-        (DType::F32, UnaryOp::Exp) => fw(exp_f32(f(w))),
-        (DType::F32, UnaryOp::Log) => fw(f(w).ln()),
+        (DType::F32, UnaryOp::Exp) => fw(vmath::exp(f(w))),
+        (DType::F32, UnaryOp::Log) => fw(vmath::log(f(w))),
         (DType::F32, UnaryOp::Sqrt) => fw(f(w).sqrt()),
-        (DType::F32, UnaryOp::Tanh) => fw(f(w).tanh()),
-        (DType::F32, UnaryOp::Sigmoid) => fw(sigmoid_f32(f(w))),
+        (DType::F32, UnaryOp::Tanh) => fw(vmath::tanh(f(w))),
+        (DType::F32, UnaryOp::Sigmoid) => fw(vmath::sigmoid(f(w))),
         (DType::F32, UnaryOp::Relu) => relu_f32(w),
         (DType::F32, UnaryOp::Floor) => fw(f(w).floor()),
         (DType::F32, UnaryOp::Ceil) => fw(f(w).ceil()),

@@ -8,17 +8,18 @@
 //! build time (through the scalar functions); an input of the output's shape is read straight
 //! from its slice; other broadcasts and strided views are gathered per chunk by a walk that
 //! increments a multi-index (no division per element). Per node and chunk, the op and dtype
-//! are matched once and the inner loop is a closure over words that LLVM vectorizes; on
-//! x86_64 with AVX2 the same loops run from a copy compiled for it. Ops without a dedicated
+//! are matched once and the inner loop is a closure over words that LLVM vectorizes (`exp`,
+//! `sigmoid`, `tanh`, `log` and `erf` included: they are branch-free, from
+//! [`vmath`](super::vmath)); on x86_64 the same loops run from a copy compiled for AVX2+FMA
+//! or AVX-512, chosen once per block of chunks. Ops without a dedicated
 //! loop call the scalar functions of [`elementwise_cpu`](crate::ops::elementwise_cpu), which
 //! define the semantics; the dedicated loops compute the same IEEE operations (Rust never
 //! contracts `a*b + c`), so both agree bit for bit with
 //! [`ElementwiseKernel::run_cpu_reference`], which the tests check.
 
-use super::{BinaryOp, ElementwiseKernel, Node, UnaryOp};
+use super::{vmath, BinaryOp, ElementwiseKernel, Node, UnaryOp};
 use crate::ops::elementwise_cpu::{
-    binary_cpu, cast_cpu, exp_f32, maximum_f32, minimum_f32, relu_f32, sigmoid_f32, sign_f32,
-    unary_cpu,
+    binary_cpu, cast_cpu, erf, maximum_f32, minimum_f32, relu_f32, sign_f32, unary_cpu,
 };
 use crate::ops::CpuIn;
 use crate::{DType, Error, Result};
@@ -295,26 +296,44 @@ impl Program {
             index: vec![0; self.rank],
         };
         #[cfg(target_arch = "x86_64")]
-        let avx2 = std::arch::is_x86_feature_detected!("avx2");
-        for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
-            let at = start + c * CHUNK;
-            #[cfg(target_arch = "x86_64")]
-            {
-                if avx2 {
-                    // SAFETY: the CPU supports AVX2 (checked just above).
-                    unsafe { self.chunk_avx2(data, at, chunk, &mut scratch) };
-                    continue;
-                }
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F (and so AVX2 and FMA), checked just above.
+                unsafe { self.block_avx512(data, start, out, &mut scratch) };
+                return;
             }
-            self.chunk(data, at, chunk, &mut scratch);
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+                unsafe { self.block_avx2(data, start, out, &mut scratch) };
+                return;
+            }
         }
+        self.block(data, start, out, &mut scratch);
     }
 
-    /// [`Program::chunk`] compiled for AVX2: the same operations on wider registers.
+    /// [`Program::block`] compiled for AVX2 and FMA: the same operations on wider registers
+    /// (the math functions' `mul_add` becomes one instruction instead of a libm call).
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn chunk_avx2(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
-        self.chunk(data, start, out, s)
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn block_avx2(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
+        self.block(data, start, out, s)
+    }
+
+    /// [`Program::block`] compiled for AVX-512.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn block_avx512(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
+        self.block(data, start, out, s)
+    }
+
+    /// The chunks of one block; the feature check is made once per block, not per chunk.
+    #[inline(always)]
+    fn block(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
+        for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
+            self.chunk(data, start + c * CHUNK, chunk, s);
+        }
     }
 
     /// One chunk: output words `start..start + out.len()`.
@@ -571,8 +590,11 @@ fn unary(op: UnaryOp, d: DType, a: Src<'_>, o: &mut [u32]) {
     match (d, op) {
         (DType::F32, U::Neg) => map_f(a, o, |x| -x),
         (DType::F32, U::Abs) => map_f(a, o, f32::abs),
-        (DType::F32, U::Exp) => map_f(a, o, exp_f32),
-        (DType::F32, U::Sigmoid) => map_f(a, o, sigmoid_f32),
+        (DType::F32, U::Exp) => map_f(a, o, vmath::exp),
+        (DType::F32, U::Sigmoid) => map_f(a, o, vmath::sigmoid),
+        (DType::F32, U::Tanh) => map_f(a, o, vmath::tanh),
+        (DType::F32, U::Log) => map_f(a, o, vmath::log),
+        (DType::F32, U::Erf) => map_f(a, o, erf),
         (DType::F32, U::Sqrt) => map_f(a, o, f32::sqrt),
         (DType::F32, U::Relu) => map(a, o, relu_f32),
         (DType::F32, U::Floor) => map_f(a, o, f32::floor),
