@@ -317,8 +317,10 @@ fn pool_grads_f64(
 #[test]
 fn pool_gradients_match_float64_and_the_composite_rules_with_ties_nan_and_infinities() {
     type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 2]);
-    let cases: [Case; 5] = [
+    let cases: [Case; 7] = [
         ([2, 3, 8, 8], [2, 2], [2, 2], [0, 0]),
+        ([2, 2, 9, 7], [3, 3], [2, 2], [0, 0]),
+        ([1, 2, 6, 6], [3, 3], [1, 1], [0, 0]),
         ([1, 2, 7, 9], [3, 3], [2, 2], [1, 1]),
         ([1, 1, 6, 5], [3, 2], [1, 1], [1, 1]),
         ([2, 2, 5, 7], [2, 2], [1, 2], [1, 0]),

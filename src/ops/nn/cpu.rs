@@ -21,6 +21,8 @@ pub(super) const COL_BUDGET: usize = 1 << 20;
 pub(super) const TASK_WORDS: usize = 1 << 14;
 /// Output pixels a block of images aims for, so small images still make sgemm worthwhile.
 const BLOCK_COLS: usize = 512;
+/// matrixmultiply runs a product with `m·k + k·n` at or above this on its own threads.
+pub(super) const SGEMM_SERIAL: usize = 1 << 15;
 
 /// Resolves `CpuIn`s to words; an input the output is written over (only an epilogue extra
 /// of the output's shape can be) is read from a copy of `out`, since the kernel overwrites
@@ -103,14 +105,17 @@ impl Conv2dKernel {
         }
         let chunk = self.c_chunk.unwrap_or(cg).max(1);
         let threads = rayon::current_num_threads().max(1);
-        let nb = (BLOCK_COLS / p.max(1))
-            .min(n_all.div_ceil(2 * threads))
-            .max(1);
-        // Small products run in parallel over blocks of images; a large one (past
-        // matrixmultiply's threshold for threading, m·k + k·n ≥ 2^15) threads inside sgemm.
         let og = o_all / self.groups.max(1);
         let k_all = chunk.min(cg) * kh * kw;
-        let par = n_all > nb && og * k_all + k_all * nb * p < 1 << 15;
+        // Small products run in parallel over blocks of images, each block small enough
+        // that its sgemm stays on its own thread (below matrixmultiply's threshold for
+        // threading: nested pools oversubscribe the cores); a large one threads inside sgemm.
+        let serial_images = SGEMM_SERIAL.saturating_sub(og * k_all) / (k_all * p).max(1);
+        let nb = serial_images
+            .min(BLOCK_COLS / p.max(1))
+            .min(n_all.div_ceil(2 * threads))
+            .max(1);
+        let par = n_all > nb && og * k_all + k_all * nb * p < SGEMM_SERIAL;
         for (ci, region) in out.chunks_mut(n_all * image).enumerate() {
             let c_lo = ci * chunk;
             let c_hi = (c_lo + chunk).min(cg);
@@ -260,6 +265,52 @@ impl Conv2dKernel {
     }
 }
 
+/// `max(a, v)` as `binary_cpu` computes it (NaN wins, the second operand on ties), with
+/// the comparison a select, not a branch (random data mispredicts half of them).
+#[inline(always)]
+pub(super) fn max_rule(a: f32, v: f32) -> f32 {
+    let m = if a > v { a } else { v };
+    if a.is_nan() | v.is_nan() {
+        f32::NAN
+    } else {
+        m
+    }
+}
+
+/// One plane of a pooling whose `KH`x`KW` windows all lie inside it (no padding):
+/// `(width, [oh, ow], stride)`. Folds in the same order as the general path.
+fn pool_full<const KH: usize, const KW: usize>(
+    kind: PoolKind,
+    xs: &[f32],
+    (wd, [oh, ow], [sh, sw]): (usize, [usize; 2], [usize; 2]),
+    dst: &mut [u32],
+) {
+    for oy in 0..oh {
+        for ox in 0..ow {
+            let c0 = oy * sh * wd + ox * sw;
+            let win = &xs[c0..c0 + (KH - 1) * wd + KW];
+            let mut acc = win[0];
+            for ki in 0..KH {
+                for kj in 0..KW {
+                    if ki + kj == 0 {
+                        continue;
+                    }
+                    let v = win[ki * wd + kj];
+                    acc = match kind {
+                        PoolKind::Max => max_rule(acc, v),
+                        PoolKind::Avg => acc + v,
+                    };
+                }
+            }
+            let v = match kind {
+                PoolKind::Max => acc,
+                PoolKind::Avg => acc / (KH * KW) as f32,
+            };
+            dst[oy * ow + ox] = v.to_bits();
+        }
+    }
+}
+
 /// The outputs `ox0 + i` (`i` in the returned range, within `0..run`) whose window tap
 /// `ix = ox·s + off - pad` (`(s, off, pad)`) lies inside `0..wd`: a run of im2col columns
 /// is zero outside it and a strided (contiguous at stride 1) read of the row inside it.
@@ -296,45 +347,62 @@ impl PoolKernel {
         if out.is_empty() {
             return Ok(());
         }
-        let [kh, kw] = self.window.kernel;
         let x: &[f32] = bytemuck::cast_slice(x);
+        // Pools have no dilation: each window's in-bounds cells are a rectangle, found once
+        // per output row and column rather than per tap.
+        let win = &self.window;
+        let span = |o: usize, k: usize, n: usize| {
+            let lo = (o * win.stride[k]).saturating_sub(win.padding[k]);
+            let hi = (o * win.stride[k] + win.kernel[k]).saturating_sub(win.padding[k]);
+            lo..hi.min(n)
+        };
+        let rows: Vec<_> = (0..oh).map(|o| span(o, 0, h)).collect();
+        let cols: Vec<_> = (0..ow).map(|o| span(o, 1, wd)).collect();
+        let kind = self.kind;
+        let full = win.padding == [0, 0];
         let plane = |(nc, dst): (usize, &mut [u32])| {
-            for (i, o) in dst.iter_mut().enumerate() {
-                let (ox, oy) = (i % ow, i / ow);
-                let mut acc = f32::NEG_INFINITY;
-                let mut count = 0u32;
-                for ki in 0..kh {
-                    let Some(y) = self.window.at(0, oy, ki, h) else {
-                        continue;
-                    };
-                    let row = &x[(nc * h + y) * wd..(nc * h + y + 1) * wd];
-                    for kj in 0..kw {
-                        let Some(xx) = self.window.at(1, ox, kj, wd) else {
-                            continue;
-                        };
-                        let v = row[xx];
-                        acc = match self.kind {
-                            PoolKind::Max if count == 0 => v,
-                            // binary_cpu's maximum: NaN wins, the second operand on ties.
-                            PoolKind::Max if acc.is_nan() || v.is_nan() => f32::NAN,
-                            PoolKind::Max => {
-                                if acc > v {
-                                    acc
-                                } else {
-                                    v
-                                }
+            let xs = &x[nc * h * wd..(nc + 1) * h * wd];
+            let geo = (wd, [oh, ow], win.stride);
+            // Unpadded 2x2 and 3x3 windows (most CNNs) with the window size known to the
+            // compiler: a few instructions per cell instead of ~30.
+            match (full, win.kernel) {
+                (true, [2, 2]) => return pool_full::<2, 2>(kind, xs, geo, dst),
+                (true, [3, 3]) => return pool_full::<3, 3>(kind, xs, geo, dst),
+                _ => {}
+            }
+            for (oy, ry) in rows.iter().enumerate() {
+                for (ox, rx) in cols.iter().enumerate() {
+                    // Plain index loops: an iterator chain here cost ~130 instructions
+                    // per 2x2 window (measured with callgrind).
+                    let mut acc = xs[ry.start * wd + rx.start];
+                    let mut skip = true;
+                    for y in ry.clone() {
+                        for &v in &xs[y * wd + rx.start..y * wd + rx.end] {
+                            if skip {
+                                skip = false;
+                                continue;
                             }
-                            PoolKind::Avg if count == 0 => v,
-                            PoolKind::Avg => acc + v,
-                        };
-                        count += 1;
+                            acc = match kind {
+                                // binary_cpu's maximum: NaN wins, the second operand on
+                                // ties; the comparison a select, not a branch.
+                                PoolKind::Max => {
+                                    let m = if acc > v { acc } else { v };
+                                    if acc.is_nan() | v.is_nan() {
+                                        f32::NAN
+                                    } else {
+                                        m
+                                    }
+                                }
+                                PoolKind::Avg => acc + v,
+                            };
+                        }
                     }
+                    let v = match kind {
+                        PoolKind::Max => acc,
+                        PoolKind::Avg => acc / (ry.len() * rx.len()) as f32,
+                    };
+                    dst[oy * ow + ox] = v.to_bits();
                 }
-                *o = match self.kind {
-                    PoolKind::Max => acc,
-                    PoolKind::Avg => acc / count as f32,
-                }
-                .to_bits();
             }
         };
         let plane_len = (oh * ow).max(1);

@@ -12,14 +12,14 @@
 //!   row-major order: the same additions, in the same order, as the WGSL kernels.
 
 use super::backward::{NnGradKernel, NnGradOp};
-use super::cpu::{copy_of_out, tap_range, words, COL_BUDGET, TASK_WORDS};
+use super::cpu::{copy_of_out, tap_range, words, COL_BUDGET, SGEMM_SERIAL, TASK_WORDS};
 use super::*;
 use crate::ops::family::CpuIn;
 use rayon::prelude::*;
 
 /// Output pixels a block of images aims for (as the forward convolution).
 const BLOCK_COLS: usize = 512;
-/// `(n, oy, ox)` positions per part of a filter gradient.
+/// Most `(n, oy, ox)` positions per part of a filter gradient.
 const PART_COLS: usize = 2048;
 /// Most parts a filter gradient (or one chunk of it) is cut into.
 const MAX_PARTS: usize = 8;
@@ -228,9 +228,11 @@ impl NnGradKernel {
         let chunk = self.chunk.unwrap_or(total).max(1);
         out.par_chunks_mut(wn).enumerate().for_each(|(ci, dst)| {
             let (lo, hi) = (ci * chunk, ((ci + 1) * chunk).min(total));
-            let parts = (hi.saturating_sub(lo))
-                .div_ceil(PART_COLS)
-                .clamp(1, MAX_PARTS);
+            // Parts small enough that each sgemm stays on its own thread, cut by shape alone.
+            let [o_all, cg, kh, kw] = dims4(&self.w);
+            let og = o_all / self.groups.max(1);
+            let part = (SGEMM_SERIAL / (og + cg * kh * kw).max(1)).clamp(64, PART_COLS);
+            let parts = (hi.saturating_sub(lo)).div_ceil(part).clamp(1, MAX_PARTS);
             let len = (hi.saturating_sub(lo)).div_ceil(parts).max(1);
             if parts == 1 {
                 dst.fill(0.0);
@@ -344,10 +346,20 @@ impl NnGradKernel {
             (0..oh).map(|o| span(o, 0)).collect(),
             (0..ow).map(|o| span(o, 1)).collect(),
         );
+        let full = win.padding == [0, 0];
         let plane = |(nc, dst): (usize, &mut [f32])| {
             dst.fill(0.0);
             let g = &dy[nc * oh * ow..(nc + 1) * oh * ow];
             let xs = x.map(|x| &x[nc * h * wd..(nc + 1) * h * wd]);
+            // Unpadded 2x2 and 3x3 max windows with their size known to the compiler.
+            if let (true, Some(xs)) = (full, xs) {
+                let geo = (wd, [oh, ow], win.stride);
+                match win.kernel {
+                    [2, 2] => return max_grad_full::<2, 2>(xs, g, geo, dst),
+                    [3, 3] => return max_grad_full::<3, 3>(xs, g, geo, dst),
+                    _ => {}
+                }
+            }
             for (oy, ry) in rows.iter().enumerate() {
                 for (ox, rx) in cols.iter().enumerate() {
                     let gv = g[oy * ow + ox];
@@ -361,10 +373,11 @@ impl NnGradKernel {
                                 for (xx, &v) in
                                     xs[y * wd + rx.start..y * wd + rx.end].iter().enumerate()
                                 {
-                                    if !best.is_nan() && (v.is_nan() || v > best) {
-                                        best = v;
-                                        at = y * wd + rx.start + xx;
-                                    }
+                                    // Selects, not branches: random data would
+                                    // mispredict half of the comparisons.
+                                    let take = !best.is_nan() & (v.is_nan() | (v > best));
+                                    best = if take { v } else { best };
+                                    at = if take { y * wd + rx.start + xx } else { at };
                                 }
                             }
                             dst[at] += gv;
@@ -394,6 +407,33 @@ impl NnGradKernel {
                 });
         } else {
             out.chunks_mut(plane_len).enumerate().for_each(plane);
+        }
+    }
+}
+
+/// One plane of max pooling's gradient whose `KH`x`KW` windows all lie inside it: each
+/// window's `dy` added at its first maximum, found as the general path finds it.
+fn max_grad_full<const KH: usize, const KW: usize>(
+    xs: &[f32],
+    g: &[f32],
+    (wd, [oh, ow], [sh, sw]): (usize, [usize; 2], [usize; 2]),
+    dst: &mut [f32],
+) {
+    for oy in 0..oh {
+        for ox in 0..ow {
+            let c0 = oy * sh * wd + ox * sw;
+            let win = &xs[c0..c0 + (KH - 1) * wd + KW];
+            let (mut best, mut at) = (win[0], 0);
+            for ki in 0..KH {
+                for kj in 0..KW {
+                    let (v, i) = (win[ki * wd + kj], ki * wd + kj);
+                    // Selects, not branches: random data mispredicts half the comparisons.
+                    let take = !best.is_nan() & (v.is_nan() | (v > best));
+                    best = if take { v } else { best };
+                    at = if take { i } else { at };
+                }
+            }
+            dst[c0 + at] += g[oy * ow + ox];
         }
     }
 }
