@@ -19,6 +19,10 @@ pub(super) const COL_BUDGET: usize = 1 << 20;
 /// Input words a pooling task reads at least (whole planes): smaller tasks cost more in
 /// rayon's bookkeeping than their work (measured on W7's 8x8 planes).
 pub(super) const TASK_WORDS: usize = 1 << 14;
+/// Input words from which pooling (and its gradient) runs on rayon's pool: a 2x2 pool
+/// takes ~1 ns per input word on one thread, less than waking a sleeping worker costs
+/// below this (measured on W7's 64x16x8x8 and 64x32x4x4).
+pub(super) const POOL_PARALLEL: usize = 1 << 18;
 /// Output pixels a block of images aims for, so small images still make sgemm worthwhile.
 const BLOCK_COLS: usize = 512;
 /// matrixmultiply runs a product with `m·k + k·n` at or above this on its own threads.
@@ -409,7 +413,7 @@ impl PoolKernel {
         // Tasks of whole planes, each reading at least TASK_WORDS input words: a task per
         // small plane would cost more in rayon's bookkeeping than its work.
         let per_task = plane_len * (TASK_WORDS / (h * wd).max(1)).max(1);
-        if self.x.numel() >= 1 << 15 {
+        if self.x.numel() >= POOL_PARALLEL {
             out.par_chunks_mut(per_task)
                 .enumerate()
                 .for_each(|(t, dst)| {

@@ -12,7 +12,9 @@
 //!   row-major order: the same additions, in the same order, as the WGSL kernels.
 
 use super::backward::{NnGradKernel, NnGradOp};
-use super::cpu::{copy_of_out, tap_range, words, COL_BUDGET, SGEMM_SERIAL, TASK_WORDS};
+use super::cpu::{
+    copy_of_out, tap_range, words, COL_BUDGET, POOL_PARALLEL, SGEMM_SERIAL, TASK_WORDS,
+};
 use super::*;
 use crate::ops::family::CpuIn;
 use rayon::prelude::*;
@@ -396,7 +398,7 @@ impl NnGradKernel {
         };
         let plane_len = (h * wd).max(1);
         let per_task = plane_len * (TASK_WORDS / plane_len).max(1);
-        if self.x.numel() >= 1 << 15 {
+        if self.x.numel() >= POOL_PARALLEL {
             out.par_chunks_mut(per_task)
                 .enumerate()
                 .for_each(|(t, dst)| {
