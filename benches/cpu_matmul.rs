@@ -1,6 +1,6 @@
 //! cpu:0's GEMM choice, measured per shape class: `matrixmultiply`'s sgemm, the `gemm`
 //! crate's f32 GEMM single-threaded (`Parallelism::None`) and on two rayon threads
-//! (`Parallelism::Rayon(2)`), wgflow's direct small-side kernel, the path cpu:0's matmul kernel picks (reading transposed operands in
+//! (`Parallelism::Rayon(2)`), wgflow's direct small-side kernel, the path cpu:0's matmul kernel picks (`gemm` with its own threading rule, or direct) (reading transposed operands in
 //! place), and NumPy on the same shapes (`a.T @ b` views for transposed operands; skipped
 //! with a note when `$WGFLOW_PYTHON` or `python3` has no NumPy). Medians in GFLOP/s. The
 //! Rust columns are timed interleaved, one call of each per round, so a neighbour's build
@@ -270,7 +270,7 @@ fn main() {
         let path = if wgflow::ops::matmul::cpu::takes_direct(k, n) {
             "direct"
         } else {
-            "sgemm"
+            "gemm"
         };
         let ours = t[4];
         let (np_col, ratio) = match &np {

@@ -1,6 +1,6 @@
-//! The matmul kernel on the CPU: f32 (and f16, widened to f32) products through
-//! `matrixmultiply`'s blocked, vectorized, multi-threaded sgemm, or through a direct kernel
-//! for a narrow B over a long K (see [`takes_direct`]); integer products through the scalar reference
+//! The matmul kernel on the CPU: f32 (and f16, widened to f32) products through the `gemm`
+//! crate's blocked, vectorized GEMM ([`sgemm`]), or through a direct kernel for a narrow B
+//! over a long K (see [`takes_direct`]); integer products through the scalar reference
 //! loop. Batches broadcast through zero strides, split-K chunks and operands stored
 //! transposed are read in place, as the WGSL kernels read them.
 //!
@@ -20,6 +20,72 @@ use rayon::prelude::*;
 /// `[16,4096]@[4096,9]`: 5.9 against 12.7).
 pub fn takes_direct(k: usize, n: usize) -> bool {
     n <= 16 && k >= 1024
+}
+
+/// Multiply-adds from which [`sgemm`] spreads one product over rayon's pool. Measured with
+/// `benches/cpu_matmul.rs` (2 shared cores, AVX2+FMA, two runs): below it `gemm` on one
+/// thread beat two threads on every shape (conv1's `[16,9]@[9,4096]` 41 and 24 GFLOP/s
+/// against 17 and 13, conv2's products ~10% ahead, `[256,512]@[512,10]` 37–49 against
+/// 30–40); from W4's layers up (≥ 67M multiply-adds) the two tie on a busy machine and the
+/// threads are what a quiet or wider one gains from. No bench shape lies between 4.7M and 67M.
+pub(crate) const GEMM_PAR_MACS: usize = 1 << 24;
+
+/// `C = A · B + beta · C` in f32, `[m, k] · [k, n]`, each matrix through its (row, column)
+/// strides in elements (matrixmultiply's convention; `beta == 0.0` writes C without reading
+/// it, so C may hold anything, NaN included). Runs the `gemm` crate, single-threaded below
+/// [`GEMM_PAR_MACS`] multiply-adds and on rayon's pool above (see there for the measurement).
+///
+/// # Safety
+/// For i < m, j < n, kk < k: `a.offset(i * rsa + kk * csa)` and `b.offset(kk * rsb + j * csb)`
+/// are valid to read and `c.offset(i * rsc + j * csc)` valid to read and write; C's elements
+/// are distinct and alias neither A nor B.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+    csc: isize,
+) {
+    let par = if m.saturating_mul(k).saturating_mul(n) >= GEMM_PAR_MACS {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the caller's contract above is gemm's: it reads A and B and writes C only at
+    // those offsets. gemm computes `dst = alpha·dst + beta·lhs·rhs`, so our `beta` is its
+    // `alpha` (used only when `read_dst`) and its `beta` is 1; no conjugation for reals.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            csc,
+            rsc,
+            beta != 0.0,
+            a,
+            csa,
+            rsa,
+            b,
+            csb,
+            rsb,
+            beta,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
 }
 
 /// Columns of C the direct kernel keeps in registers per row: two AVX vectors of f32.
@@ -180,11 +246,10 @@ impl MatMulKernel {
                 // inside the slices), and C written at `i * n + j` inside this batch's
                 // `m * n` chunk; C does not alias A or B (`out` is borrowed mutably).
                 unsafe {
-                    matrixmultiply::sgemm(
+                    sgemm(
                         m,
                         len,
                         n,
-                        1.0,
                         a[a0..].as_ptr(),
                         ra as isize,
                         ka as isize,

@@ -5,8 +5,8 @@
 //! the input element each (k, p) pair reads, or zero in the padding. Blocks of whole images
 //! run in parallel on rayon's pool (each owning its slice of the output); inside a block the
 //! columns are built a bounded piece at a time, so memory stays near [`COL_BUDGET`] floats
-//! per task whatever the image size, and each piece goes through `matrixmultiply`'s sgemm
-//! (which threads a large product itself). sgemm sums over `k` in its own blocked order, so
+//! per task whatever the image size, and each piece goes through the `gemm` crate
+//! ([`sgemm`](crate::ops::matmul::cpu::sgemm), which threads a large product itself). It sums over `k` in its own blocked order, so
 //! results differ from the WGSL kernel's in the last bits (tests compare both to float64).
 //! Pooling folds each window in the WGSL kernel's order, one output plane per task.
 
@@ -106,11 +106,13 @@ impl Conv2dKernel {
         let nb = (BLOCK_COLS / p.max(1))
             .min(n_all.div_ceil(2 * threads))
             .max(1);
-        // Small products run in parallel over blocks of images; a large one (past
-        // matrixmultiply's threshold for threading, m·k + k·n ≥ 2^15) threads inside sgemm.
+        // Small products run in parallel over blocks of images; a large one (past sgemm's
+        // threshold for threading, counted over the piece of columns `block` multiplies at
+        // a time) threads inside sgemm.
         let og = o_all / self.groups.max(1);
         let k_all = chunk.min(cg) * kh * kw;
-        let par = n_all > nb && og * k_all + k_all * nb * p < 1 << 15;
+        let cols = (nb * p).min(COL_BUDGET / k_all.max(og).max(1));
+        let par = n_all > nb && og * k_all * cols < crate::ops::matmul::cpu::GEMM_PAR_MACS;
         for (ci, region) in out.chunks_mut(n_all * image).enumerate() {
             let c_lo = ci * chunk;
             let c_hi = (c_lo + chunk).min(cg);
@@ -175,11 +177,10 @@ impl Conv2dKernel {
                 // `tmp` ([og, cols]); both are fresh vectors of at least that size, distinct
                 // from each other and from A.
                 unsafe {
-                    matrixmultiply::sgemm(
+                    crate::ops::matmul::cpu::sgemm(
                         og,
                         k,
                         cols,
-                        1.0,
                         w[a0..].as_ptr(),
                         (cg * kh * kw) as isize,
                         1,

@@ -142,11 +142,10 @@ impl NnGradKernel {
                 // cols) and C is `col` ([k, cols]): fresh vectors of at least that size,
                 // distinct from each other and from A.
                 unsafe {
-                    matrixmultiply::sgemm(
+                    crate::ops::matmul::cpu::sgemm(
                         k,
                         ogr,
                         cols,
-                        1.0,
                         w[a0..].as_ptr(),
                         1,
                         k as isize,
@@ -307,11 +306,10 @@ impl NnGradKernel {
                 // fresh vectors of at least that size; C is rows g*og..(g+1)*og of `dst`
                 // ([O, k], row stride k, checked to hold O*k floats), distinct from A and B.
                 unsafe {
-                    matrixmultiply::sgemm(
+                    crate::ops::matmul::cpu::sgemm(
                         og,
                         cols,
                         k,
-                        1.0,
                         dyp.as_ptr(),
                         cols as isize,
                         1,
