@@ -1,7 +1,7 @@
 //! cpu:0's GEMM choice, measured per shape class: `matrixmultiply`'s sgemm, the `gemm`
 //! crate's f32 GEMM single-threaded (`Parallelism::None`) and on two rayon threads
-//! (`Parallelism::Rayon(2)`), wgflow's direct small-side kernel, the path cpu:0's matmul kernel picks (`gemm` with its own threading rule, or direct) (reading transposed operands in
-//! place), and NumPy on the same shapes (`a.T @ b` views for transposed operands; skipped
+//! (`Parallelism::Rayon(2)`), wgflow's direct small-side kernel, cpu:0's matmul kernel
+//! (`gemm` under wgflow's threading rule, reading transposed operands in place), and NumPy on the same shapes (`a.T @ b` views for transposed operands; skipped
 //! with a note when `$WGFLOW_PYTHON` or `python3` has no NumPy). Medians in GFLOP/s. The
 //! Rust columns are timed interleaved, one call of each per round, so a neighbour's build
 //! on a shared machine slows them all alike rather than whichever ran at the time.
@@ -167,7 +167,7 @@ fn main() {
         rayon::current_num_threads()
     );
     println!(
-        "| shape | m×k×n | sgemm | gemm None | gemm Rayon(2) | direct | wgflow cpu:0 (path) | NumPy | wgflow / NumPy |"
+        "| shape | m×k×n | sgemm | gemm None | gemm Rayon(2) | direct | wgflow cpu:0 | NumPy | wgflow / NumPy |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (i, &(name, m, k, n, ta, tb)) in SHAPES.iter().enumerate() {
@@ -267,11 +267,6 @@ fn main() {
                 .fold(0f32, f32::max);
             assert!(err < 1e-3, "{name}: {col} differs from sgemm by {err}");
         }
-        let path = if wgflow::ops::matmul::cpu::takes_direct(k, n) {
-            "direct"
-        } else {
-            "gemm"
-        };
         let ours = t[4];
         let (np_col, ratio) = match &np {
             Ok(v) => (
@@ -283,7 +278,7 @@ fn main() {
         let tr = |ta: bool| if ta { "ᵀ" } else { "" };
         let g = |s: f64| flop / s / 1e9;
         println!(
-            "| {name} | {m}{}×{k}×{n}{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} ({path}) | {np_col} | {ratio} |",
+            "| {name} | {m}{}×{k}×{n}{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {np_col} | {ratio} |",
             tr(ta),
             tr(tb),
             g(t[0]),
