@@ -11,11 +11,11 @@ use super::*;
 use rayon::prelude::*;
 
 /// Multiply-adds from which [`sgemm`] spreads one product over rayon's pool. Measured with
-/// `benches/cpu_matmul.rs` (2 shared cores, AVX2+FMA, two runs): below it `gemm` on one
-/// thread beat two threads on every shape (conv1's `[16,9]@[9,4096]` 41 and 24 GFLOP/s
-/// against 17 and 13, conv2's products ~10% ahead, `[256,512]@[512,10]` 37–49 against
-/// 30–40); from W4's layers up (≥ 67M multiply-adds) the two tie on a busy machine and the
-/// threads are what a quiet or wider one gains from. No bench shape lies between 4.7M and 67M.
+/// `benches/cpu_matmul.rs` (2 shared cores, AVX2+FMA, six runs): below it `gemm` on one
+/// thread beat two threads on every shape (conv1's `[16,9]@[9,4096]` 24–48 GFLOP/s against
+/// 13–25, `[256,512]@[512,10]` 37–57 against 30–42, conv2's products 5–25% ahead); from W4's
+/// layers up (≥ 67M multiply-adds) the two tie on a busy machine and the threads are what a
+/// quiet or wider one gains from. No bench shape lies between 4.7M and 67M.
 pub(crate) const GEMM_PAR_MACS: usize = 1 << 24;
 
 /// `C = A · B + beta · C` in f32, `[m, k] · [k, n]`, each matrix through its (row, column)
