@@ -1,7 +1,10 @@
-//! cpu:0's GEMM choice, measured per shape class: `matrixmultiply`'s sgemm, wgflow's direct
-//! small-side kernel, the path cpu:0's matmul kernel picks (reading transposed operands in
-//! place), and NumPy on the same shapes (`a.T @ b` views for transposed operands; skipped
-//! with a note when `$WGFLOW_PYTHON` or `python3` has no NumPy). Medians in GFLOP/s.
+//! cpu:0's GEMM choice, measured per shape class: `matrixmultiply`'s sgemm, the `gemm`
+//! crate's f32 GEMM single-threaded (`Parallelism::None`) and on two rayon threads
+//! (`Parallelism::Rayon(2)`), wgflow's direct small-side kernel, cpu:0's matmul kernel
+//! (`gemm` under wgflow's threading rule, reading transposed operands in place), and NumPy on the same shapes (`a.T @ b` views for transposed operands; skipped
+//! with a note when `$WGFLOW_PYTHON` or `python3` has no NumPy). Medians in GFLOP/s. The
+//! Rust columns are timed interleaved, one call of each per round, so a neighbour's build
+//! on a shared machine slows them all alike rather than whichever ran at the time.
 //!
 //! Shapes: W3 (1024³), W4's layers, W6's backward products (`dW = xᵀ·dy`, `dx = dy·Wᵀ`) and
 //! a small CNN's convolutions as GEMMs with their backward transposes.
@@ -45,18 +48,67 @@ fn det(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// Median seconds of `f` over repetitions filling about `budget`.
-fn median(budget: Duration, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while times.len() < 5 || (start.elapsed() < budget && times.len() < 500) {
-        let t = Instant::now();
+/// Median seconds of each of `fs`, timed interleaved (one call of each per round) over rounds
+/// filling about `budget`, after one warm-up call each.
+fn medians(budget: Duration, fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    for f in fs.iter_mut() {
         f();
-        times.push(t.elapsed().as_secs_f64());
     }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    let mut times = vec![Vec::new(); fs.len()];
+    let start = Instant::now();
+    while times[0].len() < 5 || (start.elapsed() < budget && times[0].len() < 500) {
+        for (f, ts) in fs.iter_mut().zip(&mut times) {
+            let t = Instant::now();
+            f();
+            ts.push(t.elapsed().as_secs_f64());
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut ts| {
+            ts.sort_by(f64::total_cmp);
+            ts[ts.len() / 2]
+        })
+        .collect()
+}
+
+/// `C = A · B` through the `gemm` crate: C row-major `[m, n]`, A and B read through
+/// `(row, column)` strides; `read_dst = false`, so C's old contents (and `alpha`) are ignored
+/// and `beta` scales the product.
+///
+/// # Safety
+/// A's `m * k` and B's `k * n` strided elements lie inside `a` and `b`; `c` holds `m * n`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_f32(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    sa: (usize, usize),
+    b: &[f32],
+    sb: (usize, usize),
+    c: &mut [f32],
+    par: gemm::Parallelism,
+) {
+    gemm::gemm(
+        m,
+        n,
+        k,
+        c.as_mut_ptr(),
+        1,
+        n as isize,
+        false,
+        a.as_ptr(),
+        sa.1 as isize,
+        sa.0 as isize,
+        b.as_ptr(),
+        sb.1 as isize,
+        sb.0 as isize,
+        0.0,
+        1.0,
+        false,
+        false,
+        false,
+        par,
+    );
 }
 
 /// NumPy's GFLOP/s per shape, or why there are none.
@@ -105,7 +157,7 @@ for m, k, n, ta, tb in [{}]:
 }
 
 fn main() {
-    let budget = Duration::from_millis(400);
+    let budget = Duration::from_millis(1500);
     let np = numpy();
     if let Err(e) = &np {
         println!("note: NumPy column skipped: {e}");
@@ -114,54 +166,18 @@ fn main() {
         "rayon threads: {}; GFLOP/s, medians",
         rayon::current_num_threads()
     );
-    println!("| shape | m×k×n | sgemm | direct | wgflow cpu:0 (path) | NumPy | wgflow / NumPy |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| shape | m×k×n | sgemm | gemm None | gemm Rayon(2) | direct | wgflow cpu:0 | NumPy | wgflow / NumPy |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (i, &(name, m, k, n, ta, tb)) in SHAPES.iter().enumerate() {
         let a = det(m * k, 1);
         let b = det(k * n, 2);
-        let mut c = vec![0f32; m * n];
         let (sa, sb) = (
             if ta { (1, m) } else { (k, 1) },
             if tb { (1, k) } else { (n, 1) },
         );
         let flop = 2.0 * (m * k * n) as f64;
-        let sgemm = median(budget, || {
-            // SAFETY: A is `m * k` and B `k * n` elements read through strides that stay
-            // inside them; C is `m * n` and aliases neither.
-            unsafe {
-                matrixmultiply::sgemm(
-                    m,
-                    k,
-                    n,
-                    1.0,
-                    a.as_ptr(),
-                    sa.0 as isize,
-                    sa.1 as isize,
-                    b.as_ptr(),
-                    sb.0 as isize,
-                    sb.1 as isize,
-                    0.0,
-                    c.as_mut_ptr(),
-                    n as isize,
-                    1,
-                );
-            }
-            black_box(&c);
-        });
-        let direct_s = median(budget, || {
-            let oa = Operand {
-                data: &a,
-                rows: sa.0,
-                cols: sa.1,
-            };
-            let ob = Operand {
-                data: &b,
-                rows: sb.0,
-                cols: sb.1,
-            };
-            direct(m, k, n, oa, ob, &mut c);
-            black_box(&c);
-        });
         let kernel = Kernel::MatMul(MatMulKernel {
             a: Shape::new(vec![m, k]),
             b: Shape::new(vec![k, n]),
@@ -174,17 +190,84 @@ fn main() {
             transposed: [ta, tb],
         });
         let (aw, bw): (&[u32], &[u32]) = (bytemuck::cast_slice(&a), bytemuck::cast_slice(&b));
-        let mut out = vec![0u32; m * n];
         let ins = [CpuIn::Words(aw), CpuIn::Words(bw)];
-        let ours = median(budget, || {
-            kernel.run_cpu_into(&ins, &mut out).expect("matmul");
-            black_box(&out);
-        });
-        let path = if wgflow::ops::matmul::cpu::takes_direct(k, n) {
-            "direct"
-        } else {
-            "sgemm"
+        let mut cs = vec![vec![0f32; m * n]; 4];
+        let mut out = vec![0u32; m * n];
+        let [c_mm, c_g1, c_g2, c_d] = &mut cs[..] else {
+            unreachable!("four output buffers")
         };
+        let t = medians(
+            budget,
+            &mut [
+                &mut || {
+                    // SAFETY: A is `m * k` and B `k * n` elements read through strides that
+                    // stay inside them; C is `m * n` and aliases neither.
+                    unsafe {
+                        matrixmultiply::sgemm(
+                            m,
+                            k,
+                            n,
+                            1.0,
+                            a.as_ptr(),
+                            sa.0 as isize,
+                            sa.1 as isize,
+                            b.as_ptr(),
+                            sb.0 as isize,
+                            sb.1 as isize,
+                            0.0,
+                            c_mm.as_mut_ptr(),
+                            n as isize,
+                            1,
+                        );
+                    }
+                    black_box(&c_mm);
+                },
+                &mut || {
+                    // SAFETY: as for sgemm above.
+                    unsafe { gemm_f32((m, k, n), &a, sa, &b, sb, c_g1, gemm::Parallelism::None) };
+                    black_box(&c_g1);
+                },
+                &mut || {
+                    // SAFETY: as for sgemm above.
+                    unsafe {
+                        gemm_f32((m, k, n), &a, sa, &b, sb, c_g2, gemm::Parallelism::Rayon(2))
+                    };
+                    black_box(&c_g2);
+                },
+                &mut || {
+                    let oa = Operand {
+                        data: &a,
+                        rows: sa.0,
+                        cols: sa.1,
+                    };
+                    let ob = Operand {
+                        data: &b,
+                        rows: sb.0,
+                        cols: sb.1,
+                    };
+                    direct(m, k, n, oa, ob, c_d);
+                    black_box(&c_d);
+                },
+                &mut || {
+                    kernel.run_cpu_into(&ins, &mut out).expect("matmul");
+                    black_box(&out);
+                },
+            ],
+        );
+        // The columns compute the same product; a wrong stride would show here.
+        let reference = &cs[0];
+        for (col, c) in ["gemm None", "gemm Rayon(2)", "direct"]
+            .iter()
+            .zip(&cs[1..])
+        {
+            let err = reference
+                .iter()
+                .zip(c)
+                .map(|(x, y)| (x - y).abs() / (1.0 + x.abs()))
+                .fold(0f32, f32::max);
+            assert!(err < 1e-3, "{name}: {col} differs from sgemm by {err}");
+        }
+        let ours = t[4];
         let (np_col, ratio) = match &np {
             Ok(v) => (
                 format!("{:.1}", v[i]),
@@ -192,14 +275,17 @@ fn main() {
             ),
             Err(_) => ("—".into(), "—".into()),
         };
-        let t = |ta: bool| if ta { "ᵀ" } else { "" };
+        let tr = |ta: bool| if ta { "ᵀ" } else { "" };
+        let g = |s: f64| flop / s / 1e9;
         println!(
-            "| {name} | {m}{}×{k}×{n}{} | {:.1} | {:.1} | {:.1} ({path}) | {np_col} | {ratio} |",
-            t(ta),
-            t(tb),
-            flop / sgemm / 1e9,
-            flop / direct_s / 1e9,
-            flop / ours / 1e9,
+            "| {name} | {m}{}×{k}×{n}{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {np_col} | {ratio} |",
+            tr(ta),
+            tr(tb),
+            g(t[0]),
+            g(t[1]),
+            g(t[2]),
+            g(t[3]),
+            g(ours),
         );
     }
 }

@@ -1,7 +1,6 @@
-//! The matmul kernel on the CPU: f32 (and f16, widened to f32) products through
-//! `matrixmultiply`'s blocked, vectorized, multi-threaded sgemm, or through a direct kernel
-//! for a narrow B over a long K (see [`takes_direct`]); integer products through the scalar reference
-//! loop. Batches broadcast through zero strides, split-K chunks and operands stored
+//! The matmul kernel on the CPU: f32 (and f16, widened to f32) products through the `gemm`
+//! crate's blocked, vectorized GEMM ([`sgemm`]); integer products through the scalar
+//! reference loop. Batches broadcast through zero strides, split-K chunks and operands stored
 //! transposed are read in place, as the WGSL kernels read them.
 //!
 //! sgemm sums over K in its own order (blocked, with FMA where the CPU has it), so f32
@@ -11,15 +10,70 @@
 use super::*;
 use rayon::prelude::*;
 
-/// Whether a product of inner length `k` and `n` columns runs [`direct`] rather than sgemm.
-/// Measured with `benches/cpu_matmul.rs` (2 cores, AVX2): sgemm keeps 20–55 GFLOP/s on
-/// nearly every narrow shape of an MLP or a small CNN (`[256,512]@[512,10]` 19.5 against
-/// direct's 21.9, `[512,256]ᵀ@[256,10]` 26.6 against 21.2, `[16,9]@[9,4096]` 18 against 14),
-/// and falls off only when a handful of columns meets a long K, where packing A for its
-/// 8-wide micro-kernel costs more than the product (a conv filter gradient
-/// `[16,4096]@[4096,9]`: 5.9 against 12.7).
-pub fn takes_direct(k: usize, n: usize) -> bool {
-    n <= 16 && k >= 1024
+/// Multiply-adds from which [`sgemm`] spreads one product over rayon's pool. Measured with
+/// `benches/cpu_matmul.rs` (2 shared cores, AVX2+FMA, six runs): below it `gemm` on one
+/// thread beat two threads on every shape (conv1's `[16,9]@[9,4096]` 24–48 GFLOP/s against
+/// 13–25, `[256,512]@[512,10]` 37–57 against 30–42, conv2's products 5–25% ahead); from W4's
+/// layers up (≥ 67M multiply-adds) the two tie on a busy machine and the threads are what a
+/// quiet or wider one gains from. No bench shape lies between 4.7M and 67M.
+pub(crate) const GEMM_PAR_MACS: usize = 1 << 24;
+
+/// `C = A · B + beta · C` in f32, `[m, k] · [k, n]`, each matrix through its (row, column)
+/// strides in elements (matrixmultiply's convention; `beta == 0.0` writes C without reading
+/// it, so C may hold anything, NaN included). Runs the `gemm` crate, single-threaded below
+/// [`GEMM_PAR_MACS`] multiply-adds and on rayon's pool above (see there for the measurement).
+///
+/// # Safety
+/// For i < m, j < n, kk < k: `a.offset(i * rsa + kk * csa)` and `b.offset(kk * rsb + j * csb)`
+/// are valid to read and `c.offset(i * rsc + j * csc)` valid to read and write; C's elements
+/// are distinct and alias neither A nor B.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+    csc: isize,
+) {
+    let par = if m.saturating_mul(k).saturating_mul(n) >= GEMM_PAR_MACS {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the caller's contract above is gemm's: it reads A and B and writes C only at
+    // those offsets. gemm computes `dst = alpha·dst + beta·lhs·rhs`, so our `beta` is its
+    // `alpha` (used only when `read_dst`) and its `beta` is 1; no conjugation for reals.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            csc,
+            rsc,
+            beta != 0.0,
+            a,
+            csa,
+            rsa,
+            b,
+            csb,
+            rsb,
+            beta,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
 }
 
 /// Columns of C the direct kernel keeps in registers per row: two AVX vectors of f32.
@@ -162,29 +216,16 @@ impl MatMulKernel {
             if len == 0 {
                 // An empty sum.
                 c.fill(0.0);
-            } else if takes_direct(len, n) {
-                let a = Operand {
-                    data: &a[a0..],
-                    rows: ra,
-                    cols: ka,
-                };
-                let b = Operand {
-                    data: &b[b0..],
-                    rows: kb,
-                    cols: nb,
-                };
-                direct(m, len, n, a, b, c);
             } else {
                 // SAFETY: A is read at `a0 + i * ra + kk * ka` for i < m, kk < len, B at
                 // `b0 + kk * kb + j * nb` for kk < len, j < n (both checked above to lie
                 // inside the slices), and C written at `i * n + j` inside this batch's
                 // `m * n` chunk; C does not alias A or B (`out` is borrowed mutably).
                 unsafe {
-                    matrixmultiply::sgemm(
+                    sgemm(
                         m,
                         len,
                         n,
-                        1.0,
                         a[a0..].as_ptr(),
                         ra as isize,
                         ka as isize,
@@ -237,7 +278,13 @@ pub struct Operand<'a> {
     pub cols: usize,
 }
 
-/// `C = A · B` (`[m, k] · [k, n]`, C row-major and fully written) for a narrow B: B is packed once into rows padded to a multiple of [`W`], then each block of
+/// `C = A · B` (`[m, k] · [k, n]`, C row-major and fully written) for a narrow B, kept as
+/// `benches/cpu_matmul.rs`'s comparison: cpu:0 took it for a handful of columns over a long K
+/// (n ≤ 16, k ≥ 1024), where matrixmultiply's sgemm fell to 5 GFLOP/s, until [`sgemm`]
+/// (the `gemm` crate) measured 38–39 GFLOP/s on that shape (`[16,4096]@[4096,9]`) against
+/// direct's 8–9, and ahead of it on every other bench shape.
+///
+/// B is packed once into rows padded to a multiple of [`W`], then each block of
 /// [`R`] rows of C accumulates `W` columns at a time in registers over all of K, reading A
 /// where it lies (row-major or transposed). Blocks of rows run on rayon's pool above
 /// [`PAR_MACS`]. The caller checks that every index the shapes imply lies inside A and B.

@@ -5,8 +5,8 @@
 //! the input element each (k, p) pair reads, or zero in the padding. Blocks of whole images
 //! run in parallel on rayon's pool (each owning its slice of the output); inside a block the
 //! columns are built a bounded piece at a time, so memory stays near [`COL_BUDGET`] floats
-//! per task whatever the image size, and each piece goes through `matrixmultiply`'s sgemm
-//! (which threads a large product itself). sgemm sums over `k` in its own blocked order, so
+//! per task whatever the image size, and each piece goes through the `gemm` crate
+//! ([`sgemm`](crate::ops::matmul::cpu::sgemm), which threads a large product itself). It sums over `k` in its own blocked order, so
 //! results differ from the WGSL kernel's in the last bits (tests compare both to float64).
 //! Pooling folds each window in the WGSL kernel's order, one output plane per task.
 
@@ -25,8 +25,6 @@ pub(super) const TASK_WORDS: usize = 1 << 14;
 pub(super) const POOL_PARALLEL: usize = 1 << 18;
 /// Output pixels a block of images aims for, so small images still make sgemm worthwhile.
 const BLOCK_COLS: usize = 512;
-/// matrixmultiply runs a product with `m·k + k·n` at or above this on its own threads.
-pub(super) const SGEMM_SERIAL: usize = 1 << 15;
 
 /// Resolves `CpuIn`s to words; an input the output is written over (only an epilogue extra
 /// of the output's shape can be) is read from a copy of `out`, since the kernel overwrites
@@ -109,17 +107,16 @@ impl Conv2dKernel {
         }
         let chunk = self.c_chunk.unwrap_or(cg).max(1);
         let threads = rayon::current_num_threads().max(1);
-        let og = o_all / self.groups.max(1);
-        let k_all = chunk.min(cg) * kh * kw;
-        // Small products run in parallel over blocks of images, each block small enough
-        // that its sgemm stays on its own thread (below matrixmultiply's threshold for
-        // threading: nested pools oversubscribe the cores); a large one threads inside sgemm.
-        let serial_images = SGEMM_SERIAL.saturating_sub(og * k_all) / (k_all * p).max(1);
-        let nb = serial_images
-            .min(BLOCK_COLS / p.max(1))
+        let nb = (BLOCK_COLS / p.max(1))
             .min(n_all.div_ceil(2 * threads))
             .max(1);
-        let par = n_all > nb && og * k_all + k_all * nb * p < SGEMM_SERIAL;
+        // Small products run in parallel over blocks of images; a large one (past sgemm's
+        // threshold for threading, counted over the piece of columns `block` multiplies at
+        // a time) threads inside sgemm.
+        let og = o_all / self.groups.max(1);
+        let k_all = chunk.min(cg) * kh * kw;
+        let cols = (nb * p).min(COL_BUDGET / k_all.max(og).max(1));
+        let par = n_all > nb && og * k_all * cols < crate::ops::matmul::cpu::GEMM_PAR_MACS;
         for (ci, region) in out.chunks_mut(n_all * image).enumerate() {
             let c_lo = ci * chunk;
             let c_hi = (c_lo + chunk).min(cg);
@@ -184,11 +181,10 @@ impl Conv2dKernel {
                 // `tmp` ([og, cols]); both are fresh vectors of at least that size, distinct
                 // from each other and from A.
                 unsafe {
-                    matrixmultiply::sgemm(
+                    crate::ops::matmul::cpu::sgemm(
                         og,
                         k,
                         cols,
-                        1.0,
                         w[a0..].as_ptr(),
                         (cg * kh * kw) as isize,
                         1,

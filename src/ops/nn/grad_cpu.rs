@@ -12,17 +12,15 @@
 //!   row-major order: the same additions, in the same order, as the WGSL kernels.
 
 use super::backward::{NnGradKernel, NnGradOp};
-use super::cpu::{
-    copy_of_out, tap_range, words, COL_BUDGET, POOL_PARALLEL, SGEMM_SERIAL, TASK_WORDS,
-};
+use super::cpu::{copy_of_out, tap_range, words, COL_BUDGET, POOL_PARALLEL, TASK_WORDS};
 use super::*;
 use crate::ops::family::CpuIn;
 use rayon::prelude::*;
 
 /// Output pixels a block of images aims for (as the forward convolution).
 const BLOCK_COLS: usize = 512;
-/// Most `(n, oy, ox)` positions per part of a filter gradient.
-const PART_COLS: usize = 2048;
+/// Fewest `(n, oy, ox)` positions per part of a filter gradient.
+const PART_MIN: usize = 256;
 /// Most parts a filter gradient (or one chunk of it) is cut into.
 const MAX_PARTS: usize = 8;
 
@@ -144,11 +142,10 @@ impl NnGradKernel {
                 // cols) and C is `col` ([k, cols]): fresh vectors of at least that size,
                 // distinct from each other and from A.
                 unsafe {
-                    matrixmultiply::sgemm(
+                    crate::ops::matmul::cpu::sgemm(
                         k,
                         ogr,
                         cols,
-                        1.0,
                         w[a0..].as_ptr(),
                         1,
                         k as isize,
@@ -230,11 +227,11 @@ impl NnGradKernel {
         let chunk = self.chunk.unwrap_or(total).max(1);
         out.par_chunks_mut(wn).enumerate().for_each(|(ci, dst)| {
             let (lo, hi) = (ci * chunk, ((ci + 1) * chunk).min(total));
-            // Parts small enough that each sgemm stays on its own thread, cut by shape alone.
-            let [o_all, cg, kh, kw] = dims4(&self.w);
-            let og = o_all / self.groups.max(1);
-            let part = (SGEMM_SERIAL / (og + cg * kh * kw).max(1)).clamp(64, PART_COLS);
-            let parts = (hi.saturating_sub(lo)).div_ceil(part).clamp(1, MAX_PARTS);
+            // Parts of at least PART_MIN positions (cut by shape alone) run on rayon's pool,
+            // each product on its own thread.
+            let parts = (hi.saturating_sub(lo))
+                .div_ceil(PART_MIN)
+                .clamp(1, MAX_PARTS);
             let len = (hi.saturating_sub(lo)).div_ceil(parts).max(1);
             if parts == 1 {
                 dst.fill(0.0);
@@ -311,11 +308,10 @@ impl NnGradKernel {
                 // fresh vectors of at least that size; C is rows g*og..(g+1)*og of `dst`
                 // ([O, k], row stride k, checked to hold O*k floats), distinct from A and B.
                 unsafe {
-                    matrixmultiply::sgemm(
+                    crate::ops::matmul::cpu::sgemm(
                         og,
                         cols,
                         k,
-                        1.0,
                         dyp.as_ptr(),
                         cols as isize,
                         1,
