@@ -401,7 +401,7 @@ impl Graph {
             _ => [0, 0],
         };
         let op = Op::Nn(Nn::Conv2dBackpropInput {
-            window: window_of(kernel, &opts),
+            window: Window::conv(kernel, &opts),
             groups: opts.groups,
             input_hw,
         });
@@ -425,7 +425,7 @@ impl Graph {
         opts: Conv2dOptions,
     ) -> Result<Tensor> {
         let op = Op::Nn(Nn::Conv2dBackpropFilter {
-            window: window_of(kernel, &opts),
+            window: Window::conv(kernel, &opts),
             groups: opts.groups,
         });
         let site = Site::new("conv2d_backprop_filter", Location::caller());
@@ -453,7 +453,7 @@ impl Graph {
         };
         let op = Op::Nn(Nn::PoolGrad {
             kind: PoolKind::Max,
-            window: pool_window(kernel, stride, padding),
+            window: Window::pool(kernel, stride, padding),
             input_hw,
         });
         self.add_op(
@@ -477,7 +477,7 @@ impl Graph {
     ) -> Result<Tensor> {
         let op = Op::Nn(Nn::PoolGrad {
             kind: PoolKind::Avg,
-            window: pool_window(kernel, stride, padding),
+            window: Window::pool(kernel, stride, padding),
             input_hw,
         });
         let site = Site::new("avg_pool2d_grad", Location::caller());
@@ -567,23 +567,5 @@ impl Graph {
             _ => HostTensor::scalar(v),
         };
         self.push_constant(t, loc)
-    }
-}
-
-fn window_of(kernel: [usize; 2], opts: &Conv2dOptions) -> Window {
-    Window {
-        kernel,
-        stride: opts.stride,
-        padding: opts.padding,
-        dilation: opts.dilation,
-    }
-}
-
-fn pool_window(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window {
-    Window {
-        kernel,
-        stride,
-        padding,
-        dilation: [1, 1],
     }
 }

@@ -33,6 +33,36 @@ pub struct Window {
 }
 
 impl Window {
+    /// A convolution's window: the weight's `kernel` and the options' geometry.
+    pub fn conv(kernel: [usize; 2], opts: &crate::graph::Conv2dOptions) -> Window {
+        Window {
+            kernel,
+            stride: opts.stride,
+            padding: opts.padding,
+            dilation: opts.dilation,
+        }
+    }
+
+    /// A pool's window (pools have no dilation).
+    pub fn pool(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window {
+        Window {
+            kernel,
+            stride,
+            padding,
+            dilation: [1, 1],
+        }
+    }
+
+    /// The conv2d options with this window's geometry and `groups`.
+    pub fn conv_options(&self, groups: usize) -> crate::graph::Conv2dOptions {
+        crate::graph::Conv2dOptions {
+            stride: self.stride,
+            padding: self.padding,
+            dilation: self.dilation,
+            groups,
+        }
+    }
+
     /// Output size of each spatial axis for an input of `[h, w]`, or why there is none.
     pub fn out_hw(&self, hw: [usize; 2]) -> Result<[usize; 2], String> {
         let mut out = [0; 2];

@@ -161,7 +161,7 @@ impl NnGradKernel {
     }
 
     pub fn wgsl(&self) -> String {
-        let [n, c, h, wd] = dims4(&self.x);
+        let [_, c, h, wd] = dims4(&self.x);
         let [_, cg, kh, kw] = dims4(&self.w);
         let [_, o, oh, ow] = dims4(&self.y);
         let og = o / self.groups.max(1);
@@ -287,7 +287,6 @@ impl NnGradKernel {
                 body.line("acc = acc + g / f32(rows * cols);");
             }
         }
-        let _ = n;
         let mut values = vec![
             ("BINDINGS", bindings.finish()),
             ("WG", wgsl::WORKGROUP.to_string()),

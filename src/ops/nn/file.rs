@@ -15,7 +15,7 @@ use super::{Nn, PoolKind, Window};
 use crate::graph::def::{NodeIn, NodeOut, Pair, UInt, MAX_ELEMENTS, MAX_WINDOW};
 use crate::graph::{Graph, Tensor};
 use crate::ops::Family;
-use crate::{Conv2dOptions, Result};
+use crate::Result;
 use serde::{Deserialize, Serialize};
 
 type Big = UInt<{ MAX_ELEMENTS as u64 }>;
@@ -210,12 +210,7 @@ pub(super) fn read(node: &NodeIn<'_>) -> Option<Result<Nn>> {
 pub(super) fn rebuild(nn: &Nn, g: &mut Graph, x: &[Tensor]) -> Result<Tensor> {
     match *nn {
         Nn::Conv2d { window, groups } => {
-            let opts = Conv2dOptions {
-                stride: window.stride,
-                padding: window.padding,
-                dilation: window.dilation,
-                groups,
-            };
+            let opts = window.conv_options(groups);
             g.conv2d(x[0], x[1], None, opts)
         }
         Nn::Pool { kind, window } => match kind {
@@ -227,21 +222,11 @@ pub(super) fn rebuild(nn: &Nn, g: &mut Graph, x: &[Tensor]) -> Result<Tensor> {
             groups,
             input_hw,
         } => {
-            let opts = Conv2dOptions {
-                stride: window.stride,
-                padding: window.padding,
-                dilation: window.dilation,
-                groups,
-            };
+            let opts = window.conv_options(groups);
             g.conv2d_backprop_input(x[0], x[1], input_hw, opts)
         }
         Nn::Conv2dBackpropFilter { window, groups } => {
-            let opts = Conv2dOptions {
-                stride: window.stride,
-                padding: window.padding,
-                dilation: window.dilation,
-                groups,
-            };
+            let opts = window.conv_options(groups);
             g.conv2d_backprop_filter(x[0], x[1], window.kernel, opts)
         }
         Nn::PoolGrad {

@@ -59,7 +59,7 @@ impl Nn {
                         .transpose()?;
                     return Ok(vec![dx, dw]);
                 }
-                let opts = conv_options(&window, groups);
+                let opts = window.conv_options(groups);
                 let dx = want(0)
                     .then(|| g.conv2d_backprop_input(cx.dy, w, [xs[2], xs[3]], opts))
                     .transpose()?;
@@ -102,7 +102,7 @@ impl Nn {
                 // dx = Σ dy·w over matching taps: d(dy) is conv2d(ḡ, w), d(w) the filter
                 // gradient of ḡ against dy.
                 let (dy, w) = (cx.inputs[0], cx.inputs[1]);
-                let opts = conv_options(&window, groups);
+                let opts = window.conv_options(groups);
                 let ddy = want(0)
                     .then(|| g.conv2d(cx.dy, w, None, opts))
                     .transpose()?;
@@ -114,7 +114,7 @@ impl Nn {
             Nn::Conv2dBackpropFilter { window, groups } => {
                 let (x, dy) = (cx.inputs[0], cx.inputs[1]);
                 let xs = dims4(g.shape(x)?);
-                let opts = conv_options(&window, groups);
+                let opts = window.conv_options(groups);
                 let dx = want(0)
                     .then(|| g.conv2d_backprop_input(dy, cx.dy, [xs[2], xs[3]], opts))
                     .transpose()?;
@@ -154,15 +154,6 @@ impl Nn {
     }
 }
 
-fn conv_options(window: &Window, groups: usize) -> Conv2dOptions {
-    Conv2dOptions {
-        stride: window.stride,
-        padding: window.padding,
-        dilation: window.dilation,
-        groups,
-    }
-}
-
 /// The composite rules, kept as the reference the backward primitives are tested against
 /// (and built by the pools' rules when the gathered kernel would loop too long).
 #[doc(hidden)]
@@ -178,7 +169,7 @@ pub mod reference {
         opts: Conv2dOptions,
     ) -> Result<Tensor> {
         let ws = dims4(g.shape(w)?);
-        let window = window_of([ws[2], ws[3]], &opts);
+        let window = Window::conv([ws[2], ws[3]], &opts);
         conv_input_grad(g, dy, w, &window, opts.groups, input_hw)
     }
 
@@ -190,7 +181,7 @@ pub mod reference {
         kernel: [usize; 2],
         opts: Conv2dOptions,
     ) -> Result<Tensor> {
-        let window = window_of(kernel, &opts);
+        let window = Window::conv(kernel, &opts);
         conv_weight_grad(g, dy, x, &window, opts.groups, kernel)
     }
 
@@ -204,7 +195,7 @@ pub mod reference {
         padding: [usize; 2],
     ) -> Result<Tensor> {
         let y = g.max_pool2d(x, kernel, stride, padding)?;
-        let window = pool_window(kernel, stride, padding);
+        let window = Window::pool(kernel, stride, padding);
         max_pool_grad(g, x, y, dy, &window)
     }
 
@@ -217,25 +208,7 @@ pub mod reference {
         stride: [usize; 2],
         padding: [usize; 2],
     ) -> Result<Tensor> {
-        avg_pool_grad(g, dy, input_hw, &pool_window(kernel, stride, padding))
-    }
-
-    fn window_of(kernel: [usize; 2], opts: &Conv2dOptions) -> Window {
-        Window {
-            kernel,
-            stride: opts.stride,
-            padding: opts.padding,
-            dilation: opts.dilation,
-        }
-    }
-
-    fn pool_window(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window {
-        Window {
-            kernel,
-            stride,
-            padding,
-            dilation: [1, 1],
-        }
+        avg_pool_grad(g, dy, input_hw, &Window::pool(kernel, stride, padding))
     }
 }
 
