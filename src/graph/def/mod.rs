@@ -112,6 +112,9 @@ pub const STATELESS_VERSION: u64 = 1;
 pub const INLINE_MAX: usize = 1024;
 /// The most elements a graph file may declare for one tensor (2^31).
 pub const MAX_ELEMENTS: usize = 1 << 31;
+/// The largest graph file [`Graph::load`] reads (16 GiB: room for base64 constants of
+/// [`MAX_ELEMENTS`] words), checked before anything is read; FIFOs and devices are refused.
+pub const MAX_FILE_BYTES: u64 = 1 << 34;
 /// The most dimensions a graph file may declare for one tensor.
 pub const MAX_RANK: usize = 32;
 /// The largest magnitude of a `strides` entry of `slice`, `flip` and `broadcast_to` (2^53).
@@ -293,18 +296,23 @@ impl Graph {
         Graph::from_def(&def_from_json(text)?)
     }
 
-    /// Write the graph to a JSON file.
+    /// Write the graph to a JSON file, replacing `path` atomically (see
+    /// [`crate::files::write_atomic`]: never through a link, never a half-written file).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_json()?)
+        crate::files::write_atomic(path, self.to_json()?.as_bytes())
             .map_err(|e| err(path.display().to_string(), format!("cannot write: {e}")))
     }
 
     /// Read a graph from a JSON file written by [`Graph::save`] (or by hand).
     pub fn load(path: impl AsRef<Path>) -> Result<Graph> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
+        let cannot = |e: &dyn std::fmt::Display| {
+            err(path.display().to_string(), format!("cannot read: {e}"))
+        };
+        let bytes = crate::files::read_regular(path, MAX_FILE_BYTES, "graph file")
+            .map_err(|e| cannot(&e))?;
+        let text = String::from_utf8(bytes).map_err(|e| cannot(&e.utf8_error()))?;
         let mut g = Graph::from_json(&text).map_err(|e| match e {
             Error::GraphDef { at, message } => err(format!("{}: {at}", path.display()), message),
             other => other,
