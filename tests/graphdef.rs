@@ -1068,6 +1068,8 @@ fn an_adam_training_graph_round_trips() {
 
 // ---------------------------------------------------------------- hostile text, repeated keys
 
+use wgflow::Initializer;
+
 /// A 10 MB string of one letter.
 fn huge(c: char) -> String {
     c.to_string().repeat(10 << 20)
@@ -1290,4 +1292,112 @@ fn repeated_keys_are_errors_naming_the_key() {
         {{"name": "y", "op": "relu", "inputs": ["x"], "shape": [3], "dtype": "f32"}}]}}"#
     );
     Graph::from_json(&text).unwrap();
+}
+
+/// f32 words that inline `data` once lost: NaNs other than 0x7fc00000 (a payload, the sign
+/// bit, signalling).
+const F32_NANS: [u32; 5] = [
+    0x7fc0_0001,
+    0xffff_ffff,
+    0x7f80_0001,
+    0xffc0_0000,
+    0x7fbf_ffff,
+];
+/// f32 words inline `data` keeps: the canonical NaN, signed zeros, infinities, subnormals.
+const F32_EDGES: [u32; 9] = [
+    0x7fc0_0000,
+    0x8000_0000,
+    0x0000_0000,
+    0x7f80_0000,
+    0xff80_0000,
+    0x0000_0001,
+    0x807f_ffff,
+    0x3f80_0000,
+    0x7f7f_ffff,
+];
+/// The same for f16: payload, sign and signalling NaNs ...
+const F16_NANS: [u32; 4] = [0x7e01, 0xfc01, 0x7c01, 0xfe00];
+/// ... and the canonical NaN, signed zeros, infinities, subnormals.
+const F16_EDGES: [u32; 8] = [
+    0x7e00, 0x8000, 0x0000, 0x7c00, 0xfc00, 0x0001, 0x83ff, 0x7bff,
+];
+
+/// A constant and a variable (`value` initializer) per word list, as (name, dtype, words).
+fn leaves_of(g: &mut Graph) -> Vec<(String, bool, Vec<u32>)> {
+    let mut out = Vec::new();
+    let lists: [(DType, Vec<u32>); 4] = [
+        (
+            DType::F32,
+            F32_NANS.iter().chain(&F32_EDGES).copied().collect(),
+        ),
+        (DType::F32, F32_EDGES.to_vec()),
+        (
+            DType::F16,
+            F16_NANS.iter().chain(&F16_EDGES).copied().collect(),
+        ),
+        (DType::F16, F16_EDGES.to_vec()),
+    ];
+    for (k, (dtype, words)) in lists.into_iter().enumerate() {
+        let value = HostTensor::from_words([words.len()].into(), dtype, words.clone()).unwrap();
+        let c = g.constant(value.clone()).unwrap();
+        let name = g.name(c).unwrap().to_string();
+        out.push((name, true, words.clone()));
+        let name = format!("v{k}");
+        g.variable_with(&name, [words.len()], dtype, Initializer::Value(value))
+            .unwrap();
+        out.push((name, false, words));
+    }
+    out
+}
+
+fn leaf_words(g: &Graph, name: &str) -> Vec<u32> {
+    match &g.node(g.tensor(name).unwrap()).unwrap().op {
+        Op::Leaf(Leaf::Constant(v)) | Op::Leaf(Leaf::Variable(Initializer::Value(v))) => {
+            v.words().to_vec()
+        }
+        other => panic!("{name} is {other:?}"),
+    }
+}
+
+#[test]
+fn inline_size_values_keep_every_nan_payload_and_edge_value() {
+    let mut g = Graph::new();
+    let leaves = leaves_of(&mut g);
+    let text = g.to_json().unwrap();
+    let path = std::env::temp_dir().join(format!("wgflow-nan-{}.json", std::process::id()));
+    g.save(&path).unwrap();
+    let loaded = Graph::load(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    for h in [Graph::from_json(&text).unwrap(), loaded] {
+        for (name, _, words) in &leaves {
+            let back = leaf_words(&h, name);
+            assert!(
+                back == *words,
+                "{name}: {:08x?} came back as {:08x?}",
+                words,
+                back
+            );
+        }
+        // And it saves again as the same text.
+        assert!(h.to_json().unwrap() == text);
+    }
+    // Values with such NaNs are written as base64; the others stay inline, as before.
+    let lines: Vec<&str> = text.lines().collect();
+    for (name, _, words) in &leaves {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("\"name\": \"{name}\"")))
+            .unwrap();
+        let special = words
+            .iter()
+            .any(|w| F32_NANS.contains(w) || F16_NANS.contains(w));
+        assert_eq!(line.contains("\"data_base64\": "), special, "{line}");
+        assert_eq!(line.contains("\"data\": ["), !special, "{line}");
+    }
+    assert!(
+        text.contains(
+            r#""data": ["nan", -0.0, 0.0, "inf", "-inf", 1e-45, -1.1754942e-38, 1.0, 3.4028235e38]"#
+        ),
+        "{text}"
+    );
 }

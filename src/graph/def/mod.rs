@@ -78,7 +78,10 @@
 //! # Constants
 //!
 //! A constant of at most [`INLINE_MAX`] elements is written inline as `data`, a larger one
-//! as `data_base64` (see [the leaves](crate::ops::leaf::file)).
+//! as `data_base64` (see [the leaves](crate::ops::leaf::file)). Both keep every bit: inline
+//! `data` writes a NaN as `"nan"`, which reads as one NaN (f32 `0x7fc00000`, f16 `0x7e00`),
+//! so a value (of a constant or a variable's `value` initializer) holding any other NaN is
+//! written as `data_base64` whatever its size.
 //!
 //! # Hostile input
 //!
