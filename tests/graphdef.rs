@@ -1187,6 +1187,14 @@ fn hostile_strings_are_quoted_short_in_errors() {
             )),
             "duplicate key 'llll",
         ),
+        // A repeated key below a long one.
+        (
+            file(&format!(
+                r#"{{"name": "x", "op": "placeholder", "shape": [2], "dtype": "f32", "{}": {{"a": 1, "a": 2}}}}"#,
+                huge('m')
+            )),
+            "duplicate key 'a' in nodes[0].mmmm",
+        ),
     ];
     let mut wrong = Vec::new();
     for (text, fragment) in &cases {

@@ -260,8 +260,16 @@ impl fmt::Display for Place<'_> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
             Place::Top => f.write_str("the top-level object"),
-            Place::Key(Place::Top, key) => write!(f, "{}", super::attrs::cut(key, 64).0),
-            Place::Key(up, key) => write!(f, "{up}.{}", super::attrs::cut(key, 64).0),
+            Place::Key(up, key) => {
+                if !matches!(up, Place::Top) {
+                    write!(f, "{up}.")?;
+                }
+                // A key in a place is cut like a node's name (`nodes[3] 'aaaa…'`).
+                match super::attrs::cut(key, 64) {
+                    (key, 0) => f.write_str(key),
+                    (head, _) => write!(f, "{head}…"),
+                }
+            }
             Place::Index(Place::Top, i) => write!(f, "[{i}]"),
             Place::Index(up, i) => write!(f, "{up}[{i}]"),
         }
