@@ -19,10 +19,10 @@
 //!
 //! Which variables a restore needs (TensorFlow's `Saver.restore` fails on a variable missing
 //! from the checkpoint, and so do we):
-//! * [`Session::restore`] expects the file and the graph to hold the same variables: a variable
+//! * [`Session::restore`](crate::Session::restore) expects the file and the graph to hold the same variables: a variable
 //!   missing from the file **and** a tensor in the file that names no variable are errors, so a
 //!   checkpoint of another model (or one saved under other scope names) never loads half-way.
-//! * [`Session::restore_only`] restores the variables it is given (each must be in the file)
+//! * [`Session::restore_only`](crate::Session::restore_only) restores the variables it is given (each must be in the file)
 //!   and ignores every other tensor: for a checkpoint that also holds optimizer state, or to
 //!   load part of a model.
 //!
@@ -35,14 +35,13 @@
 //! bytes, placement) and missing storage allocated before any variable is written. A malformed file (truncated, a bad header, offsets
 //! that do not cover the data) is an [`Error::Checkpoint`], never a panic.
 
-use crate::graph::{Tensor, RESERVED_VARIABLE_NAME};
-use crate::session::Session;
+use crate::graph::RESERVED_VARIABLE_NAME;
 use crate::{DType, Error, HostTensor, Result, Shape};
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
-fn err(at: &str, message: impl Into<String>) -> Error {
+pub(crate) fn err(at: &str, message: impl Into<String>) -> Error {
     Error::Checkpoint {
         path: at.to_string(),
         message: message.into(),
@@ -122,7 +121,7 @@ pub fn encode(tensors: &[(&str, &HostTensor)]) -> Result<Vec<u8>> {
 }
 
 /// Parse safetensors bytes (`at` names them in errors).
-fn parse<'a>(bytes: &'a [u8], at: &str) -> Result<SafeTensors<'a>> {
+pub(crate) fn parse<'a>(bytes: &'a [u8], at: &str) -> Result<SafeTensors<'a>> {
     SafeTensors::deserialize(bytes).map_err(|e| {
         let why = match e {
             SafeTensorError::HeaderTooSmall => {
@@ -142,7 +141,7 @@ fn parse<'a>(bytes: &'a [u8], at: &str) -> Result<SafeTensors<'a>> {
 }
 
 /// One file tensor as a host tensor of `name`.
-fn host_tensor(view: &TensorView<'_>, name: &str, at: &str) -> Result<HostTensor> {
+pub(crate) fn host_tensor(view: &TensorView<'_>, name: &str, at: &str) -> Result<HostTensor> {
     let dtype = wgflow_dtype(view.dtype()).ok_or_else(|| {
         err(
             at,
@@ -207,7 +206,7 @@ pub fn read(path: impl AsRef<Path>) -> Result<Vec<(String, HostTensor)>> {
     decode_at(&read_bytes(path, &at)?, &at)
 }
 
-/// The largest checkpoint [`read`] and [`Session::restore`] accept: 2^40 bytes (1 TiB). A
+/// The largest checkpoint [`read`] and [`Session::restore`](crate::Session::restore) accept: 2^40 bytes (1 TiB). A
 /// file's size is checked before anything is read, and the memory for it is allocated
 /// fallibly.
 pub const MAX_FILE_BYTES: u64 = 1 << 40;
@@ -226,144 +225,7 @@ pub fn write(path: impl AsRef<Path>, tensors: &[(&str, &HostTensor)]) -> Result<
     crate::files::write_atomic(path, &bytes).map_err(|e| err(&at, format!("cannot write: {e}")))
 }
 
-fn read_bytes(path: &Path, at: &str) -> Result<Vec<u8>> {
+pub(crate) fn read_bytes(path: &Path, at: &str) -> Result<Vec<u8>> {
     crate::files::read_regular(path, MAX_FILE_BYTES, "checkpoint")
         .map_err(|e| err(at, format!("cannot read: {e}")))
-}
-
-/// `v`'s node name, if it is a variable of the session's graph.
-fn variable_name(session: &Session, v: Tensor, at: &str) -> Result<String> {
-    let node = session.graph().node(v)?;
-    if !node.op.is_variable() {
-        return Err(err(
-            at,
-            format!("'{}' is a {}, not a variable", node.name, node.op.name()),
-        ));
-    }
-    Ok(node.name.clone())
-}
-
-/// [`Session::save`]: `variables`, or every variable of the graph, to `path`.
-pub(crate) fn save(session: &mut Session, path: &Path, variables: Option<&[Tensor]>) -> Result<()> {
-    let at = path.display().to_string();
-    let tensors: Vec<Tensor> = match variables {
-        Some(vs) => vs.to_vec(),
-        None => session.graph().variables(),
-    };
-    if tensors.is_empty() {
-        // An empty file would replace a good checkpoint with one no restore accepts.
-        return Err(err(
-            &at,
-            match variables {
-                Some(_) => "no variables were given to save; nothing was written",
-                None => "the graph has no variables to save; nothing was written",
-            },
-        ));
-    }
-    // By name, so a variable listed twice is written once.
-    let mut values = BTreeMap::new();
-    for v in tensors {
-        let name = variable_name(session, v, &at)?;
-        if let std::collections::btree_map::Entry::Vacant(slot) = values.entry(name) {
-            slot.insert(session.read_variable(v)?);
-        }
-    }
-    let list: Vec<(&str, &HostTensor)> = values.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    write(path, &list)
-}
-
-/// [`Session::restore`] (`only` is `None`) and [`Session::restore_only`].
-pub(crate) fn restore(session: &mut Session, path: &Path, only: Option<&[Tensor]>) -> Result<()> {
-    let at = path.display().to_string();
-    let bytes = read_bytes(path, &at)?;
-    let st = parse(&bytes, &at)?;
-    let wanted: Vec<Tensor> = match only {
-        Some(vs) => vs.to_vec(),
-        None => session.graph().variables(),
-    };
-    let mut values: Vec<(Tensor, HostTensor)> = Vec::with_capacity(wanted.len());
-    let mut missing = Vec::new();
-    let mut seen = BTreeSet::new();
-    for v in wanted {
-        let name = variable_name(session, v, &at)?;
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        let view = match st.tensor(&name) {
-            Ok(view) => view,
-            Err(_) => {
-                missing.push(name);
-                continue;
-            }
-        };
-        let node = session.graph().node(v)?;
-        let file_shape = Shape::new(view.shape().to_vec());
-        let expected = safetensors_dtype(node.dtype);
-        if view.dtype() != expected || file_shape != node.shape {
-            return Err(err(
-                &at,
-                format!(
-                    "tensor '{name}' is {} {file_shape} in the file, but the variable is {} {} ({expected} {})",
-                    view.dtype(),
-                    node.dtype,
-                    node.shape,
-                    node.shape
-                ),
-            ));
-        }
-        values.push((v, host_tensor(&view, &name, &at)?));
-    }
-    if !missing.is_empty() {
-        return Err(err(
-            &at,
-            format!(
-                "no tensor for variable(s) {}; the file holds {}",
-                quoted(missing.iter().map(String::as_str)),
-                listing(st.names())
-            ),
-        ));
-    }
-    if only.is_none() {
-        let mut unknown: Vec<&str> = st
-            .names()
-            .into_iter()
-            .filter(|n| !seen.contains(*n))
-            .collect();
-        if !unknown.is_empty() {
-            unknown.sort_unstable();
-            return Err(err(
-                &at,
-                format!(
-                    "tensor(s) {} name no variable of the graph; restore_only restores a subset and ignores the rest",
-                    quoted(unknown.into_iter())
-                ),
-            ));
-        }
-    }
-    let list: Vec<(Tensor, &HostTensor)> = values.iter().map(|(v, t)| (*v, t)).collect();
-    session.write_variables(&list)
-}
-
-/// `'a', 'b', 'c'`, cut after 10 names.
-fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let names: Vec<&str> = names.collect();
-    let mut s = names
-        .iter()
-        .take(10)
-        .map(|n| format!("'{n}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > 10 {
-        s.push_str(&format!(" and {} more", names.len() - 10));
-    }
-    s
-}
-
-/// The file's tensor names for a message, sorted.
-fn listing(mut names: Vec<&str>) -> String {
-    if names.is_empty() {
-        return "no tensors".into();
-    }
-    names.sort_unstable();
-    quoted(names.into_iter())
 }

@@ -206,7 +206,7 @@ impl HostTensor {
     }
 
     /// The raw bytes of the words (one word per element, native endianness; a GPU stores f16
-    /// in 2 bytes, see `backend::gpu::exec::device_bytes`).
+    /// in 2 bytes, see `backend::gpu::bytes::device_bytes`).
     pub fn bytes(&self) -> &[u8] {
         bytemuck::cast_slice(&self.words)
     }

@@ -3,8 +3,8 @@
 //! when it is prepared (GPU bind groups hold the buffer), reads it during runs, and copies
 //! assignments into it when a run finishes.
 
+use super::gpu::bytes::{extend_host_words, write_device_bytes};
 use super::gpu::context::{self, GpuContext};
-use super::gpu::exec::{extend_host_words, write_device_bytes};
 use super::Created;
 use crate::device::Device;
 use crate::ops::Initializer;

@@ -1,5 +1,6 @@
 //! The wgpu backend: contexts, pipeline cache, and the executor.
 
+pub mod bytes;
 pub mod context;
 pub mod exec;
 pub mod split;

@@ -9,6 +9,8 @@ use crate::ops::random::RUN_COUNTER;
 use crate::ops::Leaf;
 use crate::ops::Op;
 use crate::trace::{RunMetadata, RunOptions};
+
+mod checkpoint;
 use crate::{Error, HostTensor, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -398,14 +400,14 @@ impl Session {
         path: impl AsRef<std::path::Path>,
         variables: Option<&[Tensor]>,
     ) -> Result<()> {
-        crate::checkpoint::save(self, path.as_ref(), variables)
+        checkpoint::save(self, path.as_ref(), variables)
     }
 
     /// Overwrite every variable of the graph with its tensor in the checkpoint at `path`.
     /// The file must hold exactly the graph's variables, with their dtypes and shapes; on any
     /// error no variable is changed. See [`crate::checkpoint`].
     pub fn restore(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
-        crate::checkpoint::restore(self, path.as_ref(), None)
+        checkpoint::restore(self, path.as_ref(), None)
     }
 
     /// Overwrite `variables` with their tensors in the checkpoint at `path`, ignoring the
@@ -416,7 +418,7 @@ impl Session {
         path: impl AsRef<std::path::Path>,
         variables: &[Tensor],
     ) -> Result<()> {
-        crate::checkpoint::restore(self, path.as_ref(), Some(variables))
+        checkpoint::restore(self, path.as_ref(), Some(variables))
     }
 
     /// Variable `v`'s name and device, creating its storage if it has none.
