@@ -48,7 +48,7 @@ impl Device {
 /// The device a session uses by default, given whether each GPU (in preference order) is a
 /// software adapter: the first visible hardware GPU, else `cpu:0`. Software adapters
 /// (lavapipe, llvmpipe, WARP) run on the same cores as `cpu:0` and are slower than it on every
-/// workload of the README's Performance table, so they are used only when a scope or
+/// workload of docs/performance.md, so they are used only when a scope or
 /// `default_device` names them.
 pub(crate) fn best_of(software: &[bool], visible: Option<&[usize]>) -> Device {
     (0..software.len())

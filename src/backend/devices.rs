@@ -60,7 +60,7 @@ impl Device {
     /// The best visible hardware GPU (discrete > integrated > virtual), else `cpu:0`: the
     /// `torch.device('cuda' if available else 'cpu')` idiom, and the default device of a
     /// session. Software adapters (lavapipe, llvmpipe, WARP: CPUs pretending to be GPUs) rank
-    /// below `cpu:0`, which is faster on the same cores (README, Performance); they stay
+    /// below `cpu:0`, which is faster on the same cores (docs/performance.md); they stay
     /// listed as `gpu:N` and run whatever a scope or `default_device` puts there.
     pub fn best() -> Device {
         match visible_gpus_from_env() {
