@@ -24,7 +24,7 @@
 
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::ops::elementwise::InputView;
-use crate::ops::{ElementwiseKernel, Epilogue, EpilogueInput, Expr, Kernel, Node, Prologue};
+use crate::ops::{ElementwiseKernel, Epilogue, Expr, Kernel, Node, Prologue};
 use crate::Shape;
 use crate::{DType, HostTensor};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -569,56 +569,14 @@ fn epilogue_host<'k>(
     others: &[ValueId],
     plan: &Plan,
 ) -> Option<(&'k Shape, DType, bool)> {
-    match kernel {
-        Kernel::MatMul(mk) => Some((
-            &mk.out,
-            mk.dtype,
-            mk.epilogue.is_none()
-                && others
-                    .iter()
-                    .all(|&x| EpilogueInput::of(&plan.values[x].shape, &mk.out).is_some()),
-        )),
-        Kernel::Reduce(rk) => Some((
-            &rk.out_shape,
-            rk.dtype,
-            rk.takes_epilogue()
-                && others.iter().all(|&x| {
-                    let s = &plan.values[x].shape;
-                    s == &rk.out_shape || s.numel() == 1
-                }),
-        )),
-        Kernel::Conv2d(ck) => Some((&ck.out, DType::F32, ck.epilogue.is_none())),
-        Kernel::Elementwise(_)
-        | Kernel::Permute(_)
-        | Kernel::Strided(_)
-        | Kernel::Concat(_)
-        | Kernel::Pad(_)
-        | Kernel::Gather(_)
-        | Kernel::Pool(_)
-        | Kernel::NnGrad(_)
-        | Kernel::Random(_)
-        | Kernel::RawWgsl(_)
-        | Kernel::Scan(_) => None,
-    }
+    let extra: Vec<&Shape> = others.iter().map(|&x| &plan.values[x].shape).collect();
+    kernel.def().epilogue_host(&extra)
 }
 
 /// `kernel` with `epilogue` applied to its output (kernels [`epilogue_host`] accepts).
-fn with_epilogue(kernel: Kernel, epilogue: Option<Epilogue>) -> Kernel {
-    match kernel {
-        Kernel::MatMul(mut mk) => {
-            mk.epilogue = epilogue;
-            Kernel::MatMul(mk)
-        }
-        Kernel::Reduce(mut rk) => {
-            rk.epilogue = epilogue;
-            Kernel::Reduce(rk)
-        }
-        Kernel::Conv2d(mut ck) => {
-            ck.epilogue = epilogue;
-            Kernel::Conv2d(ck)
-        }
-        other => other,
-    }
+fn with_epilogue(mut kernel: Kernel, epilogue: Option<Epilogue>) -> Kernel {
+    kernel.def_mut().set_epilogue(epilogue);
+    kernel
 }
 
 /// An elementwise kernel's input as fusion tracks it: the bound value, and the view (with the

@@ -10,7 +10,7 @@
 //! as-is on a GPU. See [`RawWgsl`] for the binding convention.
 
 use super::elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
-use super::family::{Arity, Declared, Family, GradCx, KernelDef, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered};
 use super::Kernel;
 use crate::{DType, Shape};
 use std::cell::RefCell;
@@ -695,6 +695,14 @@ impl Family for Custom {
 }
 
 impl KernelDef for RawKernel {
+    fn kind(&self) -> &'static str {
+        "raw_wgsl"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Custom
+    }
+
     fn describe(&self) -> String {
         format!("raw WGSL '{}' ({})", self.name, self.entry_point)
     }

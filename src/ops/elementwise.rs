@@ -3,7 +3,9 @@
 //! NumPy broadcasting against the kernel's output shape (broadcasting composes, so inlining a
 //! producer into its consumer never changes which element an input supplies).
 
-use super::family::{Arity, CpuIn, Declared, Family, GradCx, KernelDef, LowerCx, Lowered};
+use super::family::{
+    Arity, CpuIn, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+};
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
@@ -570,6 +572,18 @@ impl ElementwiseKernel {
 }
 
 impl KernelDef for ElementwiseKernel {
+    fn kind(&self) -> &'static str {
+        "elementwise"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Elementwise
+    }
+
+    fn flops(&self, out_elements: u64) -> Option<u64> {
+        Some(out_elements)
+    }
+
     fn describe(&self) -> String {
         let viewed: Vec<String> = (0..self.inputs.len())
             .filter(|&i| self.view(i).is_some())

@@ -14,6 +14,7 @@
 //! in [`Op::family`](super::Op::family) and [`Kernel::def`](super::Kernel::def)); every other pass calls through the traits, so no
 //! `match` over ops is repeated elsewhere. See `docs/architecture.md` for a worked example.
 
+use super::matmul::Epilogue;
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
@@ -312,10 +313,54 @@ impl<'a> CpuIn<'a> {
     }
 }
 
-/// Everything about one kind of kernel: its WGSL, its CPU implementation and its dispatch.
+/// What a kernel does, as traces group kernels and the memory picture colours their outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum KernelClass {
+    Elementwise,
+    /// Reductions and scans (folds along an axis).
+    Reduce,
+    MatMul,
+    /// Kernels that only move data (permute, strided copies, concat, pad, gather).
+    Movement,
+    /// Convolutions, pooling and their backward kernels.
+    Nn,
+    Random,
+    /// Users' raw WGSL.
+    Custom,
+}
+
+/// Everything about one kind of kernel: its WGSL, its CPU implementation, its dispatch, and
+/// the facts traces and fusion ask about it (kind, class, FLOPs, epilogues), so that no other
+/// module matches over kernel types.
 pub trait KernelDef: fmt::Debug {
     /// A short description for plans and traces.
     fn describe(&self) -> String;
+
+    /// The kernel type's name in profiles and traces (`"matmul"`, `"pool"`, ...).
+    fn kind(&self) -> &'static str;
+
+    /// The class traces and the memory picture group it under.
+    fn class(&self) -> KernelClass;
+
+    /// Floating-point operations of one dispatch writing `out_elements` elements; `None` for
+    /// kernels that only move data (the default).
+    fn flops(&self, out_elements: u64) -> Option<u64> {
+        let _ = out_elements;
+        None
+    }
+
+    /// For a kernel that can take fused elementwise work after it (an [`Epilogue`]): its
+    /// output's shape and dtype, and whether an epilogue whose extra inputs have shapes
+    /// `extra` can be attached now. `None` (the default) for kernels that never take one.
+    fn epilogue_host(&self, extra: &[&Shape]) -> Option<(&Shape, DType, bool)> {
+        let _ = extra;
+        None
+    }
+
+    /// Attach `epilogue` (only called where [`KernelDef::epilogue_host`] accepted one).
+    fn set_epilogue(&mut self, epilogue: Option<Epilogue>) {
+        let _ = epilogue;
+    }
 
     /// The generated WGSL (before f16 support is switched on).
     fn wgsl(&self) -> String;

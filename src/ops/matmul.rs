@@ -4,7 +4,7 @@
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
 use crate::ops::family::{
-    Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+    Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
@@ -561,6 +561,30 @@ impl Family for MatMul {
 }
 
 impl KernelDef for MatMulKernel {
+    fn kind(&self) -> &'static str {
+        "matmul"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::MatMul
+    }
+
+    fn flops(&self, _out_elements: u64) -> Option<u64> {
+        let kdim = *self.a.dims().last()? as u64;
+        Some(2 * self.out.numel() as u64 * kdim)
+    }
+
+    fn epilogue_host(&self, extra: &[&Shape]) -> Option<(&Shape, DType, bool)> {
+        let fits = extra
+            .iter()
+            .all(|s| EpilogueInput::of(s, &self.out).is_some());
+        Some((&self.out, self.dtype, self.epilogue.is_none() && fits))
+    }
+
+    fn set_epilogue(&mut self, epilogue: Option<Epilogue>) {
+        self.epilogue = epilogue;
+    }
+
     fn describe(&self) -> String {
         let t = |yes: bool| if yes { " (read transposed)" } else { "" };
         let product = format!(

@@ -19,7 +19,9 @@ pub mod wgsl;
 
 pub use custom::Custom;
 pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, UnaryOp};
-pub use family::{Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered};
+pub use family::{
+    Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+};
 pub use leaf::{Initializer, Leaf};
 pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};
 pub use movement::{
@@ -32,49 +34,112 @@ pub use reduce::{Pass, Prologue, Reduce, ReduceKernel, ReduceOp, ReduceStrategy}
 pub use scan::{Scan, ScanKernel, ScanOp};
 pub use state::State;
 
-/// A primitive op: one variant per op family, registered here once. Everything else about
-/// an op is in its family's file, reached through [`Op::family`] ([`Family`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Op {
-    /// Constants and placeholders (`ops/leaf.rs`).
-    Leaf(Leaf),
-    /// Unary, binary, `where` and casts (`ops/elementwise.rs`).
-    Elementwise(Elementwise),
-    /// Reductions over axes (`ops/reduce.rs`).
-    Reduce(Reduce),
-    /// Batched matmul (`ops/matmul.rs`).
-    MatMul(MatMul),
-    /// Reshape, transpose, strided copies, concat, pad, take (`ops/movement.rs`).
-    Movement(Movement),
-    /// Convolution and pooling (`ops/nn.rs`).
-    Nn(Nn),
-    /// Seeded random tensors (`ops/random.rs`).
-    Random(RandomSpec),
-    /// Users' elementwise functions and raw WGSL kernels (`ops/custom.rs`).
-    Custom(Custom),
-    /// Cumulative sums and products (`ops/scan.rs`).
-    Scan(Scan),
-    /// Assignments to variables and groups of targets (`ops/state.rs`).
-    State(State),
+/// The registry of op families and kernel types: one line each. A family line makes a variant
+/// of [`Op`] (its payload is the family's type, implementing [`Family`]), an arm of
+/// [`Op::family`] and an entry in the list graph files are read through ([`Op::read`], first
+/// family that knows the op name wins); a kernel line makes a variant of [`Kernel`] and the
+/// arms of [`Kernel::def`]/[`Kernel::def_mut`]. Everything else about a family or a kernel is
+/// in its own files, reached through those traits.
+macro_rules! registry {
+    (
+        families { $($(#[$fdoc:meta])* $family:ident($fty:ty),)* }
+        kernels { $($(#[$kdoc:meta])* $kernel:ident($kty:ty),)* }
+    ) => {
+        /// A primitive op: one variant per op family (see the registry above). Everything
+        /// else about an op is in its family's files, reached through [`Op::family`]
+        /// ([`Family`]).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Op {
+            $($(#[$fdoc])* $family($fty),)*
+        }
+
+        impl Op {
+            /// The op's family: its name, arity, properties, lowering and gradient.
+            pub fn family(&self) -> &dyn Family {
+                match self {
+                    $(Op::$family(f) => f,)*
+                }
+            }
+
+            /// The first family that has an op named as the graph-file node says.
+            fn read_family(node: &crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Op>> {
+                $(
+                    if let Some(op) = <$fty>::read(node) {
+                        return Some(op.map(Op::$family));
+                    }
+                )*
+                None
+            }
+        }
+
+        /// A unit of device work after fusion: what a `Dispatch` step runs. One variant per
+        /// kernel type (see the registry above); everything else is in its [`KernelDef`].
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Kernel {
+            $($(#[$kdoc])* $kernel($kty),)*
+        }
+
+        impl Kernel {
+            /// The kernel's definition: WGSL, CPU kernel, dispatch size, and the facts traces
+            /// and fusion ask about.
+            pub fn def(&self) -> &dyn KernelDef {
+                match self {
+                    $(Kernel::$kernel(k) => k,)*
+                }
+            }
+
+            /// The kernel's definition, to change (fusion attaches epilogues through it).
+            pub fn def_mut(&mut self) -> &mut dyn KernelDef {
+                match self {
+                    $(Kernel::$kernel(k) => k,)*
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    families {
+        /// Constants, placeholders and variables (`ops/leaf.rs`).
+        Leaf(Leaf),
+        /// Unary, binary, `where` and casts (`ops/elementwise.rs`).
+        Elementwise(Elementwise),
+        /// Reductions over axes (`ops/reduce.rs`).
+        Reduce(Reduce),
+        /// Batched matmul (`ops/matmul.rs`).
+        MatMul(MatMul),
+        /// Reshape, transpose, strided copies, concat, pad, take (`ops/movement.rs`).
+        Movement(Movement),
+        /// Convolution, pooling and their backward ops (`ops/nn.rs`).
+        Nn(Nn),
+        /// Seeded random tensors (`ops/random.rs`).
+        Random(RandomSpec),
+        /// Users' elementwise functions and raw WGSL kernels (`ops/custom.rs`).
+        Custom(Custom),
+        /// Cumulative sums and products (`ops/scan.rs`).
+        Scan(Scan),
+        /// Assignments to variables and groups of targets (`ops/state.rs`).
+        State(State),
+    }
+    kernels {
+        Elementwise(ElementwiseKernel),
+        Reduce(ReduceKernel),
+        MatMul(MatMulKernel),
+        Permute(PermuteKernel),
+        Strided(StridedKernel),
+        Concat(ConcatKernel),
+        Pad(PadKernel),
+        Gather(GatherKernel),
+        Conv2d(Conv2dKernel),
+        Pool(PoolKernel),
+        NnGrad(NnGradKernel),
+        Random(RandomKernel),
+        RawWgsl(custom::RawKernel),
+        Scan(ScanKernel),
+    }
 }
 
 impl Op {
-    /// The op's family: its name, arity, properties, lowering and gradient.
-    pub fn family(&self) -> &dyn Family {
-        match self {
-            Op::Leaf(f) => f,
-            Op::Elementwise(f) => f,
-            Op::Reduce(f) => f,
-            Op::MatMul(f) => f,
-            Op::Movement(f) => f,
-            Op::Nn(f) => f,
-            Op::Random(f) => f,
-            Op::Custom(f) => f,
-            Op::Scan(f) => f,
-            Op::State(f) => f,
-        }
-    }
-
     /// The op's name, used for default node names, messages and graph files.
     pub fn name(&self) -> &'static str {
         self.family().name()
@@ -113,72 +178,16 @@ impl Op {
     /// The op a graph-file node names, read by its family ([`Family::read`]): the one list
     /// of families that reading dispatches through.
     pub fn read(node: &crate::graph::def::NodeIn<'_>) -> crate::Result<Op> {
-        type Reader = fn(&crate::graph::def::NodeIn<'_>) -> Option<crate::Result<Op>>;
-        const FAMILIES: [Reader; 10] = [
-            |n| Some(Leaf::read(n)?.map(Op::Leaf)),
-            |n| Some(Elementwise::read(n)?.map(Op::Elementwise)),
-            |n| Some(Reduce::read(n)?.map(Op::Reduce)),
-            |n| Some(MatMul::read(n)?.map(Op::MatMul)),
-            |n| Some(Movement::read(n)?.map(Op::Movement)),
-            |n| Some(Nn::read(n)?.map(Op::Nn)),
-            |n| Some(RandomSpec::read(n)?.map(Op::Random)),
-            |n| Some(Custom::read(n)?.map(Op::Custom)),
-            |n| Some(Scan::read(n)?.map(Op::Scan)),
-            |n| Some(State::read(n)?.map(Op::State)),
-        ];
-        FAMILIES
-            .iter()
-            .find_map(|read| read(node))
-            .unwrap_or_else(|| {
-                Err(node.error(
-                    "op",
-                    format!("unknown op {}", crate::graph::def::quote(node.op)),
-                ))
-            })
+        Op::read_family(node).unwrap_or_else(|| {
+            Err(node.error(
+                "op",
+                format!("unknown op {}", crate::graph::def::quote(node.op)),
+            ))
+        })
     }
-}
-
-/// A unit of device work after fusion: what a `Dispatch` step runs. One variant per kind of
-/// kernel, registered here once; everything else is in the kernel's [`KernelDef`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Kernel {
-    Elementwise(ElementwiseKernel),
-    Reduce(ReduceKernel),
-    MatMul(MatMulKernel),
-    Permute(PermuteKernel),
-    Strided(StridedKernel),
-    Concat(ConcatKernel),
-    Pad(PadKernel),
-    Gather(GatherKernel),
-    Conv2d(Conv2dKernel),
-    Pool(PoolKernel),
-    NnGrad(NnGradKernel),
-    Random(RandomKernel),
-    RawWgsl(custom::RawKernel),
-    Scan(ScanKernel),
 }
 
 impl Kernel {
-    /// The kernel's definition: WGSL, CPU kernel, dispatch size.
-    pub fn def(&self) -> &dyn KernelDef {
-        match self {
-            Kernel::Elementwise(k) => k,
-            Kernel::Reduce(k) => k,
-            Kernel::MatMul(k) => k,
-            Kernel::Permute(k) => k,
-            Kernel::Strided(k) => k,
-            Kernel::Concat(k) => k,
-            Kernel::Pad(k) => k,
-            Kernel::Gather(k) => k,
-            Kernel::Conv2d(k) => k,
-            Kernel::Pool(k) => k,
-            Kernel::NnGrad(k) => k,
-            Kernel::Random(k) => k,
-            Kernel::RawWgsl(k) => k,
-            Kernel::Scan(k) => k,
-        }
-    }
-
     /// A short human-readable description for plans and traces.
     pub fn describe(&self) -> String {
         self.def().describe()

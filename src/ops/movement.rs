@@ -6,7 +6,7 @@
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
 use crate::ops::family::{
-    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
@@ -612,6 +612,14 @@ impl Family for Movement {
 }
 
 impl KernelDef for PermuteKernel {
+    fn kind(&self) -> &'static str {
+        "permute"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Movement
+    }
+
     fn describe(&self) -> String {
         format!("transpose {:?} of {}", self.perm, self.in_shape)
     }
@@ -635,6 +643,14 @@ impl KernelDef for PermuteKernel {
 }
 
 impl KernelDef for StridedKernel {
+    fn kind(&self) -> &'static str {
+        "strided"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Movement
+    }
+
     fn describe(&self) -> String {
         format!("{} to {}", self.kind.name(), self.out_shape)
     }
@@ -658,6 +674,14 @@ impl KernelDef for StridedKernel {
 }
 
 impl KernelDef for ConcatKernel {
+    fn kind(&self) -> &'static str {
+        "concat"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Movement
+    }
+
     fn describe(&self) -> String {
         format!("concat axis {} to {}", self.axis, self.out_shape)
     }
@@ -681,6 +705,14 @@ impl KernelDef for ConcatKernel {
 }
 
 impl KernelDef for PadKernel {
+    fn kind(&self) -> &'static str {
+        "pad"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Movement
+    }
+
     fn describe(&self) -> String {
         format!("pad {} to {}", self.in_shape, self.out_shape)
     }
@@ -704,6 +736,14 @@ impl KernelDef for PadKernel {
 }
 
 impl KernelDef for GatherKernel {
+    fn kind(&self) -> &'static str {
+        "gather"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Movement
+    }
+
     fn describe(&self) -> String {
         format!("take axis {} of {}", self.axis, self.x_shape)
     }

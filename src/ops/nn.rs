@@ -4,7 +4,7 @@
 
 use crate::ops::elementwise::binary_cpu;
 use crate::ops::family::{
-    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
@@ -741,6 +741,33 @@ fn grad_op(kind: PoolKind) -> NnGradOp {
 }
 
 impl KernelDef for Conv2dKernel {
+    fn kind(&self) -> &'static str {
+        "conv2d"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Nn
+    }
+
+    fn flops(&self, _out_elements: u64) -> Option<u64> {
+        let per = self
+            .w
+            .dims()
+            .get(1..4)?
+            .iter()
+            .map(|&d| d as u64)
+            .product::<u64>();
+        Some(2 * self.out.numel() as u64 * per)
+    }
+
+    fn epilogue_host(&self, _extra: &[&Shape]) -> Option<(&Shape, DType, bool)> {
+        Some((&self.out, DType::F32, self.epilogue.is_none()))
+    }
+
+    fn set_epilogue(&mut self, epilogue: Option<Epilogue>) {
+        self.epilogue = epilogue;
+    }
+
     fn describe(&self) -> String {
         let base = format!("conv2d {} * {}", self.x, self.w);
         match &self.epilogue {
@@ -780,6 +807,14 @@ impl KernelDef for Conv2dKernel {
 }
 
 impl KernelDef for PoolKernel {
+    fn kind(&self) -> &'static str {
+        "pool"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Nn
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} {:?} of {}",

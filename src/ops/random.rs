@@ -29,7 +29,7 @@
 //! the algorithm is unchanged, so stateful uniform numbers are bit-identical on every device
 //! too, and a session's `k`-th run draws the same numbers as any other session's `k`-th.
 
-use crate::ops::family::{Arity, Declared, Family, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{Arity, Declared, Family, KernelClass, KernelDef, LowerCx, Lowered};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
@@ -289,6 +289,14 @@ impl Family for RandomSpec {
 }
 
 impl KernelDef for RandomKernel {
+    fn kind(&self) -> &'static str {
+        "random"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Random
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} of {} (seed {})",

@@ -5,7 +5,7 @@
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
 use crate::ops::family::{
-    Arity, Declared, EmptyInput, Family, GradCx, KernelDef, LowerCx, Lowered,
+    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
 };
 use crate::ops::wgsl::Writer;
 use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
@@ -588,6 +588,29 @@ impl Family for Reduce {
 }
 
 impl KernelDef for ReduceKernel {
+    fn kind(&self) -> &'static str {
+        "reduce"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Reduce
+    }
+
+    fn flops(&self, _out_elements: u64) -> Option<u64> {
+        Some(self.in_shape.numel() as u64)
+    }
+
+    fn epilogue_host(&self, extra: &[&Shape]) -> Option<(&Shape, DType, bool)> {
+        let fits = extra
+            .iter()
+            .all(|s| *s == &self.out_shape || s.numel() == 1);
+        Some((&self.out_shape, self.dtype, self.takes_epilogue() && fits))
+    }
+
+    fn set_epilogue(&mut self, epilogue: Option<Epilogue>) {
+        self.epilogue = epilogue;
+    }
+
     fn describe(&self) -> String {
         let of = match &self.prologue {
             None => self.in_shape.to_string(),

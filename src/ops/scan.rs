@@ -14,7 +14,9 @@
 //! |---|---|---|
 //! | `cumsum` `cumprod` | 1 | `axis`; `exclusive`, `reverse`: booleans |
 
-use super::family::{Arg, Arity, Declared, Family, GradCx, KernelDef, LowerCx, Lowered};
+use super::family::{
+    Arg, Arity, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+};
 use super::wgsl::{self, Writer};
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut, UInt, MAX_RANK};
@@ -439,6 +441,19 @@ impl Scan {
 }
 
 impl KernelDef for ScanKernel {
+    fn kind(&self) -> &'static str {
+        "scan"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Reduce
+    }
+
+    // One combine per element of the scanned axis.
+    fn flops(&self, _out_elements: u64) -> Option<u64> {
+        Some((self.outer * self.n * self.inner) as u64)
+    }
+
     fn describe(&self) -> String {
         let pass = match self.pass {
             ScanPass::Whole => "",

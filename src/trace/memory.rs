@@ -8,7 +8,7 @@
 
 use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
 use crate::device::Device;
-use crate::ops::Kernel;
+use crate::ops::{Kernel, KernelClass};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -72,19 +72,14 @@ impl Kind {
     }
 
     fn of_kernel(k: &Kernel) -> Kind {
-        match k {
-            Kernel::Elementwise(_) => Kind::Elementwise,
-            // A scan folds along an axis like a reduction.
-            Kernel::Reduce(_) | Kernel::Scan(_) => Kind::Reduce,
-            Kernel::MatMul(_) => Kind::MatMul,
-            Kernel::Permute(_)
-            | Kernel::Strided(_)
-            | Kernel::Concat(_)
-            | Kernel::Pad(_)
-            | Kernel::Gather(_) => Kind::Movement,
-            Kernel::Conv2d(_) | Kernel::Pool(_) | Kernel::NnGrad(_) => Kind::Nn,
-            Kernel::Random(_) => Kind::Random,
-            Kernel::RawWgsl(_) => Kind::Custom,
+        match k.def().class() {
+            KernelClass::Elementwise => Kind::Elementwise,
+            KernelClass::Reduce => Kind::Reduce,
+            KernelClass::MatMul => Kind::MatMul,
+            KernelClass::Movement => Kind::Movement,
+            KernelClass::Nn => Kind::Nn,
+            KernelClass::Random => Kind::Random,
+            KernelClass::Custom => Kind::Custom,
         }
     }
 }

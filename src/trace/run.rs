@@ -174,22 +174,7 @@ fn as_run(kernel: &Kernel, device: Device) -> Kernel {
 
 /// A short name of the kernel's kind, for grouping in tables.
 pub fn kernel_kind(kernel: &Kernel) -> &'static str {
-    match kernel {
-        Kernel::Elementwise(_) => "elementwise",
-        Kernel::Reduce(_) => "reduce",
-        Kernel::MatMul(_) => "matmul",
-        Kernel::Permute(_) => "permute",
-        Kernel::Strided(_) => "strided",
-        Kernel::Concat(_) => "concat",
-        Kernel::Pad(_) => "pad",
-        Kernel::Gather(_) => "gather",
-        Kernel::Conv2d(_) => "conv2d",
-        Kernel::Pool(_) => "pool",
-        Kernel::NnGrad(_) => "nn_grad",
-        Kernel::Random(_) => "random",
-        Kernel::RawWgsl(_) => "raw_wgsl",
-        Kernel::Scan(_) => "scan",
-    }
+    kernel.def().kind()
 }
 
 /// Floating-point operations of one dispatch of `kernel` writing `out_elements` elements:
@@ -197,28 +182,5 @@ pub fn kernel_kind(kernel: &Kernel) -> &'static str {
 /// element, reductions and scans one per input element; `None` for kernels that only move data
 /// (and pooling, raw kernels).
 pub fn kernel_flops(kernel: &Kernel, out_elements: u64) -> Option<u64> {
-    match kernel {
-        Kernel::MatMul(k) => {
-            let kdim = *k.a.dims().last()? as u64;
-            Some(2 * k.out.numel() as u64 * kdim)
-        }
-        Kernel::Conv2d(k) => {
-            let w = k.w.dims();
-            let per = w.get(1..4)?.iter().map(|&d| d as u64).product::<u64>();
-            Some(2 * k.out.numel() as u64 * per)
-        }
-        Kernel::NnGrad(k) => k.flops(),
-        Kernel::Elementwise(_) => Some(out_elements),
-        Kernel::Reduce(k) => Some(k.in_shape.numel() as u64),
-        // One combine per element of the scanned axis.
-        Kernel::Scan(k) => Some((k.outer * k.n * k.inner) as u64),
-        Kernel::Permute(_)
-        | Kernel::Strided(_)
-        | Kernel::Concat(_)
-        | Kernel::Pad(_)
-        | Kernel::Gather(_)
-        | Kernel::Pool(_)
-        | Kernel::Random(_)
-        | Kernel::RawWgsl(_) => None,
-    }
+    kernel.def().flops(out_elements)
 }

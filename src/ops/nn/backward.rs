@@ -13,7 +13,7 @@
 //! writes `[chunks, ..out]`; a reduction adds the chunks (as conv2d splits its channels).
 
 use super::{dims4, PoolKind, Window, LOOP_BUDGET};
-use crate::ops::family::KernelDef;
+use crate::ops::family::{KernelClass, KernelDef};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
@@ -344,6 +344,18 @@ pub fn op_name(op: NnGradOp) -> &'static str {
 }
 
 impl KernelDef for NnGradKernel {
+    fn kind(&self) -> &'static str {
+        "nn_grad"
+    }
+
+    fn class(&self) -> KernelClass {
+        KernelClass::Nn
+    }
+
+    fn flops(&self, _out_elements: u64) -> Option<u64> {
+        NnGradKernel::flops(self)
+    }
+
     fn describe(&self) -> String {
         match self.op {
             NnGradOp::ConvInput | NnGradOp::ConvFilter => {
