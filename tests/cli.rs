@@ -1027,6 +1027,158 @@ fn maximal_counts_do_not_abort() {
     }
 }
 
+/// Issue 22 (10): every file the CLI reads (the graph of each subcommand, `--feed`,
+/// `--weights`) given /dev/zero, a FIFO or a directory fails at once with exit 1 and one line
+/// naming the path, instead of reading until memory runs out or blocking on the FIFO; a link
+/// to a good file is read through.
+#[test]
+fn unreadable_input_files_are_one_line_errors() {
+    let dir = scratch("inputs");
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let subdir = dir.join("subdir");
+    std::fs::create_dir(&subdir).unwrap();
+    let bad: Vec<String> = [
+        "/dev/zero".into(),
+        fifo.display().to_string(),
+        subdir.display().to_string(),
+    ]
+    .into();
+    let mlp = graph("mlp");
+    let x = example_graphs::dir().join("mlp.feeds").join("x.npy");
+    let linear = variable_graph(&dir);
+    let weights = dir.join("weights.safetensors");
+    let w = HostTensor::from([[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]]);
+    let b = HostTensor::from([0.5f32, -1.0]);
+    let step = HostTensor::scalar(41i32);
+    wgflow::checkpoint::write(&weights, &[("w", &w), ("b", &b), ("step", &step)]).unwrap();
+    let x23 = dir.join("x23.npy");
+    wgflow::npy::write(
+        &x23,
+        &HostTensor::from([[1.0f32, 0.0, -1.0], [2.0, 1.0, 0.0]]),
+    )
+    .unwrap();
+    let link = |name: &str, to: &std::path::Path| {
+        let l = dir.join(name);
+        std::os::unix::fs::symlink(to, &l).unwrap();
+        l.display().to_string()
+    };
+    let good_graph = link("graph-link.json", std::path::Path::new(&mlp));
+    let good_x = link("x-link.npy", &x);
+    let good_weights = link("weights-link.safetensors", &weights);
+    let out = dir.join("out").display().to_string();
+    let cpu = ["--device", "cpu:0"];
+    // (entry point, the arguments with the file to read in place of "FILE", a good file)
+    let entry_points: Vec<(&str, Vec<String>, &str)> = {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let x_feed = format!("x={}", x.display());
+        let x23_feed = format!("x={}", x23.display());
+        vec![
+            ("validate", v(&["validate", "FILE"]), &good_graph),
+            (
+                "run",
+                v(&[
+                    "run", "FILE", cpu[0], cpu[1], "--feed", &x_feed, "--out", &out, "--force",
+                ]),
+                &good_graph,
+            ),
+            ("plan", v(&["plan", "FILE", cpu[0], cpu[1]]), &good_graph),
+            (
+                "profile",
+                v(&["profile", "FILE", cpu[0], cpu[1], "--runs", "1"]),
+                &good_graph,
+            ),
+            ("dot", v(&["dot", "FILE", cpu[0], cpu[1]]), &good_graph),
+            (
+                "run-feed",
+                v(&[
+                    "run", &mlp, cpu[0], cpu[1], "--feed", "x=FILE", "--out", &out, "--force",
+                ]),
+                &good_x,
+            ),
+            (
+                "profile-feed",
+                v(&[
+                    "profile", &mlp, cpu[0], cpu[1], "--feed", "x=FILE", "--runs", "1",
+                ]),
+                &good_x,
+            ),
+            (
+                "run-weights",
+                v(&[
+                    "run",
+                    &linear,
+                    cpu[0],
+                    cpu[1],
+                    "--feed",
+                    &x23_feed,
+                    "--weights",
+                    "FILE",
+                    "--out",
+                    &out,
+                    "--force",
+                ]),
+                &good_weights,
+            ),
+        ]
+    };
+    let with = |args: &[String], file: &str| -> Vec<String> {
+        args.iter().map(|a| a.replace("FILE", file)).collect()
+    };
+    // (tag, arguments, the file, whether it is a good one)
+    let mut cases = Vec::new();
+    for (name, args, good) in &entry_points {
+        for (i, file) in bad.iter().enumerate() {
+            cases.push((format!("{name}-{i}"), with(args, file), file.clone(), false));
+        }
+        cases.push((
+            format!("{name}-link"),
+            with(args, good),
+            good.to_string(),
+            true,
+        ));
+    }
+    // A few at a time: the memory limit times the processes stays well inside the machine.
+    for batch in cases.chunks(6) {
+        let children: Vec<_> = batch
+            .iter()
+            .map(|(tag, args, _, _)| {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                spawn_limited(&dir, tag, &args)
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for ((tag, args, file, good), child) in batch.iter().zip(children) {
+            let (status, _, stderr) = finish(&dir, tag, child, deadline);
+            let Some(status) = status else {
+                panic!("wgflow {args:?} still running after 20 s (reading {file})");
+            };
+            if *good {
+                assert_eq!(status.code(), Some(0), "wgflow {args:?}: {stderr}");
+                continue;
+            }
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "wgflow {args:?}: {status:?} {stderr}"
+            );
+            assert!(
+                stderr.starts_with("wgflow: ") && stderr.lines().count() == 1,
+                "wgflow {args:?}: one line: {stderr}"
+            );
+            // Refused for what the file is, not after reading it to the memory limit.
+            assert!(
+                !stderr.contains("out of memory") && !stderr.contains("allocat"),
+                "wgflow {args:?}: {stderr}"
+            );
+            assert!(
+                stderr.contains(file.as_str()),
+                "wgflow {args:?}: names {file}: {stderr}"
+            );
+        }
+    }
+}
+
 /// Issue 22 (13): nothing is written through a link at an output path (`run`'s fetches,
 /// `profile --trace`/`--memory`, `plan --memory`), dangling or not, with or without
 /// --force; nothing is written into a FIFO (which would block); --force replaces a regular
