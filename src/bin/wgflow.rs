@@ -599,7 +599,7 @@ impl Times {
 
     fn push(&mut self, t: Duration) {
         self.min = self.min.min(t);
-        if self.seen % self.stride == 0 {
+        if self.seen.is_multiple_of(self.stride) {
             if self.kept.len() == Self::KEEP {
                 // Keep the runs whose index is a multiple of the doubled stride.
                 let mut i = 0;
@@ -609,7 +609,7 @@ impl Times {
                 });
                 self.stride *= 2;
             }
-            if self.seen % self.stride == 0 {
+            if self.seen.is_multiple_of(self.stride) {
                 self.kept.push(t);
             }
         }
