@@ -1319,3 +1319,28 @@ fn huge_arguments_make_short_errors() {
         assert!(err.len() < 2500, "{} bytes: {head}", err.len());
     }
 }
+
+/// Issue 22: `profile` feeds zeros to placeholders it is not given; one of 2^31 elements
+/// (the most a graph file declares) that does not fit in memory (here: the 4 GiB limit) is
+/// an error naming it, not an abort.
+#[test]
+fn profile_zeros_that_do_not_fit_are_an_error() {
+    let dir = scratch("zeros");
+    let g = dir.join("huge.json");
+    std::fs::write(
+        &g,
+        r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+            {"name": "x", "op": "placeholder", "shape": [2147483648], "dtype": "f32"},
+            {"name": "y", "op": "neg", "inputs": ["x"], "shape": [2147483648], "dtype": "f32"}
+        ]}"#,
+    )
+    .unwrap();
+    let args = ["profile", g.to_str().unwrap(), "--device", "cpu:0"];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (status, _, stderr) = finish(&dir, "huge", spawn_limited(&dir, "huge", &args), deadline);
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("wgflow: node 'x' on host: cannot allocate 8589934592 bytes"),
+        "{stderr}"
+    );
+}

@@ -713,7 +713,21 @@ fn zeros_for_unfed(
             "note: profiling with zeros for '{name}' ({} {}); pass --feed {name}=FILE.npy for real data",
             node.dtype, node.shape
         );
-        fed.push((t, HostTensor::zeros(node.shape.clone(), node.dtype)));
+        // Allocated fallibly: a placeholder of 2^31 elements on a machine (or under a memory
+        // limit) without room for it is an error, not an abort.
+        let n = node.shape.numel();
+        let mut words: Vec<u32> = Vec::new();
+        words.try_reserve_exact(n).map_err(|_| Error::Alloc {
+            node: name.clone(),
+            device: "host".into(),
+            what: "the zeros it is profiled with".into(),
+            bytes: (n as u64).saturating_mul(4),
+        })?;
+        words.resize(n, 0);
+        fed.push((
+            t,
+            HostTensor::from_words(node.shape.clone(), node.dtype, words)?,
+        ));
     }
     Ok(())
 }
