@@ -26,11 +26,16 @@
 //!   and ignores every other tensor: for a checkpoint that also holds optimizer state, or to
 //!   load part of a model.
 //!
+//! A save replaces the file atomically ([`crate::files::write_atomic`]: a unique temporary,
+//! fsync, rename, fsync of the directory), so a crash or a concurrent save leaves the old
+//! checkpoint or the whole new one; links and special files are refused as targets. The
+//! name `__metadata__` is safetensors' own key, so no variable may have it.
+//!
 //! A restore is all or nothing: the whole file is checked (names, dtypes, shapes, `BOOL`
-//! bytes) before any variable is written. A malformed file (truncated, a bad header, offsets
+//! bytes, placement) and missing storage allocated before any variable is written. A malformed file (truncated, a bad header, offsets
 //! that do not cover the data) is an [`Error::Checkpoint`], never a panic.
 
-use crate::graph::Tensor;
+use crate::graph::{Tensor, RESERVED_VARIABLE_NAME};
 use crate::session::Session;
 use crate::{DType, Error, HostTensor, Result, Shape};
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
@@ -93,6 +98,12 @@ pub fn encode(tensors: &[(&str, &HostTensor)]) -> Result<Vec<u8>> {
                 return Err(err(
                     "(being written)",
                     format!("two tensors are named '{name}'"),
+                ));
+            }
+            if name == RESERVED_VARIABLE_NAME {
+                return Err(err(
+                    "(being written)",
+                    format!("a tensor cannot be named '{name}': safetensors keeps that key for the file's metadata"),
                 ));
             }
             Ok((name, file_bytes(t), t))
@@ -196,7 +207,15 @@ pub fn read(path: impl AsRef<Path>) -> Result<Vec<(String, HostTensor)>> {
     decode_at(&read_bytes(path, &at)?, &at)
 }
 
-/// Write `tensors` as a safetensors file (see [`encode`]).
+/// The largest checkpoint [`read`] and [`Session::restore`] accept: 2^40 bytes (1 TiB). A
+/// file's size is checked before anything is read, and the memory for it is allocated
+/// fallibly.
+pub const MAX_FILE_BYTES: u64 = 1 << 40;
+
+/// Write `tensors` as a safetensors file (see [`encode`]), replacing `path` atomically
+/// ([`crate::files::write_atomic`]): a reader, a crash or a concurrent `write` to the same
+/// path sees the old file or a whole new one, never a mix; when this returns `Ok` the file is
+/// on disk. A `path` that is a symbolic link, a directory or a special file is refused.
 pub fn write(path: impl AsRef<Path>, tensors: &[(&str, &HostTensor)]) -> Result<()> {
     let path = path.as_ref();
     let at = path.display().to_string();
@@ -204,21 +223,12 @@ pub fn write(path: impl AsRef<Path>, tensors: &[(&str, &HostTensor)]) -> Result<
         Error::Checkpoint { message, .. } => err(&at, message),
         other => other,
     })?;
-    // Through a temporary file in the same directory, renamed over the target: a failed save
-    // never leaves half a checkpoint where a good one was.
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, &bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            std::fs::remove_file(&tmp).ok();
-            err(&at, format!("cannot write: {e}"))
-        })
+    crate::files::write_atomic(path, &bytes).map_err(|e| err(&at, format!("cannot write: {e}")))
 }
 
 fn read_bytes(path: &Path, at: &str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| err(at, format!("cannot read: {e}")))
+    crate::files::read_regular(path, MAX_FILE_BYTES, "checkpoint")
+        .map_err(|e| err(at, format!("cannot read: {e}")))
 }
 
 /// `v`'s node name, if it is a variable of the session's graph.
@@ -233,21 +243,23 @@ fn variable_name(session: &Session, v: Tensor, at: &str) -> Result<String> {
     Ok(node.name.clone())
 }
 
-/// [`Session::save`]: `variables`, or every initialized variable, to `path`.
+/// [`Session::save`]: `variables`, or every variable of the graph, to `path`.
 pub(crate) fn save(session: &mut Session, path: &Path, variables: Option<&[Tensor]>) -> Result<()> {
     let at = path.display().to_string();
     let tensors: Vec<Tensor> = match variables {
         Some(vs) => vs.to_vec(),
-        None => session
-            .initialized_variables()
-            .iter()
-            .map(|name| {
-                session.graph().tensor(name).ok_or_else(|| {
-                    Error::Internal(format!("initialized variable '{name}' is not in the graph"))
-                })
-            })
-            .collect::<Result<_>>()?,
+        None => session.graph().variables(),
     };
+    if tensors.is_empty() {
+        // An empty file would replace a good checkpoint with one no restore accepts.
+        return Err(err(
+            &at,
+            match variables {
+                Some(_) => "no variables were given to save; nothing was written",
+                None => "the graph has no variables to save; nothing was written",
+            },
+        ));
+    }
     // By name, so a variable listed twice is written once.
     let mut values = BTreeMap::new();
     for v in tensors {
@@ -328,10 +340,8 @@ pub(crate) fn restore(session: &mut Session, path: &Path, only: Option<&[Tensor]
             ));
         }
     }
-    for (v, value) in &values {
-        session.write_variable(*v, value)?;
-    }
-    Ok(())
+    let list: Vec<(Tensor, &HostTensor)> = values.iter().map(|(v, t)| (*v, t)).collect();
+    session.write_variables(&list)
 }
 
 /// `'a', 'b', 'c'`, cut after 10 names.

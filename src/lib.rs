@@ -35,6 +35,7 @@ pub mod compile;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod files;
 pub mod graph;
 pub mod host;
 pub mod npy;

@@ -281,10 +281,10 @@ impl Session {
             .cache
             .get_mut(&sig)
             .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))?;
-        if entry.plan.feeds.iter().any(|(n, _)| n == RUN_COUNTER) {
+        let reads_counter = entry.plan.feeds.iter().any(|(n, _)| n == RUN_COUNTER);
+        if reads_counter {
             counter = run_counter_value(&self.graph, self.run_counter)?;
             fed.insert(RUN_COUNTER.to_string(), &counter);
-            self.run_counter += 1;
         }
         for (name, _) in &entry.plan.feeds {
             if !fed.contains_key(name) {
@@ -300,8 +300,15 @@ impl Session {
                 });
             }
         }
+        let out = backend::execute_traced(&entry.plan, &mut entry.prepared, &fed, read_back, trace)
+            .await?;
+        // Only a run that executed advances the counter, so that the k-th run of every
+        // session draws the same numbers however many runs failed before it.
+        if reads_counter {
+            self.run_counter += 1;
+        }
         self.counters.runs += 1;
-        backend::execute_traced(&entry.plan, &mut entry.prepared, &fed, read_back, trace).await
+        Ok(out)
     }
 
     /// The current value of variable `v`, copied to the host. A variable no run has used
@@ -318,25 +325,40 @@ impl Session {
     /// Overwrite variable `v` with `value` (same shape and dtype). Every plan of this session
     /// sees the new value from its next run on.
     pub fn write_variable(&mut self, v: Tensor, value: &HostTensor) -> Result<()> {
-        let (name, device) = self.variable_device(v)?;
-        let node = self.graph.node(v)?;
-        if &node.shape != value.shape() || node.dtype != value.dtype() {
-            return Err(Error::Feed {
-                name,
-                message: format!(
-                    "the variable is {} {}, the value {} {}",
-                    node.dtype,
-                    node.shape,
-                    value.dtype(),
-                    value.shape()
-                ),
-            });
+        self.write_variables(&[(v, value)])
+    }
+
+    /// Overwrite several variables, all or nothing: every name, shape, dtype and placement is
+    /// checked, and the storage of every variable that has none is allocated, before any value
+    /// is written. A variable without storage is created from its value: its initializer never
+    /// runs.
+    pub fn write_variables(&mut self, values: &[(Tensor, &HostTensor)]) -> Result<()> {
+        let mut checked = Vec::with_capacity(values.len());
+        for &(v, value) in values {
+            let (name, device) = self.variable_device(v)?;
+            let node = self.graph.node(v)?;
+            if &node.shape != value.shape() || node.dtype != value.dtype() {
+                return Err(Error::Feed {
+                    name,
+                    message: format!(
+                        "the variable is {} {}, the value {} {}",
+                        node.dtype,
+                        node.shape,
+                        value.dtype(),
+                        value.shape()
+                    ),
+                });
+            }
+            checked.push((name, device, value));
         }
-        // A variable without storage is created from `value`: its initializer never runs.
+        let list: Vec<(&str, Device, &HostTensor)> = checked
+            .iter()
+            .map(|(n, d, v)| (n.as_str(), *d, *v))
+            .collect();
         let mut created = Created::default();
-        self.vars.write(&name, device, value, &mut created)?;
+        let written = self.vars.write_all(&list, &mut created);
         self.counters.add(created);
-        Ok(())
+        written
     }
 
     /// The names of the variables that have storage in this session (those a run, read or
@@ -345,9 +367,17 @@ impl Session {
         self.vars.names()
     }
 
-    /// Write `variables` (or, with `None`, every variable that has storage in this session)
-    /// to a `.safetensors` checkpoint at `path`, each named by its node name. A listed
-    /// variable no run has used yet is initialized first. See [`crate::checkpoint`].
+    /// Write `variables` (or, with `None`, every variable of the graph) to a `.safetensors`
+    /// checkpoint at `path`, each named by its node name. A variable no run, read or write
+    /// has used yet is initialized first (its initializer runs, as for
+    /// [`Session::read_variable`]), so a fresh session saves the initial values and the file
+    /// always restores the whole graph. Nothing to save (no variables) is an error, never an
+    /// empty file.
+    ///
+    /// The file is replaced atomically: a reader, a crash or another save to the same path
+    /// sees the old checkpoint or the whole new one, never a mix or nothing; when `save`
+    /// returns `Ok` the file is on disk (fsynced, its directory too). A `path` that is a
+    /// symbolic link, a directory or a special file is refused. See [`crate::checkpoint`].
     ///
     /// ```
     /// # fn main() -> wgflow::Result<()> {

@@ -1065,3 +1065,347 @@ fn an_adam_training_graph_round_trips() {
         );
     }
 }
+
+// ---------------------------------------------------------------- hostile text, repeated keys
+
+use wgflow::Initializer;
+
+/// A 10 MB string of one letter.
+fn huge(c: char) -> String {
+    c.to_string().repeat(10 << 20)
+}
+
+/// The error of loading `text`, checked to be a short [`Error::GraphDef`].
+fn short_error(text: &str) -> String {
+    let e = Graph::from_json(text).expect_err("a bad file");
+    let msg = e.to_string();
+    assert!(matches!(e, Error::GraphDef { .. }), "{msg:.2000}");
+    assert!(msg.len() < 1000, "{} bytes: {msg:.2000}", msg.len());
+    msg
+}
+
+#[test]
+fn hostile_strings_are_quoted_short_in_errors() {
+    let file =
+        |nodes: &str| format!(r#"{{"format": "wgflow.graph", "version": 2, "nodes": [{nodes}]}}"#);
+    let x = r#"{"name": "x", "op": "placeholder", "shape": [2], "dtype": "f32"}"#;
+    let cases: Vec<(String, &str)> = vec![
+        // A name: the duplicate-name message quotes it.
+        (
+            file(&format!(
+                r#"{{"name": "{0}", "op": "placeholder", "shape": [2], "dtype": "f32"}},
+                   {{"name": "{0}", "op": "placeholder", "shape": [2], "dtype": "f32"}}"#,
+                huge('a')
+            )),
+            ".name: duplicate node name 'aaaa",
+        ),
+        // An input that names no node.
+        (
+            file(&format!(
+                r#"{x}, {{"name": "y", "op": "add", "inputs": ["x", "{}"], "shape": [2], "dtype": "f32"}}"#,
+                huge('b')
+            )),
+            "(10485680 more bytes) names no node",
+        ),
+        // A device.
+        (
+            file(&format!(
+                r#"{x}, {{"name": "y", "op": "exp", "inputs": ["x"], "shape": [2], "dtype": "f32", "device": "{}"}}"#,
+                huge('c')
+            )),
+            "'y'.device: device 'cccc",
+        ),
+        // An op.
+        (
+            file(&format!(
+                r#"{{"name": "x", "op": "{}", "shape": [2], "dtype": "f32"}}"#,
+                huge('d')
+            )),
+            "'x'.op: unknown op 'dddd",
+        ),
+        // A dtype.
+        (
+            file(&format!(
+                r#"{{"name": "x", "op": "placeholder", "shape": [2], "dtype": "{}"}}"#,
+                huge('e')
+            )),
+            "'x'.dtype: unknown dtype 'eeee",
+        ),
+        // An unknown attribute (serde's `unknown field`).
+        (
+            file(&format!(
+                r#"{{"name": "x", "op": "placeholder", "shape": [2], "dtype": "f32", "{}": 1}}"#,
+                huge('f')
+            )),
+            "unknown field `ffff",
+        ),
+        // An unknown top-level field.
+        (
+            format!(
+                r#"{{"format": "wgflow.graph", "version": 1, "nodes": [], "{}": 1}}"#,
+                huge('g')
+            ),
+            "gggg…: unknown field `gggg",
+        ),
+        // A string where a list belongs (serde's `invalid type: string "…"`).
+        (
+            file(&format!(
+                r#"{{"name": "x", "op": "placeholder", "shape": "{}", "dtype": "f32"}}"#,
+                huge('h')
+            )),
+            "'x'.shape: invalid type: string \"hhhh",
+        ),
+        // An unknown initializer (serde's `unknown variant`).
+        (
+            file(&format!(
+                r#"{{"name": "w", "op": "variable", "shape": [2], "dtype": "f32", "init": "{}"}}"#,
+                huge('i')
+            )),
+            "unknown variant `iiii",
+        ),
+        // An op name inside a custom kernel's expression.
+        (
+            file(&format!(
+                r#"{x}, {{"name": "k", "op": "custom", "inputs": ["x"], "shape": [2], "dtype": "f32", "kernel": "k", "expr": ["unary", "{}", ["in", 0]]}}"#,
+                huge('j')
+            )),
+            "unknown unary op 'jjjj",
+        ),
+        // A constant's value.
+        (
+            file(&format!(
+                r#"{{"name": "c", "op": "constant", "shape": [1], "dtype": "f32", "data": ["{}"]}}"#,
+                huge('k')
+            )),
+            "'c'.data[0]: \"kkkk",
+        ),
+        // A repeated key.
+        (
+            file(&format!(
+                r#"{{"name": "x", "op": "placeholder", "shape": [2], "dtype": "f32", "{0}": 1, "{0}": 2}}"#,
+                huge('l')
+            )),
+            "duplicate key 'llll",
+        ),
+        // A repeated key below a long one.
+        (
+            file(&format!(
+                r#"{{"name": "x", "op": "placeholder", "shape": [2], "dtype": "f32", "{}": {{"a": 1, "a": 2}}}}"#,
+                huge('m')
+            )),
+            "duplicate key 'a' in nodes[0].mmmm",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (text, fragment) in &cases {
+        let msg = short_error(text);
+        if !msg.contains(fragment) {
+            wrong.push(format!("{msg}\n    expected: {fragment}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The message says how much was cut.
+    let msg = short_error(&cases[1].0);
+    assert!(
+        msg.contains(&format!("'{}…' (10485680 more bytes)", "b".repeat(80))),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_hostile_name_in_a_file_is_quoted_short_by_load() {
+    let text = format!(
+        r#"{{"format": "wgflow.graph", "version": 1, "nodes": [
+            {{"name": "x", "op": "placeholder", "shape": [2], "dtype": "f32"}},
+            {{"name": "y", "op": "relu", "inputs": ["{}"], "shape": [2], "dtype": "f32"}}]}}"#,
+        "é".repeat(5 << 20)
+    );
+    let path = std::env::temp_dir().join(format!("wgflow-hostile-{}.json", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let e = Graph::load(&path).expect_err("a dangling input");
+    let _ = std::fs::remove_file(&path);
+    let msg = e.to_string();
+    // Cut on a character boundary: 80 characters of two bytes each.
+    assert!(
+        msg.len() < 1000 && msg.contains(&format!("'{}…' (10485600 more bytes)", "é".repeat(80))),
+        "{msg:.2000}"
+    );
+}
+
+#[test]
+fn repeated_keys_are_errors_naming_the_key() {
+    let placeholder = r#"{"name": "x", "op": "placeholder", "shape": [3], "dtype": "f32"}"#;
+    let cases = [
+        // The top level: without the check the second list silently won.
+        (
+            format!(
+                r#"{{"format": "wgflow.graph", "version": 1, "nodes": [], "nodes": [{placeholder}]}}"#
+            ),
+            "line 1, column 61: duplicate key 'nodes' in the top-level object",
+        ),
+        (
+            format!(
+                r#"{{"format": "wgflow.graph", "format": "wgflow.graph", "version": 1, "nodes": [{placeholder}]}}"#
+            ),
+            "duplicate key 'format' in the top-level object",
+        ),
+        // A node's common field.
+        (
+            r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+                {"name": "x", "op": "placeholder", "shape": [3], "dtype": "f32", "dtype": "f16"}]}"#
+                .to_string(),
+            "line 2, column 88: duplicate key 'dtype' in nodes[0]",
+        ),
+        (
+            format!(
+                r#"{{"format": "wgflow.graph", "version": 1, "nodes": [{placeholder},
+                {{"name": "y", "name": "z", "op": "relu", "inputs": ["x"], "shape": [3], "dtype": "f32"}}]}}"#
+            ),
+            "duplicate key 'name' in nodes[1]",
+        ),
+        // An attribute.
+        (
+            r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+                {"name": "c", "op": "constant", "shape": [1], "dtype": "f32", "data": [1.0], "data": [2.0]}]}"#
+                .to_string(),
+            "duplicate key 'data' in nodes[0]",
+        ),
+        (
+            r#"{"format": "wgflow.graph", "version": 2, "nodes": [
+                {"name": "w", "op": "variable", "shape": [1], "dtype": "f32", "init": "uniform",
+                 "low": 0.0, "high": 1.0, "seed": 1, "low": -1.0}]}"#
+                .to_string(),
+            "duplicate key 'low' in nodes[0]",
+        ),
+        // A nested object (the error comes before the unknown field's).
+        (
+            format!(
+                r#"{{"format": "wgflow.graph", "version": 1, "nodes": [{placeholder},
+                {{"name": "y", "op": "relu", "inputs": ["x"], "shape": [3], "dtype": "f32", "extra": [{{"a": 1, "a": 2}}]}}]}}"#
+            ),
+            "duplicate key 'a' in nodes[1].extra[0]",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (text, fragment) in &cases {
+        let msg = short_error(text);
+        if !msg.contains(fragment) {
+            wrong.push(format!("{msg}\n    expected: {fragment}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The same keys in different objects are fine.
+    let text = format!(
+        r#"{{"format": "wgflow.graph", "version": 1, "nodes": [{placeholder},
+        {{"name": "y", "op": "relu", "inputs": ["x"], "shape": [3], "dtype": "f32"}}]}}"#
+    );
+    Graph::from_json(&text).unwrap();
+}
+
+/// f32 words that inline `data` once lost: NaNs other than 0x7fc00000 (a payload, the sign
+/// bit, signalling).
+const F32_NANS: [u32; 5] = [
+    0x7fc0_0001,
+    0xffff_ffff,
+    0x7f80_0001,
+    0xffc0_0000,
+    0x7fbf_ffff,
+];
+/// f32 words inline `data` keeps: the canonical NaN, signed zeros, infinities, subnormals.
+const F32_EDGES: [u32; 9] = [
+    0x7fc0_0000,
+    0x8000_0000,
+    0x0000_0000,
+    0x7f80_0000,
+    0xff80_0000,
+    0x0000_0001,
+    0x807f_ffff,
+    0x3f80_0000,
+    0x7f7f_ffff,
+];
+/// The same for f16: payload, sign and signalling NaNs ...
+const F16_NANS: [u32; 4] = [0x7e01, 0xfc01, 0x7c01, 0xfe00];
+/// ... and the canonical NaN, signed zeros, infinities, subnormals.
+const F16_EDGES: [u32; 8] = [
+    0x7e00, 0x8000, 0x0000, 0x7c00, 0xfc00, 0x0001, 0x83ff, 0x7bff,
+];
+
+/// A constant and a variable (`value` initializer) per word list, as (name, dtype, words).
+fn leaves_of(g: &mut Graph) -> Vec<(String, bool, Vec<u32>)> {
+    let mut out = Vec::new();
+    let lists: [(DType, Vec<u32>); 4] = [
+        (
+            DType::F32,
+            F32_NANS.iter().chain(&F32_EDGES).copied().collect(),
+        ),
+        (DType::F32, F32_EDGES.to_vec()),
+        (
+            DType::F16,
+            F16_NANS.iter().chain(&F16_EDGES).copied().collect(),
+        ),
+        (DType::F16, F16_EDGES.to_vec()),
+    ];
+    for (k, (dtype, words)) in lists.into_iter().enumerate() {
+        let value = HostTensor::from_words([words.len()].into(), dtype, words.clone()).unwrap();
+        let c = g.constant(value.clone()).unwrap();
+        let name = g.name(c).unwrap().to_string();
+        out.push((name, true, words.clone()));
+        let name = format!("v{k}");
+        g.variable_with(&name, [words.len()], dtype, Initializer::Value(value))
+            .unwrap();
+        out.push((name, false, words));
+    }
+    out
+}
+
+fn leaf_words(g: &Graph, name: &str) -> Vec<u32> {
+    match &g.node(g.tensor(name).unwrap()).unwrap().op {
+        Op::Leaf(Leaf::Constant(v)) | Op::Leaf(Leaf::Variable(Initializer::Value(v))) => {
+            v.words().to_vec()
+        }
+        other => panic!("{name} is {other:?}"),
+    }
+}
+
+#[test]
+fn inline_size_values_keep_every_nan_payload_and_edge_value() {
+    let mut g = Graph::new();
+    let leaves = leaves_of(&mut g);
+    let text = g.to_json().unwrap();
+    let path = std::env::temp_dir().join(format!("wgflow-nan-{}.json", std::process::id()));
+    g.save(&path).unwrap();
+    let loaded = Graph::load(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    for h in [Graph::from_json(&text).unwrap(), loaded] {
+        for (name, _, words) in &leaves {
+            let back = leaf_words(&h, name);
+            assert!(
+                back == *words,
+                "{name}: {:08x?} came back as {:08x?}",
+                words,
+                back
+            );
+        }
+        // And it saves again as the same text.
+        assert!(h.to_json().unwrap() == text);
+    }
+    // Values with such NaNs are written as base64; the others stay inline, as before.
+    let lines: Vec<&str> = text.lines().collect();
+    for (name, _, words) in &leaves {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("\"name\": \"{name}\"")))
+            .unwrap();
+        let special = words
+            .iter()
+            .any(|w| F32_NANS.contains(w) || F16_NANS.contains(w));
+        assert_eq!(line.contains("\"data_base64\": "), special, "{line}");
+        assert_eq!(line.contains("\"data\": ["), !special, "{line}");
+    }
+    assert!(
+        text.contains(
+            r#""data": ["nan", -0.0, 0.0, "inf", "-inf", 1e-45, -1.1754942e-38, 1.0, 3.4028235e38]"#
+        ),
+        "{text}"
+    );
+}

@@ -155,6 +155,35 @@ fn the_counter_counts_only_runs_that_read_it() {
 }
 
 #[test]
+fn failed_runs_do_not_advance_the_counter() {
+    for d in devices() {
+        let mut g = Graph::new();
+        let u = g.stateful_random_uniform([16], 0.0, 1.0, 5).unwrap();
+        let x = g.placeholder("x", [16], DType::F32).unwrap();
+        let ux = g.add(u, x).unwrap();
+        let mut s = session_on(&g, d);
+        // A missing feed, then a feed of the wrong shape: neither run executes.
+        assert!(s.run(&[], &[ux]).is_err());
+        let wrong = HostTensor::new([3], vec![0.0f32; 3]).unwrap();
+        assert!(s.run(&[(x, wrong)], &[ux]).is_err());
+        let zeros = HostTensor::new([16], vec![0.0f32; 16]).unwrap();
+        let first = f32s(&s.run(&[(x, zeros.clone())], &[ux]).unwrap()[0]);
+        assert_eq!(
+            bits(&first),
+            bits(&uniform_ref(16, 0.0, 1.0, 5, Some(0))),
+            "{d}"
+        );
+        assert!(s.run(&[], &[ux]).is_err());
+        let second = f32s(&s.run(&[(x, zeros)], &[ux]).unwrap()[0]);
+        assert_eq!(
+            bits(&second),
+            bits(&uniform_ref(16, 0.0, 1.0, 5, Some(1))),
+            "{d}"
+        );
+    }
+}
+
+#[test]
 fn stateless_ops_are_unchanged_and_differ_from_the_stateful_stream() {
     for d in devices() {
         let mut g = Graph::new();

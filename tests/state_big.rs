@@ -53,3 +53,85 @@ fn a_gradient_over_2_pow_24_elements_is_exact_on_every_device() {
         assert_eq!(wrong, None, "{d}: d(sum x²)/dx at {wrong:?} is not 2x");
     }
 }
+
+#[test]
+fn initial_values_made_in_pieces_equal_the_whole_value_on_every_device() {
+    // Past three 2^20-element pieces, with an odd f16 count so the last piece packs a half word.
+    let n = 3 * (1usize << 20) + 5;
+    let mut g = Graph::new();
+    let cases = [
+        (DType::F32, Initializer::GlorotUniform { seed: 11 }),
+        (
+            DType::F16,
+            Initializer::Normal {
+                mean: 1.0,
+                std: 2.0,
+                seed: 12,
+            },
+        ),
+        (DType::I32, Initializer::Ones),
+        (DType::F32, Initializer::Zeros),
+    ];
+    let vars: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .map(|(k, (dtype, init))| {
+            g.variable_with(&format!("v{k}"), [n], *dtype, init.clone())
+                .unwrap()
+        })
+        .collect();
+    for d in devices() {
+        let mut s = session_on(&g, d);
+        for ((dtype, init), v) in cases.iter().zip(&vars) {
+            let whole = init.value("v", &[n].into(), *dtype).unwrap();
+            let got = match s.read_variable(*v) {
+                // llvmpipe's GL has no shader-f16.
+                Err(wgflow::Error::Placement { .. }) if *dtype == DType::F16 => continue,
+                got => got.unwrap(),
+            };
+            assert_eq!(got.words(), whole.words(), "{d} {dtype} {init:?}");
+        }
+    }
+}
+
+/// Under a 6 GB address-space limit, an 8 GiB variable is an error on every device (the GPU's
+/// `max_buffer_size` checked before any value is made; `cpu:0`'s memory asked for fallibly),
+/// never an abort. Runs in a child process (this binary again) under `ulimit -v`.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_variable_too_large_for_memory_is_an_error_not_an_abort() {
+    if std::env::var_os("WGFLOW_HUGE_VARIABLE_CHILD").is_some() {
+        let mut g = Graph::new();
+        let v = g
+            .variable_with(
+                "v",
+                [1usize << 31],
+                DType::F32,
+                Initializer::GlorotUniform { seed: 1 },
+            )
+            .unwrap();
+        for d in devices() {
+            let mut s = session_on(&g, d);
+            let e = s.read_variable(v).unwrap_err();
+            assert!(
+                matches!(e, wgflow::Error::Alloc { .. } | wgflow::Error::Limit { .. }),
+                "{d}: {e}"
+            );
+            eprintln!("{d}: {e}");
+        }
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 6000000 && exec '{}' --exact a_variable_too_large_for_memory_is_an_error_not_an_abort --nocapture",
+            exe.display()
+        ))
+        .env("WGFLOW_HUGE_VARIABLE_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(stderr.contains("cpu:0"), "{stderr}");
+}

@@ -70,8 +70,10 @@ impl VarStore {
             }
             return Ok(slot.clone());
         }
-        let value = init.value(shape, dtype)?;
-        let slot = self.create(name, device, &value, created)?;
+        let slot = match init {
+            Initializer::Value(value) => self.create(name, device, value, created)?,
+            _ => create_initialized(name, device, shape, dtype, init, created)?,
+        };
         self.slots.insert(name.to_string(), slot.clone());
         Ok(slot)
     }
@@ -102,44 +104,13 @@ impl VarStore {
     ) -> Result<Slot> {
         let storage = match device {
             Device::Cpu => {
-                let mut words = Vec::new();
-                words
-                    .try_reserve_exact(value.words().len())
-                    .map_err(|_| Error::Alloc {
-                        node: name.to_string(),
-                        device: device.to_string(),
-                        what: format!("variable {} {}", value.dtype(), value.shape()),
-                        bytes: value.words().len() as u64 * 4,
-                    })?;
+                let mut words = cpu_words(name, value.shape(), value.dtype())?;
                 words.extend_from_slice(value.words());
                 Storage::Cpu(Arc::new(RwLock::new(words)))
             }
             Device::Gpu(index) => {
                 let ctx = context::get(index)?;
-                let size = device
-                    .storage_bytes(value.dtype(), value.len() as u64)
-                    .max(4);
-                if size > ctx.limits.max_buffer_size {
-                    return Err(Error::Limit {
-                        node: name.to_string(),
-                        device: device.to_string(),
-                        what: format!("variable {} {}", value.dtype(), value.shape()),
-                        bytes: size,
-                        limit_name: "max_buffer_size",
-                        limit: ctx.limits.max_buffer_size,
-                    });
-                }
-                let buf = ctx.scoped(&format!("allocating variable '{name}'"), |d| {
-                    d.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some(name),
-                        size,
-                        usage: wgpu::BufferUsages::STORAGE
-                            | wgpu::BufferUsages::COPY_SRC
-                            | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                })?;
-                created.buffers += 1;
+                let buf = gpu_buffer(&ctx, name, device, value.shape(), value.dtype(), created)?;
                 write_gpu(&ctx, device, name, &buf, value)?;
                 Storage::Gpu(ctx, Arc::new(buf))
             }
@@ -191,6 +162,47 @@ impl VarStore {
         Ok(())
     }
 
+    /// Overwrite several variables at once, all or nothing: the storage of every variable
+    /// that has none is created first (the step that can run out of device memory), and only
+    /// when all of it exists is any value written.
+    pub fn write_all(
+        &mut self,
+        values: &[(&str, Device, &HostTensor)],
+        created: &mut Created,
+    ) -> Result<()> {
+        for &(name, _, value) in values {
+            if let Some(slot) = self.slots.get(name) {
+                if slot.shape != *value.shape() || slot.dtype != value.dtype() {
+                    return Err(Error::Feed {
+                        name: name.to_string(),
+                        message: format!(
+                            "the variable is {} {}, the value {} {}",
+                            slot.dtype,
+                            slot.shape,
+                            value.dtype(),
+                            value.shape()
+                        ),
+                    });
+                }
+            }
+        }
+        let mut fresh = Vec::new();
+        for &(name, device, value) in values {
+            if !self.slots.contains_key(name) {
+                fresh.push((name, self.create(name, device, value, created)?));
+            }
+        }
+        for &(name, device, value) in values {
+            if self.slots.contains_key(name) {
+                self.write(name, device, value, created)?;
+            }
+        }
+        for (name, slot) in fresh {
+            self.slots.insert(name.to_string(), slot);
+        }
+        Ok(())
+    }
+
     /// The variable's current value, or `None` if it has no storage yet.
     pub fn read(&self, name: &str) -> Result<Option<HostTensor>> {
         let Some(slot) = self.slots.get(name) else {
@@ -216,6 +228,119 @@ impl VarStore {
     }
 }
 
+/// Elements of an initial value made at a time on the host (4 MiB of words): a variable of
+/// any size is initialized without a host copy of its whole value.
+const INIT_PIECE: usize = 1 << 20;
+
+/// A variable's memory on `cpu:0`, allocated fallibly.
+fn cpu_words(name: &str, shape: &Shape, dtype: DType) -> Result<Vec<u32>> {
+    let n = shape.numel();
+    let mut words = Vec::new();
+    words.try_reserve_exact(n).map_err(|_| Error::Alloc {
+        node: name.to_string(),
+        device: Device::Cpu.to_string(),
+        what: format!("variable {dtype} {shape}"),
+        bytes: n as u64 * 4,
+    })?;
+    Ok(words)
+}
+
+/// A variable's GPU buffer (zeroed, as wgpu creates every buffer), checked against the
+/// device's `max_buffer_size` before it is asked for.
+fn gpu_buffer(
+    ctx: &GpuContext,
+    name: &str,
+    device: Device,
+    shape: &Shape,
+    dtype: DType,
+    created: &mut Created,
+) -> Result<wgpu::Buffer> {
+    let size = device.storage_bytes(dtype, shape.numel() as u64).max(4);
+    if size > ctx.limits.max_buffer_size {
+        return Err(Error::Limit {
+            node: name.to_string(),
+            device: device.to_string(),
+            what: format!("variable {dtype} {shape}"),
+            bytes: size,
+            limit_name: "max_buffer_size",
+            limit: ctx.limits.max_buffer_size,
+        });
+    }
+    let buf = ctx.scoped(&format!("allocating variable '{name}'"), |d| {
+        d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(name),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    })?;
+    created.buffers += 1;
+    Ok(buf)
+}
+
+/// A variable's storage filled from its initializer in pieces of [`INIT_PIECE`] elements: the
+/// device's limits and memory are checked before any value is made, and no host buffer of
+/// the whole value exists (on `cpu:0` the pieces are drawn in parallel straight into the
+/// variable's memory).
+fn create_initialized(
+    name: &str,
+    device: Device,
+    shape: &Shape,
+    dtype: DType,
+    init: &Initializer,
+    created: &mut Created,
+) -> Result<Slot> {
+    use rayon::prelude::*;
+    let n = shape.numel();
+    let storage = match device {
+        Device::Cpu => {
+            let mut words = cpu_words(name, shape, dtype)?;
+            words.resize(n, 0);
+            words
+                .par_chunks_mut(INIT_PIECE)
+                .enumerate()
+                .for_each(|(k, piece)| init.fill(shape, dtype, k * INIT_PIECE, piece));
+            Storage::Cpu(Arc::new(RwLock::new(words)))
+        }
+        Device::Gpu(index) => {
+            let ctx = context::get(index)?;
+            let buf = gpu_buffer(&ctx, name, device, shape, dtype, created)?;
+            // wgpu zeroes new buffers, so zeros need no writes.
+            if !matches!(init, Initializer::Zeros) {
+                let mut piece = Vec::new();
+                piece
+                    .try_reserve_exact(INIT_PIECE.min(n))
+                    .map_err(|_| Error::Alloc {
+                        node: name.to_string(),
+                        device: "host".into(),
+                        what: "a piece of a variable's initial value".into(),
+                        bytes: INIT_PIECE.min(n) as u64 * 4,
+                    })?;
+                piece.resize(INIT_PIECE.min(n), 0);
+                for (k, start) in (0..n).step_by(INIT_PIECE).enumerate() {
+                    let piece = &mut piece[..INIT_PIECE.min(n - start)];
+                    init.fill(shape, dtype, start, piece);
+                    write_gpu_words(&ctx, device, name, &buf, start, dtype, piece)?;
+                    ctx.queue.submit([]);
+                    // Staged writes hold host memory until the device has taken them.
+                    if k % 64 == 63 {
+                        ctx.wait()?;
+                    }
+                }
+            }
+            Storage::Gpu(ctx, Arc::new(buf))
+        }
+    };
+    Ok(Slot {
+        device,
+        shape: shape.clone(),
+        dtype,
+        storage,
+    })
+}
+
 /// Write `value` into variable `name`'s GPU buffer: one copy into wgpu's staging memory (f16
 /// packed while copying), landing before the next submission.
 fn write_gpu(
@@ -225,20 +350,35 @@ fn write_gpu(
     buf: &wgpu::Buffer,
     value: &HostTensor,
 ) -> Result<()> {
-    let size = device.storage_bytes(value.dtype(), value.len() as u64);
+    write_gpu_words(ctx, device, name, buf, 0, value.dtype(), value.words())
+}
+
+/// Write `words` (host words of `dtype` elements) into a GPU buffer from element `start` on
+/// (a multiple of 2, so that f16 pairs stay whole).
+fn write_gpu_words(
+    ctx: &GpuContext,
+    device: Device,
+    name: &str,
+    buf: &wgpu::Buffer,
+    start: usize,
+    dtype: DType,
+    words: &[u32],
+) -> Result<()> {
+    let size = device.storage_bytes(dtype, words.len() as u64);
     let Some(size) = wgpu::BufferSize::new(size) else {
         return Ok(());
     };
+    let offset = device.storage_bytes(dtype, start as u64);
     let _gl = ctx.gl_guard();
     let mut view = ctx
         .queue
-        .write_buffer_with(buf, 0, size)
+        .write_buffer_with(buf, offset, size)
         .ok_or_else(|| Error::Gpu {
             device: device.to_string(),
             action: format!("writing variable '{name}'"),
             message: "the queue refused the write".into(),
         })?;
-    write_device_bytes(value.dtype(), value.words(), view.slice(..))
+    write_device_bytes(dtype, words, view.slice(..))
 }
 
 /// Copy a whole variable buffer back through the device's read-back buffer in `cache`

@@ -8,6 +8,10 @@ use std::panic::Location;
 
 type Loc = &'static Location<'static>;
 
+/// The one name a variable cannot have: checkpoints (safetensors files) name each tensor by
+/// its variable, and safetensors keeps this key for the file's metadata.
+pub const RESERVED_VARIABLE_NAME: &str = "__metadata__";
+
 impl Graph {
     /// A variable named `name` (prefixed by the active name scopes) whose first value is
     /// `initial` (`tf.Variable(initial, name=...)`). The session keeps its value on its
@@ -62,16 +66,19 @@ impl Graph {
         loc: Loc,
     ) -> Result<Tensor> {
         let full = self.scoped_name(name);
-        if name.is_empty() || self.names.contains_key(&full) {
-            return Err(Error::build(
-                "variable",
-                loc,
-                if name.is_empty() {
-                    "a variable needs a name".to_string()
-                } else {
-                    format!("a node named '{full}' already exists")
-                },
-            ));
+        let refused = if name.is_empty() {
+            Some("a variable needs a name".to_string())
+        } else if self.names.contains_key(&full) {
+            Some(format!("a node named '{full}' already exists"))
+        } else if full == RESERVED_VARIABLE_NAME {
+            Some(format!(
+                "'{full}' is reserved: checkpoints name tensors by variable, and safetensors keeps that key for its metadata"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refused {
+            return Err(Error::build("variable", loc, message));
         }
         let declared = Declared {
             shape: Some(&shape),

@@ -34,6 +34,7 @@ mod grad;
 pub use build::Axes;
 pub use build_movement::PadMode;
 pub use build_nn::Conv2dOptions;
+pub use build_state::RESERVED_VARIABLE_NAME;
 pub use def::{GraphDef, NodeDef};
 
 use crate::device::DeviceSpec;

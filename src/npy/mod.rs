@@ -13,6 +13,9 @@ mod header;
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// The most elements a `.npy` file may declare (2^31), checked before anything is allocated.
 pub const MAX_ELEMENTS: usize = 1 << 31;
+/// The largest `.npy` file [`read`] accepts: [`MAX_ELEMENTS`] 4-byte elements and a header
+/// (checked before anything is read; FIFOs and devices are refused).
+pub const MAX_FILE_BYTES: u64 = (MAX_ELEMENTS as u64) * 4 + (1 << 20);
 
 fn bad(what: &str, message: impl std::fmt::Display) -> Error {
     Error::Host(format!("{what}: {message}"))
@@ -22,17 +25,19 @@ fn bad(what: &str, message: impl std::fmt::Display) -> Error {
 pub fn read(path: impl AsRef<Path>) -> Result<HostTensor> {
     let path = path.as_ref();
     let what = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| bad(&what, format!("cannot read: {e}")))?;
+    let bytes = crate::files::read_regular(path, MAX_FILE_BYTES, ".npy file")
+        .map_err(|e| bad(&what, format!("cannot read: {e}")))?;
     from_bytes(&bytes).map_err(|e| match e {
         Error::Host(m) => bad(&what, m),
         other => other,
     })
 }
 
-/// Write a `.npy` file (version 1.0).
+/// Write a `.npy` file (version 1.0), replacing `path` atomically (see
+/// [`crate::files::write_atomic`]: never through a link, never a half-written file).
 pub fn write(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
     let path = path.as_ref();
-    std::fs::write(path, to_bytes(t))
+    crate::files::write_atomic(path, &to_bytes(t))
         .map_err(|e| bad(&path.display().to_string(), format!("cannot write: {e}")))
 }
 

@@ -132,10 +132,7 @@ impl Op {
             .unwrap_or_else(|| {
                 Err(node.error(
                     "op",
-                    format!(
-                        "unknown op '{}'",
-                        node.op.chars().take(40).collect::<String>()
-                    ),
+                    format!("unknown op {}", crate::graph::def::quote(node.op)),
                 ))
             })
     }

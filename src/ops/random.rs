@@ -170,14 +170,22 @@ impl RandomKernel {
 
     /// The CPU reference for the run whose counter is `run` (ignored by stateless ops).
     pub fn run_cpu_at(&self, run: u64) -> Vec<u32> {
+        let mut out = vec![0; self.out_shape.numel()];
+        self.fill_at(run, 0, &mut out);
+        out
+    }
+
+    /// Elements `start..start + out.len()` of run `run`'s draw into `out`: a large tensor is
+    /// drawn in pieces with the same bits as in one.
+    pub fn fill_at(&self, run: u64, start: usize, out: &mut [u32]) {
         let key = self.key();
         let ctr = if self.spec.dist.is_stateful() {
             [run as u32, (run >> 32) as u32, 1]
         } else {
             [0; 3]
         };
-        (0..self.out_shape.numel())
-            .map(|i| {
+        for (slot, i) in out.iter_mut().zip(start..) {
+            *slot = {
                 let w = philox4x32_10([i as u32, ctr[0], ctr[1], ctr[2]], key);
                 let v = match self.spec.dist.law() {
                     Law::Uniform { low, high } => {
@@ -194,8 +202,8 @@ impl RandomKernel {
                     }
                 };
                 v.to_bits()
-            })
-            .collect()
+            };
+        }
     }
 
     /// The WGSL source (template `shaders/random.wgsl`).

@@ -166,7 +166,9 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         }));
     }
     let disk_cache = cache_file.map(|path| {
-        let data = std::fs::read(&path).ok();
+        // A cache is an optimisation: one that cannot be read (or is implausibly large, or
+        // not a regular file) is ignored.
+        let data = crate::files::read_regular(&path, 1 << 30, "pipeline cache").ok();
         log::info!(
             "{name}: pipeline cache {} ({} bytes loaded)",
             path.display(),
@@ -529,13 +531,12 @@ impl GpuContext {
         let Some(data) = data else {
             return;
         };
-        let tmp = dc.path.with_extension("tmp");
+        // Atomic: processes sharing the cache directory each write a whole file.
         let written = dc
             .path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(&tmp, &data))
-            .and_then(|_| std::fs::rename(&tmp, &dc.path));
+            .and_then(|_| crate::files::write_atomic(&dc.path, &data));
         match written {
             Ok(()) => log::debug!("{}: pipeline cache saved ({} bytes)", self.name, data.len()),
             Err(e) => log::warn!(

@@ -131,7 +131,9 @@ pub(super) fn located(
     skip: usize,
 ) -> Error {
     let path = path_text(e.path(), skip);
-    let message = e.into_inner().to_string();
+    // serde quotes the file's text (an unknown field or variant, a string of the wrong
+    // type) whole.
+    let message = bound_quotes(&e.into_inner().to_string());
     let missing = message
         .strip_prefix("missing field `")
         .and_then(|m| m.strip_suffix('`'));
@@ -147,7 +149,10 @@ fn path_text(path: &serde_path_to_error::Path, skip: usize) -> String {
     for seg in path.iter().skip(skip) {
         match seg {
             Segment::Seq { index } => s.push_str(&format!("[{index}]")),
-            Segment::Map { key } => s.push_str(&format!(".{key}")),
+            Segment::Map { key } => match cut(key, QUOTE_MAX) {
+                (key, 0) => s.push_str(&format!(".{key}")),
+                (key, _) => s.push_str(&format!(".{key}…")),
+            },
             Segment::Enum { .. } => {}
             Segment::Unknown => s.push_str(".?"),
         }
@@ -155,14 +160,90 @@ fn path_text(path: &serde_path_to_error::Path, skip: usize) -> String {
     s
 }
 
-/// A JSON value as shown in messages: cut short after 40 characters.
+/// A JSON value as shown in messages: cut short after 40 characters (and the number of
+/// bytes left out), so that a hostile multi-megabyte value is not echoed whole.
 pub fn short(v: &Value) -> String {
     let s = v.to_string();
-    if s.chars().count() > 40 {
-        s.chars().take(40).collect::<String>() + "…"
-    } else {
-        s
+    match cut(&s, 40) {
+        (head, 0) => head.to_string(),
+        (head, more) => format!("{head}… ({more} more bytes)"),
     }
+}
+
+/// The most characters of one piece of a file's text (a name, an input, a key, a string
+/// value) that a message quotes.
+pub const QUOTE_MAX: usize = 80;
+
+/// `s` as a message quotes it: `'s'`, or its first [`QUOTE_MAX`] characters and how many
+/// bytes were left out (`'aaaa…' (10485680 more bytes)`). Every piece of a graph file that
+/// an error message repeats goes through this (or [`short`]), so a hostile file cannot make
+/// a message as long as itself.
+pub fn quote(s: &str) -> String {
+    match cut(s, QUOTE_MAX) {
+        (head, 0) => format!("'{head}'"),
+        (head, more) => format!("'{head}…' ({more} more bytes)"),
+    }
+}
+
+/// The first `max` characters of `s` and the number of bytes after them (0: all of `s`).
+pub(super) fn cut(s: &str, max: usize) -> (&str, usize) {
+    match s.char_indices().nth(max) {
+        Some((end, _)) => (&s[..end], s.len() - end),
+        None => (s, 0),
+    }
+}
+
+/// A message built by serde (or by another crate) with every quoted span in it (between
+/// backticks, or a Rust-escaped string between double quotes, as serde's `unknown field
+/// `…``, `unknown variant `…`` and `invalid type: string "…"` quote a file's text) cut to
+/// [`QUOTE_MAX`] characters. Text outside quotes is kept; [`err`] caps the whole message.
+pub(super) fn bound_quotes(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4 * QUOTE_MAX));
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let q = rest.as_bytes()[open];
+        out.push_str(&rest[..=open]);
+        let body = &rest[open + 1..];
+        // The closing quote: the next backtick, or the next unescaped double quote.
+        let close = if q == b'`' {
+            body.find('`')
+        } else {
+            let mut escaped = false;
+            body.char_indices()
+                .find(|&(_, c)| {
+                    let end = c == '"' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    end
+                })
+                .map(|(k, _)| k)
+        };
+        let (inner, after) = match close {
+            Some(k) => (&body[..k], &body[k..]),
+            None => (body, ""),
+        };
+        match cut(inner, QUOTE_MAX) {
+            (head, 0) => out.push_str(head),
+            (head, more) => {
+                out.push_str(head);
+                out.push('…');
+                if let Some(c) = after.chars().next() {
+                    out.push(c);
+                }
+                out.push_str(&format!(" ({more} more bytes)"));
+                rest = after.get(1..).unwrap_or("");
+                continue;
+            }
+        }
+        match after.chars().next() {
+            Some(c) => {
+                out.push(c);
+                rest = &after[c.len_utf8()..];
+            }
+            None => rest = "",
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn number_text(x: f64) -> String {
@@ -367,5 +448,49 @@ impl<'de> Deserialize<'de> for F32 {
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_cut_on_character_boundaries_with_the_bytes_left_out() {
+        assert_eq!(quote("add"), "'add'");
+        let long = "é".repeat(100);
+        assert_eq!(
+            quote(&long),
+            format!("'{}…' (40 more bytes)", "é".repeat(80))
+        );
+        assert_eq!(cut("abc", 3), ("abc", 0));
+        assert_eq!(cut("abcd", 3), ("abc", 1));
+    }
+
+    #[test]
+    fn serde_messages_keep_short_quotes_and_cut_long_ones() {
+        let short_msg = "unknown field `x`, expected one of `a`, `b`";
+        assert_eq!(bound_quotes(short_msg), short_msg);
+        let a = "a".repeat(1000);
+        assert_eq!(
+            bound_quotes(&format!("unknown variant `{a}`, expected `b`")),
+            format!(
+                "unknown variant `{}…` (920 more bytes), expected `b`",
+                &a[..80]
+            )
+        );
+        // A Rust-escaped string: an escaped quote does not end it.
+        let s = format!("x\\\"{a}");
+        let m = bound_quotes(&format!("invalid type: string \"{s}\", expected an array"));
+        assert!(
+            m.starts_with("invalid type: string \"x\\\"")
+                && m.ends_with("…\" (923 more bytes), expected an array"),
+            "{m}"
+        );
+        // An unterminated quote is cut too.
+        assert_eq!(
+            bound_quotes(&format!("odd `{a}")),
+            format!("odd `{}… (920 more bytes)", &a[..80])
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! precise place and dispatches the attributes to the families by op name ([`Op::read`]).
 //! The format itself is documented in the parent module.
 
-use super::attrs::{located, short, List, NodeIn, NodeOut, UInt};
+use super::attrs::{located, quote, short, List, NodeIn, NodeOut, UInt};
 use super::{
     check_declared, err, needs_version, node_at, GraphDef, NodeDef, FORMAT, MAX_ELEMENTS,
     STATELESS_VERSION, VERSION,
@@ -12,8 +12,11 @@ use super::{
 use crate::device::DeviceSpec;
 use crate::ops::{Arity, Op};
 use crate::{DType, Error, Result, Shape};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{de, Deserialize, Deserializer, Serialize};
+use serde_json::error::Category;
 use serde_json::{Map, Value};
+use std::fmt;
 use std::io;
 
 // ---------------------------------------------------------------- writing
@@ -157,16 +160,18 @@ struct Envelope {
 /// Parse JSON text into a definition, checking everything a file can get wrong locally
 /// (fields, types, sizes, constant data); cross-node checks happen in [`Graph::from_def`](crate::Graph::from_def).
 pub fn def_from_json(text: &str) -> Result<GraphDef> {
-    let root: Value = serde_json::from_str(text).map_err(|e| {
+    let root = parse(text).map_err(|e| {
         let full = e.to_string();
         let message = match full.rfind(" at line ") {
             Some(p) => full[..p].to_string(),
             None => full,
         };
-        err(
-            format!("line {}, column {}", e.line(), e.column()),
-            format!("invalid JSON: {message}"),
-        )
+        // A repeated key is the one data error parsing gives; the rest are syntax.
+        let message = match e.classify() {
+            Category::Data => message,
+            _ => format!("invalid JSON: {message}"),
+        };
+        err(format!("line {}, column {}", e.line(), e.column()), message)
     })?;
     if !root.is_object() {
         return Err(err("top level", "expected a JSON object"));
@@ -232,6 +237,109 @@ pub fn def_from_json(text: &str) -> Result<GraphDef> {
     Ok(GraphDef { nodes })
 }
 
+/// The JSON text of a graph file as a [`Value`], rejecting a key repeated in any object.
+/// (serde_json's own `Value` keeps the last of repeated keys silently, and a derived struct
+/// may take either, so a file could say two things at once; the format has one meaning per
+/// file.) The parser is serde_json's, with its syntax errors and its nesting limit (128).
+fn parse(text: &str) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let root = Checked(&Place::Top).deserialize(&mut de)?;
+    de.end()?;
+    Ok(root)
+}
+
+/// Where a value sits in the file, for the message about a repeated key: a chain up to
+/// the top level, built on the stack as parsing descends (nothing is stored per value).
+enum Place<'a> {
+    Top,
+    Key(&'a Place<'a>, &'a str),
+    Index(&'a Place<'a>, usize),
+}
+
+impl fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Place::Top => f.write_str("the top-level object"),
+            Place::Key(up, key) => {
+                if !matches!(up, Place::Top) {
+                    write!(f, "{up}.")?;
+                }
+                // A key in a place is cut like a node's name (`nodes[3] 'aaaa…'`).
+                match super::attrs::cut(key, 64) {
+                    (key, 0) => f.write_str(key),
+                    (head, _) => write!(f, "{head}…"),
+                }
+            }
+            Place::Index(Place::Top, i) => write!(f, "[{i}]"),
+            Place::Index(up, i) => write!(f, "{up}[{i}]"),
+        }
+    }
+}
+
+/// Deserializes one JSON value as serde_json's `Value` does, but an object with a repeated
+/// key is an error naming the key and the object.
+struct Checked<'a>(&'a Place<'a>);
+
+impl<'de> DeserializeSeed<'de> for Checked<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Checked<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, b: bool) -> std::result::Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> std::result::Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> std::result::Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_f64<E: de::Error>(self, x: f64) -> std::result::Result<Value, E> {
+        // As serde_json's `Value` does (JSON numbers are finite, so this is always a number).
+        Ok(serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Value, E> {
+        Ok(Value::String(s.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, s: String) -> std::result::Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Checked(&Place::Index(self.0, out.len())))? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            // Checked before the value is read, so the error's line and column are the key's.
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format!(
+                    "duplicate key {} in {}; a key may appear once per object",
+                    quote(&key),
+                    self.0
+                )));
+            }
+            let v = map.next_value_seed(Checked(&Place::Key(self.0, &key)))?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 /// A node's common fields as read; the rest are the op's attributes.
 #[derive(Deserialize)]
 struct CommonIn {
@@ -251,8 +359,8 @@ fn dtype<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<DType, D::Error
     let s = String::deserialize(d)?;
     DType::parse(&s).ok_or_else(|| {
         de::Error::custom(format!(
-            "unknown dtype '{}' (expected f32, f16, i32, u32 or bool)",
-            s.chars().take(40).collect::<String>()
+            "unknown dtype {} (expected f32, f16, i32, u32 or bool)",
+            quote(&s)
         ))
     })
 }
@@ -260,9 +368,14 @@ fn dtype<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<DType, D::Error
 fn device<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<DeviceSpec>, D::Error> {
     match Option::<String>::deserialize(d)? {
         None => Ok(None),
-        Some(s) => DeviceSpec::parse(&s)
-            .map(Some)
-            .map_err(|e| de::Error::custom(e.to_string())),
+        Some(s) => DeviceSpec::parse(&s).map(Some).map_err(|e| {
+            // The device error repeats the spec whole; quote it bounded instead.
+            let message = match e {
+                Error::Device { message, .. } => message,
+                other => other.to_string(),
+            };
+            de::Error::custom(format!("device {}: {message}", quote(&s)))
+        }),
     }
 }
 
@@ -308,7 +421,7 @@ fn read_node(i: usize, v: &Value) -> Result<NodeDef> {
         };
         return Err(node.error(
             "inputs",
-            format!("'{}' takes {takes}, {} given", c.op, c.inputs.len()),
+            format!("{} takes {takes}, {} given", quote(&c.op), c.inputs.len()),
         ));
     }
     Ok(NodeDef {

@@ -41,7 +41,9 @@
 //!   Composites (`softmax`, `layer_norm`, `one_hot`, `stack`, `split`, reflect `pad`, `tile`,
 //!   ...) are saved as the primitive nodes they build.
 //!
-//! Unknown fields are errors, so a typo does not silently change a graph.
+//! Unknown fields are errors, so a typo does not silently change a graph, and so is a key
+//! that appears twice in one object (anywhere in the file: the top level, a node, an
+//! attribute), so a file cannot say two things at once.
 //!
 //! # Versions
 //!
@@ -76,7 +78,10 @@
 //! # Constants
 //!
 //! A constant of at most [`INLINE_MAX`] elements is written inline as `data`, a larger one
-//! as `data_base64` (see [the leaves](crate::ops::leaf::file)).
+//! as `data_base64` (see [the leaves](crate::ops::leaf::file)). Both keep every bit: inline
+//! `data` writes a NaN as `"nan"`, which reads as one NaN (f32 `0x7fc00000`, f16 `0x7e00`),
+//! so a value (of a constant or a variable's `value` initializer) holding any other NaN is
+//! written as `data_base64` whatever its size.
 //!
 //! # Hostile input
 //!
@@ -85,7 +90,11 @@
 //! [`MAX_ELEMENTS`] elements and [`MAX_RANK`] dimensions before anything is allocated for
 //! them; attributes are read through capped types ([`UInt`], [`Int`], [`List`], [`Pair`]).
 //! Every error is an [`Error::GraphDef`] whose `at` names the place: `line L, column C`
-//! for JSON syntax, else the node (`nodes[3] 'add'`) and field (`.inputs[1]`).
+//! for JSON syntax and repeated keys, else the node (`nodes[3] 'add'`) and field
+//! (`.inputs[1]`). Messages quote a file's text (names, inputs, devices, ops, keys, values)
+//! cut to [`QUOTE_MAX`] characters with the number of bytes left out (`'aaaa…' (10485680
+//! more bytes)`), and no place or message is longer than 2,000 characters, so a hostile
+//! file's error stays short.
 
 use super::Graph;
 use crate::device::DeviceSpec;
@@ -97,7 +106,7 @@ mod attrs;
 mod json;
 mod rebuild;
 
-pub use attrs::{short, Int, List, NoAttrs, NodeIn, NodeOut, Pair, UInt, F32};
+pub use attrs::{quote, short, Int, List, NoAttrs, NodeIn, NodeOut, Pair, UInt, F32, QUOTE_MAX};
 pub use json::{def_from_json, def_to_json};
 
 /// The `format` field of every graph file.
@@ -112,6 +121,9 @@ pub const STATELESS_VERSION: u64 = 1;
 pub const INLINE_MAX: usize = 1024;
 /// The most elements a graph file may declare for one tensor (2^31).
 pub const MAX_ELEMENTS: usize = 1 << 31;
+/// The largest graph file [`Graph::load`] reads (16 GiB: room for base64 constants of
+/// [`MAX_ELEMENTS`] words), checked before anything is read; FIFOs and devices are refused.
+pub const MAX_FILE_BYTES: u64 = 1 << 34;
 /// The most dimensions a graph file may declare for one tensor.
 pub const MAX_RANK: usize = 32;
 /// The largest magnitude of a `strides` entry of `slice`, `flip` and `broadcast_to` (2^53).
@@ -161,20 +173,29 @@ pub struct NodeDef {
 
 /// `nodes[i] 'name'`, with a hostile multi-megabyte name cut short.
 fn node_at(i: usize, name: &str) -> String {
-    if name.chars().count() > 64 {
-        format!(
-            "nodes[{i}] '{}…'",
-            name.chars().take(64).collect::<String>()
-        )
-    } else {
-        format!("nodes[{i}] '{name}'")
+    match attrs::cut(name, 64) {
+        (name, 0) => format!("nodes[{i}] '{name}'"),
+        (head, _) => format!("nodes[{i}] '{head}…'"),
     }
 }
 
+/// The most bytes of an error's place or message ([`err`]'s backstop).
+const MESSAGE_MAX: usize = 2000;
+
+/// A graph-file error. Messages quote a file's text through [`quote`] and [`short`]; as a
+/// backstop for text quoted elsewhere (a builder's or another crate's message repeating a
+/// name), the place and the message are cut to [`MESSAGE_MAX`] bytes here, which every
+/// graph-file error passes through.
 fn err(at: impl Into<String>, message: impl Into<String>) -> Error {
+    fn bound(mut s: String) -> String {
+        if let (head, more @ 1..) = attrs::cut(&s, MESSAGE_MAX) {
+            s = format!("{head}… ({more} more bytes)");
+        }
+        s
+    }
     Error::GraphDef {
-        at: at.into(),
-        message: message.into(),
+        at: bound(at.into()),
+        message: bound(message.into()),
     }
 }
 
@@ -224,7 +245,7 @@ impl Graph {
             if g.names.contains_key(&nd.name) {
                 return Err(err(
                     format!("{at}.name"),
-                    format!("duplicate node name '{}'", nd.name),
+                    format!("duplicate node name {}", quote(&nd.name)),
                 ));
             }
             let mut inputs = Vec::with_capacity(nd.inputs.len());
@@ -233,13 +254,14 @@ impl Graph {
                     Some(t) => inputs.push(t),
                     None => {
                         let later = def.nodes[i..].iter().position(|n| &n.name == input);
+                        let input = quote(input);
                         let message = match later {
-                            Some(0) => format!("input '{input}' is the node itself (a cycle)"),
+                            Some(0) => format!("input {input} is the node itself (a cycle)"),
                             Some(d) => format!(
-                                "input '{input}' is nodes[{}], which comes later; inputs must be listed before the nodes that use them, so cycles are impossible",
+                                "input {input} is nodes[{}], which comes later; inputs must be listed before the nodes that use them, so cycles are impossible",
                                 i + d
                             ),
-                            None => format!("input '{input}' names no node"),
+                            None => format!("input {input} names no node"),
                         };
                         return Err(err(format!("{at}.inputs[{k}]"), message));
                     }
@@ -293,18 +315,23 @@ impl Graph {
         Graph::from_def(&def_from_json(text)?)
     }
 
-    /// Write the graph to a JSON file.
+    /// Write the graph to a JSON file, replacing `path` atomically (see
+    /// [`crate::files::write_atomic`]: never through a link, never a half-written file).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_json()?)
+        crate::files::write_atomic(path, self.to_json()?.as_bytes())
             .map_err(|e| err(path.display().to_string(), format!("cannot write: {e}")))
     }
 
     /// Read a graph from a JSON file written by [`Graph::save`] (or by hand).
     pub fn load(path: impl AsRef<Path>) -> Result<Graph> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
+        let cannot = |e: &dyn std::fmt::Display| {
+            err(path.display().to_string(), format!("cannot read: {e}"))
+        };
+        let bytes = crate::files::read_regular(path, MAX_FILE_BYTES, "graph file")
+            .map_err(|e| cannot(&e))?;
+        let text = String::from_utf8(bytes).map_err(|e| cannot(&e.utf8_error()))?;
         let mut g = Graph::from_json(&text).map_err(|e| match e {
             Error::GraphDef { at, message } => err(format!("{}: {at}", path.display()), message),
             other => other,

@@ -12,7 +12,7 @@
 //! the inputs on load. A raw kernel's shader is validated on load like one built with the API.
 
 use super::{Custom, CustomElementwise, Invocations, OutputRule, RawWgsl};
-use crate::graph::def::{NodeDef, NodeIn, NodeOut};
+use crate::graph::def::{quote, NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 use crate::ops::{BinaryOp, Expr, Family, Node, UnaryOp};
 use crate::{DType, Error, Result};
@@ -94,7 +94,7 @@ fn next<'de, T: Deserialize<'de>, A: SeqAccess<'de>>(
 }
 
 fn dtype<E: de::Error>(name: &str) -> std::result::Result<DType, E> {
-    DType::parse(name).ok_or_else(|| E::custom(format!("unknown dtype '{name}'")))
+    DType::parse(name).ok_or_else(|| E::custom(format!("unknown dtype {}", quote(name))))
 }
 
 impl<'de> Visitor<'de> for ExprVisitor {
@@ -120,15 +120,17 @@ impl<'de> Visitor<'de> for ExprVisitor {
             "unary" => {
                 let name: String = next(&mut seq, "unary op")?;
                 let op = UnaryOp::ALL.into_iter().find(|u| u.name() == name);
-                let op =
-                    op.ok_or_else(|| de::Error::custom(format!("unknown unary op '{name}'")))?;
+                let op = op.ok_or_else(|| {
+                    de::Error::custom(format!("unknown unary op {}", quote(&name)))
+                })?;
                 Expr::unary(op, sub(&mut seq)?)
             }
             "binary" => {
                 let name: String = next(&mut seq, "binary op")?;
                 let op = BinaryOp::ALL.into_iter().find(|b| b.name() == name);
-                let op =
-                    op.ok_or_else(|| de::Error::custom(format!("unknown binary op '{name}'")))?;
+                let op = op.ok_or_else(|| {
+                    de::Error::custom(format!("unknown binary op {}", quote(&name)))
+                })?;
                 Expr::binary(op, sub(&mut seq)?, sub(&mut seq)?)
             }
             "where" => Expr::select(sub(&mut seq)?, sub(&mut seq)?, sub(&mut seq)?),
@@ -139,7 +141,10 @@ impl<'de> Visitor<'de> for ExprVisitor {
             _ => return Err(de::Error::invalid_value(de::Unexpected::Str(&tag), &self)),
         };
         if seq.next_element::<IgnoredAny>()?.is_some() {
-            return Err(de::Error::custom(format!("too many entries for '{tag}'")));
+            return Err(de::Error::custom(format!(
+                "too many entries for {}",
+                quote(&tag)
+            )));
         }
         Ok(ExprTree(e))
     }

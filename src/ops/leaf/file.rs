@@ -31,6 +31,12 @@
 //! `true`/`false` for `bool`. A larger constant is written as `data_base64`: standard base64
 //! (RFC 4648, with padding) of its elements as 4-byte little-endian words (`bool` as the words
 //! 0 or 1). Either form is read whatever the size; the element count must match `shape`.
+//!
+//! Both forms are bit-exact: `-0.0`, infinities and subnormals are written inline like any
+//! other value, but `"nan"` reads as a single NaN (f32 `0x7fc00000`, f16 `0x7e00`), so a
+//! value holding any other NaN (another payload, the sign bit set, a signalling NaN such as
+//! f32 `0x7f800001`) is written as `data_base64` whatever its size. A file without such NaNs
+//! is written exactly as before.
 
 use super::{Initializer, Leaf};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
@@ -148,27 +154,44 @@ pub(super) fn write_attrs(leaf: &Leaf, out: &mut NodeOut) -> Result<()> {
     }
 }
 
-/// A tensor's value as a constant writes it: inline `data` up to [`INLINE_MAX`] elements,
-/// `data_base64` beyond.
+/// A tensor's value as a constant writes it: inline `data` up to [`INLINE_MAX`] elements
+/// when that reads back as the same words, else `data_base64`. Inline `data` writes every
+/// NaN as `"nan"`, which reads as one NaN (f32 `0x7fc00000`, f16 `0x7e00`), so a tensor
+/// with any other NaN (a payload, a sign, a signalling NaN) is written as base64, which
+/// keeps every bit; every other tensor is written as before.
 fn constant_out(value: &HostTensor) -> ConstantOut {
     let words = value.words();
-    if words.len() > INLINE_MAX {
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        ConstantOut {
-            data: None,
-            data_base64: Some(BASE64.encode(bytes)),
-        }
-    } else {
-        let datum = |w: u32| match value.dtype() {
-            DType::F32 => Datum::Float(F32(f32::from_bits(w))),
-            DType::F16 => Datum::Float(F32(f32::from_bits(f16_to_f32_word(w)))),
-            DType::I32 => Datum::Int(w as i32),
-            DType::U32 => Datum::UInt(w),
-            DType::Bool => Datum::Bool(w != 0),
-        };
-        ConstantOut {
-            data: Some(words.iter().map(|&w| datum(w)).collect()),
+    let dtype = value.dtype();
+    let datum = |w: u32| match dtype {
+        DType::F32 => Datum::Float(F32(f32::from_bits(w))),
+        DType::F16 => Datum::Float(F32(f32::from_bits(f16_to_f32_word(w)))),
+        DType::I32 => Datum::Int(w as i32),
+        DType::U32 => Datum::UInt(w),
+        DType::Bool => Datum::Bool(w != 0),
+    };
+    let inline = (words.len() <= INLINE_MAX)
+        .then(|| words.iter().map(|&w| datum(w)).collect::<Vec<_>>())
+        .filter(|data| {
+            // Read each float back as a loader does (`word`) rather than reasoning about
+            // which bit patterns survive, so no pattern can be lost silently. (Integers and
+            // bools always read back; a bool word other than 0 or 1 is not a valid value,
+            // and base64 would write it as a file that does not load.)
+            !matches!(dtype, DType::F32 | DType::F16)
+                || data.iter().zip(words).all(|(d, &w)| {
+                    serde_json::to_value(d).ok().and_then(|v| word(&v, dtype)) == Some(w)
+                })
+        });
+    match inline {
+        Some(data) => ConstantOut {
+            data: Some(data),
             data_base64: None,
+        },
+        None => {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            ConstantOut {
+                data: None,
+                data_base64: Some(BASE64.encode(bytes)),
+            }
         }
     }
 }

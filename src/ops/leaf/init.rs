@@ -1,7 +1,8 @@
 //! How a variable gets its first value: a given tensor, a constant fill, or a seeded random
 //! draw scaled by the variable's fan-in and fan-out (Glorot, He). The value is computed on
-//! the host when a session first needs the variable, with the same Philox generator as the
-//! random ops, so every device starts from bit-identical values.
+//! the host when a session first needs the variable, piece by piece straight into the
+//! variable's storage ([`Initializer::fill`]), with the same Philox generator as the random
+//! ops, so every device starts from bit-identical values.
 
 use crate::dtype::f32_to_f16_word;
 use crate::ops::random::{Distribution, RandomKernel, RandomSpec};
@@ -94,46 +95,70 @@ impl Initializer {
         Ok(())
     }
 
-    /// The initial value of a `dtype` `shape` variable (after [`Initializer::check`]).
-    pub fn value(&self, shape: &Shape, dtype: DType) -> crate::Result<HostTensor> {
-        let draw = |dist: Distribution, seed: u64| {
+    /// The initial value of a `dtype` `shape` variable (after [`Initializer::check`]), as
+    /// one host tensor; memory that cannot be had is an [`Error::Alloc`](crate::Error::Alloc)
+    /// naming `name`. A session fills a variable's storage with [`Initializer::fill`] instead,
+    /// piece by piece, and never holds a large initial value on the host.
+    pub fn value(&self, name: &str, shape: &Shape, dtype: DType) -> crate::Result<HostTensor> {
+        if let Initializer::Value(t) = self {
+            return Ok(t.clone());
+        }
+        let n = shape.numel();
+        let mut words = crate::host::fresh_vec(n).ok_or_else(|| crate::Error::Alloc {
+            node: name.to_string(),
+            device: "host".into(),
+            what: format!("the initial value of variable {dtype} {shape}"),
+            bytes: n as u64 * 4,
+        })?;
+        words.resize(n, 0);
+        self.fill(shape, dtype, 0, &mut words);
+        HostTensor::from_words(shape.clone(), dtype, words)
+    }
+
+    /// Words `start..start + out.len()` (row-major elements, one word each as
+    /// [`HostTensor`] keeps them) of a `dtype` `shape` variable's initial value: the same bits
+    /// however the value is cut into pieces.
+    pub fn fill(&self, shape: &Shape, dtype: DType, start: usize, out: &mut [u32]) {
+        let draw = |dist: Distribution, seed: u64, out: &mut [u32]| {
             let kernel = RandomKernel {
                 spec: RandomSpec { dist, seed },
                 out_shape: shape.clone(),
             };
-            let words = kernel.run_cpu();
-            let words = match dtype {
-                DType::F16 => words.into_iter().map(f32_to_f16_word).collect(),
-                _ => words,
-            };
-            HostTensor::from_words(shape.clone(), dtype, words)
+            kernel.fill_at(0, start, out);
+            if dtype == DType::F16 {
+                for w in out.iter_mut() {
+                    *w = f32_to_f16_word(*w);
+                }
+            }
         };
         match *self {
-            Initializer::Value(ref t) => Ok(t.clone()),
-            Initializer::Zeros => Ok(HostTensor::zeros(shape.clone(), dtype)),
-            Initializer::Ones => {
-                let one = match dtype {
-                    DType::F32 => 1f32.to_bits(),
-                    DType::F16 => f32_to_f16_word(1f32.to_bits()),
-                    DType::I32 | DType::U32 | DType::Bool => 1,
-                };
-                HostTensor::from_words(shape.clone(), dtype, vec![one; shape.numel()])
+            Initializer::Value(ref t) => {
+                let words = t.words();
+                let end = (start + out.len()).min(words.len());
+                let got = end.saturating_sub(start);
+                out[..got].copy_from_slice(&words[start.min(end)..end]);
             }
+            Initializer::Zeros => out.fill(0),
+            Initializer::Ones => out.fill(match dtype {
+                DType::F32 => 1f32.to_bits(),
+                DType::F16 => f32_to_f16_word(1f32.to_bits()),
+                DType::I32 | DType::U32 | DType::Bool => 1,
+            }),
             Initializer::Uniform { low, high, seed } => {
-                draw(Distribution::Uniform { low, high }, seed)
+                draw(Distribution::Uniform { low, high }, seed, out)
             }
             Initializer::Normal { mean, std, seed } => {
-                draw(Distribution::Normal { mean, std }, seed)
+                draw(Distribution::Normal { mean, std }, seed, out)
             }
             Initializer::GlorotUniform { seed } => {
                 let (i, o) = fans(shape);
                 let l = (6.0 / (i + o)).sqrt() as f32;
-                draw(Distribution::Uniform { low: -l, high: l }, seed)
+                draw(Distribution::Uniform { low: -l, high: l }, seed, out)
             }
             Initializer::HeNormal { seed } => {
                 let (i, _) = fans(shape);
                 let std = (2.0 / i).sqrt() as f32;
-                draw(Distribution::Normal { mean: 0.0, std }, seed)
+                draw(Distribution::Normal { mean: 0.0, std }, seed, out)
             }
         }
     }
