@@ -6,7 +6,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use wgflow::compile::{Plan, StepKind};
 use wgflow::ops::Leaf;
@@ -841,12 +841,14 @@ fn write_npy(path: &Path, v: &HostTensor, force: bool) -> CliResult {
 /// Write `bytes` to `path`, never through a link at `path` and never into anything but a
 /// regular file ([`check_target`]). Without `force` the file is created exclusively
 /// (`O_CREAT | O_EXCL`, which also refuses a link or file that appeared since the check);
-/// with `force` the new contents replace the file atomically ([`replace_atomic`]), so a
-/// failed write leaves the old file whole.
+/// with `force` the new contents replace the file atomically ([`wgflow::files::write_atomic`]:
+/// an exclusive temporary file beside it, flushed and renamed over it, which also never
+/// writes through a link that appears after the check), so a failed write leaves the old
+/// file whole.
 fn write_output(path: &Path, bytes: &[u8], force: bool) -> CliResult {
     check_target(path, force)?;
     if force {
-        return replace_atomic(path, bytes).map_err(|e| cannot_write(path, &e).into());
+        return wgflow::files::write_atomic(path, bytes).map_err(|e| cannot_write(path, &e).into());
     }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -870,37 +872,6 @@ fn write_output(path: &Path, bytes: &[u8], force: bool) -> CliResult {
 
 fn cannot_write(path: &Path, e: &std::io::Error) -> String {
     format!("{}: cannot write: {e}", path.display())
-}
-
-/// Replace `path` with `bytes` atomically: write a temporary file created exclusively next
-/// to it (`.NAME.wgflow-tmp.PID.N`), flush it to disk, then rename it over `path`. A rename
-/// replaces a link at `path` itself rather than its target, so even a link that appears
-/// after [`check_target`] cannot redirect the write.
-fn replace_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(
-        ".wgflow-tmp.{}.{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let tmp = path.with_file_name(tmp_name);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)?;
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }
 
 /// `wgflow profile`: warm up, time untraced runs, then summarise traced runs.
