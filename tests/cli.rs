@@ -832,3 +832,515 @@ fn run_and_profile_a_graph_with_dropout() {
         run_ok(&["profile", graph, "--device", &d, "--runs", "2"]);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 22: the CLI never panics (exit 101) or aborts (134), whatever its input and however
+// its output is closed.
+// ---------------------------------------------------------------------------------------
+
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The address space each process below may use: a bug that reads /dev/zero to the end or
+/// sizes a buffer by a count fails fast at this limit instead of taking the machine's memory
+/// (the tests start several processes at once). Far above what the small graphs need.
+const MEMORY_LIMIT_KIB: u64 = 4 << 20;
+
+/// Start wgflow under [`MEMORY_LIMIT_KIB`], its stdout and stderr going to files in `dir`
+/// named after `tag` (a pipe nobody reads could fill and block it).
+fn spawn_limited(dir: &std::path::Path, tag: &str, args: &[&str]) -> Child {
+    let file = |ext: &str| std::fs::File::create(dir.join(format!("{tag}.{ext}"))).unwrap();
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {MEMORY_LIMIT_KIB} && exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_wgflow"))
+        .args(args)
+        .env_remove("WGFLOW_VISIBLE_DEVICES")
+        .stdin(Stdio::null())
+        .stdout(file("stdout"))
+        .stderr(file("stderr"))
+        .spawn()
+        .expect("run wgflow")
+}
+
+/// How a process started by [`spawn_limited`] ended: `None` if it was still running at
+/// `deadline` (then it is killed).
+fn finish(
+    dir: &std::path::Path,
+    tag: &str,
+    mut child: Child,
+    deadline: Instant,
+) -> (Option<ExitStatus>, String, String) {
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            child.kill().ok();
+            child.wait().ok();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read =
+        |ext: &str| text(&std::fs::read(dir.join(format!("{tag}.{ext}"))).unwrap_or_default());
+    (status, read("stdout"), read("stderr"))
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// Issue 22 (7): `wgflow devices --json | true`, `wgflow plan BIG.json | head -1`: a closed
+/// stdout ends the output quietly (status 0, nothing on stderr, `run`'s files still
+/// written); a closed stderr loses only the messages. Before, every subcommand panicked.
+#[test]
+fn closed_stdout_or_stderr_is_not_a_panic() {
+    let dir = scratch("epipe");
+    let mlp = graph("mlp");
+    let x = example_graphs::dir().join("mlp.feeds").join("x.npy");
+    let feed = format!("x={}", x.display());
+    let out = |n: &str| dir.join(n).display().to_string();
+    let (run_a, run_b) = (out("run-a"), out("run-b"));
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["devices"], 0),
+        (vec!["devices", "--json"], 0),
+        (vec!["validate", &mlp], 0),
+        (vec!["plan", &mlp, "--device", "cpu:0"], 0),
+        (vec!["plan", &mlp, "--device", "cpu:0", "--json"], 0),
+        (vec!["dot", &mlp, "--device", "cpu:0"], 0),
+        // mlp's placeholder is profiled with zeros: a note on stderr.
+        (vec!["profile", &mlp, "--device", "cpu:0", "--runs", "1"], 0),
+        (
+            vec![
+                "profile", &mlp, "--device", "cpu:0", "--runs", "1", "--json",
+            ],
+            0,
+        ),
+        (vec!["--help"], 0),
+        (vec!["--version"], 0),
+        (vec!["frobnicate"], 2),
+        (vec!["plan", "/nonexistent/graph.json"], 1),
+    ];
+    let run_case = |args: &[&str], close_stdout: bool| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wgflow"));
+        cmd.args(args).env_remove("WGFLOW_VISIBLE_DEVICES");
+        if close_stdout {
+            cmd.stdout(writer).stderr(Stdio::piped());
+        } else {
+            cmd.stdout(Stdio::piped()).stderr(writer);
+        }
+        cmd.spawn().unwrap()
+    };
+    let mut children = Vec::new();
+    for (args, code) in &cases {
+        for close_stdout in [true, false] {
+            children.push((
+                args.clone(),
+                *code,
+                close_stdout,
+                run_case(args, close_stdout),
+            ));
+        }
+    }
+    for (d, close_stdout) in [(&run_a, true), (&run_b, false)] {
+        let args = vec![
+            "run", &mlp, "--device", "cpu:0", "--feed", &feed, "--out", d,
+        ];
+        children.push((args.clone(), 0, close_stdout, run_case(&args, close_stdout)));
+    }
+    for (args, code, close_stdout, child) in children {
+        let o = child.wait_with_output().unwrap();
+        let which = if close_stdout { "stdout" } else { "stderr" };
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "wgflow {args:?} with a closed {which}: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        if close_stdout && code == 0 {
+            // Quiet: no error for the closed pipe (`profile`'s note on zeros may remain).
+            let err = text(&o.stderr);
+            assert!(
+                !err.contains("wgflow:") && !err.contains("panicked"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // The work is done whatever happened to the summary.
+    for d in [&run_a, &run_b] {
+        let out = std::path::Path::new(d).join("layer2_add.npy");
+        assert!(out.is_file(), "{}", out.display());
+    }
+}
+
+/// Issue 22 (8): `--runs 4294967295` aborted on a 34 GB `Vec::with_capacity`. Every count
+/// flag at its maximum now starts working in bounded memory: still running after a few
+/// seconds (or stopped with a clear error), never killed by an allocation.
+#[test]
+fn maximal_counts_do_not_abort() {
+    let dir = scratch("counts");
+    let mlp = graph("mlp");
+    let x = example_graphs::dir().join("mlp.feeds").join("x.npy");
+    let feed = format!("x={}", x.display());
+    let out = dir.join("out").display().to_string();
+    let max = u32::MAX.to_string();
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "run-runs",
+            vec![
+                "run", &mlp, "--device", "cpu:0", "--feed", &feed, "--out", &out, "--runs", &max,
+            ],
+        ),
+        (
+            "profile-runs",
+            vec!["profile", &mlp, "--device", "cpu:0", "--runs", &max],
+        ),
+        (
+            "profile-warmup",
+            vec![
+                "profile", &mlp, "--device", "cpu:0", "--runs", "1", "--warmup", &max,
+            ],
+        ),
+    ];
+    let children: Vec<_> = cases
+        .iter()
+        .map(|(tag, args)| (tag, args, spawn_limited(&dir, tag, args)))
+        .collect();
+    // Long enough for each to pass its first (compiling) run, where the buffers were sized.
+    std::thread::sleep(Duration::from_secs(5));
+    for (tag, args, child) in children {
+        let (status, _, stderr) = finish(&dir, tag, child, Instant::now());
+        if let Some(s) = status {
+            assert_eq!(s.code(), Some(1), "wgflow {args:?}: {s:?} {stderr}");
+            assert!(
+                stderr.starts_with("wgflow: ") && stderr.lines().count() == 1,
+                "{stderr}"
+            );
+        }
+    }
+}
+
+/// Issue 22 (10): every file the CLI reads (the graph of each subcommand, `--feed`,
+/// `--weights`) given /dev/zero, a FIFO or a directory fails at once with exit 1 and one line
+/// naming the path, instead of reading until memory runs out or blocking on the FIFO; a link
+/// to a good file is read through.
+#[test]
+fn unreadable_input_files_are_one_line_errors() {
+    let dir = scratch("inputs");
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let subdir = dir.join("subdir");
+    std::fs::create_dir(&subdir).unwrap();
+    let bad: Vec<String> = [
+        "/dev/zero".into(),
+        fifo.display().to_string(),
+        subdir.display().to_string(),
+    ]
+    .into();
+    let mlp = graph("mlp");
+    let x = example_graphs::dir().join("mlp.feeds").join("x.npy");
+    let linear = variable_graph(&dir);
+    let weights = dir.join("weights.safetensors");
+    let w = HostTensor::from([[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]]);
+    let b = HostTensor::from([0.5f32, -1.0]);
+    let step = HostTensor::scalar(41i32);
+    wgflow::checkpoint::write(&weights, &[("w", &w), ("b", &b), ("step", &step)]).unwrap();
+    let x23 = dir.join("x23.npy");
+    wgflow::npy::write(
+        &x23,
+        &HostTensor::from([[1.0f32, 0.0, -1.0], [2.0, 1.0, 0.0]]),
+    )
+    .unwrap();
+    let link = |name: &str, to: &std::path::Path| {
+        let l = dir.join(name);
+        std::os::unix::fs::symlink(to, &l).unwrap();
+        l.display().to_string()
+    };
+    let good_graph = link("graph-link.json", std::path::Path::new(&mlp));
+    let good_x = link("x-link.npy", &x);
+    let good_weights = link("weights-link.safetensors", &weights);
+    let out = dir.join("out").display().to_string();
+    let cpu = ["--device", "cpu:0"];
+    // (entry point, the arguments with the file to read in place of "FILE", a good file)
+    let entry_points: Vec<(&str, Vec<String>, &str)> = {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let x_feed = format!("x={}", x.display());
+        let x23_feed = format!("x={}", x23.display());
+        vec![
+            ("validate", v(&["validate", "FILE"]), &good_graph),
+            (
+                "run",
+                v(&[
+                    "run", "FILE", cpu[0], cpu[1], "--feed", &x_feed, "--out", &out, "--force",
+                ]),
+                &good_graph,
+            ),
+            ("plan", v(&["plan", "FILE", cpu[0], cpu[1]]), &good_graph),
+            (
+                "profile",
+                v(&["profile", "FILE", cpu[0], cpu[1], "--runs", "1"]),
+                &good_graph,
+            ),
+            ("dot", v(&["dot", "FILE", cpu[0], cpu[1]]), &good_graph),
+            (
+                "run-feed",
+                v(&[
+                    "run", &mlp, cpu[0], cpu[1], "--feed", "x=FILE", "--out", &out, "--force",
+                ]),
+                &good_x,
+            ),
+            (
+                "profile-feed",
+                v(&[
+                    "profile", &mlp, cpu[0], cpu[1], "--feed", "x=FILE", "--runs", "1",
+                ]),
+                &good_x,
+            ),
+            (
+                "run-weights",
+                v(&[
+                    "run",
+                    &linear,
+                    cpu[0],
+                    cpu[1],
+                    "--feed",
+                    &x23_feed,
+                    "--weights",
+                    "FILE",
+                    "--out",
+                    &out,
+                    "--force",
+                ]),
+                &good_weights,
+            ),
+        ]
+    };
+    let with = |args: &[String], file: &str| -> Vec<String> {
+        args.iter().map(|a| a.replace("FILE", file)).collect()
+    };
+    // (tag, arguments, the file, whether it is a good one)
+    let mut cases = Vec::new();
+    for (name, args, good) in &entry_points {
+        for (i, file) in bad.iter().enumerate() {
+            cases.push((format!("{name}-{i}"), with(args, file), file.clone(), false));
+        }
+        cases.push((
+            format!("{name}-link"),
+            with(args, good),
+            good.to_string(),
+            true,
+        ));
+    }
+    // A few at a time: the memory limit times the processes stays well inside the machine.
+    for batch in cases.chunks(6) {
+        let children: Vec<_> = batch
+            .iter()
+            .map(|(tag, args, _, _)| {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                spawn_limited(&dir, tag, &args)
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for ((tag, args, file, good), child) in batch.iter().zip(children) {
+            let (status, _, stderr) = finish(&dir, tag, child, deadline);
+            let Some(status) = status else {
+                panic!("wgflow {args:?} still running after 20 s (reading {file})");
+            };
+            if *good {
+                assert_eq!(status.code(), Some(0), "wgflow {args:?}: {stderr}");
+                continue;
+            }
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "wgflow {args:?}: {status:?} {stderr}"
+            );
+            assert!(
+                stderr.starts_with("wgflow: ") && stderr.lines().count() == 1,
+                "wgflow {args:?}: one line: {stderr}"
+            );
+            // Refused for what the file is, not after reading it to the memory limit.
+            assert!(
+                !stderr.contains("out of memory") && !stderr.contains("allocat"),
+                "wgflow {args:?}: {stderr}"
+            );
+            assert!(
+                stderr.contains(file.as_str()),
+                "wgflow {args:?}: names {file}: {stderr}"
+            );
+        }
+    }
+}
+
+/// Issue 22 (13): nothing is written through a link at an output path (`run`'s fetches,
+/// `profile --trace`/`--memory`, `plan --memory`), dangling or not, with or without
+/// --force; nothing is written into a FIFO (which would block); --force replaces a regular
+/// file whole and leaves no temporary file.
+#[test]
+fn outputs_never_follow_links_or_open_fifos() {
+    let dir = scratch("links");
+    let out = dir.join("out");
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.join("target.txt");
+    let add = graph("add");
+    let mlp = graph("mlp");
+    let out_s = out.display().to_string();
+    let symlink = |at: &std::path::Path, to: &std::path::Path| {
+        std::fs::remove_file(at).ok();
+        std::os::unix::fs::symlink(to, at).unwrap();
+    };
+    // (tag, the output file, the arguments that write it)
+    let svg = out.join("memory.svg");
+    let trace = out.join("trace.json");
+    let npy = out.join("add.npy");
+    let (svg_s, trace_s) = (svg.display().to_string(), trace.display().to_string());
+    let writers: Vec<(&str, &std::path::Path, Vec<&str>)> = vec![
+        (
+            "run",
+            &npy,
+            vec!["run", &add, "--device", "cpu:0", "--out", &out_s],
+        ),
+        (
+            "plan-memory",
+            &svg,
+            vec!["plan", &add, "--device", "cpu:0", "--memory", &svg_s],
+        ),
+        (
+            "profile-trace",
+            &trace,
+            vec![
+                "profile", &mlp, "--device", "cpu:0", "--runs", "1", "--trace", &trace_s,
+            ],
+        ),
+        (
+            "profile-memory",
+            &svg,
+            vec![
+                "profile", &mlp, "--device", "cpu:0", "--runs", "1", "--memory", &svg_s,
+            ],
+        ),
+    ];
+    let deadline = || Instant::now() + Duration::from_secs(20);
+    for (tag, file, args) in &writers {
+        for force in [false, true] {
+            let mut args = args.clone();
+            if force {
+                args.push("--force");
+            }
+            let refused = |what: &str, tag: &str| {
+                let (status, _, stderr) =
+                    finish(&dir, tag, spawn_limited(&dir, tag, &args), deadline());
+                let status = status.unwrap_or_else(|| panic!("wgflow {args:?} hangs on {what}"));
+                assert_eq!(
+                    status.code(),
+                    Some(1),
+                    "wgflow {args:?} on {what}: {stderr}"
+                );
+                assert!(
+                    stderr.starts_with("wgflow: ") && stderr.contains(&file.display().to_string()),
+                    "{stderr}"
+                );
+            };
+            // A link to a file outside: refused, the file untouched.
+            std::fs::write(&target, b"keep me").unwrap();
+            symlink(file, &target);
+            refused("a link", &format!("{tag}-{force}-link"));
+            assert_eq!(std::fs::read(&target).unwrap(), b"keep me", "{args:?}");
+            // A dangling link: refused, nothing created where it points.
+            let nowhere = outside.join("nowhere");
+            symlink(file, &nowhere);
+            refused("a dangling link", &format!("{tag}-{force}-dangling"));
+            assert!(
+                std::fs::symlink_metadata(&nowhere).is_err(),
+                "{args:?} created {}",
+                nowhere.display()
+            );
+            std::fs::remove_file(file).unwrap();
+            // A FIFO: refused without blocking.
+            mkfifo(file);
+            refused("a FIFO", &format!("{tag}-{force}-fifo"));
+            std::fs::remove_file(file).unwrap();
+        }
+        // --force over a regular file replaces it, leaving no temporary file behind.
+        std::fs::write(file, b"old").unwrap();
+        let mut args = args.clone();
+        args.push("--force");
+        let tag = format!("{tag}-replace");
+        let (status, _, stderr) = finish(&dir, &tag, spawn_limited(&dir, &tag, &args), deadline());
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "wgflow {args:?}: {stderr}"
+        );
+        assert_ne!(std::fs::read(file).unwrap(), b"old");
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains("wgflow-tmp")), "{names:?}");
+        std::fs::remove_file(file).unwrap();
+    }
+}
+
+/// Issue 22: a huge argument quoted in an error (`--device`, `--fetch`, a feed's NAME, a
+/// graph path) does not make a huge error line.
+#[test]
+fn huge_arguments_make_short_errors() {
+    let long = "y".repeat(100_000);
+    let x = example_graphs::dir().join("mlp.feeds").join("x.npy");
+    let mlp = graph("mlp");
+    let named_feed = format!("{long}={}", x.display());
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["plan", &mlp, "--device", &long],
+        vec!["plan", &mlp, "--device", "cpu:0", "--fetch", &long],
+        vec!["run", &mlp, "--device", "cpu:0", "--feed", &long],
+        vec!["run", &mlp, "--device", "cpu:0", "--feed", &named_feed],
+        vec!["plan", &long],
+        vec!["validate", &long],
+    ];
+    for args in cases {
+        let o = wgflow(&args);
+        let err = text(&o.stderr);
+        let head: String = err.chars().take(300).collect();
+        assert_eq!(o.status.code(), Some(1), "{head}");
+        assert!(
+            err.starts_with("wgflow: ") && err.lines().count() == 1,
+            "{head}"
+        );
+        assert!(err.len() < 2500, "{} bytes: {head}", err.len());
+    }
+}
+
+/// Issue 22: `profile` feeds zeros to placeholders it is not given; one of 2^31 elements
+/// (the most a graph file declares) that does not fit in memory (here: the 4 GiB limit) is
+/// an error naming it, not an abort.
+#[test]
+fn profile_zeros_that_do_not_fit_are_an_error() {
+    let dir = scratch("zeros");
+    let g = dir.join("huge.json");
+    std::fs::write(
+        &g,
+        r#"{"format": "wgflow.graph", "version": 1, "nodes": [
+            {"name": "x", "op": "placeholder", "shape": [2147483648], "dtype": "f32"},
+            {"name": "y", "op": "neg", "inputs": ["x"], "shape": [2147483648], "dtype": "f32"}
+        ]}"#,
+    )
+    .unwrap();
+    let args = ["profile", g.to_str().unwrap(), "--device", "cpu:0"];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (status, _, stderr) = finish(&dir, "huge", spawn_limited(&dir, "huge", &args), deadline);
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("wgflow: node 'x' on host: cannot allocate 8589934592 bytes"),
+        "{stderr}"
+    );
+}

@@ -2,10 +2,12 @@
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::HashSet;
+use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 use wgflow::compile::{Plan, StepKind};
 use wgflow::ops::Leaf;
 use wgflow::ops::Op;
@@ -138,9 +140,64 @@ struct GraphArgs {
 /// errors keep their text.
 type CliResult = Result<(), Box<dyn std::error::Error>>;
 
+/// Set once a write to stdout failed because its reader went away (`wgflow ... | head -1`).
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Write to stdout; every line the CLI prints goes through here (never `print!`, which
+/// panics on a closed pipe). A closed stdout is what `head` does on purpose, so it is not an
+/// error: the rest of the output is dropped, the command still finishes its work (the
+/// files of `run`, `--trace` and `--memory` are written) and exits with its own status,
+/// 0 on success, without a message. Any other write error (`> /dev/full`) fails the command.
+fn write_stdout(args: fmt::Arguments<'_>) -> CliResult {
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT_GONE.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot write to standard output: {e}").into()),
+    }
+}
+
+/// `println!` through [`write_stdout`]: evaluates to a [`CliResult`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` that cannot panic: a closed or full stderr loses the message (there is
+/// nowhere left to report it), not the command's work.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Error messages are one line of bounded length even when they quote a huge argument
+/// (a 100 kB `--fetch`, a path of the maximum length): at most this many characters.
+const MAX_MESSAGE_CHARS: usize = 2000;
+
+/// Input quoted in a message (a device spec, a node name) is cut to this many characters.
+const MAX_QUOTED_CHARS: usize = 100;
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
+    // `try_parse` rather than `parse`: the help, version and usage-error texts are printed
+    // here with handled writes, so a closed stdout or stderr cannot panic.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `print` writes the help and version to stdout, errors to stderr, as `parse`
+            // would, and returns the write error that `parse` would have ignored too.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
     let result: CliResult = match cli.command {
         Command::Devices { visible, json } => devices(visible, json),
         Command::Validate { graph } => validate(&graph),
@@ -193,7 +250,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("wgflow: {e}");
+            errln!("wgflow: {}", truncate(&e.to_string(), MAX_MESSAGE_CHARS));
             ExitCode::FAILURE
         }
     }
@@ -231,15 +288,23 @@ fn devices(visible: bool, json: bool) -> CliResult {
                 })
             })
             .collect();
-        println!("{:#}", serde_json::Value::Array(rows));
+        outln!("{:#}", serde_json::Value::Array(rows))?;
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6} {:>4}",
-        "device", "name", "backend", "type", "max_buffer", "max_binding", "align", "bufs", "f16"
-    );
+        "device",
+        "name",
+        "backend",
+        "type",
+        "max_buffer",
+        "max_binding",
+        "align",
+        "bufs",
+        "f16"
+    )?;
     for d in &list {
-        println!(
+        outln!(
             "{:<7} {:<34} {:<7} {:<10} {:>14} {:>14} {:>6} {:>6} {:>4}",
             d.device.to_string(),
             truncate(&d.name, 34),
@@ -250,9 +315,9 @@ fn devices(visible: bool, json: bool) -> CliResult {
             d.limits.min_storage_buffer_offset_alignment,
             limit(d.limits.max_storage_buffers_per_shader_stage as u64),
             if d.limits.shader_f16 { "yes" } else { "no" },
-        );
+        )?;
     }
-    println!("best: {best}");
+    outln!("best: {best}")?;
     Ok(())
 }
 
@@ -267,9 +332,9 @@ fn print_plan(args: &GraphArgs, json: bool, memory: Option<&Path>, force: bool) 
         write_output(m, plan.memory_svg().as_bytes(), force)?;
     }
     if json {
-        println!("{:#}", plan_json(&plan));
+        outln!("{:#}", plan_json(&plan))?;
     } else {
-        print!("{}", plan.describe());
+        write_stdout(format_args!("{}", plan.describe()))?;
     }
     Ok(())
 }
@@ -277,7 +342,10 @@ fn print_plan(args: &GraphArgs, json: bool, memory: Option<&Path>, force: bool) 
 fn print_dot(args: &GraphArgs) -> CliResult {
     let (session, fetches) = open(args)?;
     let plan = session.compile_only(&fetches)?;
-    print!("{}", wgflow::trace::dot(session.graph(), &plan));
+    write_stdout(format_args!(
+        "{}",
+        wgflow::trace::dot(session.graph(), &plan)
+    ))?;
     Ok(())
 }
 
@@ -288,13 +356,13 @@ fn validate(path: &Path) -> CliResult {
         .nodes()
         .filter(|(_, n)| n.op == Op::Leaf(Leaf::Placeholder))
         .count();
-    println!(
+    outln!(
         "{}: ok, nodes: {}, placeholders: {}, sinks: {}",
         path.display(),
         graph.len(),
         placeholders,
         sinks(&graph).len()
-    );
+    )?;
     Ok(())
 }
 
@@ -383,7 +451,20 @@ fn truncate(s: &str, n: usize) -> String {
 /// Load the graph, make a session on the requested default device, resolve the fetches.
 fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
     let graph = Graph::load(&args.graph)?;
-    let default_device = args.device.as_deref().map(Device::parse).transpose()?;
+    let default_device = args
+        .device
+        .as_deref()
+        .map(|spec| {
+            // The library's message quotes the whole spec: quote a bounded prefix.
+            Device::parse(spec).map_err(|e| match e {
+                Error::Device { spec, message } => Error::Device {
+                    spec: truncate(&spec, MAX_QUOTED_CHARS),
+                    message,
+                },
+                e => e,
+            })
+        })
+        .transpose()?;
     let options = SessionOptions {
         default_device,
         soft_placement: args.soft_placement,
@@ -396,7 +477,7 @@ fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
             .iter()
             .map(|n| {
                 graph.tensor(n).ok_or_else(|| Error::Fetch {
-                    name: n.clone(),
+                    name: truncate(n, MAX_QUOTED_CHARS),
                     message: format!("no node has this name in {}", args.graph.display()),
                 })
             })
@@ -432,73 +513,151 @@ fn run(args: &GraphArgs, r: &RunArgs) -> CliResult {
         .into_iter()
         .map(|f| out.join(f))
         .collect();
-    if !force {
-        if let Some(p) = paths.iter().find(|p| p.exists()) {
-            return Err(
-                format!("{}: already exists; pass --force to overwrite", p.display()).into(),
-            );
-        }
+    for p in &paths {
+        check_target(p, force)?;
     }
     let fed = read_feeds(&session, feeds)?;
     if let Some(w) = &r.weights {
-        session.restore(w)?;
-        println!(
+        session
+            .restore(w)
+            .map_err(|e| naming(&w.display().to_string(), e.to_string()))?;
+        outln!(
             "weights: {} variables from {}",
             session.graph().variables().len(),
             w.display()
-        );
+        )?;
     }
     let start = Instant::now();
     let plan = session.plan(&fetches)?;
     check_fed(&session, &plan, &fed)?;
     let values = session.run(&fed, &fetches)?;
     let first = start.elapsed();
-    let mut times = Vec::with_capacity(runs as usize);
+    // Nothing is sized by the requested count: `--runs 4294967295` runs until interrupted
+    // in bounded memory.
+    let mut times = Times::default();
     for _ in 0..runs {
         let again = Instant::now();
         session.run(&fed, &fetches)?;
-        times.push(again.elapsed().as_secs_f64() * 1e3);
+        times.push(again.elapsed());
     }
-    times.sort_by(f64::total_cmp);
-    let median = if times.len() % 2 == 1 {
-        times[times.len() / 2]
-    } else {
-        (times[times.len() / 2 - 1] + times[times.len() / 2]) / 2.0
-    };
+    let median = ms(times.median());
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for ((t, v), path) in fetches.iter().zip(&values).zip(&paths) {
         write_npy(path, v, force)?;
-        println!(
+        outln!(
             "{} {} {} -> {}",
             session.graph().name(*t)?,
             v.dtype(),
             v.shape(),
             path.display()
-        );
+        )?;
     }
     let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
-    println!("devices: {}", devices.join(", "));
-    println!(
+    outln!("devices: {}", devices.join(", "))?;
+    outln!(
         "time: compile+run {:.3} ms, run median {median:.3} ms, min {:.3} ms over {runs} {} \
          ({} dispatches, {} transfers)",
         first.as_secs_f64() * 1e3,
-        times[0],
+        ms(times.min()),
         if runs == 1 { "run" } else { "runs" },
         plan.dispatch_count(),
         plan.transfer_count()
-    );
-    print_memory(&plan);
-    Ok(())
+    )?;
+    print_memory(&plan)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Run times for a median and minimum in bounded memory, whatever the number of runs: every
+/// time while there are at most [`Times::KEEP`], then an evenly spaced sample of them
+/// (every 2nd, 4th, ... run), so the median is exact up to `KEEP` runs and an estimate past
+/// that; the minimum is always exact.
+struct Times {
+    kept: Vec<Duration>,
+    /// Keep one run in `stride`.
+    stride: u64,
+    seen: u64,
+    min: Duration,
+}
+
+impl Default for Times {
+    fn default() -> Self {
+        Times {
+            kept: Vec::new(),
+            stride: 1,
+            seen: 0,
+            min: Duration::MAX,
+        }
+    }
+}
+
+impl Times {
+    /// 2^20 times: 16 MiB.
+    const KEEP: usize = 1 << 20;
+
+    fn push(&mut self, t: Duration) {
+        self.min = self.min.min(t);
+        if self.seen.is_multiple_of(self.stride) {
+            if self.kept.len() == Self::KEEP {
+                // Keep the runs whose index is a multiple of the doubled stride.
+                let mut i = 0;
+                self.kept.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                self.stride *= 2;
+            }
+            if self.seen.is_multiple_of(self.stride) {
+                self.kept.push(t);
+            }
+        }
+        self.seen += 1;
+    }
+
+    /// The kept times in increasing order, the exact minimum first.
+    fn sorted(&self) -> Vec<Duration> {
+        let mut v = self.kept.clone();
+        v.sort();
+        // The sample may have skipped the fastest run: its smallest element stands for it
+        // (the median, from the middle of the sample, does not move).
+        if let Some(first) = v.first_mut() {
+            *first = self.min;
+        }
+        v
+    }
+
+    fn median(&self) -> Duration {
+        let v = self.sorted();
+        match v.len() {
+            0 => Duration::ZERO,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2,
+        }
+    }
+
+    fn min(&self) -> Duration {
+        if self.seen == 0 {
+            Duration::ZERO
+        } else {
+            self.min
+        }
+    }
 }
 
 /// One line per device: the arena's peak against its lower bound and no-reuse size.
-fn print_memory(plan: &Plan) {
+fn print_memory(plan: &Plan) -> CliResult {
     for (d, m) in &plan.memory {
-        println!(
+        outln!(
             "memory {d}: peak {} B (lower bound {} B, no reuse {} B), constants {} B",
-            m.peak_bytes, m.lower_bound_bytes, m.no_reuse_bytes, m.constant_bytes
-        );
+            m.peak_bytes,
+            m.lower_bound_bytes,
+            m.no_reuse_bytes,
+            m.constant_bytes
+        )?;
     }
+    Ok(())
 }
 
 /// Read `--feed NAME=FILE.npy` arguments.
@@ -506,20 +665,29 @@ fn read_feeds(session: &Session, feeds: &[String]) -> wgflow::Result<Vec<(Tensor
     let mut fed: Vec<(Tensor, HostTensor)> = Vec::new();
     for f in feeds {
         let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
-            name: f.clone(),
+            name: truncate(f, MAX_QUOTED_CHARS),
             message: "expected NAME=FILE.npy".into(),
         })?;
         let t = session.graph().tensor(name).ok_or_else(|| Error::Feed {
-            name: name.into(),
+            name: truncate(name, MAX_QUOTED_CHARS),
             message: "no node has this name".into(),
         })?;
         let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
             name: name.into(),
-            message: e.to_string(),
+            message: naming(file, e.to_string()),
         })?;
         fed.push((t, value));
     }
     Ok(fed)
+}
+
+/// `message` about the file `path`, naming it if the library's text does not already.
+fn naming(path: &str, message: String) -> String {
+    if message.contains(path) {
+        message
+    } else {
+        format!("{path}: {message}")
+    }
 }
 
 /// Timings do not depend on the values: a placeholder `--feed` does not give is profiled
@@ -541,11 +709,25 @@ fn zeros_for_unfed(
         }
         let Some(t) = g.tensor(name) else { continue };
         let node = g.node(t)?;
-        eprintln!(
+        errln!(
             "note: profiling with zeros for '{name}' ({} {}); pass --feed {name}=FILE.npy for real data",
             node.dtype, node.shape
         );
-        fed.push((t, HostTensor::zeros(node.shape.clone(), node.dtype)));
+        // Allocated fallibly: a placeholder of 2^31 elements on a machine (or under a memory
+        // limit) without room for it is an error, not an abort.
+        let n = node.shape.numel();
+        let mut words: Vec<u32> = Vec::new();
+        words.try_reserve_exact(n).map_err(|_| Error::Alloc {
+            node: name.clone(),
+            device: "host".into(),
+            what: "the zeros it is profiled with".into(),
+            bytes: (n as u64).saturating_mul(4),
+        })?;
+        words.resize(n, 0);
+        fed.push((
+            t,
+            HostTensor::from_words(node.shape.clone(), node.dtype, words)?,
+        ));
     }
     Ok(())
 }
@@ -578,24 +760,47 @@ fn check_fed(session: &Session, plan: &Plan, fed: &[(Tensor, HostTensor)]) -> wg
     Ok(())
 }
 
-/// Before any work: refuse an existing output file without `force`, and a file whose
-/// directory does not exist.
+/// Before any work: refuse an existing output file without `force`, anything at the path
+/// that is not a regular file (see [`check_target`]), and a file whose directory does not
+/// exist.
 fn check_output(path: &Path, force: bool) -> CliResult {
-    if path.exists() && !force {
-        return Err(format!(
-            "{}: already exists; pass --force to overwrite",
-            path.display()
-        )
-        .into());
-    }
-    if path.is_dir() {
-        return Err(format!("{}: cannot write: is a directory", path.display()).into());
-    }
+    check_target(path, force)?;
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
     if parent.is_some_and(|p| !p.is_dir()) {
         return Err(format!("{}: cannot write: no such directory", path.display()).into());
     }
     Ok(())
+}
+
+/// What is at an output path, without following a link there: nothing, or (with `force`) a
+/// regular file to replace. A symbolic link is refused, dangling or not, with or without
+/// `force`: writing through it would create or change a file outside the place the user
+/// named. A directory, FIFO, socket or device is refused too (a FIFO would block the
+/// write until a reader came).
+fn check_target(path: &Path, force: bool) -> CliResult {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: cannot write: {e}", path.display()).into()),
+    };
+    let refuse =
+        |why: &str| -> CliResult { Err(format!("{}: cannot write: {why}", path.display()).into()) };
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        refuse("is a symbolic link; wgflow does not write through links (remove it or choose another path)")
+    } else if kind.is_dir() {
+        refuse("is a directory")
+    } else if !kind.is_file() {
+        refuse("not a regular file (a FIFO, socket or device)")
+    } else if !force {
+        Err(format!(
+            "{}: already exists; pass --force to overwrite",
+            path.display()
+        )
+        .into())
+    } else {
+        Ok(())
+    }
 }
 
 /// One file name per fetch, inside the output directory whatever the node name: characters
@@ -633,33 +838,47 @@ fn write_npy(path: &Path, v: &HostTensor, force: bool) -> CliResult {
     write_output(path, &wgflow::npy::to_bytes(v), force)
 }
 
-/// Write `bytes` to `path`; without `force`, refuse a file that appeared since the check.
+/// Write `bytes` to `path`, never through a link at `path` and never into anything but a
+/// regular file ([`check_target`]). Without `force` the file is created exclusively
+/// (`O_CREAT | O_EXCL`, which also refuses a link or file that appeared since the check);
+/// with `force` the new contents replace the file atomically ([`wgflow::files::write_atomic`]:
+/// an exclusive temporary file beside it, flushed and renamed over it, which also never
+/// writes through a link that appears after the check), so a failed write leaves the old
+/// file whole.
 fn write_output(path: &Path, bytes: &[u8], force: bool) -> CliResult {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true);
+    check_target(path, force)?;
     if force {
-        options.create(true).truncate(true);
-    } else {
-        options.create_new(true);
+        return wgflow::files::write_atomic(path, bytes).map_err(|e| cannot_write(path, &e).into());
     }
-    let mut file = options.open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => {
-            format!(
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => format!(
                 "{}: already exists; pass --force to overwrite",
                 path.display()
-            )
-        }
-        _ => format!("{}: cannot write: {e}", path.display()),
-    })?;
-    file.write_all(bytes)
-        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            ),
+            _ => cannot_write(path, &e),
+        })?;
+    if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_all()) {
+        // A partial file would pass for an output: remove what this call created.
+        drop(file);
+        let _ = std::fs::remove_file(path);
+        return Err(cannot_write(path, &e).into());
+    }
     Ok(())
+}
+
+fn cannot_write(path: &Path, e: &std::io::Error) -> String {
+    format!("{}: cannot write: {e}", path.display())
 }
 
 /// `wgflow profile`: warm up, time untraced runs, then summarise traced runs.
 mod profile {
     use super::*;
-    use wgflow::trace::{Profile, RunMetadata, RunOptions};
+    use std::collections::BTreeMap;
+    use wgflow::trace::{Profile, ProfileRow, RunMetadata, RunOptions, SpanKind, TraceEvent};
 
     pub struct Outputs {
         pub runs: u32,
@@ -670,8 +889,92 @@ mod profile {
         pub json: bool,
     }
 
-    fn ms(d: std::time::Duration) -> f64 {
-        d.as_secs_f64() * 1e3
+    /// [`Profile::new`] over runs folded in one at a time, so the traced runs need not be
+    /// kept: `--runs 4294967295` profiles until interrupted in bounded memory. The same
+    /// keys, row updates and order as `Profile::new` (a unit test compares the two).
+    #[derive(Default)]
+    pub(super) struct Summary {
+        runs: usize,
+        by_node: BTreeMap<String, ProfileRow>,
+        by_kind: BTreeMap<String, ProfileRow>,
+        walls: Times,
+    }
+
+    impl Summary {
+        pub(super) fn add(&mut self, run: &RunMetadata) {
+            self.runs += 1;
+            self.walls.push(run.wall);
+            for e in &run.events {
+                let key = match e.step {
+                    Some(i) => format!("{i:05} {}", e.name),
+                    None => e.name.clone(),
+                };
+                let kernel = e.kernel.clone().unwrap_or_else(|| e.kind_name.to_string());
+                fold(&mut self.by_node, key, || (e.name.clone(), kernel), e);
+                if e.kind == SpanKind::Dispatch {
+                    let kind = || (e.kind_name.to_string(), e.kind_name.to_string());
+                    fold(&mut self.by_kind, e.kind_name.to_string(), kind, e);
+                }
+            }
+        }
+
+        pub(super) fn profile(&self) -> Profile {
+            let sorted = |map: &BTreeMap<String, ProfileRow>| {
+                let mut rows: Vec<ProfileRow> = map.values().cloned().collect();
+                rows.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+                rows
+            };
+            Profile {
+                runs: self.runs,
+                by_node: sorted(&self.by_node),
+                by_kind: sorted(&self.by_kind),
+                // Run order is lost past `Times::KEEP` runs: `Profile` only takes the median
+                // and minimum of its walls.
+                walls: self.walls.sorted(),
+            }
+        }
+    }
+
+    /// What `ProfileRow::add` and `ProfileRow::first` do (private to the library).
+    fn fold(
+        rows: &mut BTreeMap<String, ProfileRow>,
+        key: String,
+        names: impl FnOnce() -> (String, String),
+        e: &TraceEvent,
+    ) {
+        if let Some(r) = rows.get_mut(&key) {
+            r.calls += 1;
+            r.total += e.duration;
+            r.min = r.min.min(e.duration);
+            r.bytes += e.bytes_read + e.bytes_written;
+            r.flops = match (r.flops, e.flops) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            if r.timing != e.clock.label() {
+                r.timing = "mixed";
+            }
+            let d = e.device.to_string();
+            if !r.device.split(',').any(|x| x == d) {
+                r.device = format!("{},{d}", r.device);
+            }
+            return;
+        }
+        let (name, kernel) = names();
+        rows.insert(
+            key,
+            ProfileRow {
+                name,
+                kernel,
+                device: e.device.to_string(),
+                calls: 1,
+                total: e.duration,
+                min: e.duration,
+                bytes: e.bytes_read + e.bytes_written,
+                flops: e.flops,
+                timing: e.clock.label(),
+            },
+        );
     }
 
     pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
@@ -696,7 +999,9 @@ mod profile {
         }
         // Untraced runs: the steady-state time a user gets.
         bar.set_message("timing");
-        let mut plain = Vec::with_capacity(o.runs as usize);
+        // Nothing is sized by the requested counts: the plain times are sampled (`Times`),
+        // the traced runs folded into `Summary`, and only the last one kept for --trace.
+        let mut plain = Times::default();
         for _ in 0..o.runs {
             let t = Instant::now();
             session.run(&fed, &fetches)?;
@@ -704,25 +1009,18 @@ mod profile {
             bar.inc(1);
         }
         bar.set_message("tracing");
-        let mut traced: Vec<RunMetadata> = Vec::with_capacity(o.runs as usize);
+        let mut summary = Summary::default();
+        let mut last = None;
         for _ in 0..o.runs {
             let (_, meta) = session.run_with(&fed, &fetches, &RunOptions { trace: true })?;
-            traced.push(meta);
+            summary.add(&meta);
+            last = Some(meta);
             bar.inc(1);
         }
         bar.finish_and_clear();
-        plain.sort();
-        let median = |v: &[std::time::Duration]| {
-            let n = v.len();
-            if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2
-            }
-        };
-        let report = Profile::new(&traced);
+        let report = summary.profile();
         let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
-        if let (Some(path), Some(last)) = (&o.trace, traced.last()) {
+        if let (Some(path), Some(last)) = (&o.trace, &last) {
             write_output(path, last.chrome_trace_json().as_bytes(), o.force)?;
         }
         if let Some(path) = &o.memory {
@@ -731,30 +1029,90 @@ mod profile {
         if o.json {
             let mut j = report.to_json();
             j["devices"] = serde_json::json!(devices);
-            j["untraced_median_ms"] = serde_json::json!(ms(median(&plain)));
-            j["untraced_min_ms"] = serde_json::json!(ms(plain[0]));
+            j["untraced_median_ms"] = serde_json::json!(ms(plain.median()));
+            j["untraced_min_ms"] = serde_json::json!(ms(plain.min()));
             j["dispatches"] = serde_json::json!(plan.dispatch_count());
             j["transfers"] = serde_json::json!(plan.transfer_count());
-            println!("{j:#}");
+            outln!("{j:#}")?;
             return Ok(());
         }
-        print!("{report}");
-        println!(
+        write_stdout(format_args!("{report}"))?;
+        outln!(
             "untraced: median {:.3} ms, min {:.3} ms over {} run(s) on {} ({} dispatches, {} transfers)",
-            ms(median(&plain)),
-            ms(plain[0]),
+            ms(plain.median()),
+            ms(plain.min()),
             o.runs,
             devices.join(", "),
             plan.dispatch_count(),
             plan.transfer_count()
-        );
-        print_memory(&plan);
+        )?;
+        print_memory(&plan)?;
         if let Some(p) = &o.trace {
-            println!("trace: {}", p.display());
+            outln!("trace: {}", p.display())?;
         }
         if let Some(p) = &o.memory {
-            println!("memory plan: {}", p.display());
+            outln!("memory plan: {}", p.display())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgflow::trace::{Profile, RunOptions};
+
+    /// `Summary` folds runs one at a time exactly as `Profile::new` sums a slice of them (its
+    /// walls sorted: the CLI only reads their median and minimum).
+    #[test]
+    fn summary_matches_profile_new() {
+        let mut g = Graph::new();
+        let a = g.constant(vec![1.0f32, 2.0, 3.0]).unwrap();
+        let b = g.constant(vec![4.0f32, 5.0, 6.0]).unwrap();
+        let c = g.add(a, b).unwrap();
+        let d = g.mul(c, c).unwrap();
+        let e = g.sum(d, [0], false).unwrap();
+        let options = SessionOptions {
+            default_device: Some(Device::Cpu),
+            ..Default::default()
+        };
+        let mut session = Session::new(&g, options).unwrap();
+        let mut summary = profile::Summary::default();
+        let mut runs = Vec::new();
+        for _ in 0..4 {
+            let (_, meta) = session
+                .run_with(&[], &[e, c], &RunOptions { trace: true })
+                .unwrap();
+            summary.add(&meta);
+            runs.push(meta);
+        }
+        let mut expected = Profile::new(&runs);
+        expected.walls.sort();
+        assert!(!expected.by_node.is_empty() && !expected.by_kind.is_empty());
+        assert_eq!(summary.profile(), expected);
+    }
+
+    /// Past `Times::KEEP` runs the kept sample stays bounded, the minimum exact and the median
+    /// near the true one.
+    #[test]
+    fn times_stay_bounded() {
+        let mut t = Times::default();
+        for i in 0..7u64 {
+            t.push(Duration::from_nanos(10 - i));
+        }
+        assert_eq!(
+            (t.min(), t.median()),
+            (Duration::from_nanos(4), Duration::from_nanos(7))
+        );
+        let mut t = Times::default();
+        let n = 4 * Times::KEEP as u64 + 3;
+        for i in 0..n {
+            // Any order: the slowest runs come first.
+            t.push(Duration::from_nanos(n - i));
+        }
+        assert!(t.kept.len() <= Times::KEEP);
+        assert_eq!(t.min(), Duration::from_nanos(1));
+        let median = t.median().as_nanos() as i128;
+        assert!((median - (n / 2) as i128).abs() <= 16, "{median}");
     }
 }
