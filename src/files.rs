@@ -137,19 +137,54 @@ pub fn write_atomic_with(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    remove_stale_temporaries(&dir, name);
-    let (tmp, mut file) = create_temporary(&dir, name)?;
+    publish(&dir, name, write, |tmp| std::fs::rename(tmp, path))
+}
+
+/// Create `path` with `bytes`, atomically and only if nothing is there yet: the bytes go to
+/// a temporary beside it as in [`write_atomic`], which is then hard-linked to `path` (a link
+/// fails on an existing name, file or link, and never follows one) and removed. A reader or a
+/// crash sees no file or the whole one. An existing `path` is an
+/// [`io::ErrorKind::AlreadyExists`] error.
+pub fn create_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| invalid("names no file (it ends in '..' or '/')".into()))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    publish(
+        &dir,
+        name,
+        |f| f.write_all(bytes),
+        |tmp| {
+            std::fs::hard_link(tmp, path)?;
+            std::fs::remove_file(tmp)
+        },
+    )
+}
+
+/// Write a temporary beside `path` with `write`, flush it, make it `path` with `commit`, and
+/// flush the directory; on any error the temporary is removed and `path` is untouched.
+fn publish(
+    dir: &Path,
+    name: &OsStr,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+    commit: impl FnOnce(&Path) -> io::Result<()>,
+) -> io::Result<()> {
+    remove_stale_temporaries(dir, name);
+    let (tmp, mut file) = create_temporary(dir, name)?;
     let written = write(&mut file)
         .and_then(|()| file.sync_all())
         .and_then(|()| {
             drop(file);
-            std::fs::rename(&tmp, path)
+            commit(&tmp)
         });
     if let Err(e) = written {
         std::fs::remove_file(&tmp).ok();
         return Err(e);
     }
-    sync_dir(&dir)
+    sync_dir(dir)
 }
 
 /// The prefix of every temporary file of target `name`: `.NAME.wgflow-tmp.` (long names cut
@@ -271,6 +306,36 @@ mod tests {
         write_atomic(&p, b"two!").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two!");
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn create_atomic_never_replaces_anything() {
+        let d = scratch("create");
+        let p = d.join("out.npy");
+        create_atomic(&p, b"first").unwrap();
+        let e = create_atomic(&p, b"second").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&p).unwrap(), b"first");
+        #[cfg(unix)]
+        {
+            let victim = d.join("victim");
+            std::fs::write(&victim, b"precious").unwrap();
+            let dangling = d.join("dangling");
+            std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
+            let link = d.join("link");
+            std::os::unix::fs::symlink(&victim, &link).unwrap();
+            for l in [&dangling, &link] {
+                let e = create_atomic(l, b"x").unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+            }
+            assert!(!d.join("nowhere").exists());
+            assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        }
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            if cfg!(unix) { 4 } else { 1 }
+        );
         std::fs::remove_dir_all(&d).ok();
     }
 

@@ -839,35 +839,25 @@ fn write_npy(path: &Path, v: &HostTensor, force: bool) -> CliResult {
 }
 
 /// Write `bytes` to `path`, never through a link at `path` and never into anything but a
-/// regular file ([`check_target`]). Without `force` the file is created exclusively
-/// (`O_CREAT | O_EXCL`, which also refuses a link or file that appeared since the check);
-/// with `force` the new contents replace the file atomically ([`wgflow::files::write_atomic`]:
-/// an exclusive temporary file beside it, flushed and renamed over it, which also never
-/// writes through a link that appears after the check), so a failed write leaves the old
-/// file whole.
+/// regular file ([`check_target`]), atomically: a crash leaves the old file (or none) or the
+/// whole new one. Without `force` the file must not exist
+/// ([`wgflow::files::create_atomic`], which also refuses a link or file that appeared since
+/// the check); with `force` the new contents replace it ([`wgflow::files::write_atomic`]).
 fn write_output(path: &Path, bytes: &[u8], force: bool) -> CliResult {
     check_target(path, force)?;
-    if force {
-        return wgflow::files::write_atomic(path, bytes).map_err(|e| cannot_write(path, &e).into());
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => format!(
-                "{}: already exists; pass --force to overwrite",
-                path.display()
-            ),
-            _ => cannot_write(path, &e),
-        })?;
-    if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_all()) {
-        // A partial file would pass for an output: remove what this call created.
-        drop(file);
-        let _ = std::fs::remove_file(path);
-        return Err(cannot_write(path, &e).into());
-    }
-    Ok(())
+    let written = if force {
+        wgflow::files::write_atomic(path, bytes)
+    } else {
+        wgflow::files::create_atomic(path, bytes)
+    };
+    written.map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists if !force => format!(
+            "{}: already exists; pass --force to overwrite",
+            path.display()
+        )
+        .into(),
+        _ => cannot_write(path, &e).into(),
+    })
 }
 
 fn cannot_write(path: &Path, e: &std::io::Error) -> String {
