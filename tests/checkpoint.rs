@@ -504,8 +504,9 @@ fn reads_refuse_fifos_devices_and_directories_without_hanging() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Threads saving one path while another reads it: every save succeeds, every read finds a
-/// whole checkpoint (the old one or a new one), and no temporary is left behind.
+/// Threads saving one path while others read and restore it: every save succeeds, every read
+/// and restore finds a whole checkpoint (the old one or a new one), and no temporary is left
+/// behind.
 #[test]
 fn concurrent_saves_to_one_path_never_corrupt_it() {
     let dir = std::env::temp_dir().join(format!("wgflow-ckpt-race-{}", std::process::id()));
@@ -554,11 +555,23 @@ fn concurrent_saves_to_one_path_never_corrupt_it() {
             }
             reads
         });
+        // A session restoring from the path while it is being replaced.
+        let restorer = scope.spawn(|| {
+            let mut s = Session::new(&g, SessionOptions::default()).unwrap();
+            let mut restores = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.restore(&path).unwrap();
+                assert_eq!(s.read_variable(w).unwrap(), expected);
+                restores += 1;
+            }
+            restores
+        });
         for t in writers {
             t.join().unwrap();
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(reader.join().unwrap() > 0);
+        assert!(restorer.join().unwrap() > 0);
     });
     assert_eq!(saves.into_inner(), 120);
     let left: Vec<_> = std::fs::read_dir(&dir)
