@@ -717,8 +717,11 @@ impl KernelDef for RawKernel {
     }
 
     /// Never called: raw kernels have no CPU implementation.
-    fn run_cpu(&self, _inputs: &[&[u32]]) -> Vec<u32> {
-        Vec::new()
+    fn run_reference(&self, _inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        Err(crate::Error::Internal(format!(
+            "{} has no CPU implementation (raw WGSL runs on GPUs only)",
+            self.describe()
+        )))
     }
 
     fn has_cpu(&self) -> bool {

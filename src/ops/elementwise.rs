@@ -610,8 +610,8 @@ impl KernelDef for ElementwiseKernel {
             || self.expr.mentions(DType::F16)
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        ElementwiseKernel::run_cpu(self, inputs)
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        Ok(ElementwiseKernel::run_cpu(self, inputs))
     }
 
     /// The fused expression chunk by chunk, in parallel, straight into `out` (see

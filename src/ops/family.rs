@@ -313,6 +313,14 @@ impl<'a> CpuIn<'a> {
     }
 }
 
+/// The error of a kernel given fewer inputs than it binds.
+pub(crate) fn missing_inputs(kernel: &dyn KernelDef, got: usize) -> crate::Error {
+    crate::Error::Internal(format!(
+        "{} ran with {got} input(s), fewer than it binds",
+        kernel.describe()
+    ))
+}
+
 /// What a kernel does, as traces group kernels and the memory picture colours their outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum KernelClass {
@@ -367,12 +375,12 @@ pub trait KernelDef: fmt::Debug {
 
     /// The CPU kernel; `inputs` are the input tensors' words in binding order. Only called
     /// when [`KernelDef::has_cpu`] holds.
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32>;
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>>;
 
     /// The CPU kernel writing its result into `out` (the output's slot: exactly the output's
     /// element count in words). An input given as [`CpuIn::Output`] is that same slot (the
     /// memory plan wrote the output in place over a dying input): its words are `out`'s
-    /// contents on entry. The default runs [`KernelDef::run_cpu`] and copies; fast kernels
+    /// contents on entry. The default runs [`KernelDef::run_reference`] and copies; fast kernels
     /// override it to write in place, in parallel. Only called when [`KernelDef::has_cpu`]
     /// holds.
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
@@ -387,7 +395,7 @@ pub trait KernelDef: fmt::Debug {
                 CpuIn::Output => own.as_deref().unwrap_or_default(),
             })
             .collect();
-        let words = self.run_cpu(&slices);
+        let words = self.run_reference(&slices)?;
         if words.len() != out.len() {
             return Err(crate::Error::Internal(format!(
                 "{} produced {} words for an output of {}",
@@ -404,7 +412,7 @@ pub trait KernelDef: fmt::Debug {
     /// f16 helpers (decided from the kernel's dtypes, not its text).
     fn uses_f16(&self) -> bool;
 
-    /// Whether [`KernelDef::run_cpu`] exists (raw WGSL kernels are GPU only).
+    /// Whether [`KernelDef::run_reference`] exists (raw WGSL kernels are GPU only).
     fn has_cpu(&self) -> bool {
         true
     }

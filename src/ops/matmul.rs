@@ -4,7 +4,8 @@
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
 use crate::ops::family::{
-    Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+    missing_inputs, Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
+    LowerCx, Lowered,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
@@ -608,8 +609,11 @@ impl KernelDef for MatMulKernel {
         self.dtype == DType::F16 || self.epilogue.as_ref().is_some_and(Epilogue::uses_f16)
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        MatMulKernel::run_cpu(self, inputs)
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        if inputs.len() < 2 {
+            return Err(missing_inputs(self, inputs.len()));
+        }
+        Ok(MatMulKernel::run_cpu(self, inputs))
     }
 
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {

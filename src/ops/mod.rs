@@ -204,18 +204,17 @@ impl Kernel {
         self.def().entry_point()
     }
 
-    /// Whether [`Kernel::run_cpu`] can run it (raw WGSL kernels are GPU only).
+    /// Whether [`Kernel::run_reference`] can run it (raw WGSL kernels are GPU only).
     pub fn has_cpu(&self) -> bool {
         self.def().has_cpu()
     }
 
-    /// Run on the CPU; `inputs` are the input tensors' words in binding order. A kernel
-    /// without a CPU implementation ([`Kernel::has_cpu`]) yields nothing; callers check first.
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        if !self.has_cpu() {
-            return Vec::new();
-        }
-        self.def().run_cpu(inputs)
+    /// The scalar reference semantics on the host (the oracle the fast CPU path and the GPUs
+    /// are tested against); `inputs` are the input tensors' words in binding order. Inputs
+    /// that do not match the kernel, or a kernel without a CPU implementation
+    /// ([`Kernel::has_cpu`]), are errors.
+    pub fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        self.def().run_reference(inputs)
     }
 
     /// Run on the CPU into `out` (see [`KernelDef::run_cpu_into`]); an error for a kernel

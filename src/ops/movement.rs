@@ -6,7 +6,8 @@
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
 use crate::ops::family::{
-    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+    missing_inputs, Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx,
+    Lowered,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
@@ -633,8 +634,11 @@ impl KernelDef for PermuteKernel {
         self.dtype == DType::F16
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        PermuteKernel::run_cpu(self, inputs[0])
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        if inputs.len() < 1 {
+            return Err(missing_inputs(self, inputs.len()));
+        }
+        Ok(PermuteKernel::run_cpu(self, inputs[0]))
     }
 
     fn invocations(&self) -> u64 {
@@ -664,8 +668,11 @@ impl KernelDef for StridedKernel {
         self.dtype == DType::F16
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        StridedKernel::run_cpu(self, inputs[0])
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        if inputs.len() < 1 {
+            return Err(missing_inputs(self, inputs.len()));
+        }
+        Ok(StridedKernel::run_cpu(self, inputs[0]))
     }
 
     fn invocations(&self) -> u64 {
@@ -695,8 +702,8 @@ impl KernelDef for ConcatKernel {
         self.dtype == DType::F16
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        ConcatKernel::run_cpu(self, inputs)
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        Ok(ConcatKernel::run_cpu(self, inputs))
     }
 
     fn invocations(&self) -> u64 {
@@ -726,8 +733,11 @@ impl KernelDef for PadKernel {
         self.dtype == DType::F16
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        PadKernel::run_cpu(self, inputs[0])
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        if inputs.len() < 1 {
+            return Err(missing_inputs(self, inputs.len()));
+        }
+        Ok(PadKernel::run_cpu(self, inputs[0]))
     }
 
     fn invocations(&self) -> u64 {
@@ -757,8 +767,11 @@ impl KernelDef for GatherKernel {
         self.dtype == DType::F16
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        GatherKernel::run_cpu(self, inputs[0], inputs[1])
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        if inputs.len() < 2 {
+            return Err(missing_inputs(self, inputs.len()));
+        }
+        Ok(GatherKernel::run_cpu(self, inputs[0], inputs[1]))
     }
 
     fn invocations(&self) -> u64 {

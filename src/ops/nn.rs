@@ -693,8 +693,8 @@ impl KernelDef for Conv2dKernel {
         self.epilogue.as_ref().is_some_and(Epilogue::uses_f16)
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        Conv2dKernel::run_cpu(self, inputs)
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        Conv2dKernel::run_reference(self, inputs)
     }
 
     fn run_cpu_into(
@@ -741,15 +741,13 @@ impl KernelDef for PoolKernel {
         false
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         let mut out = vec![0; self.out.numel()];
         let ins = [crate::ops::family::CpuIn::Words(
             inputs.first().copied().unwrap_or_default(),
         )];
-        match PoolKernel::run_cpu_into(self, &ins, &mut out) {
-            Ok(()) => out,
-            Err(_) => Vec::new(),
-        }
+        PoolKernel::run_cpu_into(self, &ins, &mut out)?;
+        Ok(out)
     }
 
     fn run_cpu_into(

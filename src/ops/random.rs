@@ -315,12 +315,12 @@ impl KernelDef for RandomKernel {
         false
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         let run = match inputs.first() {
             Some([lo, hi, ..]) => u64::from(*lo) | (u64::from(*hi) << 32),
             _ => 0,
         };
-        RandomKernel::run_cpu_at(self, run)
+        Ok(RandomKernel::run_cpu_at(self, run))
     }
 
     fn invocations(&self) -> u64 {
@@ -372,7 +372,7 @@ mod tests {
         let run = 0x0000_0003_0000_0002u64;
         for dist in ALL {
             let k = kernel(dist);
-            let fed = KernelDef::run_cpu(&k, &[&[2, 3]]);
+            let fed = KernelDef::run_reference(&k, &[&[2, 3]]).unwrap();
             assert_eq!(fed, k.run_cpu_at(run), "{dist:?}");
             assert_eq!(fed != k.run_cpu_at(run + 1), dist.is_stateful(), "{dist:?}");
             assert_eq!(fed != k.run_cpu(), dist.is_stateful(), "{dist:?}");

@@ -644,8 +644,8 @@ impl KernelDef for ReduceKernel {
             || self.epilogue.as_ref().is_some_and(Epilogue::uses_f16)
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        ReduceKernel::run_cpu(self, inputs)
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        ReduceKernel::run_reference(self, inputs)
     }
 
     fn run_cpu_into(

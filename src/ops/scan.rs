@@ -479,8 +479,8 @@ impl KernelDef for ScanKernel {
         self.dtype == DType::F16
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        ScanKernel::run_cpu(self, inputs)
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
+        Ok(ScanKernel::run_cpu(self, inputs))
     }
 
     fn invocations(&self) -> u64 {

@@ -378,16 +378,14 @@ impl KernelDef for NnGradKernel {
         false
     }
 
-    fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         let ins: Vec<_> = inputs
             .iter()
             .map(|w| crate::ops::family::CpuIn::Words(w))
             .collect();
         let mut out = vec![0; self.out_shape().numel()];
-        match self.run_cpu_into(&ins, &mut out) {
-            Ok(()) => out,
-            Err(_) => Vec::new(),
-        }
+        self.run_cpu_into(&ins, &mut out)?;
+        Ok(out)
     }
 
     fn run_cpu_into(

@@ -47,15 +47,13 @@ pub(super) fn copy_of_out(inputs: &[CpuIn<'_>], out: &[u32]) -> Option<Vec<u32>>
 }
 
 impl Conv2dKernel {
-    /// `inputs`: x, w, then the epilogue's extra inputs; empty when they do not match the
+    /// `inputs`: x, w, then the epilogue's extra inputs; an error when they do not match the
     /// kernel's shapes.
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    pub fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         let ins: Vec<CpuIn<'_>> = inputs.iter().map(|w| CpuIn::Words(w)).collect();
         let mut out = vec![0; self.out_shape().numel()];
-        match self.run_cpu_into(&ins, &mut out) {
-            Ok(()) => out,
-            Err(_) => Vec::new(),
-        }
+        self.run_cpu_into(&ins, &mut out)?;
+        Ok(out)
     }
 
     /// The im2col + sgemm kernel writing into `out` (see [`KernelDef::run_cpu_into`]).

@@ -27,14 +27,12 @@ const TILE: usize = 4096;
 
 impl ReduceKernel {
     /// `inputs`: the reduced tensor (or the prologue's inputs), then the epilogue's extras.
-    /// Empty when the inputs do not match the kernel's shapes.
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    /// An error when the inputs do not match the kernel's shapes.
+    pub fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         let ins: Vec<CpuIn<'_>> = inputs.iter().map(|w| CpuIn::Words(w)).collect();
         let mut out = vec![0; self.out_shape.numel()];
-        match self.run_cpu_into(&ins, &mut out) {
-            Ok(()) => out,
-            Err(_) => Vec::new(),
-        }
+        self.run_cpu_into(&ins, &mut out)?;
+        Ok(out)
     }
 
     /// The fast kernel, writing into `out` (see [`KernelDef::run_cpu_into`]).
