@@ -137,18 +137,7 @@ impl VarStore {
             self.slots.insert(name.to_string(), slot);
             return Ok(());
         };
-        if slot.shape != *value.shape() || slot.dtype != value.dtype() {
-            return Err(Error::Feed {
-                name: name.to_string(),
-                message: format!(
-                    "the variable is {} {}, the value {} {}",
-                    slot.dtype,
-                    slot.shape,
-                    value.dtype(),
-                    value.shape()
-                ),
-            });
-        }
+        check_value(name, slot, value)?;
         match &slot.storage {
             Storage::Cpu(words) => words
                 .write()
@@ -172,18 +161,7 @@ impl VarStore {
     ) -> Result<()> {
         for &(name, _, value) in values {
             if let Some(slot) = self.slots.get(name) {
-                if slot.shape != *value.shape() || slot.dtype != value.dtype() {
-                    return Err(Error::Feed {
-                        name: name.to_string(),
-                        message: format!(
-                            "the variable is {} {}, the value {} {}",
-                            slot.dtype,
-                            slot.shape,
-                            value.dtype(),
-                            value.shape()
-                        ),
-                    });
-                }
+                check_value(name, slot, value)?;
             }
         }
         let mut fresh = Vec::new();
@@ -226,6 +204,23 @@ impl VarStore {
         }
         HostTensor::from_words(slot.shape.clone(), slot.dtype, words).map(Some)
     }
+}
+
+/// That `value` has variable `name`'s shape and dtype.
+fn check_value(name: &str, slot: &Slot, value: &HostTensor) -> Result<()> {
+    if slot.shape != *value.shape() || slot.dtype != value.dtype() {
+        return Err(Error::Feed {
+            name: name.to_string(),
+            message: format!(
+                "the variable is {} {}, the value {} {}",
+                slot.dtype,
+                slot.shape,
+                value.dtype(),
+                value.shape()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Elements of an initial value made at a time on the host (4 MiB of words): a variable of

@@ -10,7 +10,7 @@ mod summary;
 pub use crate::backend::timing::{Clock, SpanKind};
 pub use chrome::arena_bytes_at;
 pub use run::{kernel_flops, kernel_kind, RunMetadata, RunOptions, TraceEvent};
-pub use summary::{Profile, ProfileRow};
+pub use summary::{Profile, ProfileRow, ProfileSum};
 
 use crate::compile::Plan;
 use crate::device::Device;

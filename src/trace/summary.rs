@@ -119,23 +119,31 @@ fn sorted(map: BTreeMap<String, ProfileRow>) -> Vec<ProfileRow> {
     rows
 }
 
-impl Profile {
-    /// Sum the events of `runs` (traced runs of one plan).
-    pub fn new(runs: &[RunMetadata]) -> Profile {
-        let mut by_node: BTreeMap<String, ProfileRow> = BTreeMap::new();
-        let mut by_kind: BTreeMap<String, ProfileRow> = BTreeMap::new();
-        for e in runs.iter().flat_map(|r| &r.events) {
+/// A [`Profile`] built one traced run at a time, so a long profiling loop need not keep its
+/// runs: add each run's events, then [`ProfileSum::finish`] with the run times to report.
+#[derive(Debug, Clone, Default)]
+pub struct ProfileSum {
+    runs: usize,
+    by_node: BTreeMap<String, ProfileRow>,
+    by_kind: BTreeMap<String, ProfileRow>,
+}
+
+impl ProfileSum {
+    /// Add one traced run's events.
+    pub fn add(&mut self, run: &RunMetadata) {
+        self.runs += 1;
+        for e in &run.events {
             let key = match e.step {
                 Some(i) => format!("{i:05} {}", e.name),
                 None => e.name.clone(),
             };
             let kernel = e.kernel.clone().unwrap_or_else(|| e.kind_name.to_string());
-            by_node
+            self.by_node
                 .entry(key)
                 .and_modify(|r| r.add(e))
                 .or_insert_with(|| ProfileRow::first(e.name.clone(), kernel, e));
             if e.kind == SpanKind::Dispatch {
-                by_kind
+                self.by_kind
                     .entry(e.kind_name.to_string())
                     .and_modify(|r| r.add(e))
                     .or_insert_with(|| {
@@ -143,12 +151,28 @@ impl Profile {
                     });
             }
         }
+    }
+
+    /// The profile of the runs added so far, with `walls` as their host wall times (all of
+    /// them, or a sample: the profile reports their median and minimum).
+    pub fn finish(&self, walls: Vec<Duration>) -> Profile {
         Profile {
-            runs: runs.len(),
-            by_node: sorted(by_node),
-            by_kind: sorted(by_kind),
-            walls: runs.iter().map(|r| r.wall).collect(),
+            runs: self.runs,
+            by_node: sorted(self.by_node.clone()),
+            by_kind: sorted(self.by_kind.clone()),
+            walls,
         }
+    }
+}
+
+impl Profile {
+    /// Sum the events of `runs` (traced runs of one plan).
+    pub fn new(runs: &[RunMetadata]) -> Profile {
+        let mut sum = ProfileSum::default();
+        for run in runs {
+            sum.add(run);
+        }
+        sum.finish(runs.iter().map(|r| r.wall).collect())
     }
 
     /// Median host wall time per run.
