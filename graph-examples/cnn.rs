@@ -1,6 +1,6 @@
 //! A small CNN forward pass: conv2d → relu → max_pool2d → reshape → linear → softmax,
 //! with deterministic weights (see models.rs), on the best device and on `cpu:0`.
-//! Checked against NumPy in tests/models.rs.
+//! Checked against NumPy in tests/ops/models.rs.
 
 include!("models.rs");
 

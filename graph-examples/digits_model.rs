@@ -1,4 +1,4 @@
-// The models of the `train_digits` example, shared with tests/train_digits.rs through
+// The models of the `train_digits` example, shared with tests/grad/train_digits.rs through
 // `include!` (so this file has no inner doc comments and no `main`).
 //
 // Data: scikit-learn's 8x8 handwritten digits (1,797 images, pixel values 0..16), exported

@@ -1,4 +1,4 @@
-// The two model graphs of the `cnn` and `transformer` examples, shared with tests/models.rs
+// The two model graphs of the `cnn` and `transformer` examples, shared with tests/ops/models.rs
 // through `include!` (so this file has no inner doc comments and no `main`).
 //
 // Weights are deterministic, not random: element `i` of parameter number `k` is

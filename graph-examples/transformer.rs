@@ -1,6 +1,6 @@
 //! A pre-norm transformer block forward pass: layer_norm, two-head attention with softmax,
 //! a GELU (tanh form) MLP and residuals, on the best device and on `cpu:0`.
-//! Checked against NumPy in tests/models.rs.
+//! Checked against NumPy in tests/ops/models.rs.
 
 include!("models.rs");
 

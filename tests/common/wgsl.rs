@@ -1,4 +1,4 @@
-//! Helpers for the naga validation tests (`tests/shaders*.rs`).
+//! Helpers for the naga validation tests (`tests/shaders/*.rs`).
 
 use wgflow::ops::wgsl::validate;
 use wgflow::ops::{ElementwiseKernel, Expr, Kernel};

@@ -1,4 +1,4 @@
-//! The graphs committed under graph-examples/*.json, built with the API. `tests/graphdef.rs`
+//! The graphs committed under graph-examples/*.json, built with the API. `tests/graph/graphdef.rs`
 //! checks the committed files equal these (and rewrites them under `WGFLOW_REGEN=1`), so the
 //! files cannot drift from the builder API.
 #![allow(dead_code)]

@@ -1,4 +1,4 @@
-//! The graph of `every_new_op_round_trips_with_identical_plan_and_results` (tests/graphdef.rs).
+//! The graph of `every_new_op_round_trips_with_identical_plan_and_results` (tests/graph/graphdef.rs).
 
 use wgflow::{DType, Graph, HostTensor, Tensor};
 

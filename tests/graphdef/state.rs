@@ -1,4 +1,4 @@
-//! Graphs with state for tests/graphdef.rs (graph-file version 2): every initializer, and a
+//! Graphs with state for tests/graph/graphdef.rs (graph-file version 2): every initializer, and a
 //! small training graph (linear regression by gradient descent).
 
 use wgflow::{f16, DType, Graph, HostTensor, Initializer, Tensor};

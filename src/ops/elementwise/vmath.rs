@@ -8,7 +8,7 @@
 //! standard (`mul_add` is the fused multiply-add on every target, through libm where the CPU
 //! lacks one), so the bits do not depend on the CPU or on vectorization.
 //!
-//! Error bounds, measured against f64 (`tests/vmath.rs`: a sampled and dense sweep, and with
+//! Error bounds, measured against f64 (`tests/ops/vmath.rs`: a sampled and dense sweep, and with
 //! `--ignored` all 2^32 inputs), in ulps of the result's binade (2^-149 among subnormals):
 //! - [`exp`]: f32 throughout (the speed that matters: W2); see its docs for the bound.
 //! - [`sigmoid`], [`tanh`], [`log`]: computed in f64 (4 lanes per AVX2 register) to about

@@ -1,4 +1,4 @@
-"""Writes golden.safetensors with Python's safetensors (tests/checkpoint.rs reads it), or,
+"""Writes golden.safetensors with Python's safetensors (tests/graph/checkpoint.rs reads it), or,
 with --check FILE, checks that a file wgflow saved loads in Python with the same tensors.
 
     pip install safetensors numpy

@@ -1,5 +1,5 @@
 """Reference losses and gradients of the train_digits models (graph-examples/digits_model.rs)
-computed by JAX in float64 on the CPU, for tests/train_digits.rs (which never needs Python).
+computed by JAX in float64 on the CPU, for tests/grad/train_digits.rs (which never needs Python).
 
     pip install "jax[cpu]" numpy && python3 tests/golden/train/make.py
 

@@ -1,0 +1,864 @@
+//! cpu:0's fast reductions and convolutions: every reduction against float64 (or exact
+//! integer) references computed here and, bit for bit, against the scalar reference kernels
+//! (`run_cpu_reference`, which fold in the WGSL kernels' order) at the sizes where the
+//! parallel split, the strategies and the partial passes change; accuracy past 2^24 terms;
+//! NaN, infinities, integer wrap-around, arg ties and f16. Convolutions (im2col + sgemm)
+//! against a float64 direct convolution over random shapes, strides, paddings, dilations,
+//! groups and channel counts, with the fused bias/ReLU epilogue; pooling against its
+//! reference.
+
+use crate::common;
+
+use wgflow::ops::{
+    Conv2dKernel, CpuIn, Pass, PoolKernel, PoolKind, ReduceKernel, ReduceOp, Window,
+};
+use wgflow::{f16, Axes, Conv2dOptions, DType, Device, Graph, HostTensor, Shape};
+
+/// xorshift32 values in [-1, 1) with three decimals (so sums are exact in f64).
+fn det(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+/// For each kept position (row-major), the input indices it folds, in row-major order of
+/// the reduced axes.
+fn groups(dims: &[usize], axes: &[usize]) -> Vec<Vec<usize>> {
+    let kept: Vec<usize> = (0..dims.len()).filter(|a| !axes.contains(a)).collect();
+    let n_out: usize = kept.iter().map(|&a| dims[a]).product();
+    let mut out = vec![Vec::new(); n_out];
+    let total: usize = dims.iter().product();
+    // Visit inputs in the order (kept index, reduced index) by sorting on that key.
+    let mut keyed: Vec<(usize, usize, usize)> = Vec::with_capacity(total);
+    let mut idx = vec![0usize; dims.len()];
+    for i in 0..total {
+        let (mut o, mut k) = (0, 0);
+        for &a in &kept {
+            o = o * dims[a] + idx[a];
+        }
+        for &a in axes {
+            k = k * dims[a] + idx[a];
+        }
+        keyed.push((o, k, i));
+        for a in (0..dims.len()).rev() {
+            idx[a] += 1;
+            if idx[a] < dims[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+    keyed.sort_unstable();
+    for (o, _, i) in keyed {
+        out[o].push(i);
+    }
+    out
+}
+
+fn kernel(op: ReduceOp, dims: &[usize], axes: &[usize], dtype: DType) -> ReduceKernel {
+    let out: Vec<usize> = (0..dims.len())
+        .filter(|a| !axes.contains(a))
+        .map(|a| dims[a])
+        .collect();
+    ReduceKernel {
+        op,
+        in_shape: Shape(dims.to_vec()),
+        dtype,
+        axes: axes.to_vec(),
+        out_shape: Shape(out),
+        epilogue: None,
+        prologue: None,
+        pass: Pass::Whole,
+    }
+}
+
+/// Runs the kernels `op` lowers to (partial passes included) on `words`, fast and reference,
+/// asserting every pass agrees bit for bit; returns the final words.
+fn chain(op: ReduceOp, dims: &[usize], axes: &[usize], dtype: DType, words: &[u32]) -> Vec<u32> {
+    let mut prev = words.to_vec();
+    for p in kernel(op, dims, axes, dtype).passes() {
+        let ins: Vec<&[u32]> = match p.pass {
+            Pass::ArgOfPartials { .. } => vec![words, &prev],
+            _ => vec![&prev],
+        };
+        let want = p.run_cpu_reference(&ins);
+        let mut got = vec![0xdead_beef; p.out_shape.numel()];
+        let cpu_in: Vec<CpuIn<'_>> = ins.iter().map(|w| CpuIn::Words(w)).collect();
+        p.run_cpu_into(&cpu_in, &mut got).unwrap();
+        assert_eq!(got.len(), want.len());
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "{} over {axes:?} of {dtype} {dims:?} ({:?}, {:?}): output {i} is {:#x}, the reference {:#x}",
+                op.name(),
+                p.pass,
+                p.strategy(),
+                got[i],
+                want[i]
+            );
+        }
+        prev = got;
+    }
+    prev
+}
+
+/// Every nonempty subset of `0..rank`.
+fn subsets(rank: usize) -> Vec<Vec<usize>> {
+    (1..1u32 << rank)
+        .map(|m| (0..rank).filter(|&a| m >> a & 1 == 1).collect())
+        .collect()
+}
+
+/// Checks the f32 results of `op` over `axes` against float64 of `x`.
+fn check_f32(op: ReduceOp, dims: &[usize], axes: &[usize], x: &[f32], got: &[u32]) {
+    let what = format!("{} over {axes:?} of f32 {dims:?}", op.name());
+    for (o, members) in groups(dims, axes).iter().enumerate() {
+        let vals: Vec<f64> = members.iter().map(|&i| x[i] as f64).collect();
+        let g = got[o];
+        let gf = f32::from_bits(g) as f64;
+        let abs: f64 = vals.iter().map(|v| v.abs()).sum();
+        let n = vals.len() as f64;
+        // Blocked sums: the error stays near (64 + n / 64 + log n) eps * sum |x|.
+        let tol = (80.0 + n / 32.0) * f32::EPSILON as f64 * abs + 1e-30;
+        let first_best = |better: &dyn Fn(f64, f64) -> bool| {
+            let mut at = 0;
+            for (i, &v) in vals.iter().enumerate() {
+                if better(v, vals[at]) {
+                    at = i;
+                }
+            }
+            at as u32
+        };
+        match op {
+            ReduceOp::Sum => {
+                let want: f64 = vals.iter().sum();
+                assert!((gf - want).abs() <= tol, "{what}[{o}]: {gf} vs {want}");
+            }
+            ReduceOp::Mean => {
+                let want = vals.iter().sum::<f64>() / n;
+                assert!((gf - want).abs() <= tol / n, "{what}[{o}]: {gf} vs {want}");
+            }
+            ReduceOp::Prod => {
+                let want: f64 = vals.iter().product();
+                let rel = 4.0 * n * f32::EPSILON as f64;
+                assert!(
+                    (gf - want).abs() <= rel * want.abs() + 1e-37,
+                    "{what}[{o}]: {gf} vs {want}"
+                );
+            }
+            ReduceOp::Max => {
+                let want = vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                assert_eq!(gf, want, "{what}[{o}]");
+            }
+            ReduceOp::Min => {
+                let want = vals.iter().cloned().fold(f64::INFINITY, f64::min);
+                assert_eq!(gf, want, "{what}[{o}]");
+            }
+            ReduceOp::ArgMax => assert_eq!(g, first_best(&|v, b| v > b), "{what}[{o}]"),
+            ReduceOp::ArgMin => assert_eq!(g, first_best(&|v, b| v < b), "{what}[{o}]"),
+            ReduceOp::All => assert_eq!(g, vals.iter().all(|&v| v != 0.0) as u32, "{what}[{o}]"),
+            ReduceOp::Any => assert_eq!(g, vals.iter().any(|&v| v != 0.0) as u32, "{what}[{o}]"),
+        }
+    }
+}
+
+/// Checks the i32 results of `op` against exact (wrapping) integer folds of `x`.
+fn check_i32(op: ReduceOp, dims: &[usize], axes: &[usize], x: &[i32], got: &[u32]) {
+    let what = format!("{} over {axes:?} of i32 {dims:?}", op.name());
+    for (o, members) in groups(dims, axes).iter().enumerate() {
+        let vals: Vec<i32> = members.iter().map(|&i| x[i]).collect();
+        let n = vals.len() as i64;
+        let sum = vals.iter().map(|&v| v as i64).sum::<i64>();
+        let want: i32 = match op {
+            ReduceOp::Sum => sum as i32,
+            // TensorFlow's rule: the (wrapped) sum divided with truncation.
+            ReduceOp::Mean => (sum as i32).wrapping_div(n as i32),
+            ReduceOp::Prod => vals.iter().fold(1i32, |a, &v| a.wrapping_mul(v)),
+            ReduceOp::Max => *vals.iter().max().unwrap(),
+            ReduceOp::Min => *vals.iter().min().unwrap(),
+            ReduceOp::ArgMax => vals
+                .iter()
+                .position(|v| v == vals.iter().max().unwrap())
+                .unwrap() as i32,
+            ReduceOp::ArgMin => vals
+                .iter()
+                .position(|v| v == vals.iter().min().unwrap())
+                .unwrap() as i32,
+            ReduceOp::All => vals.iter().all(|&v| v != 0) as i32,
+            ReduceOp::Any => vals.iter().any(|&v| v != 0) as i32,
+        };
+        assert_eq!(got[o] as i32, want, "{what}[{o}]");
+    }
+}
+
+/// Every op over every axis subset of rank-3 and rank-4 shapes (odd sizes, vec4 rows, size 1
+/// axes), f32 against float64 and i32 exactly, each kernel bit for bit against the reference.
+#[test]
+fn every_op_over_every_axis_set_of_rank_3_and_4() {
+    for dims in [
+        vec![3, 5, 7],
+        vec![2, 3, 4, 8],
+        vec![4, 1, 6, 5],
+        vec![1, 9, 1, 12],
+    ] {
+        let n: usize = dims.iter().product();
+        let x = det(n, n as u32);
+        // Products of many terms stay in range near 1; logical ops see zeros.
+        let near_one: Vec<f32> = x.iter().map(|v| 1.0 + v / 8.0).collect();
+        let with_zeros: Vec<f32> = x.iter().map(|&v| if v < -0.5 { 0.0 } else { v }).collect();
+        let ints: Vec<i32> = x.iter().map(|v| (v * 1000.0) as i32 * 2_000_000).collect();
+        for axes in subsets(dims.len()) {
+            for op in ReduceOp::ALL {
+                let data = match op {
+                    ReduceOp::Prod => &near_one,
+                    ReduceOp::All | ReduceOp::Any => &with_zeros,
+                    _ => &x,
+                };
+                let words: Vec<u32> = data.iter().map(|v| v.to_bits()).collect();
+                let got = chain(op, &dims, &axes, DType::F32, &words);
+                check_f32(op, &dims, &axes, data, &got);
+                let iw: Vec<u32> = ints.iter().map(|&v| v as u32).collect();
+                let got = chain(op, &dims, &axes, DType::I32, &iw);
+                check_i32(op, &dims, &axes, &ints, &got);
+                chain(op, &dims, &axes, DType::U32, &iw);
+            }
+        }
+    }
+}
+
+/// The fast kernel against the reference, bit for bit, at the sizes where a strategy, the
+/// partial passes or the parallel split change: rows of 4095..8193 (vec4 and tree, split or
+/// not), 63..65 rows (the tree's limit), outputs around the parallel threshold, column
+/// layouts with tiles and chunked partial sums, middle axes, and empty and one-element ones.
+#[test]
+fn fast_kernels_fold_exactly_like_the_reference_at_every_boundary() {
+    let shapes: Vec<(Vec<usize>, Vec<usize>)> = vec![
+        (vec![0, 5], vec![1]),
+        (vec![5, 0], vec![1]),
+        (vec![1], vec![0]),
+        (vec![1, 1], vec![0, 1]),
+        (vec![3, 4095], vec![1]),
+        (vec![3, 4096], vec![1]),
+        (vec![64, 4100], vec![1]),
+        (vec![65, 4100], vec![1]),
+        (vec![2, 8192], vec![1]),
+        (vec![2, 8193], vec![1]),
+        (vec![1, 40_000], vec![1]),
+        (vec![70, 8196], vec![1]),
+        (vec![4095, 16], vec![1]),
+        (vec![4097, 16], vec![1]),
+        (vec![333, 7], vec![1]),
+        (vec![8193, 3], vec![0]),
+        (vec![4097, 130], vec![0]),
+        (vec![3, 9001, 5], vec![1]),
+        (vec![3, 9001, 5], vec![0, 2]),
+        (vec![5, 3, 2, 7], vec![1, 2]),
+        (vec![2, 70, 3, 129], vec![0, 2]),
+    ];
+    for (dims, axes) in shapes {
+        let n: usize = dims.iter().product();
+        let x = det(n, 7 + n as u32);
+        let near_one: Vec<u32> = x.iter().map(|v| (1.0 + v / 64.0f32).to_bits()).collect();
+        let words: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+        let ints: Vec<u32> = x.iter().map(|v| (v * 1e6) as i32 as u32).collect();
+        let halves: Vec<u32> = x
+            .iter()
+            .map(|&v| f16::from_f32(v).to_bits() as u32)
+            .collect();
+        let r: usize = axes.iter().map(|&a| dims[a]).product();
+        for op in ReduceOp::ALL {
+            let no_identity = matches!(
+                op,
+                ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
+            );
+            if no_identity && r == 0 {
+                continue;
+            }
+            let data = if op == ReduceOp::Prod {
+                &near_one
+            } else {
+                &words
+            };
+            let got = chain(op, &dims, &axes, DType::F32, data);
+            if n > 0 && n < 200_000 {
+                let xs: Vec<f32> = data.iter().map(|&w| f32::from_bits(w)).collect();
+                check_f32(op, &dims, &axes, &xs, &got);
+            }
+            chain(op, &dims, &axes, DType::I32, &ints);
+            chain(op, &dims, &axes, DType::U32, &ints);
+            chain(op, &dims, &axes, DType::F16, &halves);
+        }
+    }
+}
+
+/// A session on cpu:0 (fusion on, constant folding off).
+fn cpu(g: &Graph) -> wgflow::Session {
+    common::session_on(g, Device::Cpu)
+}
+
+/// 2^24 + 3 terms of 0.1 in one reduction: a naive f32 running sum stalls far below the
+/// true value; the blocked, chunked sum stays within 2e-6 of float64.
+#[test]
+fn a_sum_of_2_pow_24_plus_3_terms_is_accurate() {
+    let n = (1 << 24) + 3;
+    let x = vec![0.1f32; n];
+    let naive = x.iter().fold(0f32, |a, &v| a + v) as f64;
+    let want = n as f64 * 0.1f32 as f64;
+    assert!(
+        (naive - want).abs() > 0.05 * want,
+        "the case must defeat a naive sum ({naive} vs {want})"
+    );
+    let mut g = Graph::new();
+    let t = g.constant(HostTensor::new([n], x).unwrap()).unwrap();
+    let s = g.sum(t, Axes::All, false).unwrap();
+    let m = g.mean(t, Axes::All, false).unwrap();
+    let out = cpu(&g).run(&[], &[s, m]).unwrap();
+    let got = out[0].item::<f32>().unwrap() as f64;
+    assert!((got - want).abs() <= 2e-6 * want, "sum {got} vs {want}");
+    let mean = out[1].item::<f32>().unwrap() as f64;
+    assert!((mean - 0.1f32 as f64).abs() <= 2e-6 * 0.1, "mean {mean}");
+}
+
+/// NaN and infinities propagate in every strategy: vec4 rows, tree rows, short odd rows,
+/// columns; argmax/argmin return the first NaN.
+#[test]
+fn nan_and_infinities_propagate_in_every_layout() {
+    for (dims, axis) in [
+        (vec![65usize, 4096usize], 1usize),
+        (vec![3, 10_000], 1),
+        (vec![9, 7], 1),
+        (vec![4097, 3], 0),
+    ] {
+        let n = dims[0] * dims[1];
+        let mut x = det(n, 3);
+        let r = dims[axis];
+        // Position k of output o along the reduced axis.
+        let at = |o: usize, k: usize| {
+            if axis == 1 {
+                o * dims[1] + k
+            } else {
+                k * dims[1] + o
+            }
+        };
+        let (nan_at, inf_at) = (r / 2, r - 1);
+        x[at(0, nan_at)] = f32::NAN;
+        x[at(0, nan_at + 1)] = f32::NAN;
+        x[at(1, inf_at)] = f32::INFINITY;
+        x[at(1, 0)] = f32::NEG_INFINITY;
+        x[at(2, 1)] = f32::INFINITY;
+        let mut g = Graph::new();
+        let t = g
+            .constant(HostTensor::new(dims.clone(), x).unwrap())
+            .unwrap();
+        let a = axis as isize;
+        let fetch = [
+            g.sum(t, [a], false).unwrap(),
+            g.max(t, [a], false).unwrap(),
+            g.min(t, [a], false).unwrap(),
+            g.argmax(t, Some(a), false).unwrap(),
+            g.argmin(t, Some(a), false).unwrap(),
+            g.prod(t, [a], false).unwrap(),
+        ];
+        let out = cpu(&g).run(&[], &fetch).unwrap();
+        let what = format!("{dims:?} over axis {axis}");
+        let v = |i: usize| out[i].to_f32().unwrap();
+        let idx = |i: usize| out[i].to_vec::<i32>().unwrap();
+        for i in [0, 1, 2, 5] {
+            assert!(
+                v(i)[0].is_nan(),
+                "{what}: fetch {i} of the NaN row is {}",
+                v(i)[0]
+            );
+        }
+        assert_eq!(
+            idx(3)[0],
+            nan_at as i32,
+            "{what}: argmax finds the first NaN"
+        );
+        assert_eq!(
+            idx(4)[0],
+            nan_at as i32,
+            "{what}: argmin finds the first NaN"
+        );
+        assert!(v(0)[1].is_nan(), "{what}: inf + -inf is NaN");
+        assert_eq!(v(1)[1], f32::INFINITY, "{what}");
+        assert_eq!(v(2)[1], f32::NEG_INFINITY, "{what}");
+        assert_eq!(idx(3)[1], inf_at as i32, "{what}");
+        assert_eq!(idx(4)[1], 0, "{what}");
+        assert_eq!(v(0)[2], f32::INFINITY, "{what}: a sum with +inf");
+        assert_eq!(v(1)[2], f32::INFINITY, "{what}");
+    }
+}
+
+/// i32 and u32 sums and products wrap around (two's complement), in short and long rows and
+/// in columns.
+#[test]
+fn integer_sums_and_products_wrap() {
+    for (dims, axis) in [
+        (vec![3usize, 5usize], 1usize),
+        (vec![4, 70_001], 1),
+        (vec![9000, 3], 0),
+    ] {
+        let n = dims[0] * dims[1];
+        let x: Vec<i32> = (0..n).map(|i| i32::MAX - (i % 7) as i32).collect();
+        let mut g = Graph::new();
+        let t = g
+            .constant(HostTensor::new(dims.clone(), x.clone()).unwrap())
+            .unwrap();
+        let u: Vec<u32> = x.iter().map(|&v| v as u32 * 2 + 1).collect();
+        let tu = g
+            .constant(HostTensor::new(dims.clone(), u.clone()).unwrap())
+            .unwrap();
+        let a = axis as isize;
+        let fetch = [
+            g.sum(t, [a], false).unwrap(),
+            g.prod(t, [a], false).unwrap(),
+            g.sum(tu, [a], false).unwrap(),
+            g.max(tu, [a], false).unwrap(),
+        ];
+        let out = cpu(&g).run(&[], &fetch).unwrap();
+        let words = |t: &HostTensor| -> Vec<u32> {
+            t.to_vec::<i32>()
+                .unwrap()
+                .iter()
+                .map(|&v| v as u32)
+                .collect()
+        };
+        check_i32(ReduceOp::Sum, &dims, &[axis], &x, &words(&out[0]));
+        check_i32(ReduceOp::Prod, &dims, &[axis], &x, &words(&out[1]));
+        for (o, m) in groups(&dims, &[axis]).iter().enumerate() {
+            let sum = m.iter().fold(0u32, |a, &i| a.wrapping_add(u[i]));
+            let max = m.iter().map(|&i| u[i]).max().unwrap();
+            assert_eq!(
+                out[2].to_vec::<u32>().unwrap()[o],
+                sum,
+                "u32 sum {dims:?}[{o}]"
+            );
+            assert_eq!(
+                out[3].to_vec::<u32>().unwrap()[o],
+                max,
+                "u32 max {dims:?}[{o}]"
+            );
+        }
+        // The wrap is real: every exact sum is far outside i32.
+        let exact: i64 = groups(&dims, &[axis])[0].iter().map(|&i| x[i] as i64).sum();
+        assert!(exact > i32::MAX as i64, "{dims:?}");
+    }
+}
+
+/// Ties go to the first index in rows and columns, within a chunk and across chunks.
+#[test]
+fn arg_ties_pick_the_first_index() {
+    let mut x = vec![0.0f32; 4 * 9000];
+    // Row 0: ties at 5 and 8000 (another chunk of a split reduction); row 1: all equal.
+    x[5] = 2.0;
+    x[8000] = 2.0;
+    x[9000..18_000].fill(1.0);
+    // Row 2: minimum ties at 7 and 8; row 3: ties at the last two positions.
+    x[18_000 + 7] = -3.0;
+    x[18_000 + 8] = -3.0;
+    x[27_000 + 8998] = 5.0;
+    x[27_000 + 8999] = 5.0;
+    let mut g = Graph::new();
+    let t = g.constant(HostTensor::new([4, 9000], x).unwrap()).unwrap();
+    let tt = g.transpose(t, &[1, 0]).unwrap();
+    let fetch = [
+        g.argmax(t, Some(1), false).unwrap(),
+        g.argmin(t, Some(1), false).unwrap(),
+        g.argmax(tt, Some(0), false).unwrap(),
+    ];
+    let out = cpu(&g).run(&[], &fetch).unwrap();
+    assert_eq!(out[0].to_vec::<i32>().unwrap(), vec![5, 0, 0, 8998]);
+    assert_eq!(out[1].to_vec::<i32>().unwrap(), vec![0, 0, 7, 0]);
+    assert_eq!(out[2].to_vec::<i32>().unwrap(), vec![5, 0, 0, 8998]);
+}
+
+/// f16 reductions accumulate in f32 and round once: 5000 ones sum to 5000 (an f16 running
+/// sum stalls at 2048), and sums, means and maxima match float64 rounded to f16.
+#[test]
+fn f16_reductions_accumulate_in_f32_and_round_once() {
+    let (rows, len) = (5usize, 5000usize);
+    let mut x: Vec<f16> = (0..rows * len)
+        .map(|i| f16::from_f32(det(1, i as u32 + 1)[0]))
+        .collect();
+    x[..len].fill(f16::ONE);
+    let mut g = Graph::new();
+    let t = g
+        .constant(HostTensor::new([rows, len], x.clone()).unwrap())
+        .unwrap();
+    let fetch = [
+        g.sum(t, [1], false).unwrap(),
+        g.mean(t, [0], false).unwrap(),
+        g.max(t, [1], false).unwrap(),
+    ];
+    let out = cpu(&g).run(&[], &fetch).unwrap();
+    let f = |i: usize| out[i].to_vec::<f16>().unwrap();
+    assert_eq!(f(0)[0], f16::from_f32(5000.0));
+    for r in 0..rows {
+        let row = &x[r * len..(r + 1) * len];
+        let sum: f64 = row.iter().map(|v| v.to_f64()).sum();
+        let got = f(0)[r].to_f64();
+        // One rounding to f16 (half an ulp) plus the f32 accumulation's tiny error.
+        assert!(
+            (got - sum).abs() <= sum.abs() * 2f64.powi(-11) + 1e-3,
+            "row {r}: {got} vs {sum}"
+        );
+        let max = row.iter().map(|v| v.to_f32()).fold(f32::MIN, f32::max);
+        assert_eq!(f(2)[r].to_f32(), max);
+    }
+    for c in [0, 1, 4999] {
+        let mean: f64 = (0..rows).map(|r| x[r * len + c].to_f64()).sum::<f64>() / rows as f64;
+        assert_eq!(f(1)[c], f16::from_f64(mean), "column {c}");
+    }
+}
+
+/// A fused prologue (`sum(x * x)`) and epilogue (`2 * max + 1`) still apply on cpu:0.
+#[test]
+fn prologues_and_epilogues_still_apply() {
+    let (rows, len) = (70usize, 4100usize);
+    let x = det(rows * len, 11);
+    let mut g = Graph::new();
+    let t = g
+        .constant(HostTensor::new([rows, len], x.clone()).unwrap())
+        .unwrap();
+    let sq = g.mul(t, t).unwrap();
+    let ss = g.sum(sq, [1], false).unwrap();
+    let mx = g.max(t, [0], false).unwrap();
+    let two = g.constant(2.0f32).unwrap();
+    let one = g.constant(1.0f32).unwrap();
+    let y = g.mul(mx, two).unwrap();
+    let y = g.add(y, one).unwrap();
+    let out = cpu(&g).run(&[], &[ss, y]).unwrap();
+    let ss_got = out[0].to_f32().unwrap();
+    for r in 0..rows {
+        let want: f64 = x[r * len..(r + 1) * len]
+            .iter()
+            .map(|&v| v as f64 * v as f64)
+            .sum();
+        assert!((ss_got[r] as f64 - want).abs() <= 1e-5 * want, "row {r}");
+    }
+    let y_got = out[1].to_f32().unwrap();
+    for c in 0..len {
+        let m = (0..rows).map(|r| x[r * len + c]).fold(f32::MIN, f32::max);
+        assert_eq!(y_got[c], m * 2.0 + 1.0, "column {c}");
+    }
+}
+
+/// Empty reductions and empty outputs on cpu:0: a sum over a zero-size axis is 0, a product
+/// 1, and reducing a tensor with no kept positions gives an empty result.
+#[test]
+fn empty_reductions() {
+    let mut g = Graph::new();
+    let t = g
+        .constant(HostTensor::new([3, 0], Vec::<f32>::new()).unwrap())
+        .unwrap();
+    let u = g
+        .constant(HostTensor::new([0, 4], Vec::<f32>::new()).unwrap())
+        .unwrap();
+    let fetch = [
+        g.sum(t, [1], false).unwrap(),
+        g.prod(t, [1], false).unwrap(),
+        g.sum(u, [1], false).unwrap(),
+        g.max(u, [1], false).unwrap(),
+    ];
+    let out = cpu(&g).run(&[], &fetch).unwrap();
+    assert_eq!(out[0].to_f32().unwrap(), vec![0.0; 3]);
+    assert_eq!(out[1].to_f32().unwrap(), vec![1.0; 3]);
+    assert!(out[2].to_f32().unwrap().is_empty());
+    assert!(out[3].to_f32().unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------- convolution and pooling
+
+/// Float64 direct convolution (and the sum of |x·w| per output, for the tolerance) over
+/// channels `c_lo..c_hi` of each group.
+fn conv_f64(
+    k: &Conv2dKernel,
+    x: &[f32],
+    w: &[f32],
+    (c_lo, c_hi): (usize, usize),
+) -> (Vec<f64>, Vec<f64>) {
+    let d = |s: &Shape| -> [usize; 4] { [s.dims()[0], s.dims()[1], s.dims()[2], s.dims()[3]] };
+    let ([n, c_all, h, wd], [o_all, cg, kh, kw], [_, _, oh, ow]) = (d(&k.x), d(&k.w), d(&k.out));
+    let og = o_all / k.groups;
+    let win = k.window;
+    let (mut out, mut mag) = (Vec::new(), Vec::new());
+    for b in 0..n {
+        for o in 0..o_all {
+            let g = o / og;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let (mut acc, mut m) = (0f64, 0f64);
+                    for c in c_lo..c_hi.min(cg) {
+                        for ki in 0..kh {
+                            for kj in 0..kw {
+                                let iy = (oy * win.stride[0] + ki * win.dilation[0]) as isize
+                                    - win.padding[0] as isize;
+                                let ix = (ox * win.stride[1] + kj * win.dilation[1]) as isize
+                                    - win.padding[1] as isize;
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                    continue;
+                                }
+                                let xv = x[((b * c_all + g * cg + c) * h + iy as usize) * wd
+                                    + ix as usize] as f64;
+                                let wv = w[((o * cg + c) * kh + ki) * kw + kj] as f64;
+                                acc += xv * wv;
+                                m += (xv * wv).abs();
+                            }
+                        }
+                    }
+                    out.push(acc);
+                    mag.push(m);
+                }
+            }
+        }
+    }
+    (out, mag)
+}
+
+/// Compares `got` to float64 within `(K + 2) * eps * Σ|x·w|` per output (K terms summed).
+fn check_conv(what: &str, got: &[f32], want: &[f64], mag: &[f64], terms: usize) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(mag).enumerate() {
+        let tol = (terms as f64 + 2.0) * f32::EPSILON as f64 * m + 1e-30;
+        assert!(
+            (g as f64 - w).abs() <= tol,
+            "{what}[{i}]: {g} vs float64 {w} (tolerance {tol:.2e})"
+        );
+    }
+}
+
+fn run_conv(k: &Conv2dKernel, x: &[f32], w: &[f32]) -> Vec<f32> {
+    let (xw, ww): (Vec<u32>, Vec<u32>) = (
+        x.iter().map(|v| v.to_bits()).collect(),
+        w.iter().map(|v| v.to_bits()).collect(),
+    );
+    let mut out = vec![0xffff_ffff; k.out_shape().numel()];
+    k.run_cpu_into(&[CpuIn::Words(&xw), CpuIn::Words(&ww)], &mut out)
+        .unwrap();
+    out.into_iter().map(f32::from_bits).collect()
+}
+
+/// Random shapes × strides × paddings × dilations × groups × channel counts, including 1×1
+/// kernels, kernels as large as the (padded) input, batch 1 and odd sizes, against float64.
+#[test]
+fn convolutions_match_float64_over_random_geometries() {
+    let mut s = 12345u32;
+    let mut pick = |n: usize| {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s as usize % n
+    };
+    let mut tried = 0;
+    while tried < 150 {
+        let groups = [1, 1, 2, 3][pick(4)];
+        let cg = [1, 2, 3, 5][pick(4)];
+        let og = [1, 2, 4][pick(3)];
+        let (n, h, wd) = ([1, 2, 3][pick(3)], 1 + pick(11), 1 + pick(11));
+        let stride = [1 + pick(3), 1 + pick(3)];
+        let dilation = [1 + pick(2), 1 + pick(2)];
+        let padding = [pick(3), pick(3)];
+        let mut kernel = [[1, 2, 3][pick(3)], [1, 2, 3][pick(3)]];
+        if pick(6) == 0 {
+            // As large as the input: one output pixel per image (with no padding).
+            kernel = [h, wd];
+        }
+        let window = Window {
+            kernel,
+            stride,
+            padding,
+            dilation,
+        };
+        let Ok([oh, ow]) = window.out_hw([h, wd]) else {
+            continue;
+        };
+        tried += 1;
+        let (c_all, o_all) = (groups * cg, groups * og);
+        let k = Conv2dKernel {
+            x: Shape(vec![n, c_all, h, wd]),
+            w: Shape(vec![o_all, cg, kernel[0], kernel[1]]),
+            window,
+            groups,
+            out: Shape(vec![n, o_all, oh, ow]),
+            epilogue: None,
+            c_chunk: None,
+        };
+        let x = det(n * c_all * h * wd, tried as u32);
+        let w = det(o_all * cg * kernel[0] * kernel[1], 1000 + tried as u32);
+        let (want, mag) = conv_f64(&k, &x, &w, (0, cg));
+        let terms = cg * kernel[0] * kernel[1];
+        let what = format!("conv {k:?}");
+        check_conv(&what, &run_conv(&k, &x, &w), &want, &mag, terms);
+        // The scalar reference agrees with float64 too (it is what GPUs mirror).
+        let xw: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+        let ww: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();
+        let r: Vec<f32> = k
+            .run_cpu_reference(&[&xw, &ww])
+            .into_iter()
+            .map(f32::from_bits)
+            .collect();
+        check_conv(&format!("reference {what}"), &r, &want, &mag, terms);
+    }
+}
+
+/// Images large enough that im2col is built in several pieces, and a kernel split into
+/// channel chunks (`[chunks, N, O, OH, OW]` partial sums), against float64.
+#[test]
+fn blocked_columns_and_channel_chunks_match_float64() {
+    let window = Window {
+        kernel: [3, 3],
+        stride: [1, 1],
+        padding: [1, 1],
+        dilation: [1, 1],
+    };
+    // 16 channels × 9 = 144 rows; 110×97 pixels need two pieces of columns.
+    let (n, c, h, wd, o) = (2, 16, 110, 97, 3);
+    let k = Conv2dKernel {
+        x: Shape(vec![n, c, h, wd]),
+        w: Shape(vec![o, c, 3, 3]),
+        window,
+        groups: 1,
+        out: Shape(vec![n, o, h, wd]),
+        epilogue: None,
+        c_chunk: None,
+    };
+    let x = det(n * c * h * wd, 5);
+    let w = det(o * c * 9, 6);
+    let (want, mag) = conv_f64(&k, &x, &w, (0, c));
+    check_conv("large image", &run_conv(&k, &x, &w), &want, &mag, c * 9);
+    // Channel chunks of 5 (the last one holds 1).
+    let small = Conv2dKernel {
+        x: Shape(vec![3, 16, 7, 5]),
+        w: Shape(vec![4, 8, 3, 3]),
+        groups: 2,
+        out: Shape(vec![3, 4, 7, 5]),
+        c_chunk: Some(3),
+        ..k
+    };
+    let x = det(3 * 16 * 35, 8);
+    let w = det(4 * 8 * 9, 9);
+    let got = run_conv(&small, &x, &w);
+    assert_eq!(small.chunks(), 3);
+    let per = small.out.numel();
+    for ci in 0..3 {
+        let (want, mag) = conv_f64(&small, &x, &w, (ci * 3, ci * 3 + 3));
+        check_conv(
+            &format!("chunk {ci}"),
+            &got[ci * per..(ci + 1) * per],
+            &want,
+            &mag,
+            27,
+        );
+    }
+}
+
+/// Through a session on cpu:0: conv2d + bias + ReLU (fused into the convolution's epilogue)
+/// and a strided, dilated grouped conv, against float64.
+#[test]
+fn fused_bias_and_relu_still_apply() {
+    let (n, c, h, wd, o) = (3, 4, 9, 7, 6);
+    let x = det(n * c * h * wd, 21);
+    let w = det(o * 2 * 3 * 3, 22);
+    let bias = det(o, 23);
+    let mut g = Graph::new();
+    let tx = g
+        .constant(HostTensor::new([n, c, h, wd], x.clone()).unwrap())
+        .unwrap();
+    let tw = g
+        .constant(HostTensor::new([o, 2, 3, 3], w.clone()).unwrap())
+        .unwrap();
+    let tb = g
+        .constant(HostTensor::new([o], bias.clone()).unwrap())
+        .unwrap();
+    let opts = Conv2dOptions {
+        stride: [2, 1],
+        padding: [1, 2],
+        dilation: [1, 2],
+        groups: 2,
+    };
+    let y = g.conv2d(tx, tw, Some(tb), opts).unwrap();
+    let y = g.relu(y).unwrap();
+    let out = cpu(&g).run(&[], &[y]).unwrap();
+    let dims = out[0].shape().dims().to_vec();
+    let k = Conv2dKernel {
+        x: Shape(vec![n, c, h, wd]),
+        w: Shape(vec![o, 2, 3, 3]),
+        window: Window {
+            kernel: [3, 3],
+            stride: opts.stride,
+            padding: opts.padding,
+            dilation: opts.dilation,
+        },
+        groups: 2,
+        out: Shape(dims.clone()),
+        epilogue: None,
+        c_chunk: None,
+    };
+    let (conv, mag) = conv_f64(&k, &x, &w, (0, 2));
+    let p = dims[2] * dims[3];
+    let want: Vec<f64> = conv
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (v + bias[(i / p) % o] as f64).max(0.0))
+        .collect();
+    let got = out[0].to_f32().unwrap();
+    assert!(
+        got.contains(&0.0) && got.iter().any(|&v| v > 0.0),
+        "ReLU clips some outputs"
+    );
+    let mag: Vec<f64> = mag.iter().zip(&want).map(|(m, w)| m + w.abs()).collect();
+    check_conv("conv + bias + relu", &got, &want, &mag, 18);
+}
+
+/// Max and average pooling on cpu:0 agree bit for bit with the scalar reference (NaN, -0.0,
+/// padding, strides, planes past the parallel threshold).
+#[test]
+fn pooling_matches_the_reference() {
+    for (dims, kernel, stride, padding) in [
+        (
+            [2usize, 3usize, 7usize, 9usize],
+            [2usize, 2usize],
+            [2usize, 2usize],
+            [0usize, 0usize],
+        ),
+        ([1, 1, 5, 5], [3, 3], [1, 1], [1, 1]),
+        ([4, 5, 33, 31], [3, 2], [2, 3], [1, 1]),
+        ([1, 2, 1, 1], [1, 1], [1, 1], [0, 0]),
+        ([64, 16, 8, 8], [2, 2], [2, 2], [0, 0]),
+    ] {
+        let n: usize = dims.iter().product();
+        let mut x = det(n, 31);
+        x[0] = f32::NAN;
+        if n > 3 {
+            x[2] = -0.0;
+            x[3] = -0.0;
+        }
+        let words: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+        let window = Window {
+            kernel,
+            stride,
+            padding,
+            dilation: [1, 1],
+        };
+        let [oh, ow] = window.out_hw([dims[2], dims[3]]).unwrap();
+        for kind in [PoolKind::Max, PoolKind::Avg] {
+            let k = PoolKernel {
+                kind,
+                x: Shape(dims.to_vec()),
+                window,
+                out: Shape(vec![dims[0], dims[1], oh, ow]),
+            };
+            let want = k.run_cpu_reference(&words);
+            let mut got = vec![0; want.len()];
+            k.run_cpu_into(&[CpuIn::Words(&words)], &mut got).unwrap();
+            assert_eq!(got, want, "{kind:?} pooling of {dims:?}");
+            assert!(f32::from_bits(got[0]).is_nan(), "{kind:?}: NaN propagates");
+        }
+    }
+}
