@@ -635,7 +635,7 @@ impl KernelDef for PermuteKernel {
     }
 
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
-        if inputs.len() < 1 {
+        if inputs.is_empty() {
             return Err(missing_inputs(self, inputs.len()));
         }
         Ok(PermuteKernel::run_cpu(self, inputs[0]))
@@ -669,7 +669,7 @@ impl KernelDef for StridedKernel {
     }
 
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
-        if inputs.len() < 1 {
+        if inputs.is_empty() {
             return Err(missing_inputs(self, inputs.len()));
         }
         Ok(StridedKernel::run_cpu(self, inputs[0]))
@@ -734,7 +734,7 @@ impl KernelDef for PadKernel {
     }
 
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
-        if inputs.len() < 1 {
+        if inputs.is_empty() {
             return Err(missing_inputs(self, inputs.len()));
         }
         Ok(PadKernel::run_cpu(self, inputs[0]))
