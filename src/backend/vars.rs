@@ -123,34 +123,6 @@ impl VarStore {
         })
     }
 
-    /// Overwrite the variable's value (shape and dtype must match), creating its storage on
-    /// `device` if it has none yet.
-    pub fn write(
-        &mut self,
-        name: &str,
-        device: Device,
-        value: &HostTensor,
-        created: &mut Created,
-    ) -> Result<()> {
-        let Some(slot) = self.slots.get(name) else {
-            let slot = self.create(name, device, value, created)?;
-            self.slots.insert(name.to_string(), slot);
-            return Ok(());
-        };
-        check_value(name, slot, value)?;
-        match &slot.storage {
-            Storage::Cpu(words) => words
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .copy_from_slice(value.words()),
-            Storage::Gpu(ctx, buf) => {
-                write_gpu(ctx, device, name, buf, value)?;
-                ctx.queue.submit([]);
-            }
-        }
-        Ok(())
-    }
-
     /// Overwrite several variables at once, all or nothing: the storage of every variable
     /// that has none is created first (the step that can run out of device memory), and only
     /// when all of it exists is any value written.
@@ -170,9 +142,9 @@ impl VarStore {
                 fresh.push((name, self.create(name, device, value, created)?));
             }
         }
-        for &(name, device, value) in values {
-            if self.slots.contains_key(name) {
-                self.write(name, device, value, created)?;
+        for &(name, _, value) in values {
+            if let Some(slot) = self.slots.get(name) {
+                overwrite(name, slot, value)?;
             }
         }
         for (name, slot) in fresh {
@@ -219,6 +191,21 @@ fn check_value(name: &str, slot: &Slot, value: &HostTensor) -> Result<()> {
                 value.shape()
             ),
         });
+    }
+    Ok(())
+}
+
+/// Copy `value` (checked by [`check_value`]) into an existing variable's storage.
+fn overwrite(name: &str, slot: &Slot, value: &HostTensor) -> Result<()> {
+    match &slot.storage {
+        Storage::Cpu(words) => words
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .copy_from_slice(value.words()),
+        Storage::Gpu(ctx, buf) => {
+            write_gpu(ctx, slot.device, name, buf, value)?;
+            ctx.queue.submit([]);
+        }
     }
     Ok(())
 }
