@@ -69,6 +69,9 @@ fn run_job(d: Device, m: usize, k: usize, n: usize) {
 
 #[test]
 fn distinct_pipelines_compile_concurrently_on_every_adapter() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let base = 5 + seed() % 50;
     let mut threads = Vec::new();
     for d in common::gpus() {
@@ -89,6 +92,9 @@ fn distinct_pipelines_compile_concurrently_on_every_adapter() {
 
 #[test]
 fn one_session_shared_by_threads() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     for d in common::gpus().into_iter().chain([Device::Cpu]) {
         let mut g = Graph::new();
         let x = g.placeholder("x", vec![1000], DType::F32).unwrap();

@@ -56,6 +56,9 @@ fn run(g: &Graph, dev: Device, x: Tensor, y: Tensor, feed: &[f32]) -> (Plan, Vec
 /// tree the expression doubles at each level (2^30 operations); as a DAG it is 30.
 #[test]
 fn diamonds_nested_30_deep_fuse_into_one_kernel_of_30_ops() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let mut g = Graph::new();
     let x = g.placeholder("x", [N], DType::F32).unwrap();
     let mut d = x;
@@ -85,6 +88,9 @@ fn diamonds_nested_30_deep_fuse_into_one_kernel_of_30_ops() {
 /// that are summed, all fused; the kernel does no more operations than the graph has.
 #[test]
 fn shared_subexpressions_are_computed_once_per_kernel() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let mut g = Graph::new();
     let x = g.placeholder("x", [N], DType::F32).unwrap();
     let e = g.exp(x).unwrap();
@@ -124,6 +130,9 @@ fn shared_subexpressions_are_computed_once_per_kernel() {
 /// so the kernel binds one `let` per operation.
 #[test]
 fn a_chain_of_10001_ops_runs_as_one_kernel() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let mut g = Graph::new();
     let x = g.placeholder("x", [N], DType::F32).unwrap();
     let mut y = x;
@@ -152,6 +161,9 @@ fn a_chain_of_10001_ops_runs_as_one_kernel() {
 /// against float64.
 #[test]
 fn an_unrolled_affine_recurrence_matches_float64() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let mut g = Graph::new();
     let x = g.placeholder("x", [N], DType::F32).unwrap();
     let half = g.full([1], DType::F32, 0.5).unwrap();
@@ -179,6 +191,9 @@ fn an_unrolled_affine_recurrence_matches_float64() {
 /// running a 10,000-op chain fits a test thread's default 2 MiB stack.
 #[test]
 fn a_10000_op_chain_plans_and_runs_on_a_2_mib_stack() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let worker = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(|| {
@@ -212,6 +227,9 @@ fn a_10000_op_chain_plans_and_runs_on_a_2_mib_stack() {
 /// everything fuses into one kernel over the single input.
 #[test]
 fn wide_fan_out_and_fan_in_fuse_and_match_float64() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let mut g = Graph::new();
     let x = g.placeholder("x", [N], DType::F32).unwrap();
     let mut acc = None;
@@ -245,6 +263,9 @@ fn wide_fan_out_and_fan_in_fuse_and_match_float64() {
 /// scalars fan in: many values alive at once, and every one is right.
 #[test]
 fn fan_out_to_reductions_and_back() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let mut g = Graph::new();
     let x = g.placeholder("x", [N], DType::F32).unwrap();
     let mut acc = None;
@@ -275,6 +296,9 @@ fn fan_out_to_reductions_and_back() {
 /// minutes; the bound is generous, real figures are in `benches/plan.rs`).
 #[test]
 fn a_20000_op_chain_plans_quickly_fused_or_not() {
+    // One at a time with the other big tests: parallel GL work here starved llvmpipe's
+    // GL context lock (wgpu-hal gives up after a second).
+    let _heavy = crate::heavy();
     let mut g = Graph::new();
     let x = g.placeholder("x", [64], DType::F32).unwrap();
     let mut y = x;
