@@ -16,7 +16,7 @@ mod first_run;
 
 use std::time::{Duration, Instant};
 use wgflow::backend::gpu::context;
-use wgflow::compile::{Plan, Source, StepKind};
+use wgflow::compile::{Plan, Source, StepKind, ValueId};
 use wgflow::{Axes, DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 #[path = "table/transfer.rs"]
@@ -123,8 +123,8 @@ impl Baseline {
     fn new(plan: &Plan, gpu: usize) -> Baseline {
         let ctx = context::get(gpu).unwrap();
         let d = &ctx.device;
-        let mut buffers: std::collections::HashMap<usize, wgpu::Buffer> = Default::default();
-        let mut buffer_of = |v: usize, plan: &Plan| -> wgpu::Buffer {
+        let mut buffers: std::collections::HashMap<ValueId, wgpu::Buffer> = Default::default();
+        let mut buffer_of = |v: ValueId, plan: &Plan| -> wgpu::Buffer {
             let root = plan.root(v);
             buffers
                 .entry(root)

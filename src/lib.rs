@@ -38,6 +38,7 @@ pub mod error;
 pub mod files;
 pub mod graph;
 pub mod host;
+mod id;
 pub mod npy;
 pub mod ops;
 pub mod session;

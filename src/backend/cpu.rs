@@ -6,7 +6,7 @@
 
 use super::vars::{Storage, VarStore};
 use super::{Backend, Created};
-use crate::compile::{Plan, Source, StepKind, ValueId};
+use crate::compile::{Plan, Source, StepId, StepKind, ValueId};
 use crate::device::Device;
 use crate::ops::{CpuIn, Kernel};
 use crate::{Error, Result};
@@ -79,7 +79,7 @@ impl Backend for CpuState {
         created: &mut Created,
     ) -> Result<Self> {
         let mut vars = HashMap::new();
-        for (id, v) in plan.values.iter().enumerate() {
+        for (id, v) in plan.values_by_id() {
             if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
                 let slot = store.get_or_init(name, device, &v.shape, v.dtype, init, created)?;
                 let Storage::Cpu(words) = slot.storage else {
@@ -119,13 +119,13 @@ impl Backend for CpuState {
         self.write(plan, v, words)
     }
 
-    fn dispatch(&mut self, plan: &Plan, steps: &[usize]) -> Result<()> {
+    fn dispatch(&mut self, plan: &Plan, steps: &[StepId]) -> Result<()> {
         for &i in steps {
             let step = &plan.steps[i];
             let StepKind::Dispatch { kernel, inputs } = &step.kind else {
                 return Err(Error::Internal(format!("step {i} is not a dispatch")));
             };
-            if let Some(Some(at)) = self.steps.get(i) {
+            if let Some(Some(at)) = self.steps.get(i.index()) {
                 run_resolved(&mut self.arena, plan, kernel, step.output, at)?;
             } else {
                 self.run_kernel(plan, kernel, inputs, step.output)?;
@@ -137,7 +137,7 @@ impl Backend for CpuState {
     fn dispatch_timed(
         &mut self,
         plan: &Plan,
-        steps: &[usize],
+        steps: &[StepId],
         rec: &mut super::timing::Recorder,
     ) -> Result<()> {
         for &i in steps {

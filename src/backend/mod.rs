@@ -16,7 +16,7 @@ pub mod vars;
 
 pub use devices::{devices, gpu_count, visible_devices, visible_gpus_from_env};
 
-use crate::compile::{Plan, Source, StepKind, ValueId};
+use crate::compile::{Plan, Source, StepId, StepKind, ValueId};
 use crate::device::Device;
 use crate::{Error, HostTensor, Result};
 use futures::future::BoxFuture;
@@ -64,12 +64,12 @@ pub trait Backend: Send {
 
     /// Run the dispatch steps `steps` (consecutive indices into `plan.steps`, all on this
     /// device), in order.
-    fn dispatch(&mut self, plan: &Plan, steps: &[usize]) -> Result<()>;
+    fn dispatch(&mut self, plan: &Plan, steps: &[StepId]) -> Result<()>;
 
     /// [`Backend::dispatch`] for a traced run: the steps run (and are waited for) here, and
     /// each gets a [`timing::Span`] of kind `Dispatch` in `rec`, timed by the device's
     /// timestamps where it has them and by the host clock otherwise.
-    fn dispatch_timed(&mut self, plan: &Plan, steps: &[usize], rec: &mut Recorder) -> Result<()>;
+    fn dispatch_timed(&mut self, plan: &Plan, steps: &[StepId], rec: &mut Recorder) -> Result<()>;
 
     /// Copy `values` back to the host, one vector of words each, in order.
     fn download<'a>(
@@ -194,7 +194,7 @@ pub async fn execute_traced(
                             || !matches!(plan.steps[j].kind, StepKind::Dispatch { .. })
                     })
                     .unwrap_or(plan.steps.len());
-                let run: Vec<usize> = (i..end).collect();
+                let run: Vec<StepId> = (i..end).map(StepId::new).collect();
                 match trace.as_deref_mut() {
                     Some(rec) => p.on(step.device)?.dispatch_timed(plan, &run, rec)?,
                     None => p.on(step.device)?.dispatch(plan, &run)?,
@@ -210,7 +210,7 @@ pub async fn execute_traced(
                     target.finish(true)?;
                     rec.host(
                         SpanKind::Transfer,
-                        Some(i),
+                        Some(StepId::new(i)),
                         vec![*src],
                         step.device,
                         t0.unwrap_or_else(Instant::now),

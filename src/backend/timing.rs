@@ -3,7 +3,7 @@
 //! [`Recorder`], so the steady-state path is unchanged; `crate::trace` turns the spans into
 //! run metadata, Chrome trace events and per-op tables.
 
-use crate::compile::ValueId;
+use crate::compile::{StepId, ValueId};
 use crate::device::Device;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ impl Clock {
 pub struct Span {
     pub kind: SpanKind,
     /// Index into `plan.steps` (dispatches and transfers).
-    pub step: Option<usize>,
+    pub step: Option<StepId>,
     /// The value written (uploads) or the values read (downloads).
     pub values: Vec<ValueId>,
     /// The device that did the work (the target device of a transfer).
@@ -78,7 +78,7 @@ impl Recorder {
     pub fn host(
         &mut self,
         kind: SpanKind,
-        step: Option<usize>,
+        step: Option<StepId>,
         values: Vec<ValueId>,
         device: Device,
         t0: Instant,

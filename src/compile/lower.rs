@@ -5,12 +5,12 @@
 use super::place::Placed;
 use super::{Plan, Source, Step, StepKind, Value, ValueId};
 use crate::device::Device;
+use crate::graph::NodeId;
 use crate::graph::{Graph, Node, Tensor};
 use crate::ops::family::{Arg, Emit, EmptyInput, LowerCx, Lowered};
 use crate::ops::{ElementwiseKernel, Expr, Kernel};
 use crate::{DType, HostTensor, Shape};
 use crate::{Error, Result};
-use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
 
 struct Lowering {
@@ -22,7 +22,7 @@ struct Lowering {
 impl Lowering {
     fn value(&mut self, v: Value) -> ValueId {
         self.values.push(v);
-        self.values.len() - 1
+        ValueId::new(self.values.len() - 1)
     }
 
     /// `v` as seen from `device`: itself, a copy of a constant, or a transferred copy.
@@ -86,6 +86,11 @@ impl Lowering {
     }
 }
 
+/// The value behind a lowering's opaque handle (the ops layer does not know [`ValueId`]).
+fn id(a: Arg) -> ValueId {
+    ValueId::new(a.0)
+}
+
 /// The compiler's side of [`LowerCx`]: partial passes become steps of the node.
 struct Emitter<'l, 'a> {
     l: &'l mut Lowering,
@@ -95,10 +100,11 @@ struct Emitter<'l, 'a> {
 
 impl Emit for Emitter<'_, '_> {
     fn partial(&mut self, kernel: Kernel, shape: Shape, inputs: Vec<Arg>) -> Arg {
-        let inputs = inputs.into_iter().map(|a| a.0).collect();
-        Arg(self
+        let inputs = inputs.into_iter().map(id).collect();
+        let v = self
             .l
-            .partial(kernel, shape, self.node, self.device, inputs))
+            .partial(kernel, shape, self.node, self.device, inputs);
+        Arg(v.index())
     }
 }
 
@@ -110,7 +116,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
         steps: Vec::new(),
         on_device: HashMap::new(),
     };
-    let mut of_node: HashMap<NodeIndex, ValueId> = HashMap::new();
+    let mut of_node: HashMap<NodeId, ValueId> = HashMap::new();
     let mut feeds = Vec::new();
     let mut placement = Vec::new();
     let mut assigns = Vec::new();
@@ -140,7 +146,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
             of_node.insert(n, l.value(value));
             continue;
         }
-        let args: Vec<Arg> = inputs.iter().map(|&v| Arg(v)).collect();
+        let args: Vec<Arg> = inputs.iter().map(|&v| Arg(v.index())).collect();
         let lowered = {
             let mut emit = Emitter {
                 l: &mut l,
@@ -171,7 +177,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 continue;
             }
             Lowered::View(a) => {
-                value.source = Source::View(a.0);
+                value.source = Source::View(id(a));
                 of_node.insert(n, l.value(value));
                 continue;
             }
@@ -187,7 +193,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 variable,
                 value: new,
             } => {
-                let var = l.values.get(variable.0).map(|v| &v.source);
+                let var = l.values.get(id(variable).index()).map(|v| &v.source);
                 let Some(Source::Variable { name: var_name, .. }) = var else {
                     return Err(Error::Build {
                         op: node.op.name().to_string(),
@@ -195,18 +201,18 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                         message: format!("'{}' does not assign to a variable", node.name),
                     });
                 };
-                if let Some(&(_, first)) = assigned.iter().find(|(v, _)| *v == variable.0) {
+                if let Some(&(_, first)) = assigned.iter().find(|(v, _)| *v == id(variable)) {
                     return Err(Error::Assign {
                         variable: var_name.clone(),
                         first: first.to_string(),
                         second: node.name.clone(),
                     });
                 }
-                assigned.push((variable.0, node.name.as_str()));
+                assigned.push((id(variable), node.name.as_str()));
                 // Assigning a variable's value copies it first: the copies land in order at
                 // the end of the run, and that variable may itself be assigned in this run
                 // (a swap), so its start-of-run value must be kept.
-                let mut root = new.0;
+                let mut root = id(new);
                 while let Source::View(of) = l.values[root].source {
                     root = of;
                 }
@@ -219,19 +225,17 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                             out_dtype: node.dtype,
                             views: Vec::new(),
                         });
-                        l.partial(copy, node.shape.clone(), node, device, vec![new.0])
+                        l.partial(copy, node.shape.clone(), node, device, vec![id(new)])
                     }
-                    _ => new.0,
+                    _ => id(new),
                 };
                 value.source = Source::View(new);
-                let id = l.value(value);
-                assigns.push((id, variable.0));
-                of_node.insert(n, id);
+                let out = l.value(value);
+                assigns.push((out, id(variable)));
+                of_node.insert(n, out);
                 continue;
             }
-            Lowered::Dispatch { kernel, inputs } => {
-                (kernel, inputs.into_iter().map(|a| a.0).collect())
-            }
+            Lowered::Dispatch { kernel, inputs } => (kernel, inputs.into_iter().map(id).collect()),
         };
         let id = l.value(value);
         l.steps.push(Step {

@@ -195,7 +195,7 @@ fn plan_device(
         .collect();
     // Constants that steps read: packed once, for the plan's life. (Fetched constants come
     // straight from the host; folded-away and literal-inlined ones take no space.)
-    for (id, v) in plan.values.iter().enumerate() {
+    for (id, v) in plan.values_by_id() {
         if v.device == device && matches!(v.source, Source::Constant(_)) && read.contains(&id) {
             check_fits(plan, id, "constant", device, limits)?;
             mp.constant_offsets.insert(id, mp.constant_bytes);
@@ -211,7 +211,7 @@ fn plan_device(
     for &r in &roots {
         check_fits(plan, r, "tensor", device, limits)?;
     }
-    for (id, v) in plan.values.iter().enumerate() {
+    for (id, v) in plan.values_by_id() {
         if v.device == device && matches!(v.source, Source::View(_)) {
             check_fits(plan, id, "view", device, limits)?;
         }
@@ -276,20 +276,20 @@ struct Item {
 fn best_assignment(items: &[Item]) -> (BTreeMap<ValueId, u64>, u64) {
     type Key = fn(&Item) -> (u64, u64, u64);
     let orders: [Key; 4] = [
-        |i| (u64::MAX - i.size, i.first as u64, i.v as u64),
-        |i| (i.first as u64, u64::MAX - i.size, i.v as u64),
+        |i| (u64::MAX - i.size, i.first as u64, i.v.index() as u64),
+        |i| (i.first as u64, u64::MAX - i.size, i.v.index() as u64),
         |i| {
             (
                 u64::MAX - (i.last - i.first) as u64,
                 u64::MAX - i.size,
-                i.v as u64,
+                i.v.index() as u64,
             )
         },
         |i| {
             (
                 u64::MAX - i.size.saturating_mul((i.last - i.first + 1) as u64),
                 i.first as u64,
-                i.v as u64,
+                i.v.index() as u64,
             )
         },
     ];

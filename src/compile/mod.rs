@@ -16,8 +16,15 @@ use crate::ops::Kernel;
 use crate::{DType, HostTensor, Result, Shape};
 use std::collections::BTreeMap;
 
-/// Index of a value in [`Plan::values`].
-pub type ValueId = usize;
+crate::id::typed_id!(
+    /// Index of a value in [`Plan::values`].
+    ValueId
+);
+
+crate::id::typed_id!(
+    /// Index of a step in [`Plan::steps`]; steps run in index order.
+    StepId
+);
 
 /// Where a value's data comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +140,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The values with their ids.
+    pub fn values_by_id(&self) -> impl DoubleEndedIterator<Item = (ValueId, &Value)> {
+        self.values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (ValueId::new(i), v))
+    }
+
+    /// The steps with their ids, in run order.
+    pub fn steps_by_id(&self) -> impl DoubleEndedIterator<Item = (StepId, &Step)> {
+        self.steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (StepId::new(i), s))
+    }
+
     /// The memory plan of `device` (if anything lives there).
     pub fn memory(&self, device: Device) -> Option<&MemoryPlan> {
         self.memory.get(&device)

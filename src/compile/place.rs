@@ -3,15 +3,15 @@
 use super::Target;
 use crate::device::{Device, DeviceSpec};
 use crate::graph::Graph;
+use crate::graph::NodeId;
 use crate::{Error, Result};
-use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
 /// The kept nodes with their devices.
 #[derive(Debug, Clone)]
 pub struct Placed {
-    pub nodes: Vec<NodeIndex>,
-    pub device: HashMap<NodeIndex, Device>,
+    pub nodes: Vec<NodeId>,
+    pub device: HashMap<NodeId, Device>,
 }
 
 /// Place every node of `kept` (graph order).
@@ -27,7 +27,7 @@ pub struct Placed {
 /// - Any other unscoped node goes to the default device, except a GPU-only op (a raw WGSL
 ///   kernel) when the session picked `cpu:0` over software adapters: it goes to the first
 ///   visible GPU.
-pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Placed> {
+pub fn place(graph: &Graph, kept: &[NodeId], target: &Target) -> Result<Placed> {
     let mut device = HashMap::new();
     let mut fallbacks: Vec<(DeviceSpec, Vec<String>)> = Vec::new();
     let mut deferred = Vec::new();
@@ -123,12 +123,7 @@ pub fn place(graph: &Graph, kept: &[NodeIndex], target: &Target) -> Result<Place
 }
 
 /// The device `spec` names, `None` when soft placement should fall back, or an error.
-fn resolve(
-    graph: &Graph,
-    n: NodeIndex,
-    spec: DeviceSpec,
-    target: &Target,
-) -> Result<Option<Device>> {
+fn resolve(graph: &Graph, n: NodeId, spec: DeviceSpec, target: &Target) -> Result<Option<Device>> {
     let visible: Vec<Device> = target.devices.iter().map(|(d, _)| *d).collect();
     let found = match spec {
         DeviceSpec::Cpu => Some(Device::Cpu),
@@ -159,7 +154,7 @@ fn resolve(
 /// `cpu:0` with soft placement on (logged); otherwise it is an error naming the feature.
 fn needs_f16(
     graph: &Graph,
-    n: NodeIndex,
+    n: NodeId,
     d: Device,
     target: &Target,
     moved: &mut Vec<(Device, String)>,
@@ -193,7 +188,7 @@ fn needs_f16(
 /// the session chose `cpu:0` as its default over software adapters
 /// ([`Target::gpu_only_default`]), or to the first visible GPU with soft placement on (logged);
 /// otherwise, or with no GPU visible, it is an error.
-fn gpu_only(graph: &Graph, n: NodeIndex, d: Device, target: &Target) -> Result<Device> {
+fn gpu_only(graph: &Graph, n: NodeId, d: Device, target: &Target) -> Result<Device> {
     let node = &graph.g[n];
     if d.is_gpu() || !node.op.is_gpu_only() {
         return Ok(d);

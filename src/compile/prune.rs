@@ -1,12 +1,12 @@
 //! Keep only what the fetches need.
 
+use crate::graph::NodeId;
 use crate::graph::{Graph, Tensor};
 use crate::{Error, Result};
-use petgraph::graph::NodeIndex;
 
 /// The nodes the `fetches` depend on, in graph (= topological) order: the graph is
 /// append-only, so every input has a smaller index than its consumer.
-pub fn prune(graph: &Graph, fetches: &[Tensor]) -> Result<Vec<NodeIndex>> {
+pub fn prune(graph: &Graph, fetches: &[Tensor]) -> Result<Vec<NodeId>> {
     let mut keep = vec![false; graph.len()];
     let mut stack = Vec::new();
     for &t in fetches {
@@ -28,6 +28,6 @@ pub fn prune(graph: &Graph, fetches: &[Tensor]) -> Result<Vec<NodeIndex>> {
         .iter()
         .enumerate()
         .filter(|(_, &k)| k)
-        .map(|(i, _)| NodeIndex::new(i))
+        .map(|(i, _)| NodeId::new(i))
         .collect())
 }

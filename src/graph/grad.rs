@@ -5,9 +5,9 @@
 //! memory planning treat the backward pass like the forward one.
 
 use super::{Graph, Tensor};
+use crate::graph::NodeId;
 use crate::ops::GradCx;
 use crate::{Error, Result, Shape};
-use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 use std::panic::Location;
 
@@ -121,7 +121,7 @@ impl Graph {
             self.arg(x, "gradients", loc)?;
         }
         let on_path = self.path(ys, xs);
-        let mut arriving: HashMap<NodeIndex, Vec<Tensor>> = HashMap::new();
+        let mut arriving: HashMap<NodeId, Vec<Tensor>> = HashMap::new();
         for (k, &y) in ys.iter().enumerate() {
             let seed = match grad_ys {
                 Some(gy) => gy[k],
@@ -129,14 +129,14 @@ impl Graph {
             };
             arriving.entry(y.node).or_default().push(seed);
         }
-        let mut result: HashMap<NodeIndex, Option<Tensor>> = HashMap::new();
-        let wanted_x: Vec<NodeIndex> = xs.iter().map(|x| x.node).collect();
+        let mut result: HashMap<NodeId, Option<Tensor>> = HashMap::new();
+        let wanted_x: Vec<NodeId> = xs.iter().map(|x| x.node).collect();
         let last = on_path.iter().rposition(|&p| p).unwrap_or(0);
         for i in (0..=last).rev() {
             if !on_path[i] {
                 continue;
             }
-            let n = NodeIndex::new(i);
+            let n = NodeId::new(i);
             let Some(parts) = arriving.remove(&n) else {
                 continue;
             };
@@ -167,7 +167,7 @@ impl Graph {
 
     /// Which nodes lie on a path from some `x` to some `y` (by node index).
     fn path(&self, ys: &[Tensor], xs: &[Tensor]) -> Vec<bool> {
-        let n = self.g.node_count();
+        let n = self.g.len();
         let mut from_x = vec![false; n];
         for x in xs {
             from_x[x.node.index()] = true;
@@ -176,7 +176,7 @@ impl Graph {
         for i in 0..n {
             if !from_x[i] {
                 from_x[i] = self
-                    .inputs_of(NodeIndex::new(i))
+                    .inputs_of(NodeId::new(i))
                     .iter()
                     .any(|t| from_x[t.node.index()]);
             }
@@ -187,7 +187,7 @@ impl Graph {
         }
         for i in (0..n).rev() {
             if to_y[i] {
-                for t in self.inputs_of(NodeIndex::new(i)) {
+                for t in self.inputs_of(NodeId::new(i)) {
                     to_y[t.node.index()] = true;
                 }
             }
@@ -195,10 +195,10 @@ impl Graph {
         from_x.iter().zip(&to_y).map(|(a, b)| *a && *b).collect()
     }
 
-    fn inputs_of(&self, n: NodeIndex) -> Vec<Tensor> {
+    fn inputs_of(&self, n: NodeId) -> Vec<Tensor> {
         self.input_nodes(n)
-            .into_iter()
-            .map(|node| Tensor {
+            .iter()
+            .map(|&node| Tensor {
                 graph: self.id,
                 node,
             })
@@ -209,7 +209,7 @@ impl Graph {
     /// `gradients/<name>_grad` name scope, checked against the inputs' shapes and dtypes.
     fn node_grad(
         &mut self,
-        n: NodeIndex,
+        n: NodeId,
         inputs: &[Tensor],
         wanted: &[bool],
         dy: Tensor,
@@ -262,7 +262,7 @@ impl Graph {
     /// The sum of the gradients arriving at node `n`, built on `n`'s device.
     fn add_all(
         &mut self,
-        n: NodeIndex,
+        n: NodeId,
         parts: Vec<Tensor>,
         loc: &'static Location<'static>,
     ) -> Result<Tensor> {
@@ -282,11 +282,7 @@ impl Graph {
 
     /// Build with `f` in node `n`'s device scope, if it has one (gradients are colocated
     /// with the forward node, as in TensorFlow).
-    fn on_device_of<T>(
-        &mut self,
-        n: NodeIndex,
-        f: impl FnOnce(&mut Graph) -> Result<T>,
-    ) -> Result<T> {
+    fn on_device_of<T>(&mut self, n: NodeId, f: impl FnOnce(&mut Graph) -> Result<T>) -> Result<T> {
         let device = self.g[n].device;
         if let Some(d) = device {
             self.device_scopes.push(d);

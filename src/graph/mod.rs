@@ -1,5 +1,6 @@
-//! The graph: an append-only `petgraph` DAG of op nodes, cheap `Tensor` handles into it, and
-//! the name and device scopes that builders consult.
+//! The graph: an append-only DAG of op nodes (a `Vec` in build order, each node listing its
+//! inputs), cheap `Tensor` handles into it, and the name and device scopes that builders
+//! consult.
 
 /// Builders that forward to `Graph::unary` / `Graph::binary`, keeping the caller's location.
 macro_rules! unary_builders {
@@ -40,9 +41,6 @@ pub use def::{GraphDef, NodeDef};
 use crate::device::DeviceSpec;
 use crate::ops::{Declared, Leaf, Op};
 use crate::{DType, Error, HostTensor, Result, Shape};
-use petgraph::graph::{DiGraph, NodeIndex};
-use petgraph::visit::EdgeRef;
-use petgraph::Direction;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,7 +61,15 @@ pub struct Node {
     pub location: &'static Location<'static>,
     /// Where the node came from when no user code built it: a graph file's node.
     pub origin: Option<String>,
+    /// The nodes whose outputs are its inputs, in slot order (all built before it).
+    pub inputs: Vec<NodeId>,
 }
+
+crate::id::typed_id!(
+    /// A node's position in its graph (nodes are numbered in the order they were built, which
+    /// is a topological order).
+    NodeId
+);
 
 impl Node {
     /// Where the node was made, for messages: the user's `file:line:col`, or the graph file
@@ -80,7 +86,7 @@ impl Node {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tensor {
     graph: u64,
-    node: NodeIndex,
+    node: NodeId,
 }
 
 impl Tensor {
@@ -89,7 +95,7 @@ impl Tensor {
         self.node.index()
     }
 
-    pub(crate) fn node(&self) -> NodeIndex {
+    pub(crate) fn node(&self) -> NodeId {
         self.node
     }
 }
@@ -110,8 +116,9 @@ impl Tensor {
 #[derive(Debug, Clone)]
 pub struct Graph {
     id: u64,
-    pub(crate) g: DiGraph<Node, usize>,
-    names: HashMap<String, NodeIndex>,
+    /// The nodes, indexed by [`NodeId`]; append-only, so a node's inputs precede it.
+    pub(crate) g: Vec<Node>,
+    names: HashMap<String, NodeId>,
     name_scopes: Vec<String>,
     device_scopes: Vec<DeviceSpec>,
 }
@@ -126,7 +133,7 @@ impl Graph {
     pub fn new() -> Self {
         Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
-            g: DiGraph::new(),
+            g: Vec::new(),
             names: HashMap::new(),
             name_scopes: Vec::new(),
             device_scopes: Vec::new(),
@@ -135,11 +142,11 @@ impl Graph {
 
     /// Number of nodes.
     pub fn len(&self) -> usize {
-        self.g.node_count()
+        self.g.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.g.node_count() == 0
+        self.g.len() == 0
     }
 
     /// Build nodes inside a name scope: their names get `name/` as a prefix.
@@ -264,7 +271,7 @@ impl Graph {
 
     /// All tensors, in the order they were built.
     pub fn tensors(&self) -> impl Iterator<Item = Tensor> + '_ {
-        self.g.node_indices().map(|node| Tensor {
+        (0..self.g.len()).map(NodeId::new).map(|node| Tensor {
             graph: self.id,
             node,
         })
@@ -285,8 +292,8 @@ impl Graph {
     /// The inputs of one of this graph's tensors.
     fn input_tensors(&self, t: Tensor) -> Vec<Tensor> {
         self.input_nodes(t.node)
-            .into_iter()
-            .map(|node| Tensor {
+            .iter()
+            .map(|&node| Tensor {
                 graph: self.id,
                 node,
             })
@@ -298,19 +305,13 @@ impl Graph {
         self.tensors().map(|t| (t, self.input_tensors(t)))
     }
 
-    pub(crate) fn input_nodes(&self, n: NodeIndex) -> Vec<NodeIndex> {
-        let mut edges: Vec<(usize, NodeIndex)> = self
-            .g
-            .edges_directed(n, Direction::Incoming)
-            .map(|e| (*e.weight(), e.source()))
-            .collect();
-        edges.sort_unstable();
-        edges.into_iter().map(|(_, s)| s).collect()
+    pub(crate) fn input_nodes(&self, n: NodeId) -> &[NodeId] {
+        &self.g[n].inputs
     }
 
     /// Whether `t` belongs to this graph (graph clones share an identity).
     pub fn owns(&self, t: Tensor) -> bool {
-        t.graph == self.id && t.node.index() < self.g.node_count()
+        t.graph == self.id && t.node.index() < self.g.len()
     }
 
     /// The node of a builder's argument `t`, or the builder's error for a tensor of another
@@ -380,7 +381,7 @@ impl Graph {
     fn push(
         &mut self,
         op: Op,
-        inputs: &[NodeIndex],
+        inputs: &[NodeId],
         shape: Shape,
         dtype: DType,
         base_name: &str,
@@ -393,7 +394,8 @@ impl Graph {
             name = format!("{base}_{k}");
             k += 1;
         }
-        let node = self.g.add_node(Node {
+        let node = NodeId::new(self.g.len());
+        self.g.push(Node {
             op,
             name: name.clone(),
             shape,
@@ -401,10 +403,8 @@ impl Graph {
             device: self.device_scopes.last().copied(),
             location,
             origin: None,
+            inputs: inputs.to_vec(),
         });
-        for (slot, &src) in inputs.iter().enumerate() {
-            self.g.add_edge(src, node, slot);
-        }
         self.names.insert(name, node);
         Tensor {
             graph: self.id,

@@ -78,7 +78,12 @@ impl RunMetadata {
                 let args: Map<String, Value> = devices
                     .iter()
                     .filter(|d| self.plan.memory(**d).is_some())
-                    .map(|&d| (d.to_string(), json!(arena_bytes_at(&self.plan, d, i))))
+                    .map(|&d| {
+                        (
+                            d.to_string(),
+                            json!(arena_bytes_at(&self.plan, d, i.index())),
+                        )
+                    })
                     .collect();
                 timed.push((
                     ts,
@@ -121,7 +126,7 @@ fn complete(e: &TraceEvent, ts: f64, tid: usize) -> Value {
         "ts": ts,
         "dur": micros(e.duration),
         "args": {
-            "step": e.step,
+            "step": e.step.map(crate::compile::StepId::index),
             "kernel": e.kernel,
             "nodes": e.nodes,
             "device": e.device.to_string(),

@@ -532,9 +532,7 @@ fn hover(
         let _ = write!(t, "\nwritten in place over {}", plan.values[input].name);
     }
     let views: Vec<&str> = plan
-        .values
-        .iter()
-        .enumerate()
+        .values_by_id()
         .filter(|&(w, x)| matches!(x.source, Source::View(_)) && plan.root(w) == v)
         .map(|(_, x)| x.name.as_str())
         .collect();

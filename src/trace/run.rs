@@ -3,7 +3,7 @@
 
 use crate::backend::gpu::context;
 use crate::backend::timing::{Clock, Recorder, SpanKind};
-use crate::compile::{Plan, StepKind, ValueId};
+use crate::compile::{Plan, StepId, StepKind, ValueId};
 use crate::device::Device;
 use crate::ops::Kernel;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub struct RunOptions {
 pub struct TraceEvent {
     pub kind: SpanKind,
     /// Index into `plan.steps` (dispatches and transfers).
-    pub step: Option<usize>,
+    pub step: Option<StepId>,
     /// The fused graph nodes joined by `+` (dispatches), or what moved (`upload x`, ...).
     pub name: String,
     /// The graph nodes this event computes or moves.

@@ -12,7 +12,7 @@ use std::path::Path;
 /// The layer of each top-level module; a module may use its own layer and earlier ones.
 fn layer(module: &str) -> Option<usize> {
     Some(match module {
-        "dtype" | "shape" | "error" | "files" | "host" | "device" | "npy" => 0,
+        "dtype" | "shape" | "error" | "files" | "host" | "device" | "npy" | "id" => 0,
         "ops" | "graph" => 1,
         "train" => 2,
         "compile" => 3,

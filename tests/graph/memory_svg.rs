@@ -11,7 +11,7 @@ use crate::common;
 
 use roxmltree::{Document, Node};
 use std::collections::{BTreeMap, BTreeSet};
-use wgflow::compile::Plan;
+use wgflow::compile::{Plan, ValueId};
 use wgflow::{DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 /// A session whose unscoped nodes go to `cpu:0`.
@@ -42,7 +42,7 @@ fn close(a: f64, b: f64) -> bool {
 /// A value's box as drawn.
 #[derive(Debug)]
 struct DrawnBox {
-    value: usize,
+    value: ValueId,
     x0: f64,
     x1: f64,
     y0: f64,
@@ -92,7 +92,7 @@ fn check(what: &str, plan: &Plan, svg: &str) -> BTreeMap<String, Vec<DrawnBox>> 
             .filter(|n| n.attribute("class") == Some("value"))
         {
             assert_eq!(r.tag_name().name(), "rect");
-            let v: usize = r.attribute("data-value").unwrap().parse().unwrap();
+            let v = ValueId::new(r.attribute("data-value").unwrap().parse().unwrap());
             let size = plan.values[v].bytes().next_multiple_of(mp.alignment);
             let offset = mp.offsets[&v];
             let (first, last) = mp.lifetimes[&v];
@@ -136,8 +136,8 @@ fn check(what: &str, plan: &Plan, svg: &str) -> BTreeMap<String, Vec<DrawnBox>> 
             assert!(b.title.contains(&format!("{} B", plan.values[v].bytes())));
             boxes.push(b);
         }
-        let drawn: Vec<usize> = boxes.iter().map(|b| b.value).collect();
-        let unique: BTreeSet<usize> = drawn.iter().copied().collect();
+        let drawn: Vec<ValueId> = boxes.iter().map(|b| b.value).collect();
+        let unique: BTreeSet<ValueId> = drawn.iter().copied().collect();
         assert_eq!(drawn.len(), unique.len(), "{name}: a value drawn twice");
         assert_eq!(
             unique,

@@ -74,7 +74,7 @@ fn traced_runs_report_every_step_once_within_the_wall_time() {
                 plain[0].to_vec::<f32>().unwrap()
             );
             let plan = &meta.plan;
-            for (i, step) in plan.steps.iter().enumerate() {
+            for (i, step) in plan.steps_by_id() {
                 let n = meta.events.iter().filter(|e| e.step == Some(i)).count();
                 assert_eq!(n, 1, "{dev}: step {i} appears {n} times");
                 if let StepKind::Dispatch { .. } = step.kind {

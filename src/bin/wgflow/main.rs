@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use wgflow::compile::{Plan, StepKind};
+use wgflow::compile::{Plan, StepKind, ValueId};
 use wgflow::ops::Leaf;
 use wgflow::ops::Op;
 use wgflow::{Device, Error, Graph, HostTensor, Session, SessionOptions, Tensor};
@@ -354,7 +354,7 @@ fn validate(path: &Path) -> CliResult {
 /// The plan as JSON for scripts: what [`Plan::describe`] prints, with numbers as numbers.
 fn plan_json(plan: &Plan) -> serde_json::Value {
     use serde_json::json;
-    let value = |v: usize| {
+    let value = |v: ValueId| {
         let v = &plan.values[v];
         json!({
             "name": v.name,

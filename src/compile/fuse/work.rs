@@ -190,7 +190,7 @@ impl Work {
                 Node::Input(id) => {
                     let pos = *input_pos.entry(id).or_insert_with(|| {
                         let src = self.ins.get(&id).map(|(s, _)| s.clone());
-                        srcs.push(src.unwrap_or((0, None)));
+                        srcs.push(src.unwrap_or((ValueId::new(0), None)));
                         srcs.len() - 1
                     });
                     Node::Input(pos)

@@ -206,19 +206,19 @@ impl Graph {
     pub fn to_def(&self) -> Result<GraphDef> {
         let nodes = self
             .g
-            .node_indices()
-            .map(|n| {
-                let node = &self.g[n];
+            .iter()
+            .enumerate()
+            .map(|(n, node)| {
                 if let Some(why) = node.op.family().unsavable() {
-                    return Err(err(node_at(n.index(), &node.name), why));
+                    return Err(err(node_at(n, &node.name), why));
                 }
                 Ok(NodeDef {
                     name: node.name.clone(),
                     op: node.op.clone(),
-                    inputs: self
-                        .input_nodes(n)
-                        .into_iter()
-                        .map(|i| self.g[i].name.clone())
+                    inputs: node
+                        .inputs
+                        .iter()
+                        .map(|&i| self.g[i].name.clone())
                         .collect(),
                     shape: node.shape.clone(),
                     dtype: node.dtype,
@@ -336,7 +336,7 @@ impl Graph {
             Error::GraphDef { at, message } => err(format!("{}: {at}", path.display()), message),
             other => other,
         })?;
-        for node in g.g.node_weights_mut() {
+        for node in g.g.iter_mut() {
             if let Some(o) = &mut node.origin {
                 *o = format!("{} {}", path.display(), o.trim_start_matches("graph file "));
             }

@@ -6,7 +6,7 @@ use super::context::{self, CachedPipeline, GpuContext};
 use crate::backend::timing::{Clock, Recorder, Span, SpanKind};
 use crate::backend::vars::{Storage, VarStore};
 use crate::backend::{Backend, Created};
-use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
+use crate::compile::{MemoryPlan, Plan, Source, StepId, StepKind, ValueId};
 use crate::device::{Device, DeviceLimits};
 use crate::{Error, Result};
 use futures::future::BoxFuture;
@@ -186,7 +186,7 @@ pub struct GpuPlan {
     uploads: Option<Uploads>,
     /// Whether a `Queue::write_buffer` waits for the next submission.
     queued: bool,
-    dispatches: HashMap<usize, Dispatch>,
+    dispatches: HashMap<StepId, Dispatch>,
     pending: Option<wgpu::CommandEncoder>,
     /// Made by the first traced run on an adapter with timestamp queries; never otherwise.
     timestamps: Option<Timestamps>,
@@ -323,7 +323,7 @@ impl GpuPlan {
             ctx.limits.max_compute_workgroups_per_dimension,
         )?;
         Ok(PendingDispatch {
-            step: i,
+            step: StepId::new(i),
             spec: context::PipelineSpec {
                 label,
                 wgsl,
@@ -384,7 +384,7 @@ impl GpuPlan {
 /// A dispatch step between preparation and binding: its pipeline is created together with
 /// the plan's others (concurrently where the backend allows it).
 struct PendingDispatch {
-    step: usize,
+    step: StepId,
     spec: context::PipelineSpec,
     windows: Vec<(wgpu::Buffer, u64, u64)>,
     grid: (u32, u32),
@@ -404,7 +404,7 @@ impl Backend for GpuPlan {
         // Pipelines are counted per plan to decide whether the disk cache needs writing.
         let pipelines_before = created.pipelines;
         let mut vars = HashMap::new();
-        for (id, v) in plan.values.iter().enumerate() {
+        for (id, v) in plan.values_by_id() {
             if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
                 let slot = store.get_or_init(name, device, &v.shape, v.dtype, init, created)?;
                 let Storage::Gpu(_, buf) = slot.storage else {
@@ -462,11 +462,11 @@ impl Backend for GpuPlan {
         self.write(plan, v, words)
     }
 
-    fn dispatch(&mut self, _plan: &Plan, steps: &[usize]) -> Result<()> {
+    fn dispatch(&mut self, _plan: &Plan, steps: &[StepId]) -> Result<()> {
         self.encode(steps)
     }
 
-    fn dispatch_timed(&mut self, plan: &Plan, steps: &[usize], rec: &mut Recorder) -> Result<()> {
+    fn dispatch_timed(&mut self, plan: &Plan, steps: &[StepId], rec: &mut Recorder) -> Result<()> {
         if !self.ctx.timestamps {
             // One submit and one wait per step, timed by the host.
             for &i in steps {

@@ -171,7 +171,7 @@ impl GpuPlan {
     }
 
     /// Record the dispatch steps `steps` (indices into `plan.steps`) in one compute pass.
-    pub fn encode(&mut self, steps: &[usize]) -> Result<()> {
+    pub fn encode(&mut self, steps: &[StepId]) -> Result<()> {
         let _gl = self.ctx.gl_guard();
         let mut enc = self.pending.take().unwrap_or_else(|| {
             self.ctx

@@ -11,7 +11,7 @@ impl GpuPlan {
     pub(super) fn timestamped(
         &mut self,
         plan: &Plan,
-        steps: &[usize],
+        steps: &[StepId],
         rec: &mut Recorder,
     ) -> Result<()> {
         self.finish(true)?;
