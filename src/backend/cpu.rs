@@ -4,8 +4,8 @@
 //! sgemm for matmul and convolution) with the semantics of the scalar reference functions,
 //! which the tests keep as the oracle.
 
-use super::vars::{Storage, VarStore};
 use super::{Backend, Created};
+use super::{Storage, VariableStorage};
 use crate::compile::{Plan, Source, StepId, StepKind, ValueId};
 use crate::device::Device;
 use crate::ops::{CpuIn, Kernel};
@@ -75,20 +75,18 @@ impl Backend for CpuState {
     fn prepare(
         plan: &Plan,
         device: Device,
-        store: &mut VarStore,
-        created: &mut Created,
+        storage: &VariableStorage,
+        _created: &mut Created,
     ) -> Result<Self> {
         let mut vars = HashMap::new();
-        for (id, v) in plan.values_by_id() {
-            if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
-                let slot = store.get_or_init(name, device, &v.shape, v.dtype, init, created)?;
-                let Storage::Cpu(words) = slot.storage else {
-                    return Err(Error::Internal(format!(
-                        "variable '{name}' is not on cpu:0"
-                    )));
-                };
-                vars.insert(id, words);
-            }
+        for (&id, s) in storage {
+            let Storage::Cpu(words) = s else {
+                let name = &plan.values[id].name;
+                return Err(Error::Internal(format!(
+                    "variable '{name}' is not on cpu:0"
+                )));
+            };
+            vars.insert(id, words.clone());
         }
         let bytes = plan.memory(device).map_or(0, |m| m.peak_bytes);
         let arena_words = usize::try_from(bytes.div_ceil(4)).unwrap_or(usize::MAX);

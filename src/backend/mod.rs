@@ -20,10 +20,25 @@ use crate::compile::{Plan, Source, StepId, StepKind, ValueId};
 use crate::device::Device;
 use crate::{Error, HostTensor, Result};
 use futures::future::BoxFuture;
+use gpu::context::GpuContext;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 use timing::{Recorder, SpanKind};
 pub use vars::VarStore;
+
+/// Where one variable's value lives (the session's [`VarStore`] owns it; a prepared plan binds
+/// it).
+#[derive(Clone)]
+pub enum Storage {
+    /// `cpu:0`: the words, locked for reading by kernels and for writing by assignments.
+    Cpu(Arc<RwLock<Vec<u32>>>),
+    /// A GPU buffer of the variable's bytes.
+    Gpu(Arc<GpuContext>, Arc<wgpu::Buffer>),
+}
+
+/// The storage of a plan's variables on one device, by value: what [`Backend::prepare`] binds.
+pub type VariableStorage = HashMap<ValueId, Storage>;
 
 /// What preparing a plan created on the devices; the session adds it to its counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,12 +60,12 @@ impl std::ops::AddAssign for Created {
 pub trait Backend: Send {
     /// Allocate what `plan` needs on `device` (which the plan uses), counting what it
     /// creates in `created` as it goes, so a prepare that fails partway still reports the
-    /// buffers and pipelines it made (a session's counters stay true). The plan's variables
-    /// on `device` come from (or are created in) `vars`.
+    /// buffers and pipelines it made (a session's counters stay true). `vars` holds the
+    /// storage of the plan's variables on `device`.
     fn prepare(
         plan: &Plan,
         device: Device,
-        vars: &mut VarStore,
+        vars: &VariableStorage,
         created: &mut Created,
     ) -> Result<Self>
     where
@@ -105,13 +120,32 @@ impl Prepared {
 pub fn prepare(plan: &Plan, vars: &mut VarStore, created: &mut Created) -> Result<Prepared> {
     let mut backends = BTreeMap::new();
     for d in plan.devices() {
+        let storage = variables_on(plan, d, vars, created)?;
         let backend: Box<dyn Backend> = match d {
-            Device::Cpu => Box::new(cpu::CpuState::prepare(plan, d, vars, created)?),
-            Device::Gpu(_) => Box::new(gpu::exec::GpuPlan::prepare(plan, d, vars, created)?),
+            Device::Cpu => Box::new(cpu::CpuState::prepare(plan, d, &storage, created)?),
+            Device::Gpu(_) => Box::new(gpu::exec::GpuPlan::prepare(plan, d, &storage, created)?),
         };
         backends.insert(d, backend);
     }
     Ok(Prepared { backends })
+}
+
+/// The storage of `plan`'s variables on `device`, each created and initialized in `vars` the
+/// first time a plan needs it.
+fn variables_on(
+    plan: &Plan,
+    device: Device,
+    vars: &mut VarStore,
+    created: &mut Created,
+) -> Result<VariableStorage> {
+    let mut out = HashMap::new();
+    for (id, v) in plan.values_by_id() {
+        if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
+            let slot = vars.get_or_init(name, device, &v.shape, v.dtype, init, created)?;
+            out.insert(id, slot.storage);
+        }
+    }
+    Ok(out)
 }
 
 /// Read one value back from its device.

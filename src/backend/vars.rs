@@ -5,21 +5,12 @@
 
 use super::gpu::bytes::{extend_host_words, write_device_bytes};
 use super::gpu::context::{self, GpuContext};
-use super::Created;
+use super::{Created, Storage};
 use crate::device::Device;
 use crate::ops::Initializer;
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-
-/// Where one variable's value lives.
-#[derive(Clone)]
-pub enum Storage {
-    /// `cpu:0`: the words, locked for reading by kernels and for writing by assignments.
-    Cpu(Arc<RwLock<Vec<u32>>>),
-    /// A GPU buffer of the variable's bytes.
-    Gpu(Arc<GpuContext>, Arc<wgpu::Buffer>),
-}
 
 /// One variable.
 #[derive(Clone)]

@@ -12,6 +12,7 @@ pub mod errors;
 pub mod graphdef;
 pub mod memory;
 pub mod memory_svg;
+pub mod module_cycles;
 pub mod npy;
 pub mod op_table;
 pub mod placement;

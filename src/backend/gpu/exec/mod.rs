@@ -4,8 +4,8 @@
 
 use super::context::{self, CachedPipeline, GpuContext};
 use crate::backend::timing::{Clock, Recorder, Span, SpanKind};
-use crate::backend::vars::{Storage, VarStore};
 use crate::backend::{Backend, Created};
+use crate::backend::{Storage, VariableStorage};
 use crate::compile::{MemoryPlan, Plan, Source, StepId, StepKind, ValueId};
 use crate::device::{Device, DeviceLimits};
 use crate::{Error, Result};
@@ -394,7 +394,7 @@ impl Backend for GpuPlan {
     fn prepare(
         plan: &Plan,
         device: Device,
-        store: &mut VarStore,
+        storage: &VariableStorage,
         created: &mut Created,
     ) -> Result<Self> {
         let Device::Gpu(index) = device else {
@@ -404,16 +404,14 @@ impl Backend for GpuPlan {
         // Pipelines are counted per plan to decide whether the disk cache needs writing.
         let pipelines_before = created.pipelines;
         let mut vars = HashMap::new();
-        for (id, v) in plan.values_by_id() {
-            if let (Source::Variable { name, init }, true) = (&v.source, v.device == device) {
-                let slot = store.get_or_init(name, device, &v.shape, v.dtype, init, created)?;
-                let Storage::Gpu(_, buf) = slot.storage else {
-                    return Err(Error::Internal(format!(
-                        "variable '{name}' is not on {device}"
-                    )));
-                };
-                vars.insert(id, buf);
-            }
+        for (&id, s) in storage {
+            let Storage::Gpu(_, buf) = s else {
+                let name = &plan.values[id].name;
+                return Err(Error::Internal(format!(
+                    "variable '{name}' is not on {device}"
+                )));
+            };
+            vars.insert(id, buf.clone());
         }
         let empty = MemoryPlan::default();
         let mp = plan.memory(device).unwrap_or(&empty);
