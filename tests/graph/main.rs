@@ -9,6 +9,7 @@ mod common;
 pub mod architecture;
 pub mod checkpoint;
 pub mod errors;
+pub mod file_length;
 pub mod graphdef;
 pub mod memory;
 pub mod memory_svg;
