@@ -26,6 +26,7 @@ macro_rules! binary_builders {
 mod build;
 mod build_custom;
 mod build_elementwise;
+mod build_index;
 mod build_movement;
 mod build_nn;
 mod build_state;

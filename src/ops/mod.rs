@@ -7,6 +7,7 @@ pub mod elementwise;
 pub mod elementwise_cpu;
 pub mod expr;
 pub mod family;
+pub mod index;
 pub mod leaf;
 pub mod matmul;
 pub mod movement;
@@ -120,6 +121,8 @@ registry! {
         Scan(Scan),
         /// Assignments to variables and groups of targets (`ops/state.rs`).
         State(State),
+        /// Gathers and scatters along an axis with a tensor of indices (`ops/index/`).
+        Index(index::Index),
     }
     kernels {
         Elementwise(ElementwiseKernel),
@@ -136,6 +139,7 @@ registry! {
         Random(RandomKernel),
         RawWgsl(custom::RawKernel),
         Scan(ScanKernel),
+        Index(index::IndexKernel),
     }
 }
 

@@ -21,11 +21,18 @@ fn no_source_file_is_over_850_lines() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    assert!(files.len() > 50, "the scan found only {} files", files.len());
+    assert!(
+        files.len() > 50,
+        "the scan found only {} files",
+        files.len()
+    );
     let long: Vec<String> = files
         .iter()
         .filter_map(|f| {
-            let n = std::fs::read_to_string(f).expect("readable source").lines().count();
+            let n = std::fs::read_to_string(f)
+                .expect("readable source")
+                .lines()
+                .count();
             (n > MAX_LINES).then(|| format!("{} ({n} lines)", f.display()))
         })
         .collect();

@@ -19,6 +19,7 @@ fn builders() -> Vec<String> {
         include_str!("../../src/graph/build_elementwise.rs"),
         include_str!("../../src/graph/build_movement.rs"),
         include_str!("../../src/graph/build_nn.rs"),
+        include_str!("../../src/graph/build_index.rs"),
     ];
     let mut names = Vec::new();
     for src in sources {

@@ -18,6 +18,7 @@ pub mod models;
 pub mod ops_elementwise;
 pub mod ops_f16;
 pub mod ops_golden;
+pub mod ops_index;
 pub mod ops_movement;
 pub mod ops_nn;
 pub mod ops_scan;

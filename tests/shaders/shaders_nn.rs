@@ -195,3 +195,42 @@ fn nn_kernels_validate() {
         }));
     }
 }
+
+#[test]
+fn index_kernels_validate_for_every_reduce_and_dtype() {
+    use wgflow::ops::index::{IndexKernel, IndexKernelOp, ScatterReduce};
+    let shapes: [(Vec<usize>, Vec<usize>, usize); 4] = [
+        (vec![4, 3], vec![2, 3], 0),
+        (vec![4, 3], vec![4, 5], 1),
+        (vec![2, 3, 4], vec![1, 2, 7], 2),
+        (vec![5], vec![9], 0),
+    ];
+    for (data, index, axis) in shapes {
+        for dtype in [DType::F32, DType::I32, DType::U32, DType::Bool, DType::F16] {
+            check(&Kernel::Index(IndexKernel {
+                op: IndexKernelOp::Gather,
+                axis,
+                data: Shape::new(data.clone()),
+                index: Shape::new(index.clone()),
+                dtype,
+            }));
+            for reduce in ScatterReduce::ALL {
+                let typed = matches!(dtype, DType::F32 | DType::I32 | DType::U32);
+                if reduce != ScatterReduce::None && !typed {
+                    continue;
+                }
+                check(&Kernel::Index(IndexKernel {
+                    op: IndexKernelOp::Scatter {
+                        reduce,
+                        lo: 1,
+                        hi: index[axis],
+                    },
+                    axis,
+                    data: Shape::new(data.clone()),
+                    index: Shape::new(index.clone()),
+                    dtype,
+                }));
+            }
+        }
+    }
+}

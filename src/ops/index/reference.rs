@@ -1,0 +1,105 @@
+//! The scalar oracle of the index kernels, which `cpu:0` also runs: a gather reads each
+//! output's source; a scatter pass walks its updates once in row-major order, which for each
+//! output element is the order the WGSL kernel walks them, so both give the same bits.
+
+use super::{IndexKernel, IndexKernelOp, ScatterReduce};
+use crate::ops::family::missing_inputs;
+use crate::{DType, Error, Result};
+
+/// Row-major strides of `dims`.
+fn strides(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; dims.len()];
+    for k in (0..dims.len().saturating_sub(1)).rev() {
+        s[k] = s[k + 1] * dims[k + 1];
+    }
+    s
+}
+
+/// `a` combined with the update `b`.
+pub(super) fn combine(reduce: ScatterReduce, dtype: DType, a: u32, b: u32) -> u32 {
+    let (fa, fb) = (f32::from_bits(a), f32::from_bits(b));
+    let float = dtype == DType::F32;
+    match reduce {
+        ScatterReduce::None => b,
+        ScatterReduce::Add if float => (fa + fb).to_bits(),
+        ScatterReduce::Add => a.wrapping_add(b),
+        ScatterReduce::Mul if float => (fa * fb).to_bits(),
+        ScatterReduce::Mul => a.wrapping_mul(b),
+        ScatterReduce::Max | ScatterReduce::Min if float && (fa.is_nan() || fb.is_nan()) => {
+            (fa + fb).to_bits()
+        }
+        ScatterReduce::Max | ScatterReduce::Min => {
+            let b_wins = match dtype {
+                DType::F32 => (fb > fa) == (reduce == ScatterReduce::Max) && fb != fa,
+                DType::I32 => ((b as i32) > (a as i32)) == (reduce == ScatterReduce::Max) && a != b,
+                _ => (b > a) == (reduce == ScatterReduce::Max) && a != b,
+            };
+            if b_wins {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
+pub(super) fn run(k: &IndexKernel, inputs: &[&[u32]]) -> Result<Vec<u32>> {
+    let want = match k.op {
+        IndexKernelOp::Gather => 2,
+        IndexKernelOp::Scatter { .. } => 3,
+    };
+    if inputs.len() < want {
+        return Err(missing_inputs(k, inputs.len()));
+    }
+    let (data, index) = (k.data.dims(), k.index.dims());
+    let (x, idx) = (inputs[0], inputs[1]);
+    if x.len() != k.data.numel() || idx.len() != k.index.numel() {
+        return Err(Error::Internal(format!(
+            "{} ran on {} and {} words",
+            crate::ops::KernelDef::describe(k),
+            x.len(),
+            idx.len()
+        )));
+    }
+    let ds = strides(data);
+    let n = data[k.axis];
+    // Where the element at row-major position `i` of the indices' shape lands in `data`.
+    let target = |i: usize| -> usize {
+        let mut rem = i;
+        let mut at = 0;
+        for d in (0..index.len()).rev() {
+            let c = rem % index[d];
+            rem /= index[d];
+            let c = if d == k.axis {
+                IndexKernel::position(idx[i], n)
+            } else {
+                c
+            };
+            at += c * ds[d];
+        }
+        at
+    };
+    match k.op {
+        IndexKernelOp::Gather => Ok((0..idx.len()).map(|i| x[target(i)]).collect()),
+        IndexKernelOp::Scatter { reduce, lo, hi } => {
+            let upd = inputs[2];
+            if upd.len() != idx.len() {
+                return Err(Error::Internal(format!(
+                    "scatter_elements ran on {} updates for {} indices",
+                    upd.len(),
+                    idx.len()
+                )));
+            }
+            let inner: usize = index[k.axis + 1..].iter().product();
+            let mut out = x.to_vec();
+            for (i, &u) in upd.iter().enumerate() {
+                let pos = (i / inner) % index[k.axis];
+                if (lo..hi).contains(&pos) {
+                    let t = target(i);
+                    out[t] = combine(reduce, k.dtype, out[t], u);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
