@@ -116,3 +116,66 @@ impl Graph {
         Ok(k)
     }
 }
+
+impl Graph {
+    /// The `k` largest (or smallest) elements along `axis` and their positions, best first:
+    /// `(values, indices)` like `torch.topk` / ONNX `TopK` (sorted). Equal elements keep
+    /// their order (the lower position first); NaN counts as larger than every number.
+    /// f32, i32 or u32; `k` at most the axis' size. The values are a `gather_elements` of
+    /// the positions, so gradients flow to the selected elements.
+    #[track_caller]
+    pub fn top_k(
+        &mut self,
+        x: Tensor,
+        k: usize,
+        axis: isize,
+        largest: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let loc = Location::caller();
+        let indices = self.top_k_at(x, k, axis, largest, loc)?;
+        let axis = self.arg(x, "top_k", loc)?.shape.axis(axis).unwrap_or(0);
+        let values = self.add_op(
+            Op::Index(Index::GatherElements { axis }),
+            &[x, indices],
+            Declared::none(),
+            Site::new("top_k", loc),
+        )?;
+        Ok((values, indices))
+    }
+
+    /// The positions alone of [`Graph::top_k`] (i32).
+    #[track_caller]
+    pub fn top_k_indices(
+        &mut self,
+        x: Tensor,
+        k: usize,
+        axis: isize,
+        largest: bool,
+    ) -> Result<Tensor> {
+        self.top_k_at(x, k, axis, largest, Location::caller())
+    }
+
+    fn top_k_at(
+        &mut self,
+        x: Tensor,
+        k: usize,
+        axis: isize,
+        largest: bool,
+        loc: Loc,
+    ) -> Result<Tensor> {
+        let shape = &self.arg(x, "top_k", loc)?.shape;
+        let axis = shape.axis(axis).ok_or_else(|| {
+            Error::build(
+                "top_k",
+                loc,
+                format!("axis {axis} is out of range for shape {shape}"),
+            )
+        })?;
+        self.add_op(
+            Op::Index(Index::TopKIndices { axis, k, largest }),
+            &[x],
+            Declared::none(),
+            Site::new("top_k", loc),
+        )
+    }
+}

@@ -422,6 +422,7 @@ fn graph_files_round_trip() {
     let u = g.placeholder("u", [2, 4], DType::F32).unwrap();
     let a = g.gather_elements(x, i, -2).unwrap();
     let b = g.scatter_elements(x, i, u, 0, ScatterReduce::Max).unwrap();
+    let (c, d) = g.top_k(x, 3, 1, false).unwrap();
     let json = g.to_json().unwrap();
     assert!(
         json.contains("\"reduce\": \"max\"") || json.contains("\"reduce\":\"max\""),
@@ -429,7 +430,8 @@ fn graph_files_round_trip() {
     );
     let h = Graph::from_json(&json).unwrap();
     assert_eq!(h.to_def().unwrap(), g.to_def().unwrap());
-    let _ = (a, b);
+    assert!(json.contains("top_k_indices"), "{json}");
+    let _ = (a, b, c, d);
 }
 
 #[test]
@@ -448,5 +450,105 @@ fn an_empty_scatter_is_its_data() {
             [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
             "{device}"
         );
+    }
+}
+
+/// Positions of the `k` best along the last axis of `rows × n`, by a stable sort here.
+fn top_k_ref(x: &[f32], n: usize, k: usize, largest: bool) -> Vec<i32> {
+    let key = |v: f32| if v.is_nan() { f64::INFINITY } else { v as f64 };
+    x.chunks(n)
+        .flat_map(|row| {
+            let mut p: Vec<usize> = (0..n).collect();
+            // Stable: equal keys keep their positions' order. NaN above +inf.
+            p.sort_by(|&a, &b| {
+                let (ka, kb) = (key(row[a]), key(row[b]));
+                let (na, nb) = (row[a].is_nan(), row[b].is_nan());
+                let ord = (na, ka).partial_cmp(&(nb, kb)).unwrap();
+                if largest {
+                    ord.reverse()
+                } else {
+                    ord
+                }
+            });
+            p.into_iter().take(k).map(|s| s as i32).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn top_k_matches_a_stable_sort_with_ties_and_nan_on_every_device() {
+    let mut r = Lcg(5);
+    let (rows, n) = (7, 37);
+    // Few distinct values (many ties), zeros of both signs, NaN and infinities.
+    let mut x: Vec<f32> = (0..rows * n).map(|_| (r.below(9) as f32) - 4.0).collect();
+    x[3] = f32::NAN;
+    x[40] = -0.0;
+    x[41] = 0.0;
+    x[50] = f32::INFINITY;
+    x[51] = f32::NAN;
+    x[52] = f32::NEG_INFINITY;
+    for device in devices() {
+        for (k, largest) in [(5, true), (5, false), (n, true), (1, false), (0, true)] {
+            let mut g = Graph::new();
+            let c = g.constant(t(&[rows, n], x.clone())).unwrap();
+            let (v, i) = g.top_k(c, k, -1, largest).unwrap();
+            let out = session_on(&g, device).run(&[], &[v, i]).unwrap();
+            let want = top_k_ref(&x, n, k, largest);
+            let what = format!("{device} k={k} largest={largest}");
+            assert_eq!(out[1].to_vec::<i32>().unwrap(), want, "{what}");
+            let vals: Vec<f32> = want
+                .iter()
+                .enumerate()
+                .map(|(j, &p)| x[(j / k.max(1)) * n + p as usize])
+                .collect();
+            assert_close(&what, &out[0], &t(&[rows, k], vals), 0.0, 0.0);
+        }
+        // Integers along a middle axis.
+        let xi: Vec<i32> = vec![5, i32::MIN, 3, 5, i32::MAX, -1, 0, 0, 7, 2, 2, -9];
+        let mut g = Graph::new();
+        let c = g.constant(t(&[2, 3, 2], xi.clone())).unwrap();
+        let i = g.top_k_indices(c, 2, 1, true).unwrap();
+        let out = session_on(&g, device).run(&[], &[i]).unwrap();
+        // Rows along axis 1: (5, 3, i32::MAX) → [2, 0]; (MIN, 5, -1) → [1, 2];
+        // (0, 7, 2) → [1, 2]; (0, 2, -9) → [1, 0].
+        assert_eq!(
+            out[0].to_vec::<i32>().unwrap(),
+            [2, 1, 0, 2, 1, 1, 2, 0],
+            "{device}"
+        );
+    }
+}
+
+#[test]
+fn top_k_values_carry_the_gradient_and_bad_k_is_an_error() {
+    for device in devices() {
+        let mut g = Graph::new();
+        let x = g
+            .constant(t(&[2, 4], vec![1.0f32, 4.0, 2.0, 3.0, 9.0, 8.0, 7.0, 6.0]))
+            .unwrap();
+        let (v, _) = g.top_k(x, 2, 1, true).unwrap();
+        let w = g
+            .constant(t(&[2, 2], vec![1.0f32, 10.0, 100.0, 1000.0]))
+            .unwrap();
+        let y = g.mul(v, w).unwrap();
+        let s = g.sum(y, wgflow::Axes::All, false).unwrap();
+        let dx = g.gradients(s, &[x]).unwrap()[0].unwrap();
+        let out = session_on(&g, device).run(&[], &[dx]).unwrap();
+        assert_eq!(
+            out[0].to_vec::<f32>().unwrap(),
+            [0.0, 1.0, 0.0, 10.0, 100.0, 1000.0, 0.0, 0.0],
+            "{device}"
+        );
+    }
+    let mut g = Graph::new();
+    let x = g.zeros([2, 4], DType::F32).unwrap();
+    let b = g.zeros([2, 4], DType::Bool).unwrap();
+    for (r, has) in [
+        (g.top_k(x, 5, 1, true).map(|p| p.0), "larger than axis"),
+        (g.top_k(b, 1, 1, true).map(|p| p.0), "not supported"),
+        (g.top_k(x, 1, 2, true).map(|p| p.0), "out of range"),
+    ] {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains(has) && e.contains("ops_index.rs"), "{e}");
     }
 }

@@ -214,6 +214,19 @@ fn index_kernels_validate_for_every_reduce_and_dtype() {
                 index: Shape::new(index.clone()),
                 dtype,
             }));
+            if matches!(dtype, DType::F32 | DType::I32 | DType::U32) {
+                let mut out = index.clone();
+                out[axis] = 1.min(data[axis]);
+                for largest in [true, false] {
+                    check(&Kernel::Index(IndexKernel {
+                        op: IndexKernelOp::TopK { largest },
+                        axis,
+                        data: Shape::new(data.clone()),
+                        index: Shape::new(out.clone()),
+                        dtype,
+                    }));
+                }
+            }
             for reduce in ScatterReduce::ALL {
                 let typed = matches!(dtype, DType::F32 | DType::I32 | DType::U32);
                 if reduce != ScatterReduce::None && !typed {

@@ -7,6 +7,7 @@
 //!   position, and a data element only if no update does. The winners are found exactly by
 //!   scattering each update's axis position and gathering it back.
 //! * mul, max and min are not differentiable here (an error naming the node).
+//! * top-k positions: none (integers); top-k values are a gather, so theirs flows.
 
 use super::{Index, ScatterReduce};
 use crate::graph::{Graph, Tensor};
@@ -15,6 +16,9 @@ use crate::{DType, Error, Result};
 
 pub(super) fn grad(op: Index, g: &mut Graph, cx: &GradCx<'_>) -> Result<Vec<Option<Tensor>>> {
     match op {
+        // Positions are piecewise constant in `x`: no gradient flows through them (the
+        // values, a gather of them, carry it).
+        Index::TopKIndices { .. } => Ok(vec![None]),
         Index::GatherElements { axis } => {
             if !cx.wants(0) {
                 return Ok(vec![None, None]);

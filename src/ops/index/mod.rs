@@ -1,6 +1,8 @@
 //! Indexing along one axis with a tensor of indices: `gather_elements` (NumPy's
-//! `take_along_axis`, PyTorch's `gather`, ONNX `GatherElements`) and `scatter_elements`
-//! (ONNX `ScatterElements`, PyTorch's `scatter`/`scatter_add`/`scatter_reduce`).
+//! `take_along_axis`, PyTorch's `gather`, ONNX `GatherElements`), `scatter_elements`
+//! (ONNX `ScatterElements`, PyTorch's `scatter`/`scatter_add`/`scatter_reduce`), and the
+//! indices of the `k` largest or smallest elements (`top_k`'s indices; its values are a
+//! `gather_elements` of them).
 //!
 //! With `indices` of the same rank as `x` (every dimension but `axis` at most `x`'s):
 //!
@@ -29,6 +31,14 @@
 //! |---|---|---|
 //! | `gather_elements` | 2 (x, indices) | `axis` |
 //! | `scatter_elements` | 3 (data, indices, updates) | `axis`, `reduce`: `none`, `add`, `mul`, `max` or `min` |
+//! | `top_k_indices` | 1 | `axis`, `k`, `largest`: boolean |
+//!
+//! **Top k.** The output holds, along `axis`, the positions of the `k` largest (or smallest)
+//! elements, best first; equal elements keep their order (the lower position first), and NaN
+//! counts as larger than every number (PyTorch's rule), `-0.0` equal to `0.0`. A GPU computes
+//! each element's rank by comparing it with its whole row (`n²` compares a row, no sorting
+//! network, no shared memory), so an axis is limited to [`super::LOOP_LIMIT`] elements;
+//! `cpu:0` sorts each row.
 
 mod grad;
 mod reference;
@@ -86,6 +96,12 @@ pub enum Index {
     GatherElements { axis: usize },
     /// `scatter_elements(data, indices, updates)` along `axis`.
     ScatterElements { axis: usize, reduce: ScatterReduce },
+    /// The i32 positions of the `k` largest (or smallest) elements along `axis`, best first.
+    TopKIndices {
+        axis: usize,
+        k: usize,
+        largest: bool,
+    },
 }
 
 /// What an [`IndexKernel`] computes.
@@ -98,16 +114,22 @@ pub enum IndexKernelOp {
         lo: usize,
         hi: usize,
     },
+    /// Each element's rank in its row; the `k` best write their positions (`index` is the
+    /// output's shape).
+    TopK {
+        largest: bool,
+    },
 }
 
-/// One gather, or one pass of a scatter: inputs `(x, indices)` or `(data, indices, updates)`.
+/// One gather, one pass of a scatter, or a top-k: inputs `(x, indices)`, `(data, indices,
+/// updates)` or `(x)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexKernel {
     pub op: IndexKernelOp,
     pub axis: usize,
     /// The shape of `x` (gather) or `data` (scatter).
     pub data: Shape,
-    /// The shape of the indices (and of the updates, and of a gather's output).
+    /// The shape of the indices (and of the updates, and of a gather's or top-k's output).
     pub index: Shape,
     pub dtype: DType,
 }
@@ -116,8 +138,16 @@ impl IndexKernel {
     /// The output's shape: the indices' (gather) or the data's (scatter).
     pub fn out_shape(&self) -> &Shape {
         match self.op {
-            IndexKernelOp::Gather => &self.index,
+            IndexKernelOp::Gather | IndexKernelOp::TopK { .. } => &self.index,
             IndexKernelOp::Scatter { .. } => &self.data,
+        }
+    }
+
+    /// The output's dtype: i32 positions for a top-k, else the data's.
+    pub fn out_dtype(&self) -> DType {
+        match self.op {
+            IndexKernelOp::TopK { .. } => DType::I32,
+            _ => self.dtype,
         }
     }
 
@@ -185,6 +215,7 @@ impl Family for Index {
         match self {
             Index::GatherElements { .. } => "gather_elements",
             Index::ScatterElements { .. } => "scatter_elements",
+            Index::TopKIndices { .. } => "top_k_indices",
         }
     }
 
@@ -192,6 +223,7 @@ impl Family for Index {
         match self {
             Index::GatherElements { .. } => Arity::Exactly(2),
             Index::ScatterElements { .. } => Arity::Exactly(3),
+            Index::TopKIndices { .. } => Arity::Exactly(1),
         }
     }
 
@@ -229,6 +261,31 @@ impl Family for Index {
                 check_reduce_dtype(reduce, *dtype)?;
                 Ok((data.clone(), *dtype))
             }
+            Index::TopKIndices { axis, k, .. } => {
+                let [(x, dtype)] = inputs else {
+                    return Err("top_k takes one input".into());
+                };
+                if !matches!(dtype, DType::F32 | DType::I32 | DType::U32) {
+                    return Err(format!(
+                        "top_k of {dtype} is not supported (expects f32, i32 or u32)"
+                    ));
+                }
+                let Some(&n) = x.dims().get(axis) else {
+                    return Err(format!("axis {axis} is out of range for shape {x}"));
+                };
+                if k > n {
+                    return Err(format!("k = {k} is larger than axis {axis} of {x}"));
+                }
+                if n as u64 > super::LOOP_LIMIT {
+                    return Err(format!(
+                        "top_k along an axis of {n} elements is not supported (at most {})",
+                        super::LOOP_LIMIT
+                    ));
+                }
+                let mut dims = x.dims().to_vec();
+                dims[axis] = k;
+                Ok((Shape(dims), DType::I32))
+            }
         }
     }
 
@@ -238,12 +295,23 @@ impl Family for Index {
         match self {
             Index::GatherElements { .. } => EmptyInput::Impossible,
             Index::ScatterElements { .. } => EmptyInput::Lower,
+            // k <= n, so an empty axis means an empty output.
+            Index::TopKIndices { .. } => EmptyInput::Impossible,
         }
     }
 
     fn lower(&self, cx: &mut LowerCx<'_>) -> crate::Result<Lowered> {
         let dtype = cx.dtype;
         match *self {
+            Index::TopKIndices { axis, largest, .. } => {
+                Ok(cx.dispatch(Kernel::Index(IndexKernel {
+                    op: IndexKernelOp::TopK { largest },
+                    axis,
+                    data: cx.in_shape(0).clone(),
+                    index: cx.shape.clone(),
+                    dtype: cx.in_dtype(0),
+                })))
+            }
             Index::GatherElements { axis } => Ok(cx.dispatch(Kernel::Index(IndexKernel {
                 op: IndexKernelOp::Gather,
                 axis,
@@ -294,6 +362,11 @@ impl Family for Index {
                 axis: UInt(axis as u64),
                 reduce,
             }),
+            Index::TopKIndices { axis, k, largest } => out.attrs(&TopKAttrs {
+                axis: UInt(axis as u64),
+                k: UInt(k as u64),
+                largest,
+            }),
         }
     }
 
@@ -312,6 +385,11 @@ impl Family for Index {
                         }),
                 )
             }
+            "top_k_indices" => Some(node.attrs::<TopKAttrs>().map(|a| Index::TopKIndices {
+                axis: a.axis.get(),
+                k: a.k.get(),
+                largest: a.largest,
+            })),
             _ => None,
         }
     }
@@ -321,6 +399,9 @@ impl Family for Index {
             Index::GatherElements { axis } => g.gather_elements(x[0], x[1], axis as isize),
             Index::ScatterElements { axis, reduce } => {
                 g.scatter_elements(x[0], x[1], x[2], axis as isize, reduce)
+            }
+            Index::TopKIndices { axis, k, largest } => {
+                g.top_k_indices(x[0], k, axis as isize, largest)
             }
         }
     }
@@ -337,6 +418,15 @@ struct GatherAttrs {
     axis: UInt<{ MAX_RANK as u64 }>,
 }
 
+/// A top-k's graph-file attributes.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopKAttrs {
+    axis: UInt<{ MAX_RANK as u64 }>,
+    k: UInt<{ u32::MAX as u64 }>,
+    largest: bool,
+}
+
 /// A scatter's graph-file attributes.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -350,6 +440,7 @@ impl KernelDef for IndexKernel {
         match self.op {
             IndexKernelOp::Gather => "gather_elements",
             IndexKernelOp::Scatter { .. } => "scatter_elements",
+            IndexKernelOp::TopK { .. } => "top_k",
         }
     }
 
@@ -370,6 +461,13 @@ impl KernelDef for IndexKernel {
                 self.index,
                 self.data
             ),
+            IndexKernelOp::TopK { largest } => format!(
+                "top_k ({}) axis {} of {} to {}",
+                if largest { "largest" } else { "smallest" },
+                self.axis,
+                self.data,
+                self.index
+            ),
         }
     }
 
@@ -386,13 +484,17 @@ impl KernelDef for IndexKernel {
     }
 
     fn invocations(&self) -> u64 {
-        self.out_shape().numel() as u64
+        match self.op {
+            IndexKernelOp::TopK { .. } => self.data.numel() as u64,
+            _ => self.out_shape().numel() as u64,
+        }
     }
 
     fn loop_iterations(&self) -> Option<u64> {
         match self.op {
             IndexKernelOp::Gather => None,
             IndexKernelOp::Scatter { lo, hi, .. } => Some((hi - lo) as u64),
+            IndexKernelOp::TopK { .. } => Some(self.data.dims()[self.axis] as u64),
         }
     }
 }

@@ -43,13 +43,87 @@ pub(super) fn combine(reduce: ScatterReduce, dtype: DType, a: u32, b: u32) -> u3
     }
 }
 
+/// Whether element `(w, s)` ranks before `(v, e)` in a top-k row: better by value (NaN above
+/// every number), or equal (NaN equal to NaN, -0 to 0) at a lower position.
+pub(super) fn ranks_before(
+    dtype: DType,
+    largest: bool,
+    w: u32,
+    s: usize,
+    v: u32,
+    e: usize,
+) -> bool {
+    use std::cmp::Ordering;
+    let order = match dtype {
+        DType::F32 => {
+            let (a, b) = (f32::from_bits(w), f32::from_bits(v));
+            match (a.is_nan(), b.is_nan()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+            }
+        }
+        DType::I32 => (w as i32).cmp(&(v as i32)),
+        _ => w.cmp(&v),
+    };
+    let better = if largest {
+        Ordering::Greater
+    } else {
+        Ordering::Less
+    };
+    order == better || (order == Ordering::Equal && s < e)
+}
+
+fn top_k(k: &IndexKernel, largest: bool, x: &[u32]) -> Vec<u32> {
+    let dims = k.data.dims();
+    let n = dims[k.axis];
+    let kk = k.index.dims()[k.axis];
+    let inner: usize = dims[k.axis + 1..].iter().product();
+    let outer = x.len() / (n * inner).max(1);
+    let mut out = vec![0u32; outer * kk * inner];
+    let mut row: Vec<usize> = Vec::with_capacity(n);
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |s: usize| x[(o * n + s) * inner + i];
+            row.clear();
+            row.extend(0..n);
+            // A total order (ties by position), so this equals the GPU's ranks.
+            row.sort_by(|&a, &b| {
+                if ranks_before(k.dtype, largest, at(a), a, at(b), b) {
+                    std::cmp::Ordering::Less
+                } else if a == b {
+                    std::cmp::Ordering::Equal
+                } else {
+                    std::cmp::Ordering::Greater
+                }
+            });
+            for (r, &s) in row.iter().take(kk).enumerate() {
+                out[(o * kk + r) * inner + i] = s as u32;
+            }
+        }
+    }
+    out
+}
+
 pub(super) fn run(k: &IndexKernel, inputs: &[&[u32]]) -> Result<Vec<u32>> {
     let want = match k.op {
+        IndexKernelOp::TopK { .. } => 1,
         IndexKernelOp::Gather => 2,
         IndexKernelOp::Scatter { .. } => 3,
     };
     if inputs.len() < want {
         return Err(missing_inputs(k, inputs.len()));
+    }
+    if let IndexKernelOp::TopK { largest } = k.op {
+        if inputs[0].len() != k.data.numel() {
+            return Err(Error::Internal(format!(
+                "top_k ran on {} words for {}",
+                inputs[0].len(),
+                k.data
+            )));
+        }
+        return Ok(top_k(k, largest, inputs[0]));
     }
     let (data, index) = (k.data.dims(), k.index.dims());
     let (x, idx) = (inputs[0], inputs[1]);
@@ -81,6 +155,7 @@ pub(super) fn run(k: &IndexKernel, inputs: &[&[u32]]) -> Result<Vec<u32>> {
     };
     match k.op {
         IndexKernelOp::Gather => Ok((0..idx.len()).map(|i| x[target(i)]).collect()),
+        IndexKernelOp::TopK { .. } => Err(Error::Internal("top_k handled above".into())),
         IndexKernelOp::Scatter { reduce, lo, hi } => {
             let upd = inputs[2];
             if upd.len() != idx.len() {

@@ -65,11 +65,18 @@ pub(super) fn source(k: &IndexKernel) -> String {
         DType::U32
     };
     let mut bindings = Writer::new();
-    wgsl::storage_binding(&mut bindings, 0, "in0", d);
-    wgsl::storage_binding(&mut bindings, 1, "in1", DType::I32);
     let mut body = Writer::new();
     body.indent(1);
+    if let IndexKernelOp::TopK { largest } = k.op {
+        wgsl::storage_binding(&mut bindings, 0, "in0", k.dtype);
+        wgsl::storage_binding(&mut bindings, 1, "out", DType::I32);
+        top_k(&mut body, k, largest);
+        return fill(k, bindings, body);
+    }
+    wgsl::storage_binding(&mut bindings, 0, "in0", d);
+    wgsl::storage_binding(&mut bindings, 1, "in1", DType::I32);
     let out_binding = match k.op {
+        IndexKernelOp::TopK { .. } => unreachable!("handled above"),
         IndexKernelOp::Gather => {
             // The source of out[i]: i's coordinates in the indices' shape, in x's strides,
             // with the axis coordinate from the index.
@@ -126,13 +133,67 @@ pub(super) fn source(k: &IndexKernel) -> String {
         }
     };
     wgsl::storage_binding(&mut bindings, out_binding, "out", d);
+    fill(k, bindings, body)
+}
+
+fn fill(k: &IndexKernel, bindings: Writer, body: Writer) -> String {
     wgsl::fill_template(
         include_str!("../../../shaders/gather.wgsl"),
         &[
             ("BINDINGS", bindings.finish()),
             ("WG", wgsl::WORKGROUP.to_string()),
-            ("N", format!("{}u", k.out_shape().numel())),
+            ("N", format!("{}u", crate::ops::KernelDef::invocations(k))),
             ("BODY", body.finish()),
         ],
     )
+}
+
+/// One invocation per element: its rank in its row (how many elements rank before it, as
+/// [`super::reference::ranks_before`] decides); the `k` best write their position.
+fn top_k(body: &mut Writer, k: &IndexKernel, largest: bool) {
+    let dims = k.data.dims();
+    let n = dims[k.axis];
+    let kk = k.index.dims()[k.axis];
+    let inner: usize = dims[k.axis + 1..].iter().product();
+    body.line(&format!("let e = (i / {inner}u) % {n}u;"));
+    body.line(&format!("let inn = i % {inner}u;"));
+    body.line(&format!("let o = i / {}u;", n * inner));
+    body.line(&format!("let base = o * {}u + inn;", n * inner));
+    body.line("let v = in0[i];");
+    let gt = if largest { ">" } else { "<" };
+    let before = if k.dtype == DType::F32 {
+        // NaN ranks above every number; two NaNs, or -0 and 0, are equal.
+        let nan_wins = if largest {
+            "(wn && !vn)"
+        } else {
+            "(!wn && vn)"
+        };
+        format!("{nan_wins} || (!wn && !vn && w {gt} v) || (((wn && vn) || w == v) && s < e)")
+    } else {
+        format!("w {gt} v || (w == v && s < e)")
+    };
+    body.line("var rank = 0u;");
+    if k.dtype == DType::F32 {
+        body.line(&format!("let vn = {};", is_nan("v")));
+    }
+    body.line(&format!("for (var s = 0u; s < {n}u; s = s + 1u) {{"));
+    body.indent(2);
+    body.line(&format!("let w = in0[base + s * {inner}u];"));
+    if k.dtype == DType::F32 {
+        body.line(&format!("let wn = {};", is_nan("w")));
+    }
+    body.line(&format!("if ({before}) {{"));
+    body.indent(3);
+    body.line("rank = rank + 1u;");
+    body.indent(2);
+    body.line("}");
+    body.indent(1);
+    body.line("}");
+    body.line(&format!("if (rank < {kk}u) {{"));
+    body.indent(2);
+    body.line(&format!(
+        "out[(o * {kk}u + rank) * {inner}u + inn] = i32(e);"
+    ));
+    body.indent(1);
+    body.line("}");
 }
