@@ -179,3 +179,137 @@ impl Graph {
         )
     }
 }
+
+impl Graph {
+    /// ONNX `GatherND` (`batch_dims = 0`), TensorFlow's `gather_nd`: each row of the last
+    /// axis of `indices` (i32, `k` numbers, `1 <= k <= rank`) selects `data[i_0, …, i_k-1]`, a
+    /// slice of `data.shape[k:]`; the output is `indices.shape[:-1] + data.shape[k:]`. Each
+    /// number wraps once if negative and is then clamped to its dimension (as
+    /// [`Graph::take`]). A composite: the numbers become one row index into `data` with its
+    /// first `k` dimensions merged, then a `take`.
+    #[track_caller]
+    pub fn gather_nd(&mut self, data: Tensor, indices: Tensor) -> Result<Tensor> {
+        let loc = Location::caller();
+        let (linear, rows, _) = self.nd_rows("gather_nd", data, indices, loc)?;
+        let dshape = self.arg(data, "gather_nd", loc)?.shape.clone();
+        let k = self
+            .arg(indices, "gather_nd", loc)?
+            .shape
+            .dims()
+            .last()
+            .copied()
+            .unwrap_or(0);
+        let mut flat: Vec<isize> = vec![rows as isize];
+        flat.extend(dshape.dims()[k..].iter().map(|&d| d as isize));
+        let d2 = self.reshape(data, &flat)?;
+        self.take(d2, linear, 0)
+    }
+
+    /// ONNX `ScatterND`: `data` with each slice `updates[j]` (of `data.shape[k:]`) combined
+    /// into `data[indices[j]]` as [`Graph::scatter_elements`] combines (replaced, the last
+    /// wins; added; …). `updates` is `indices.shape[:-1] + data.shape[k:]`; indices follow
+    /// [`Graph::gather_nd`]. A composite over `scatter_elements`, so it is deterministic.
+    #[track_caller]
+    pub fn scatter_nd(
+        &mut self,
+        data: Tensor,
+        indices: Tensor,
+        updates: Tensor,
+        reduce: ScatterReduce,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        let (linear, rows, m) = self.nd_rows("scatter_nd", data, indices, loc)?;
+        let dshape = self.arg(data, "scatter_nd", loc)?.shape.clone();
+        let ishape = self.arg(indices, "scatter_nd", loc)?.shape.clone();
+        let k = ishape.dims().last().copied().unwrap_or(0);
+        let mut want = ishape.dims()[..ishape.rank() - 1].to_vec();
+        want.extend(&dshape.dims()[k..]);
+        let ushape = self.arg(updates, "scatter_nd", loc)?.shape.clone();
+        if ushape.dims() != want.as_slice() {
+            return Err(Error::build(
+                "scatter_nd",
+                loc,
+                format!(
+                    "updates {ushape} must be indices.shape[:-1] + data.shape[{k}:] = {}",
+                    crate::Shape(want)
+                ),
+            ));
+        }
+        let r: usize = dshape.dims()[k..].iter().product();
+        let d2 = self.reshape(data, &[rows as isize, r as isize])?;
+        let l2 = self.reshape(linear, &[m as isize, 1])?;
+        let l2 = self.broadcast_to(l2, &[m, r])?;
+        let u2 = self.reshape(updates, &[m as isize, r as isize])?;
+        let out = self.scatter_elements(d2, l2, u2, 0, reduce)?;
+        let back: Vec<isize> = dshape.dims().iter().map(|&d| d as isize).collect();
+        self.reshape(out, &back)
+    }
+
+    /// The row of `data` (first `k` dimensions merged) each index tuple selects, wrapped and
+    /// clamped per number: `(rows [indices.shape[:-1]], number of rows, number of tuples)`.
+    fn nd_rows(
+        &mut self,
+        op: &str,
+        data: Tensor,
+        indices: Tensor,
+        loc: Loc,
+    ) -> Result<(Tensor, usize, usize)> {
+        let dshape = self.arg(data, op, loc)?.shape.clone();
+        let inode = self.arg(indices, op, loc)?;
+        let (ishape, idtype) = (inode.shape.clone(), inode.dtype);
+        if idtype != DType::I32 {
+            return Err(Error::build(
+                op,
+                loc,
+                format!("indices must be i32, got {idtype}"),
+            ));
+        }
+        let k = match ishape.dims().last() {
+            Some(&k) if (1..=dshape.rank()).contains(&k) => k,
+            _ => {
+                return Err(Error::build(
+                    op,
+                    loc,
+                    format!(
+                        "the last dimension of indices {ishape} must be 1..={} (the rank of \
+                         data {dshape})",
+                        dshape.rank()
+                    ),
+                ))
+            }
+        };
+        let dims = &dshape.dims()[..k];
+        if dims.contains(&0) {
+            return Err(Error::build(
+                op,
+                loc,
+                format!("indices select in an empty dimension of data {dshape}"),
+            ));
+        }
+        let rows: usize = dims.iter().product();
+        if rows > i32::MAX as usize {
+            return Err(Error::build(
+                op,
+                loc,
+                format!("data {dshape} has more than 2^31 rows to index"),
+            ));
+        }
+        let m = ishape.numel() / k;
+        let vec = |g: &mut Graph, v: Vec<i32>| g.constant(crate::HostTensor::new([k], v)?);
+        let n = vec(self, dims.iter().map(|&d| d as i32).collect())?;
+        let hi = vec(self, dims.iter().map(|&d| d as i32 - 1).collect())?;
+        let zero = vec(self, vec![0; k])?;
+        let mut stride = vec![1i32; k];
+        for j in (0..k.saturating_sub(1)).rev() {
+            stride[j] = stride[j + 1] * dims[j + 1] as i32;
+        }
+        let stride = vec(self, stride)?;
+        let neg = self.less(indices, zero)?;
+        let wrapped = self.add(indices, n)?;
+        let wrapped = self.select(neg, wrapped, indices)?;
+        let clamped = self.minimum(wrapped, hi)?;
+        let clamped = self.maximum(clamped, zero)?;
+        let linear = self.matmul(clamped, stride)?;
+        Ok((linear, rows, m))
+    }
+}

@@ -552,3 +552,74 @@ fn top_k_values_carry_the_gradient_and_bad_k_is_an_error() {
         assert!(e.contains(has) && e.contains("ops_index.rs"), "{e}");
     }
 }
+
+#[test]
+fn gather_nd_and_scatter_nd_follow_the_onnx_examples_on_every_device() {
+    for device in devices() {
+        let mut g = Graph::new();
+        let d2 = g.constant(t(&[2, 2], vec![0i32, 1, 2, 3])).unwrap();
+        let i1 = g.constant(t(&[2, 2], vec![0i32, 0, 1, 1])).unwrap();
+        let a = g.gather_nd(d2, i1).unwrap();
+        let i2 = g.constant(t(&[2, 1], vec![1i32, 0])).unwrap();
+        let b = g.gather_nd(d2, i2).unwrap();
+        let d3 = g
+            .constant(t(&[2, 2, 2], (0..8).collect::<Vec<i32>>()))
+            .unwrap();
+        let i3 = g.constant(t(&[2, 1, 2], vec![0i32, 1, 1, 0])).unwrap();
+        let c = g.gather_nd(d3, i3).unwrap();
+        let i4 = g.constant(t(&[2], vec![-1i32, 0])).unwrap();
+        let d = g.gather_nd(d3, i4).unwrap();
+        let s = g
+            .constant(t(&[8], (1..=8).map(|v| v as f32).collect()))
+            .unwrap();
+        let si = g.constant(t(&[4, 1], vec![4i32, 3, 1, 7])).unwrap();
+        let su = g.constant(t(&[4], vec![9.0f32, 10.0, 11.0, 12.0])).unwrap();
+        let e = g.scatter_nd(s, si, su, ScatterReduce::None).unwrap();
+        let z = g.zeros([2, 2, 2], DType::F32).unwrap();
+        let zi = g.constant(t(&[2, 2], vec![1i32, 0, 0, 1])).unwrap();
+        let zu = g.constant(t(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0])).unwrap();
+        let f = g.scatter_nd(z, zi, zu, ScatterReduce::None).unwrap();
+        let di = g.constant(t(&[3, 1], vec![0i32, 0, -1])).unwrap();
+        let du = g.constant(t(&[3], vec![5.0f32, 6.0, 100.0])).unwrap();
+        let h = g.scatter_nd(s, di, du, ScatterReduce::Add).unwrap();
+        let out = session_on(&g, device)
+            .run(&[], &[a, b, c, d, e, f, h])
+            .unwrap();
+        let what = device.to_string();
+        assert_eq!(out[0].to_vec::<i32>().unwrap(), [0, 3], "{what}");
+        assert_eq!(out[1].to_vec::<i32>().unwrap(), [2, 3, 0, 1], "{what}");
+        assert_eq!(out[2].dims(), [2, 1, 2], "{what}");
+        assert_eq!(out[2].to_vec::<i32>().unwrap(), [2, 3, 4, 5], "{what}");
+        assert_eq!(out[3].to_vec::<i32>().unwrap(), [4, 5], "{what}");
+        assert_eq!(
+            out[4].to_vec::<f32>().unwrap(),
+            [1.0, 11.0, 3.0, 10.0, 9.0, 6.0, 7.0, 12.0],
+            "{what}"
+        );
+        assert_eq!(
+            out[5].to_vec::<f32>().unwrap(),
+            [0.0, 0.0, 3.0, 4.0, 1.0, 2.0, 0.0, 0.0],
+            "{what}"
+        );
+        assert_eq!(
+            out[6].to_vec::<f32>().unwrap(),
+            [12.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 108.0],
+            "{what}"
+        );
+    }
+    let mut g = Graph::new();
+    let x = g.zeros([2, 3], DType::F32).unwrap();
+    let i = g.zeros([4, 3], DType::I32).unwrap();
+    let ok = g.zeros([4, 1], DType::I32).unwrap();
+    let bad_u = g.zeros([4, 2], DType::F32).unwrap();
+    let e = g.gather_nd(x, i).unwrap_err().to_string();
+    assert!(
+        e.contains("must be 1..=2") && e.contains("ops_index.rs"),
+        "{e}"
+    );
+    let e = g
+        .scatter_nd(x, ok, bad_u, ScatterReduce::Add)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("updates [4, 2] must be"), "{e}");
+}
