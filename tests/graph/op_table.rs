@@ -15,10 +15,10 @@ fn docs() -> String {
 /// Names of `pub fn`s in the builder files, plus the macro-generated builders of build.rs.
 fn builders() -> Vec<String> {
     let sources = [
-        include_str!("../../src/graph/build.rs"),
-        include_str!("../../src/graph/build_elementwise.rs"),
-        include_str!("../../src/graph/build_movement.rs"),
-        include_str!("../../src/graph/build_nn.rs"),
+        include_str!("../../src/graph/build/mod.rs"),
+        include_str!("../../src/graph/build/elementwise.rs"),
+        include_str!("../../src/graph/build/movement.rs"),
+        include_str!("../../src/graph/build/nn.rs"),
     ];
     let mut names = Vec::new();
     for src in sources {

@@ -17,7 +17,7 @@
 //! (`stateful_random_uniform`, `stateful_random_normal`) draw new numbers on every run: they
 //! read the graph's run counter, a placeholder the session feeds by itself.
 
-use super::{check_size, Graph, Site, Tensor};
+use crate::graph::{check_size, Graph, Site, Tensor};
 use crate::ops::random::RUN_COUNTER;
 use crate::ops::{BinaryOp, Declared, Distribution, Leaf, Op, RandomSpec, UnaryOp};
 use crate::{DType, Error, HostTensor, Result, Shape};

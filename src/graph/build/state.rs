@@ -1,7 +1,7 @@
 //! Builders for state: variables, assignments and groups of targets (see `ops/state.rs` for
 //! the semantics of a run that assigns).
 
-use super::{Graph, Site, Tensor};
+use crate::graph::{Graph, Site, Tensor};
 use crate::ops::{BinaryOp, Declared, Initializer, Leaf, Op, State};
 use crate::{DType, Error, HostTensor, Result, Shape};
 use std::panic::Location;

@@ -2,8 +2,19 @@
 //! it through `Graph::add_op`, which runs the op's shape/dtype rule (in its `ops/` family
 //! file); composites (softmax) are built from primitives so later passes see through them.
 
+mod custom;
+mod elementwise;
+mod movement;
+mod nn;
+mod state;
+
+pub use movement::PadMode;
+pub use nn::Conv2dOptions;
+pub use state::RESERVED_VARIABLE_NAME;
+
 use super::{Graph, Site, Tensor};
-use crate::ops::{movement, reduce, BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::ops::{movement as movement_ops, reduce as reduce_ops};
+use crate::ops::{BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::ops::{Declared, Elementwise, MatMul, Movement, Reduce};
 use crate::{DType, Error, Result};
 use std::panic::Location;
@@ -147,8 +158,8 @@ impl Graph {
     pub fn reshape(&mut self, x: Tensor, shape: &[isize]) -> Result<Tensor> {
         let loc = Location::caller();
         let from = &self.arg(x, "reshape", loc)?.shape;
-        let out =
-            movement::reshape_shape(from, shape).map_err(|m| Error::build("reshape", loc, m))?;
+        let out = movement_ops::reshape_shape(from, shape)
+            .map_err(|m| Error::build("reshape", loc, m))?;
         self.view(x, out, "reshape", loc)
     }
 
@@ -157,8 +168,8 @@ impl Graph {
     pub fn transpose(&mut self, x: Tensor, perm: &[isize]) -> Result<Tensor> {
         let loc = Location::caller();
         let from = &self.arg(x, "transpose", loc)?.shape;
-        let (perm, out) =
-            movement::permute_shape(from, perm).map_err(|m| Error::build("transpose", loc, m))?;
+        let (perm, out) = movement_ops::permute_shape(from, perm)
+            .map_err(|m| Error::build("transpose", loc, m))?;
         if perm.iter().enumerate().all(|(i, &p)| i == p) {
             // The identity permutation moves nothing: a view.
             return self.view(x, out, "transpose", loc);
@@ -228,7 +239,7 @@ impl Graph {
     }
 
     /// A reduction over `axes` (negative ones count from the end); all/any and the arg ops
-    /// are reductions too (see `build_nn.rs`).
+    /// are reductions too (see `build/nn.rs`).
     pub(crate) fn reduce(
         &mut self,
         op: ReduceOp,
@@ -242,7 +253,7 @@ impl Graph {
             Axes::All => None,
             Axes::List(l) => Some(l.as_slice()),
         };
-        let (axes, out) = reduce::reduce_shape(from, list, keepdims)
+        let (axes, out) = reduce_ops::reduce_shape(from, list, keepdims)
             .map_err(|m| Error::build(op.name(), loc, m))?;
         let site = Site::new(op.name(), loc);
         self.add_op(

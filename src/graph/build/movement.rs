@@ -2,7 +2,8 @@
 //! broadcast_to, concat, pad, take) and composites over them (stack, split, tile, reflect pad,
 //! one_hot).
 
-use super::{Axes, Graph, Site, Tensor};
+use super::Axes;
+use crate::graph::{Graph, Site, Tensor};
 use crate::ops::movement::{self, SliceArg, StridedKind};
 use crate::ops::{BinaryOp, Declared, Op};
 use crate::ops::{Leaf, Movement};

@@ -2,7 +2,8 @@
 //! var, std, logsumexp, log_softmax, layer_norm, linear, batch_norm (built from primitives so
 //! fusion sees through them), plus the conv2d and pooling primitives.
 
-use super::{Axes, Graph, Site, Tensor};
+use super::Axes;
+use crate::graph::{Graph, Site, Tensor};
 use crate::ops::{reduce, BinaryOp, Op, PoolKind, ReduceOp, UnaryOp, Window};
 use crate::ops::{Declared, Elementwise, Nn, Scan, ScanOp};
 use crate::{DType, Error, HostTensor, Result, Shape};

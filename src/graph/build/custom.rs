@@ -1,6 +1,6 @@
 //! Builders for user kernels: typed elementwise functions and raw WGSL kernels.
 
-use super::{Graph, Site, Tensor};
+use crate::graph::{Graph, Site, Tensor};
 use crate::ops::custom::{CustomElementwise, ElementwiseFn, RawWgsl};
 use crate::ops::Custom;
 use crate::ops::{Declared, Expr, Op};
