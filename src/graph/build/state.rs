@@ -1,101 +1,13 @@
-//! Builders for state: variables, assignments and groups of targets (see `ops/state.rs` for
-//! the semantics of a run that assigns).
+//! Builders for state: assignments to variables and groups of targets (see `ops/state.rs` for
+//! the semantics of a run that assigns; variables themselves are leaves, in `leaf.rs`).
 
+use super::Loc;
 use crate::graph::{Graph, Site, Tensor};
-use crate::ops::{BinaryOp, Declared, Initializer, Leaf, Op, State};
-use crate::{DType, Error, HostTensor, Result, Shape};
+use crate::ops::{BinaryOp, Declared, Op, State};
+use crate::{Error, Result};
 use std::panic::Location;
 
-type Loc = &'static Location<'static>;
-
-/// The one name a variable cannot have: checkpoints (safetensors files) name each tensor by
-/// its variable, and safetensors keeps this key for the file's metadata.
-pub const RESERVED_VARIABLE_NAME: &str = "__metadata__";
-
 impl Graph {
-    /// A variable named `name` (prefixed by the active name scopes) whose first value is
-    /// `initial` (`tf.Variable(initial, name=...)`). The session keeps its value on its
-    /// device across runs and shares it between plans; see [`Graph::assign`].
-    ///
-    /// ```
-    /// # fn main() -> wgflow::Result<()> {
-    /// use wgflow::{Graph, Session, SessionOptions};
-    /// let mut g = Graph::new();
-    /// let step = g.variable("step", 0i32)?;
-    /// let one = g.constant(1i32)?;
-    /// let next = g.assign_add(step, one)?;
-    /// let mut s = Session::new(&g, SessionOptions::default())?;
-    /// s.run_targets(&[], &[next])?;
-    /// s.run_targets(&[], &[next])?;
-    /// assert_eq!(s.read_variable(step)?.item::<i32>()?, 2);
-    /// # Ok(()) }
-    /// ```
-    #[track_caller]
-    pub fn variable(&mut self, name: &str, initial: impl Into<HostTensor>) -> Result<Tensor> {
-        let t: HostTensor = initial.into();
-        let (shape, dtype) = (t.shape().clone(), t.dtype());
-        self.new_variable(
-            name,
-            shape,
-            dtype,
-            Initializer::Value(t),
-            Location::caller(),
-        )
-    }
-
-    /// A `dtype` variable of `shape` whose first value comes from `init` (zeros, ones, a
-    /// seeded uniform or normal draw, Glorot or He scaling); computed when a session first
-    /// needs the variable, identically on every device.
-    #[track_caller]
-    pub fn variable_with(
-        &mut self,
-        name: &str,
-        shape: impl Into<Shape>,
-        dtype: DType,
-        init: Initializer,
-    ) -> Result<Tensor> {
-        self.new_variable(name, shape.into(), dtype, init, Location::caller())
-    }
-
-    fn new_variable(
-        &mut self,
-        name: &str,
-        shape: Shape,
-        dtype: DType,
-        init: Initializer,
-        loc: Loc,
-    ) -> Result<Tensor> {
-        let full = self.scoped_name(name);
-        let refused = if name.is_empty() {
-            Some("a variable needs a name".to_string())
-        } else if self.names.contains_key(&full) {
-            Some(format!("a node named '{full}' already exists"))
-        } else if full == RESERVED_VARIABLE_NAME {
-            Some(format!(
-                "'{full}' is reserved: checkpoints name tensors by variable, and safetensors keeps that key for its metadata"
-            ))
-        } else {
-            None
-        };
-        if let Some(message) = refused {
-            return Err(Error::build("variable", loc, message));
-        }
-        let declared = Declared {
-            shape: Some(&shape),
-            dtype: Some(dtype),
-        };
-        let site = Site::new("variable", loc).named(name);
-        self.add_op(Op::Leaf(Leaf::Variable(init)), &[], declared, site)
-    }
-
-    /// Every variable of the graph, in the order they were built.
-    pub fn variables(&self) -> Vec<Tensor> {
-        self.nodes()
-            .filter(|(_, n)| n.op.is_variable())
-            .map(|(t, _)| t)
-            .collect()
-    }
-
     /// `variable = value` when the run finishes (`tf.assign`). `value` must have the
     /// variable's shape and dtype. Every read of the variable in the same run sees the value
     /// it had when the run started; the result is the new value. Run it with
