@@ -24,19 +24,10 @@ macro_rules! binary_builders {
 }
 
 mod build;
-mod build_custom;
-mod build_elementwise;
-mod build_index;
-mod build_movement;
-mod build_nn;
-mod build_state;
 pub mod def;
 mod grad;
 
-pub use build::Axes;
-pub use build_movement::PadMode;
-pub use build_nn::Conv2dOptions;
-pub use build_state::RESERVED_VARIABLE_NAME;
+pub use build::{Axes, Conv2dOptions, PadMode, RESERVED_VARIABLE_NAME};
 pub use def::{GraphDef, NodeDef};
 
 use crate::device::DeviceSpec;

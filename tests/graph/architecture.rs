@@ -241,6 +241,14 @@ fn the_family_table_in_the_architecture_doc_is_true() {
 
 /// The payload types of one table (`families` or `kernels`) of `ops::registry!`.
 fn registered(ops_mod: &str, table: &str) -> Vec<String> {
+    registry_lines(ops_mod, table)
+        .into_iter()
+        .map(|(_, payload)| payload)
+        .collect()
+}
+
+/// `(variant, payload type)` for each line of one table of `ops::registry!`.
+fn registry_lines(ops_mod: &str, table: &str) -> Vec<(String, String)> {
     let start = ops_mod
         .find(&format!("\n    {table} {{\n"))
         .unwrap_or_else(|| panic!("no {table} table in ops/mod.rs"));
@@ -250,10 +258,85 @@ fn registered(ops_mod: &str, table: &str) -> Vec<String> {
         .map(str::trim)
         .filter(|l| !l.starts_with("//") && l.ends_with("),"))
         .filter_map(|l| {
-            let inner = &l[l.find('(')? + 1..l.len() - 2];
-            Some(inner.rsplit("::").next()?.to_string())
+            let open = l.find('(')?;
+            let inner = &l[open + 1..l.len() - 2];
+            Some((
+                l[..open].to_string(),
+                inner.rsplit("::").next()?.to_string(),
+            ))
         })
         .collect()
+}
+
+/// Builders follow the op families (docs/architecture.md): every `graph/build/<name>.rs` but
+/// `mod.rs` and `composite.rs` is named after a family of `ops::registry!` (its variant in
+/// lower case), and makes that family's ops only, so an op's builder is found beside its
+/// family. Formulas over several families belong in `composite.rs`.
+#[test]
+fn builders_follow_the_op_families() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ops_mod = std::fs::read_to_string(root.join("src/ops/mod.rs")).expect("ops/mod.rs");
+    let families: Vec<String> = registry_lines(&ops_mod, "families")
+        .into_iter()
+        .map(|(variant, _)| variant)
+        .collect();
+    assert!(families.len() >= 9, "found the families {families:?}");
+    let mut files = Vec::new();
+    rust_files(&root.join("src/graph/build"), &mut files);
+    assert!(files.len() >= 10, "found only {files:?}");
+    let mut wrong = Vec::new();
+    for f in &files {
+        let stem = f.file_stem().and_then(|s| s.to_str()).expect("a file name");
+        if stem == "mod" || stem == "composite" {
+            continue;
+        }
+        let Some(own) = families.iter().find(|v| v.to_lowercase() == stem) else {
+            wrong.push(format!("graph/build/{stem}.rs is named after no family"));
+            continue;
+        };
+        let text = std::fs::read_to_string(f).expect("source");
+        for other in foreign_ops(&library_code(&text), own, &families) {
+            wrong.push(format!("graph/build/{stem}.rs makes an Op::{other}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The families other than `own` whose `Op::<Family>(` a builder file makes. A line that
+/// only looks at an op (`if let Op::Leaf(..) = ..`, `==`, `!=`) makes none.
+fn foreign_ops(code: &str, own: &str, families: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in code.lines() {
+        if ["if let ", " == ", " != ", "matches!("]
+            .iter()
+            .any(|r| line.contains(r))
+        {
+            continue;
+        }
+        for (i, _) in line.match_indices("Op::") {
+            // `UnaryOp::Exp` and the like are not `Op`.
+            if line[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let variant = first_segment(&line[i + "Op::".len()..]);
+            if variant != own && families.contains(&variant) {
+                out.push(variant);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_family_check_sees_another_familys_op() {
+    let families = ["Leaf", "Elementwise", "Reduce"].map(String::from);
+    let code = "let a = Op::Reduce(r);\nlet b = UnaryOp::Exp;\n\
+                if let Op::Leaf(Leaf::Constant(t)) = &n.op {}\nlet c = crate::ops::Op::Leaf(l);";
+    assert_eq!(
+        foreign_ops(code, "Elementwise", &families),
+        ["Reduce", "Leaf"]
+    );
+    assert!(foreign_ops(code, "Reduce", &families).len() == 1);
 }
 
 /// Registering a kernel type is its line in `ops::registry!`: every `KernelDef`

@@ -12,17 +12,31 @@ fn docs() -> String {
     .concat()
 }
 
-/// Names of `pub fn`s in the builder files, plus the macro-generated builders of build.rs.
+/// Builder files without op rows: user kernels and assignments.
+const NOT_OPS: [&str; 2] = ["custom.rs", "state.rs"];
+
+/// Builders that make variables (in `leaf.rs`): state, like assignments, not ops.
+const VARIABLE_BUILDERS: [&str; 3] = ["variable", "variable_with", "variables"];
+
+/// Names of `pub fn`s in the builder files (`src/graph/build/`, one per op family, but
+/// `NOT_OPS`), plus the macro-generated builders of `elementwise.rs` and `reduce.rs`.
 fn builders() -> Vec<String> {
-    let sources = [
-        include_str!("../../src/graph/build.rs"),
-        include_str!("../../src/graph/build_elementwise.rs"),
-        include_str!("../../src/graph/build_movement.rs"),
-        include_str!("../../src/graph/build_nn.rs"),
-        include_str!("../../src/graph/build_index.rs"),
-    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/graph/build");
+    let mut sources = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("src/graph/build") {
+        let path = entry.expect("a directory entry").path();
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        if file.ends_with(".rs") && !NOT_OPS.contains(&file) {
+            sources.push(std::fs::read_to_string(&path).expect("a builder file"));
+        }
+    }
+    assert!(
+        sources.len() >= 8,
+        "found only {} builder files",
+        sources.len()
+    );
     let mut names = Vec::new();
-    for src in sources {
+    for src in &sources {
         for line in src.lines() {
             let line = line.trim_start();
             if let Some(rest) = line.strip_prefix("pub fn ") {
@@ -40,6 +54,7 @@ fn builders() -> Vec<String> {
             }
         }
     }
+    names.retain(|n| !VARIABLE_BUILDERS.contains(&n.as_str()));
     names.sort();
     names.dedup();
     names

@@ -1,15 +1,13 @@
-//! Movement builders: views (squeeze, expand_dims), index-math copies (slice, flip,
-//! broadcast_to, concat, pad, take) and composites over them (stack, split, tile, reflect pad,
-//! one_hot).
+//! Movement builders: views (reshape, squeeze, expand_dims), transpose, index-math copies
+//! (slice, flip, broadcast_to, concat, pad, take) and compositions of them (stack, split,
+//! tile, reflect pad).
 
-use super::{Axes, Graph, Site, Tensor};
+use super::{Axes, Loc};
+use crate::graph::{Graph, Site, Tensor};
 use crate::ops::movement::{self, SliceArg, StridedKind};
-use crate::ops::{BinaryOp, Declared, Op};
-use crate::ops::{Leaf, Movement};
-use crate::{DType, Error, HostTensor, Result, Shape};
+use crate::ops::{Declared, Leaf, Movement, Op};
+use crate::{DType, Error, Result, Shape};
 use std::panic::Location;
-
-type Loc = &'static Location<'static>;
 
 /// Inputs one concat kernel reads at most; longer lists become a tree of concats, so no kernel
 /// needs more storage bindings than WebGPU's default limit of 8.
@@ -25,6 +23,37 @@ pub enum PadMode {
 }
 
 impl Graph {
+    /// A view with a new shape of the same element count; one dimension may be -1.
+    /// No data is copied.
+    #[track_caller]
+    pub fn reshape(&mut self, x: Tensor, shape: &[isize]) -> Result<Tensor> {
+        let loc = Location::caller();
+        let from = &self.arg(x, "reshape", loc)?.shape;
+        let out =
+            movement::reshape_shape(from, shape).map_err(|m| Error::build("reshape", loc, m))?;
+        self.view(x, out, "reshape", loc)
+    }
+
+    /// Permute axes: output axis `i` is input axis `perm[i]` (NumPy `transpose(x, perm)`).
+    #[track_caller]
+    pub fn transpose(&mut self, x: Tensor, perm: &[isize]) -> Result<Tensor> {
+        let loc = Location::caller();
+        let from = &self.arg(x, "transpose", loc)?.shape;
+        let (perm, out) =
+            movement::permute_shape(from, perm).map_err(|m| Error::build("transpose", loc, m))?;
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            // The identity permutation moves nothing: a view.
+            return self.view(x, out, "transpose", loc);
+        }
+        let site = Site::new("transpose", loc);
+        self.add_op(
+            Op::Movement(Movement::Permute(perm)),
+            &[x],
+            Declared::none(),
+            site,
+        )
+    }
+
     /// Remove size-1 axes: the listed ones (an error if one is not size 1), or all with `None`.
     /// A view.
     #[track_caller]
@@ -363,33 +392,6 @@ impl Graph {
         }
         let op = Op::Movement(Movement::Gather(k));
         self.add_op(op, &[x, indices], Declared::none(), Site::new("take", loc))
-    }
-
-    /// One-hot f32 encoding along a new last axis of size `depth`; an index outside
-    /// `0..depth` gives an all-zero row (TensorFlow's rule). A composite: `equal` + `cast`.
-    #[track_caller]
-    pub fn one_hot(&mut self, indices: Tensor, depth: usize) -> Result<Tensor> {
-        let loc = Location::caller();
-        let d = self.arg(indices, "one_hot", loc)?.dtype;
-        if d != DType::I32 || depth == 0 || depth > i32::MAX as usize {
-            return Err(Error::build(
-                "one_hot",
-                loc,
-                format!("needs i32 indices and a depth in 1..2^31, got {d} and {depth}"),
-            ));
-        }
-        self.name_scope("one_hot", |g| {
-            let e = g.expand_dims(indices, -1)?;
-            let range = HostTensor::new([depth], (0..depth as i32).collect::<Vec<_>>())?;
-            let r = g.push_constant(range, loc)?;
-            let hit = g.binary(BinaryOp::Equal, e, r, loc)?;
-            g.cast(hit, DType::F32)
-        })
-    }
-
-    pub(crate) fn push_constant(&mut self, t: HostTensor, loc: Loc) -> Result<Tensor> {
-        let op = Op::Leaf(Leaf::Constant(t));
-        self.add_op(op, &[], Declared::none(), Site::new("constant", loc))
     }
 
     /// A view of `x` as `shape` (same element count), reported and named as `name`.

@@ -1,7 +1,7 @@
 //! Builders for indexing along an axis with a tensor of indices (`ops/index/`):
 //! `gather_elements` and `scatter_elements`.
 
-use super::{Graph, Site, Tensor};
+use crate::graph::{Graph, Site, Tensor};
 use crate::ops::index::{Index, ScatterReduce};
 use crate::ops::{Declared, Leaf, Op};
 use crate::{DType, Error, Result};

@@ -1,14 +1,13 @@
 //! Builders for user kernels: typed elementwise functions and raw WGSL kernels.
 
-use super::{Graph, Site, Tensor};
+use super::Loc;
+use crate::graph::{Graph, Site, Tensor};
 use crate::ops::custom::{CustomElementwise, ElementwiseFn, RawWgsl};
 use crate::ops::Custom;
 use crate::ops::{Declared, Expr, Op};
 use crate::{DType, Error, Result};
 use std::panic::Location;
 use std::sync::Arc;
-
-type Loc = &'static Location<'static>;
 
 impl Graph {
     /// Apply a typed elementwise function to `inputs` (broadcast together like any
