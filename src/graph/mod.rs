@@ -31,8 +31,8 @@ pub use build::{Axes, Conv2dOptions, PadMode, RESERVED_VARIABLE_NAME};
 pub use def::{GraphDef, NodeDef};
 
 use crate::device::DeviceSpec;
-use crate::ops::{Declared, Leaf, Op};
-use crate::{DType, Error, HostTensor, Result, Shape};
+use crate::ops::{Declared, Op};
+use crate::{DType, Error, Result, Shape};
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -165,45 +165,6 @@ impl Graph {
         let r = f(self);
         self.device_scopes.pop();
         r
-    }
-
-    /// A constant tensor from anything that converts to a [`HostTensor`]: scalars, `Vec`s,
-    /// arrays, nested arrays.
-    #[track_caller]
-    pub fn constant(&mut self, value: impl Into<HostTensor>) -> Result<Tensor> {
-        let op = Op::Leaf(Leaf::Constant(value.into()));
-        self.add_op(
-            op,
-            &[],
-            Declared::none(),
-            Site::new("constant", Location::caller()),
-        )
-    }
-
-    /// A value supplied at run time under `name` (prefixed by the active name scopes).
-    #[track_caller]
-    pub fn placeholder(
-        &mut self,
-        name: &str,
-        shape: impl Into<Shape>,
-        dtype: DType,
-    ) -> Result<Tensor> {
-        let location = Location::caller();
-        let shape = shape.into();
-        let full = self.scoped_name(name);
-        if self.names.contains_key(&full) {
-            return Err(Error::build(
-                "placeholder",
-                location,
-                format!("a node named '{full}' already exists"),
-            ));
-        }
-        let declared = Declared {
-            shape: Some(&shape),
-            dtype: Some(dtype),
-        };
-        let site = Site::new("placeholder", location).named(name);
-        self.add_op(Op::Leaf(Leaf::Placeholder), &[], declared, site)
     }
 
     /// `t`'s node, or [`Error::ForeignTensor`] naming `method` and the caller.

@@ -1,5 +1,5 @@
-//! Builders of the leaf family: variables, creation ops and the graph's run counter
-//! (`constant` and `placeholder` are in `graph/mod.rs`).
+//! Builders of the leaf family: constants, placeholders, variables, creation ops and the
+//! graph's run counter.
 //!
 //! # Creation ops are constants
 //! `zeros`, `ones`, `full`, `arange`, `linspace` and `eye` are computed on the host at build
@@ -36,6 +36,45 @@ fn scalar_word(dtype: DType, v: f64) -> std::result::Result<u32, String> {
 }
 
 impl Graph {
+    /// A constant tensor from anything that converts to a [`HostTensor`]: scalars, `Vec`s,
+    /// arrays, nested arrays.
+    #[track_caller]
+    pub fn constant(&mut self, value: impl Into<HostTensor>) -> Result<Tensor> {
+        let op = Op::Leaf(Leaf::Constant(value.into()));
+        self.add_op(
+            op,
+            &[],
+            Declared::none(),
+            Site::new("constant", Location::caller()),
+        )
+    }
+
+    /// A value supplied at run time under `name` (prefixed by the active name scopes).
+    #[track_caller]
+    pub fn placeholder(
+        &mut self,
+        name: &str,
+        shape: impl Into<Shape>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let location = Location::caller();
+        let shape = shape.into();
+        let full = self.scoped_name(name);
+        if self.names.contains_key(&full) {
+            return Err(Error::build(
+                "placeholder",
+                location,
+                format!("a node named '{full}' already exists"),
+            ));
+        }
+        let declared = Declared {
+            shape: Some(&shape),
+            dtype: Some(dtype),
+        };
+        let site = Site::new("placeholder", location).named(name);
+        self.add_op(Op::Leaf(Leaf::Placeholder), &[], declared, site)
+    }
+
     /// A variable named `name` (prefixed by the active name scopes) whose first value is
     /// `initial` (`tf.Variable(initial, name=...)`). The session keeps its value on its
     /// device across runs and shares it between plans; see [`Graph::assign`].
