@@ -4,8 +4,6 @@
 
 pub mod custom;
 pub mod elementwise;
-pub mod elementwise_cpu;
-pub mod expr;
 pub mod family;
 pub mod leaf;
 pub mod matmul;
@@ -116,7 +114,7 @@ registry! {
         Random(RandomSpec),
         /// Users' elementwise functions and raw WGSL kernels (`ops/custom.rs`).
         Custom(Custom),
-        /// Cumulative sums and products (`ops/scan.rs`).
+        /// Cumulative sums and products (`ops/scan/`).
         Scan(Scan),
         /// Assignments to variables and groups of targets (`ops/state.rs`).
         State(State),

@@ -4,7 +4,7 @@
 
 use crate::common::wgsl::{check, ew};
 
-use wgflow::ops::elementwise_cpu::erf_coefficients;
+use wgflow::ops::elementwise::reference::erf_coefficients;
 use wgflow::ops::wgsl::PRELUDE;
 use wgflow::ops::{BinaryOp, Distribution, Expr, Kernel, RandomKernel, RandomSpec, UnaryOp};
 use wgflow::{DType, Shape};

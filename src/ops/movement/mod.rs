@@ -68,7 +68,7 @@ impl PermuteKernel {
             &self.src_strides(),
         );
         wgsl::fill_template(
-            include_str!("../../shaders/permute.wgsl"),
+            include_str!("../../../shaders/permute.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", wgsl::WORKGROUP.to_string()),
@@ -187,7 +187,7 @@ fn copy_kernel(inputs: &[DType], dtype: DType, n: usize, body: Writer) -> String
     }
     wgsl::storage_binding(&mut bindings, inputs.len(), "out", untyped(dtype));
     wgsl::fill_template(
-        include_str!("../../shaders/gather.wgsl"),
+        include_str!("../../../shaders/gather.wgsl"),
         &[
             ("BINDINGS", bindings.finish()),
             ("WG", wgsl::WORKGROUP.to_string()),

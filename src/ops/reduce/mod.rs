@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 mod cpu;
 mod grad;
-mod shader;
+mod wgsl;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 

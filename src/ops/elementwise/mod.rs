@@ -9,24 +9,26 @@ use super::family::{
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
-use crate::ops::wgsl::{self, Writer};
+use crate::ops::wgsl::Writer;
 use crate::{DType, Shape};
 
-pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
+pub use reference::{binary_cpu, cast_cpu, unary_cpu};
 
 mod cpu;
+pub mod expr;
 pub mod file;
 pub(crate) mod grad;
-mod shader;
+pub mod reference;
 pub(crate) mod vmath;
+mod wgsl;
 
-pub use super::expr::{Expr, Node};
-pub use shader::expr_fn_wgsl;
+pub use expr::{Expr, Node};
+pub use wgsl::expr_fn_wgsl;
 
 /// Unary elementwise primitives.
 ///
 /// `erf`, `log1p`, `expm1` and `softplus` have no WGSL builtin; both backends evaluate them
-/// with the algorithms documented in [`elementwise_cpu`](super::elementwise_cpu).
+/// with the algorithms documented in [`reference`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     Neg,

@@ -224,7 +224,7 @@ impl RandomKernel {
         };
         let key = self.key();
         wgsl::fill_template(
-            include_str!("../../shaders/random.wgsl"),
+            include_str!("../../../shaders/random.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("N", format!("{}u", self.out_shape.numel())),

@@ -215,7 +215,7 @@ impl ScanKernel {
             ("lo + s", "from the start")
         };
         wgsl::fill_template(
-            include_str!("../../shaders/scan.wgsl"),
+            include_str!("../../../shaders/scan.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", wgsl::WORKGROUP.to_string()),

@@ -2,6 +2,7 @@
 //! view variants.
 
 use super::*;
+use crate::ops::wgsl;
 
 // ---------------------------------------------------------------- WGSL kernel
 

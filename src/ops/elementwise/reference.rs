@@ -29,8 +29,8 @@
 //! the truncated real result: `1` for base 1, `±1` for base -1, `0` otherwise (including base 0;
 //! NumPy raises instead).
 
-use super::elementwise::vmath;
-use super::elementwise::{BinaryOp, UnaryOp};
+use super::vmath;
+use super::{BinaryOp, UnaryOp};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::DType;
 

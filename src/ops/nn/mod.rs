@@ -14,10 +14,10 @@ use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
 pub mod backward;
+mod backward_cpu;
 mod cpu;
 pub mod file;
 mod grad;
-mod grad_cpu;
 
 mod window;
 
@@ -222,7 +222,7 @@ impl Conv2dKernel {
             }
         };
         wgsl::fill_template(
-            include_str!("../../shaders/conv2d.wgsl"),
+            include_str!("../../../shaders/conv2d.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", wgsl::WORKGROUP.to_string()),
@@ -335,7 +335,7 @@ impl PoolKernel {
         };
         let v = |s: usize| format!("{s}u");
         wgsl::fill_template(
-            include_str!("../../shaders/pool2d.wgsl"),
+            include_str!("../../../shaders/pool2d.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", wgsl::WORKGROUP.to_string()),
