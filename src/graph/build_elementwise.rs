@@ -70,6 +70,8 @@ impl Graph {
         erf => Erf;
         /// `ln(1 + e^x)`, computed without overflow (f32).
         softplus => Softplus;
+        /// `x / (1 + |x|)` (f32); ±1 at ±inf.
+        softsign => Softsign;
         /// NaN test → bool (f32; always false for integers).
         isnan => IsNan;
         /// ±inf test → bool (f32; always false for integers).

@@ -53,6 +53,8 @@ pub enum UnaryOp {
     Erf,
     /// `log(1 + e^x)`, evaluated as `max(x, 0) + log1p(e^-|x|)` so it never overflows.
     Softplus,
+    /// `x / (1 + |x|)`; ±1 at ±inf (the limit, where the formula would give inf/inf).
+    Softsign,
     IsNan,
     IsInf,
     IsFinite,
@@ -86,7 +88,7 @@ pub enum BinaryOp {
 
 impl UnaryOp {
     /// Every unary primitive (for exhaustive tests).
-    pub const ALL: [UnaryOp; 24] = [
+    pub const ALL: [UnaryOp; 25] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -107,6 +109,7 @@ impl UnaryOp {
         UnaryOp::Cos,
         UnaryOp::Erf,
         UnaryOp::Softplus,
+        UnaryOp::Softsign,
         UnaryOp::IsNan,
         UnaryOp::IsInf,
         UnaryOp::IsFinite,
@@ -135,6 +138,7 @@ impl UnaryOp {
             UnaryOp::Cos => "cos",
             UnaryOp::Erf => "erf",
             UnaryOp::Softplus => "softplus",
+            UnaryOp::Softsign => "softsign",
             UnaryOp::IsNan => "isnan",
             UnaryOp::IsInf => "isinf",
             UnaryOp::IsFinite => "isfinite",

@@ -18,6 +18,8 @@
 //!   fused multiply-adds, the others computed in f64 and rounded once; error bounds there and
 //!   in `docs/ops_elementwise.md` (all within 1 ulp of f64 over every f32 input).
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
+//! - `softsign(x) = x / (1 + |x|)`, one correctly rounded division; `±1` at `±inf` (the
+//!   limit: the formula would give `inf / inf`), NaN stays NaN, `±0` keeps its sign.
 //! - `pow`: libm's `powf` (C99), but `x*x`, `x`, `1/x`, `sqrt(x)` for exponents 2, 1, -1, 0.5;
 //!   the GPU twin `wgf_pow_f32` decides C99's special cases on the bits.
 //! - float `floor_divide`/`remainder`: NumPy's `npy_divmod` on the exact fmod (`%` here,
@@ -393,6 +395,14 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
                 fw(x.max(0.0) + (-x.abs()).exp().ln_1p())
             }
         }
+        (DType::F32, UnaryOp::Softsign) => {
+            let x = f(w);
+            if x.is_infinite() {
+                fw(x.signum())
+            } else {
+                fw(x / (1.0 + x.abs()))
+            }
+        }
         (DType::F32, UnaryOp::IsNan) => b(f(w).is_nan()),
         (DType::F32, UnaryOp::IsInf) => b(f(w).is_infinite()),
         (DType::F32, UnaryOp::IsFinite) => b(f(w).is_finite()),
@@ -424,6 +434,7 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
             | UnaryOp::Cos
             | UnaryOp::Erf
             | UnaryOp::Softplus
+            | UnaryOp::Softsign
             | UnaryOp::Neg
             | UnaryOp::Abs
             | UnaryOp::Relu
