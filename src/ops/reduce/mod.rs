@@ -10,10 +10,10 @@ use crate::ops::family::{
 use crate::ops::wgsl::Writer;
 use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
 use crate::{DType, Shape};
-use std::borrow::Cow;
 
 mod cpu;
 mod grad;
+mod reference;
 mod wgsl;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
