@@ -119,6 +119,11 @@ fn wgf_softplus(x: f32) -> f32 {
     return wgf_relu(x) + wgf_log1p(exp(-abs(x)));
 }
 
+// softsign(x) = x / (1 + |x|); ±1 at ±inf (the limit; the formula gives inf/inf = NaN).
+fn wgf_softsign(x: f32) -> f32 {
+    return select(x / (1.0 + abs(x)), sign(x), wgf_isinf(x));
+}
+
 // Integer floor division and remainder with NumPy's sign rules; a divisor of 0 gives 0 and
 // i32::MIN // -1 == i32::MIN (the divisor is guarded because naga's GLSL output is not).
 fn wgf_floordiv_i32(a: i32, b: i32) -> i32 {

@@ -1,11 +1,11 @@
 //! What each op IS: the closed set of primitives, their properties, and the kernels that
-//! implement them. Each family file holds its shape/dtype rule, CPU reference kernel and WGSL.
-//! Composites (softmax, mean of several axes…) are graph builders over these, in `graph/build.rs`.
+//! implement them. Each family is a folder, `ops/<family>/`: `mod.rs` (semantics, shape rule,
+//! lowering), `wgsl.rs`, `cpu.rs` (the fast path), `reference.rs` (the scalar oracle),
+//! `grad.rs` and `file.rs`, omitting what it lacks (docs/architecture.md, "Op families").
+//! Composites (softmax, mean of several axes…) are graph builders over these, in `graph/build/`.
 
 pub mod custom;
 pub mod elementwise;
-pub mod elementwise_cpu;
-pub mod expr;
 pub mod family;
 pub mod index;
 pub mod leaf;
@@ -101,25 +101,25 @@ macro_rules! registry {
 
 registry! {
     families {
-        /// Constants, placeholders and variables (`ops/leaf.rs`).
+        /// Constants, placeholders and variables (`ops/leaf/`).
         Leaf(Leaf),
-        /// Unary, binary, `where` and casts (`ops/elementwise.rs`).
+        /// Unary, binary, `where` and casts (`ops/elementwise/`).
         Elementwise(Elementwise),
-        /// Reductions over axes (`ops/reduce.rs`).
+        /// Reductions over axes (`ops/reduce/`).
         Reduce(Reduce),
-        /// Batched matmul (`ops/matmul.rs`).
+        /// Batched matmul (`ops/matmul/`).
         MatMul(MatMul),
-        /// Reshape, transpose, strided copies, concat, pad, take (`ops/movement.rs`).
+        /// Reshape, transpose, strided copies, concat, pad, take (`ops/movement/`).
         Movement(Movement),
-        /// Convolution, pooling and their backward ops (`ops/nn.rs`).
+        /// Convolution, pooling and their backward ops (`ops/nn/`).
         Nn(Nn),
-        /// Seeded random tensors (`ops/random.rs`).
+        /// Seeded random tensors (`ops/random/`).
         Random(RandomSpec),
-        /// Users' elementwise functions and raw WGSL kernels (`ops/custom.rs`).
+        /// Users' elementwise functions and raw WGSL kernels (`ops/custom/`).
         Custom(Custom),
-        /// Cumulative sums and products (`ops/scan.rs`).
+        /// Cumulative sums and products (`ops/scan/`).
         Scan(Scan),
-        /// Assignments to variables and groups of targets (`ops/state.rs`).
+        /// Assignments to variables and groups of targets (`ops/state/`).
         State(State),
         /// Gathers and scatters along an axis with a tensor of indices (`ops/index/`).
         Index(index::Index),

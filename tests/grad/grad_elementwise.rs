@@ -146,6 +146,7 @@ fn unary_rules_match_finite_differences() {
         ("cos", |g, x| g.cos(x), rand(&s, -3.0, 3.0, 18)),
         ("erf", |g, x| g.erf(x), rand(&s, -2.0, 2.0, 19)),
         ("softplus", |g, x| g.softplus(x), rand(&s, -3.0, 3.0, 20)),
+        ("softsign", |g, x| g.softsign(x), rand(&s, -3.0, 3.0, 21)),
     ];
     for (name, f, x) in cases {
         check(name, &|g, x| f(g, x[0]), &[x], &[0], EPS, RTOL, ATOL);
@@ -486,6 +487,7 @@ fn special_values_of_smooth_rules() {
             std::f32::consts::FRAC_2_SQRT_PI,
         ),
         ("softplus", |g, x| g.softplus(x), 0.0, 0.5),
+        ("softsign", |g, x| g.softsign(x), -3.0, 1.0 / 16.0),
         ("reciprocal", |g, x| g.reciprocal(x), -2.0, -0.25),
     ];
     // Two elements: a one-element constant would become a literal in the kernel, and the

@@ -379,3 +379,70 @@ fn kernel_facts_live_in_kernel_def() {
         "KernelDef implementations vs the kernels table"
     );
 }
+
+/// The files of one family's folder (docs/architecture.md, "Op families").
+const LAYOUT: [&str; 6] = [
+    "mod.rs",
+    "wgsl.rs",
+    "cpu.rs",
+    "reference.rs",
+    "grad.rs",
+    "file.rs",
+];
+
+/// Helpers a family needs beyond the layout, each named in docs/architecture.md: custom's raw
+/// WGSL kernels, elementwise's vectorized math and fused-expression IR (with its derivative
+/// table), the initializers of variables, the movement ops' shape rules, nn's window geometry
+/// and its backward primitives (`NnGradKernel`) with their CPU fast path.
+const EXTRAS: [&str; 9] = [
+    "custom/raw.rs",
+    "elementwise/vmath.rs",
+    "elementwise/expr/mod.rs",
+    "elementwise/expr/vjp.rs",
+    "leaf/init.rs",
+    "movement/shape.rs",
+    "nn/window.rs",
+    "nn/backward.rs",
+    "nn/backward_cpu.rs",
+];
+
+/// Every family is a folder of `src/ops/` holding only the layout's files and the documented
+/// helpers, and the only files directly in `src/ops/` are the registry, the traits and the
+/// shared WGSL writer.
+#[test]
+fn every_op_family_has_the_one_folder_layout() {
+    let ops = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops");
+    let mut wrong = Vec::new();
+    let mut families = 0;
+    for entry in std::fs::read_dir(&ops).expect("src/ops") {
+        let p = entry.expect("dir entry").path();
+        let name = p.file_name().and_then(|n| n.to_str()).expect("a name");
+        if p.is_dir() {
+            families += 1;
+            if !p.join("mod.rs").is_file() {
+                wrong.push(format!("ops/{name}/ has no mod.rs"));
+            }
+            let mut files = Vec::new();
+            rust_files(&p, &mut files);
+            for f in files {
+                let rel = f.strip_prefix(&ops).expect("under ops");
+                let rel = rel.to_str().expect("utf-8").replace('\\', "/");
+                let in_layout = rel
+                    .strip_prefix(&format!("{name}/"))
+                    .is_some_and(|f| LAYOUT.contains(&f));
+                if !in_layout && !EXTRAS.contains(&rel.as_str()) {
+                    wrong.push(format!("ops/{rel} is neither in the layout nor an extra"));
+                }
+            }
+        } else if !["mod.rs", "family.rs", "wgsl.rs"].contains(&name) {
+            wrong.push(format!("ops/{name} belongs in a family's folder"));
+        }
+    }
+    for extra in EXTRAS {
+        if !ops.join(extra).is_file() {
+            wrong.push(format!("the extra ops/{extra} does not exist"));
+        }
+    }
+    assert!(families >= 10, "found {families} family folders");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -457,3 +457,73 @@ fn negated_negative_literals_compile_on_every_device() {
         assert!(pz == 0.0 && pz.is_sign_positive(), "{d}: -(-0) = {pz}");
     }
 }
+
+/// softsign against float64 on every device, special values included (±inf give the limit
+/// ±1, ±0 keep their sign, NaN stays NaN), and its gradient `1/(1+|x|)²` against float64.
+#[test]
+fn softsign_matches_f64_on_every_device_with_special_values() {
+    let xs: Vec<f32> = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1e-40,
+        f32::MIN_POSITIVE,
+        1e-7,
+        -0.5,
+        1.0,
+        -3.0,
+        7.25,
+        1e4,
+        -1e30,
+        f32::MAX,
+        f32::MIN,
+    ]
+    .into_iter()
+    .chain((0..64).map(|i| (i as f32 - 32.0) * 0.37))
+    .collect();
+    let want = |x: f32| -> (f32, f32) {
+        let x = x as f64;
+        let y = if x.is_infinite() {
+            x.signum()
+        } else {
+            x / (1.0 + x.abs())
+        };
+        let d = 1.0 / ((1.0 + x.abs()) * (1.0 + x.abs()));
+        (y as f32, d as f32)
+    };
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [xs.len()], DType::F32).unwrap();
+    let y = g.softsign(x).unwrap();
+    let loss = g.sum(y, wgflow::Axes::All, false).unwrap();
+    let dx = g.gradients(loss, &[x]).unwrap()[0].expect("a gradient");
+    let feed = HostTensor::new([xs.len()], xs.clone()).unwrap();
+    let mut devices = vec![Device::Cpu];
+    devices.extend(common::gpus());
+    for d in devices {
+        // cpu:0 rounds the f32 division once; GPUs' division is within 2.5 ulp (WGSL).
+        let rtol = if d == Device::Cpu { 3.6e-7 } else { 2e-6 };
+        let out = common::session_on(&g, d)
+            .run(&[(x, feed.clone())], &[y, dx])
+            .unwrap();
+        let (got, grad) = (
+            out[0].to_vec::<f32>().unwrap(),
+            out[1].to_vec::<f32>().unwrap(),
+        );
+        for (i, &x) in xs.iter().enumerate() {
+            let (wy, wd) = want(x);
+            for (what, got, want) in [("softsign", got[i], wy), ("gradient", grad[i], wd)] {
+                let ok = if want.is_nan() {
+                    got.is_nan()
+                } else if want == 0.0 {
+                    // ±0 (and a subnormal a GPU may flush) keep their sign.
+                    got.abs() <= 1e-38 && got.is_sign_negative() == want.is_sign_negative()
+                } else {
+                    (got - want).abs() <= rtol * want.abs() + 1e-38
+                };
+                assert!(ok, "{d}: {what}({x:e}) = {got:e}, float64 says {want:e}");
+            }
+        }
+    }
+}

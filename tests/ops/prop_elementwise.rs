@@ -220,6 +220,7 @@ proptest! {
                 UnaryOp::Cos => g.cos(x),
                 UnaryOp::Erf => g.erf(x),
                 UnaryOp::Softplus => g.softplus(x),
+                UnaryOp::Softsign => g.softsign(x),
                 UnaryOp::IsNan => g.isnan(x),
                 UnaryOp::IsInf => g.isinf(x),
                 UnaryOp::IsFinite => g.isfinite(x),

@@ -6,8 +6,8 @@
 //! functions fused into one kernel, against float64.
 
 use rayon::prelude::*;
+use wgflow::ops::elementwise::reference::unary_cpu;
 use wgflow::ops::elementwise::CPU_CHUNK as CHUNK;
-use wgflow::ops::elementwise_cpu::unary_cpu;
 use wgflow::ops::{BinaryOp, CpuIn, ElementwiseKernel, Expr, KernelDef, UnaryOp};
 use wgflow::{DType, Shape};
 

@@ -53,10 +53,12 @@ impl Graph {
         /// Cosine (f32).
         cos => Cos;
         /// The error function (f32): a rational approximation with max error 4.2e-7
-        /// (see `ops/elementwise_cpu.rs`).
+        /// (see `ops/elementwise/reference.rs`).
         erf => Erf;
         /// `ln(1 + e^x)`, computed without overflow (f32).
         softplus => Softplus;
+        /// `x / (1 + |x|)` (f32); ±1 at ±inf.
+        softsign => Softsign;
         /// NaN test → bool (f32; always false for integers).
         isnan => IsNan;
         /// ±inf test → bool (f32; always false for integers).

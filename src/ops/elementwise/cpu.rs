@@ -12,15 +12,15 @@
 //! `sigmoid`, `tanh`, `log` and `erf` included: they are branch-free, from
 //! [`vmath`](super::vmath)); on x86_64 the same loops run from a copy compiled for AVX2+FMA
 //! or AVX-512, chosen once per block of chunks. Ops without a dedicated
-//! loop call the scalar functions of [`elementwise_cpu`](crate::ops::elementwise_cpu), which
+//! loop call the scalar functions of [`reference`](super::reference), which
 //! define the semantics; the dedicated loops compute the same IEEE operations (Rust never
 //! contracts `a*b + c`), so both agree bit for bit with
 //! [`ElementwiseKernel::run_cpu_reference`], which the tests check.
 
-use super::{vmath, BinaryOp, ElementwiseKernel, Node, UnaryOp};
-use crate::ops::elementwise_cpu::{
+use super::reference::{
     binary_cpu, cast_cpu, erf, maximum_f32, minimum_f32, relu_f32, sign_f32, unary_cpu,
 };
+use super::{vmath, BinaryOp, ElementwiseKernel, Node, UnaryOp};
 use crate::ops::CpuIn;
 use crate::{DType, Error, Result};
 use rayon::prelude::*;

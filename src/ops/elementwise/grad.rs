@@ -1,6 +1,6 @@
 //! Gradient rules of the elementwise family. Each op is a one-node [`Expr`]; its derivative
 //! comes from [`Expr::vjp`] (where every rule and convention is written, see
-//! `ops/expr/vjp.rs`) and is built back into the graph as ordinary elementwise nodes, so a
+//! `ops/elementwise/expr/vjp.rs`) and is built back into the graph as ordinary elementwise nodes, so a
 //! chain's backward pass fuses like its forward pass. Each input's gradient is then summed
 //! over the axes along which the input was broadcast.
 

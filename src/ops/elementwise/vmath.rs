@@ -1,5 +1,5 @@
 //! Branch-free f32 math for `cpu:0`: the semantics of `exp`, `sigmoid`, `tanh` and `log` on
-//! the CPU (the scalar reference [`unary_cpu`](crate::ops::elementwise_cpu::unary_cpu) and the
+//! the CPU (the scalar reference [`unary_cpu`](crate::ops::elementwise::reference::unary_cpu) and the
 //! fused evaluator call these same functions, so both agree bit for bit).
 //!
 //! Every function is straight-line arithmetic with selects instead of branches, so that a loop

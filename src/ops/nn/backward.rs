@@ -1,7 +1,7 @@
 //! The backward primitives of conv2d and pooling: `conv2d_backprop_input`,
 //! `conv2d_backprop_filter`, `max_pool2d_grad` and `avg_pool2d_grad` (TensorFlow's names),
 //! their shape rules and their one kernel type, [`NnGradKernel`] (WGSL here, CPU in
-//! `grad_cpu.rs`).
+//! `backward_cpu.rs`).
 //!
 //! The gradient rules of conv2d and the pools (`grad.rs`) build these, so a training step
 //! runs one kernel per gradient instead of the pad/stack/cumsum/transposed-convolution

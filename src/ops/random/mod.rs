@@ -224,7 +224,7 @@ impl RandomKernel {
         };
         let key = self.key();
         wgsl::fill_template(
-            include_str!("../../shaders/random.wgsl"),
+            include_str!("../../../shaders/random.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("N", format!("{}u", self.out_shape.numel())),
@@ -318,7 +318,15 @@ impl KernelDef for RandomKernel {
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         let run = match inputs.first() {
             Some([lo, hi, ..]) => u64::from(*lo) | (u64::from(*hi) << 32),
-            _ => 0,
+            // A stateless op binds nothing; a stateful one without its run counter would
+            // silently draw the first run's numbers.
+            _ if !self.spec.dist.is_stateful() => 0,
+            _ => {
+                return Err(crate::Error::Internal(format!(
+                    "{} ran without its two-word run counter",
+                    self.describe()
+                )))
+            }
         };
         Ok(RandomKernel::run_cpu_at(self, run))
     }

@@ -7,7 +7,6 @@ use crate::ops::family::{
     missing_inputs, Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
     LowerCx, Lowered,
 };
-use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
 
@@ -18,7 +17,7 @@ use crate::graph::{Graph, Tensor};
 pub mod cpu;
 pub mod file;
 mod grad;
-mod shader;
+mod wgsl;
 
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
 /// activation…): `expr` reads `Input(0)` = that result and `Input(i)` = `extra[i - 1]`. Each extra input is the output's shape, a row
@@ -397,7 +396,7 @@ impl MatMulKernel {
         } else if self.block.is_some() {
             64
         } else {
-            wgsl::WORKGROUP
+            crate::ops::wgsl::WORKGROUP
         }
     }
 
@@ -407,79 +406,6 @@ impl MatMulKernel {
             Some((tm, tn)) => (outputs / (tm * tn)) as u64,
             None => outputs as u64,
         }
-    }
-
-    /// WGSL: one output per invocation (template `shaders/matmul.wgsl`), or a register-blocked
-    /// kernel when [`MatMulKernel::block`] is set. Both accumulate over K in the CPU kernel's
-    /// order, one product at a time.
-    pub fn wgsl(&self) -> String {
-        if self.tiled {
-            return self.wgsl_tiled();
-        }
-        if let Some((tm, tn)) = self.block {
-            return self.wgsl_blocked(tm, tn);
-        }
-        let (m, _, n) = self.mkn();
-        let (bd, sa, sb) = self.batch();
-        let (func, extra) = self.epilogue_wgsl();
-        let mut bindings = Writer::new();
-        wgsl::storage_binding(&mut bindings, 0, "in0", self.dtype);
-        wgsl::storage_binding(&mut bindings, 1, "in1", self.dtype);
-        for (j, (_, d)) in extra.iter().enumerate() {
-            wgsl::storage_binding(&mut bindings, 2 + j, &format!("in{}", 2 + j), *d);
-        }
-        wgsl::storage_binding(&mut bindings, 2 + extra.len(), "out", self.dtype);
-        let acc = if self.dtype == DType::F16 {
-            "wgf_round_f16(acc)"
-        } else {
-            "acc"
-        };
-        let store = if self.epilogue.is_some() {
-            let args: Vec<String> = std::iter::once(acc.to_string())
-                .chain(extra.iter().enumerate().map(|(j, (kind, d))| {
-                    let idx = match kind {
-                        EpilogueInput::Full => "o",
-                        // A row spans the output's last dim: M when B is a vector.
-                        EpilogueInput::Row if self.b.rank() < 2 => "m",
-                        EpilogueInput::Row => "n",
-                        EpilogueInput::Scalar => "0u",
-                    };
-                    wgsl::load(&format!("in{}", 2 + j), idx, *d)
-                }))
-                .collect();
-            let value = format!("wgf_epi({})", args.join(", "));
-            format!("    {};", wgsl::store("out", "o", &value, self.dtype))
-        } else {
-            format!("    {};", wgsl::store("out", "o", "acc", self.dtype))
-        };
-        let ((ra, ka), (kb, nb)) = self.matrix_strides();
-        let term = |i: &str, s: usize| match s {
-            1 => i.to_string(),
-            _ => format!("{i} * {s}u"),
-        };
-        let a_at = format!("a_base + {} + {}", term("m", ra), term("k", ka));
-        let b_at = format!("b_base + {} + {}", term("k", kb), term("n", nb));
-        let mut batch = Writer::new();
-        batch.indent(1);
-        wgsl::strided_index(&mut batch, "a_base", "batch", &bd, &sa);
-        wgsl::strided_index(&mut batch, "b_base", "batch", &bd, &sb);
-        self.k_len(&mut batch);
-        wgsl::fill_template(
-            include_str!("../../shaders/matmul.wgsl"),
-            &[
-                ("BINDINGS", bindings.finish()),
-                ("WG", wgsl::WORKGROUP.to_string()),
-                ("TOTAL", format!("{}u", self.out_shape().numel())),
-                ("M", m.to_string()),
-                ("N", n.to_string()),
-                ("BATCH", batch.finish()),
-                ("ZERO", wgsl::literal(self.dtype, 0)),
-                ("A", wgsl::load("in0", &a_at, self.dtype)),
-                ("B", wgsl::load("in1", &b_at, self.dtype)),
-                ("FUNC", func),
-                ("STORE", store),
-            ],
-        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! NN kernels over NCHW tensors: direct 2-D convolution (stride, zero padding, dilation,
 //! groups) and 2-D max/average pooling. Bias, activations and the normalisations are
-//! composites in `graph/build_nn.rs`; fusion makes them the convolution's epilogue.
+//! composites in `graph/build/composite.rs` (conv2d's bias in `graph/build/nn.rs`); fusion
+//! makes them the convolution's epilogue.
 
 use crate::ops::elementwise::binary_cpu;
 use crate::ops::family::{
@@ -14,10 +15,10 @@ use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
 pub mod backward;
+mod backward_cpu;
 mod cpu;
 pub mod file;
 mod grad;
-mod grad_cpu;
 
 mod window;
 
@@ -222,7 +223,7 @@ impl Conv2dKernel {
             }
         };
         wgsl::fill_template(
-            include_str!("../../shaders/conv2d.wgsl"),
+            include_str!("../../../shaders/conv2d.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", wgsl::WORKGROUP.to_string()),
@@ -335,7 +336,7 @@ impl PoolKernel {
         };
         let v = |s: usize| format!("{s}u");
         wgsl::fill_template(
-            include_str!("../../shaders/pool2d.wgsl"),
+            include_str!("../../../shaders/pool2d.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", wgsl::WORKGROUP.to_string()),

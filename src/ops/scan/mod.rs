@@ -17,12 +17,16 @@
 use super::family::{
     Arg, Arity, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
 };
-use super::wgsl::{self, Writer};
 use super::Kernel;
-use crate::graph::def::{NodeDef, NodeIn, NodeOut, UInt, MAX_RANK};
+use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 use crate::{DType, Shape};
-use serde::{Deserialize, Serialize};
+use file::ScanAttrs;
+
+mod file;
+mod grad;
+mod reference;
+mod wgsl;
 
 /// Elements one invocation scans (the longest loop of a scan kernel).
 pub const SCAN_CHUNK: usize = 2048;
@@ -123,123 +127,6 @@ impl ScanKernel {
 
     fn chunks(&self) -> usize {
         self.n.div_ceil(self.chunk()).max(1)
-    }
-
-    /// The CPU kernel: the same chunks in the same order as the WGSL.
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        let (x, d) = (inputs[0], self.dtype);
-        let (chunk, chunks, inner, n) = (self.chunk(), self.chunks(), self.inner, self.n);
-        let totals = self.pass == ScanPass::Totals;
-        let mut out = vec![
-            0u32;
-            if totals {
-                self.outer * chunks * inner
-            } else {
-                x.len()
-            }
-        ];
-        for t in 0..self.outer * chunks * inner {
-            let (o, c, i) = (t / (chunks * inner), (t / inner) % chunks, t % inner);
-            let lo = c * chunk;
-            let len = chunk.min(n - lo.min(n));
-            let base = o * n * inner + i;
-            let mut acc = match self.pass {
-                ScanPass::FromPrefix => inputs[1][t],
-                ScanPass::Whole | ScanPass::Totals => self.op.identity(d),
-            };
-            for s in 0..len {
-                let k = if self.reverse {
-                    lo + len - 1 - s
-                } else {
-                    lo + s
-                };
-                let at = base + k * inner;
-                if totals {
-                    acc = self.op.combine(d, acc, x[at]);
-                } else if self.exclusive {
-                    out[at] = acc;
-                    acc = self.op.combine(d, acc, x[at]);
-                } else {
-                    acc = self.op.combine(d, acc, x[at]);
-                    out[at] = acc;
-                }
-            }
-            if totals {
-                out[t] = acc;
-            }
-        }
-        out
-    }
-
-    /// The WGSL kernel (template `shaders/scan.wgsl`).
-    pub fn wgsl(&self) -> String {
-        let d = self.dtype;
-        let mut bindings = Writer::new();
-        wgsl::storage_binding(&mut bindings, 0, "in0", d);
-        let out_binding = if self.pass == ScanPass::FromPrefix {
-            wgsl::storage_binding(&mut bindings, 1, "prefix", d);
-            2
-        } else {
-            1
-        };
-        wgsl::storage_binding(&mut bindings, out_binding, "out", d);
-        let combine = match self.op {
-            ScanOp::Sum => "acc + v",
-            ScanOp::Prod => "acc * v",
-        };
-        let mut step = Writer::new();
-        step.indent(2);
-        let mut finish = Writer::new();
-        finish.indent(1);
-        match (self.pass, self.exclusive) {
-            (ScanPass::Totals, _) => {
-                step.line(&format!("acc = {combine};"));
-                finish.line(&format!("{};", wgsl::store("out", "t", "acc", d)));
-            }
-            (ScanPass::Whole | ScanPass::FromPrefix, true) => {
-                step.line(&format!("{};", wgsl::store("out", "at", "acc", d)));
-                step.line(&format!("acc = {combine};"));
-            }
-            (ScanPass::Whole | ScanPass::FromPrefix, false) => {
-                step.line(&format!("acc = {combine};"));
-                step.line(&format!("{};", wgsl::store("out", "at", "acc", d)));
-            }
-        }
-        let init = match self.pass {
-            ScanPass::FromPrefix => wgsl::load("prefix", "t", d),
-            ScanPass::Whole | ScanPass::Totals => wgsl::literal(d, self.op.identity(d)),
-        };
-        let (k, order) = if self.reverse {
-            ("lo + len - 1u - s", "from the end")
-        } else {
-            ("lo + s", "from the start")
-        };
-        wgsl::fill_template(
-            include_str!("../../shaders/scan.wgsl"),
-            &[
-                ("BINDINGS", bindings.finish()),
-                ("WG", wgsl::WORKGROUP.to_string()),
-                ("INVOCATIONS", self.invocations().to_string()),
-                ("CHUNKS", self.chunks().to_string()),
-                ("CHUNK", self.chunk().to_string()),
-                ("INNER", self.inner.to_string()),
-                ("N", self.n.to_string()),
-                ("INIT", init),
-                ("K", k.to_string()),
-                ("ORDER", order.to_string()),
-                (
-                    "START",
-                    if self.pass == ScanPass::FromPrefix {
-                        "the chunk's prefix".to_string()
-                    } else {
-                        "the identity".to_string()
-                    },
-                ),
-                ("LOAD", wgsl::load("in0", "at", d)),
-                ("STEP", step.finish()),
-                ("FINISH", finish.finish()),
-            ],
-        )
     }
 
     fn invocations(&self) -> u64 {
@@ -381,65 +268,6 @@ impl Family for Scan {
     }
 }
 
-/// A scan's graph-file attributes.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScanAttrs {
-    axis: UInt<{ MAX_RANK as u64 }>,
-    exclusive: bool,
-    reverse: bool,
-}
-
-impl Scan {
-    /// The cumulative sum of `t` in the other direction, with this scan's `exclusive`.
-    fn back(&self, g: &mut Graph, t: Tensor) -> crate::Result<Tensor> {
-        let axis = self.axis as isize;
-        g.cumulative(ScanOp::Sum, t, axis, self.exclusive, !self.reverse)
-    }
-
-    /// The gradient of a cumprod, exact with zeros. Where no zero comes before or at `j` in
-    /// scan order, `dx_j = Σ_{i reads j} dy_i·y_i / x_j` (a backward cumsum of `dy·y`,
-    /// TensorFlow's rule). At the first zero `z`, `y_i / x_z` is not defined, but it is the
-    /// product of the others, which is `y'_i` for the cumprod `y'` of `x` with `x_z`
-    /// replaced by 1: `dx_z` is the backward cumsum of `dy·y'` at `z`. After the first zero,
-    /// every product that reads `x_j` also reads `x_z = 0`, so `dx_j = 0`.
-    fn prod_grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Tensor> {
-        let (x, y, dy) = (cx.inputs[0], cx.output, cx.dy);
-        let dtype = g.dtype(x)?;
-        let axis = self.axis as isize;
-        let scalar = |g: &mut Graph, d: DType, v: f64| g.full(Shape::scalar(), d, v);
-        let zero = scalar(g, dtype, 0.0)?;
-        let one = scalar(g, dtype, 1.0)?;
-        let is0 = g.equal(x, zero)?;
-        // How many zeros lie at or before each position, in scan order (i32: exact).
-        let count = g.cast(is0, DType::I32)?;
-        let seen = g.cumulative(ScanOp::Sum, count, axis, false, self.reverse)?;
-        let none = scalar(g, DType::I32, 0.0)?;
-        let before_zero = g.equal(seen, none)?;
-        let first = scalar(g, DType::I32, 1.0)?;
-        let at_first = g.equal(seen, first)?;
-        let first_zero = g.logical_and(is0, at_first)?;
-        let safe = g.select(is0, one, x)?;
-        let dyy = g.mul(dy, y)?;
-        let s = self.back(g, dyy)?;
-        let before = g.div(s, safe)?;
-        let x1 = g.select(first_zero, one, x)?;
-        let y1 = g.cumulative(ScanOp::Prod, x1, axis, self.exclusive, self.reverse)?;
-        let dyy1 = g.mul(dy, y1)?;
-        let at_zero = self.back(g, dyy1)?;
-        let after = g.select(first_zero, at_zero, zero)?;
-        g.select(before_zero, before, after)
-    }
-
-    fn attrs(&self) -> ScanAttrs {
-        ScanAttrs {
-            axis: UInt(self.axis as u64),
-            exclusive: self.exclusive,
-            reverse: self.reverse,
-        }
-    }
-}
-
 impl KernelDef for ScanKernel {
     fn kind(&self) -> &'static str {
         "scan"
@@ -480,7 +308,7 @@ impl KernelDef for ScanKernel {
     }
 
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
-        Ok(ScanKernel::run_cpu(self, inputs))
+        ScanKernel::run_reference(self, inputs)
     }
 
     fn invocations(&self) -> u64 {

@@ -9,24 +9,26 @@ use super::family::{
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
-use crate::ops::wgsl::{self, Writer};
+use crate::ops::wgsl::Writer;
 use crate::{DType, Shape};
 
-pub use super::elementwise_cpu::{binary_cpu, cast_cpu, unary_cpu};
+pub use reference::{binary_cpu, cast_cpu, unary_cpu};
 
 mod cpu;
+pub mod expr;
 pub mod file;
 pub(crate) mod grad;
-mod shader;
+pub mod reference;
 pub(crate) mod vmath;
+mod wgsl;
 
-pub use super::expr::{Expr, Node};
-pub use shader::expr_fn_wgsl;
+pub use expr::{Expr, Node};
+pub use wgsl::expr_fn_wgsl;
 
 /// Unary elementwise primitives.
 ///
 /// `erf`, `log1p`, `expm1` and `softplus` have no WGSL builtin; both backends evaluate them
-/// with the algorithms documented in [`elementwise_cpu`](super::elementwise_cpu).
+/// with the algorithms documented in [`reference`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     Neg,
@@ -51,6 +53,8 @@ pub enum UnaryOp {
     Erf,
     /// `log(1 + e^x)`, evaluated as `max(x, 0) + log1p(e^-|x|)` so it never overflows.
     Softplus,
+    /// `x / (1 + |x|)`; ±1 at ±inf (the limit, where the formula would give inf/inf).
+    Softsign,
     IsNan,
     IsInf,
     IsFinite,
@@ -84,7 +88,7 @@ pub enum BinaryOp {
 
 impl UnaryOp {
     /// Every unary primitive (for exhaustive tests).
-    pub const ALL: [UnaryOp; 24] = [
+    pub const ALL: [UnaryOp; 25] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -105,6 +109,7 @@ impl UnaryOp {
         UnaryOp::Cos,
         UnaryOp::Erf,
         UnaryOp::Softplus,
+        UnaryOp::Softsign,
         UnaryOp::IsNan,
         UnaryOp::IsInf,
         UnaryOp::IsFinite,
@@ -133,6 +138,7 @@ impl UnaryOp {
             UnaryOp::Cos => "cos",
             UnaryOp::Erf => "erf",
             UnaryOp::Softplus => "softplus",
+            UnaryOp::Softsign => "softsign",
             UnaryOp::IsNan => "isnan",
             UnaryOp::IsInf => "isinf",
             UnaryOp::IsFinite => "isfinite",
@@ -333,118 +339,6 @@ impl ElementwiseKernel {
             Err(_) => self.run_cpu_reference(inputs),
         }
     }
-
-    /// The reference evaluator the fast path is tested against: node by node over whole
-    /// arrays, each freed after its last use, one scalar function call per element. No
-    /// recursion, so any chain length runs on a small stack, and a chain holds two arrays at
-    /// a time.
-    #[doc(hidden)]
-    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
-        let dtypes: Vec<DType> = self.inputs.iter().map(|(_, d)| *d).collect();
-        let nodes = self.expr.nodes();
-        let types = self.expr.dtypes(&dtypes);
-        let n = self.out_shape.numel();
-        let mut last = vec![0; nodes.len()];
-        for (k, node) in nodes.iter().enumerate() {
-            for o in node.operands() {
-                last[o] = k;
-            }
-        }
-        let mut vals: Vec<Vec<u32>> = Vec::with_capacity(nodes.len());
-        for (k, node) in nodes.iter().enumerate() {
-            // An operand whose last use is here gives its array to the result.
-            let own = |o: usize, vals: &mut Vec<Vec<u32>>| {
-                if last[o] == k && node.operands().filter(|&x| x == o).count() == 1 {
-                    std::mem::take(&mut vals[o])
-                } else {
-                    vals[o].clone()
-                }
-            };
-            let v = match *node {
-                Node::Input(i) => self.load_cpu(i, inputs[i]),
-                Node::Lit(_, w) => vec![w; n],
-                Node::Unary(op, a) => {
-                    let d = types[a];
-                    let mut v = own(a, &mut vals);
-                    for w in &mut v {
-                        *w = unary_cpu(op, d, *w);
-                    }
-                    v
-                }
-                Node::Cast(to, a) => {
-                    let from = types[a];
-                    let mut v = own(a, &mut vals);
-                    for w in &mut v {
-                        *w = cast_cpu(from, to, *w);
-                    }
-                    v
-                }
-                Node::Binary(op, a, b) => {
-                    let d = types[a];
-                    let mut v = own(a, &mut vals);
-                    for (x, &y) in v.iter_mut().zip(&vals[b]) {
-                        *x = binary_cpu(op, d, *x, y);
-                    }
-                    v
-                }
-                Node::Select(c, a, b) => (0..n)
-                    .map(|i| {
-                        if vals[c][i] != 0 {
-                            vals[a][i]
-                        } else {
-                            vals[b][i]
-                        }
-                    })
-                    .collect(),
-            };
-            for o in node.operands() {
-                if last[o] == k {
-                    vals[o] = Vec::new();
-                }
-            }
-            vals.push(v);
-        }
-        vals.pop().unwrap_or_default()
-    }
-
-    /// Input `i`'s words at every output index (through its view or broadcast).
-    fn load_cpu(&self, i: usize, data: &[u32]) -> Vec<u32> {
-        let n = self.out_shape.numel();
-        let (shape, _) = &self.inputs[i];
-        if let Some(view) = self.view(i) {
-            let strides = view.strides_over(shape, &self.out_shape);
-            let dims = self.out_shape.dims();
-            return (0..n)
-                .map(|lin| {
-                    let (mut rem, mut at) = (lin, view.offset);
-                    for k in (0..dims.len()).rev() {
-                        at += (rem % dims[k]) as i64 * strides[k];
-                        rem /= dims[k];
-                    }
-                    data[at as usize]
-                })
-                .collect();
-        }
-        if shape == &self.out_shape {
-            return data.to_vec();
-        }
-        let strides = shape.broadcast_strides(&self.out_shape);
-        let dims = self.out_shape.dims();
-        let mut out = Vec::with_capacity(n);
-        let mut coord = vec![0usize; dims.len()];
-        for _ in 0..n {
-            let off: usize = coord.iter().zip(&strides).map(|(c, s)| c * s).sum();
-            out.push(data[off]);
-            for ax in (0..dims.len()).rev() {
-                coord[ax] += 1;
-                if coord[ax] < dims[ax] {
-                    break;
-                }
-                coord[ax] = 0;
-            }
-        }
-        out
-    }
 }
 
 // ---------------------------------------------------------------- the family
@@ -610,8 +504,13 @@ impl KernelDef for ElementwiseKernel {
             || self.expr.mentions(DType::F16)
     }
 
+    /// The fast path into a new vector; inputs it cannot read are an error (the scalar
+    /// oracle, [`ElementwiseKernel::run_cpu_reference`], is what the tests compare it with).
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
-        Ok(ElementwiseKernel::run_cpu(self, inputs))
+        let mut out = vec![0; self.out_shape.numel()];
+        let ins: Vec<CpuIn<'_>> = inputs.iter().map(|w| CpuIn::Words(w)).collect();
+        cpu::run(self, &ins, &mut out)?;
+        Ok(out)
     }
 
     /// The fused expression chunk by chunk, in parallel, straight into `out` (see

@@ -2,6 +2,7 @@
 //! view variants.
 
 use super::*;
+use crate::ops::wgsl;
 
 // ---------------------------------------------------------------- WGSL kernel
 
@@ -213,6 +214,7 @@ fn unary_wgsl(op: UnaryOp, x: &str, d: DType) -> String {
         UnaryOp::Cos => format!("cos({x})"),
         UnaryOp::Erf => format!("wgf_erf({x})"),
         UnaryOp::Softplus => format!("wgf_softplus({x})"),
+        UnaryOp::Softsign => format!("wgf_softsign({x})"),
         UnaryOp::IsNan if d == DType::F32 => format!("wgf_isnan({x})"),
         UnaryOp::IsInf if d == DType::F32 => format!("wgf_isinf({x})"),
         UnaryOp::IsFinite if d == DType::F32 => format!("wgf_isfinite({x})"),

@@ -1,6 +1,6 @@
 //! Reductions over a set of axes (keepdims or not): sum, mean, max, min, prod, all, any, and
 //! argmax/argmin (the index of the first extreme in row-major order of the reduced axes).
-//! var, std and logsumexp are composites in `graph/build_nn.rs`.
+//! var, std and logsumexp are composites in `graph/build/composite.rs`.
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
@@ -10,11 +10,11 @@ use crate::ops::family::{
 use crate::ops::wgsl::Writer;
 use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
 use crate::{DType, Shape};
-use std::borrow::Cow;
 
 mod cpu;
 mod grad;
-mod shader;
+mod reference;
+mod wgsl;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 

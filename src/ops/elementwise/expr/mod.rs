@@ -4,7 +4,7 @@
 //! one node, not a copy of `c`'s whole tree; codegen binds each node to a WGSL `let` and the
 //! CPU evaluator walks the list, so no pass recurses as deep as the expression is long.
 
-use super::elementwise::{BinaryOp, UnaryOp};
+use super::{BinaryOp, UnaryOp};
 use crate::DType;
 use std::collections::HashMap;
 

@@ -21,7 +21,7 @@ pub enum Leaf {
     Placeholder,
     /// State that lives in the session across runs, on its device, with its first value
     /// (computed when a session first needs it). Read like any tensor; written by
-    /// assignments (`ops/state.rs`).
+    /// assignments (`ops/state/`).
     Variable(Initializer),
 }
 

@@ -32,7 +32,7 @@ impl Expr {
     /// The smooth rules are the textbook ones, written to reuse the result where that is
     /// cheaper (`exp`: `dy·y`; `sqrt`: `dy·0.5/y`; `tanh`: `dy·(1 - y²)`; `sigmoid`:
     /// `dy·y·(1 - y)`; `reciprocal`: `-dy·y²`; `rsqrt`: `-0.5·dy·y³`; `div`: `dy/b` and
-    /// `-(dy/b)·y`; `erf`: `dy·2/√π·e^(-x²)`; `softplus`: `dy·sigmoid(x)`). Where the
+    /// `-(dy/b)·y`; `erf`: `dy·2/√π·e^(-x²)`; `softplus`: `dy·sigmoid(x)`; `softsign`: `dy/(1+|x|)²`). Where the
     /// derivative is not defined everywhere (TensorFlow's conventions unless said otherwise):
     /// - `abs`: `sign(x)·dy`, so 0 at 0; `relu`: `dy` where `x > 0`, so 0 at 0.
     /// - `floor`, `ceil`, `round`, `sign`, float `floor_divide`: zero, their derivative almost
@@ -259,6 +259,14 @@ impl Grad {
                 U::Softplus => {
                     let s = self.un(U::Sigmoid, a);
                     at(self.mul(g, s))
+                }
+                // 1/(1+|x|)², from x rather than 1-|y|, which cancels for large |x|.
+                U::Softsign => {
+                    let one = self.lit(self.dtypes[a], 1.0);
+                    let m = self.un(U::Abs, a);
+                    let d = self.bin(B::Add, m, one);
+                    let r = self.bin(B::Div, g, d);
+                    at(self.bin(B::Div, r, d))
                 }
                 U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot => Adj::None,
             }],

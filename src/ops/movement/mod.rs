@@ -1,7 +1,8 @@
 //! Movement ops: reshape/squeeze/expand_dims (views: no kernel, no copy), transpose/permute,
 //! and index-math copies: one signed-stride gather (slice with any step, flip, broadcast_to),
 //! concat, constant pad, and gather along an axis. Composites (stack, split, tile, reflect
-//! pad, one_hot) are built from these in `graph/build_movement.rs`.
+//! pad) are built from these in `graph/build/movement.rs`, one_hot in
+//! `graph/build/composite.rs`.
 //!
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
@@ -68,7 +69,7 @@ impl PermuteKernel {
             &self.src_strides(),
         );
         wgsl::fill_template(
-            include_str!("../../shaders/permute.wgsl"),
+            include_str!("../../../shaders/permute.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
                 ("WG", wgsl::WORKGROUP.to_string()),
@@ -187,7 +188,7 @@ fn copy_kernel(inputs: &[DType], dtype: DType, n: usize, body: Writer) -> String
     }
     wgsl::storage_binding(&mut bindings, inputs.len(), "out", untyped(dtype));
     wgsl::fill_template(
-        include_str!("../../shaders/gather.wgsl"),
+        include_str!("../../../shaders/gather.wgsl"),
         &[
             ("BINDINGS", bindings.finish()),
             ("WG", wgsl::WORKGROUP.to_string()),

@@ -18,6 +18,8 @@
 //!   fused multiply-adds, the others computed in f64 and rounded once; error bounds there and
 //!   in `docs/ops_elementwise.md` (all within 1 ulp of f64 over every f32 input).
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
+//! - `softsign(x) = x / (1 + |x|)`, one correctly rounded division; `±1` at `±inf` (the
+//!   limit: the formula would give `inf / inf`), NaN stays NaN, `±0` keeps its sign.
 //! - `pow`: libm's `powf` (C99), but `x*x`, `x`, `1/x`, `sqrt(x)` for exponents 2, 1, -1, 0.5;
 //!   the GPU twin `wgf_pow_f32` decides C99's special cases on the bits.
 //! - float `floor_divide`/`remainder`: NumPy's `npy_divmod` on the exact fmod (`%` here,
@@ -29,10 +31,124 @@
 //! the truncated real result: `1` for base 1, `±1` for base -1, `0` otherwise (including base 0;
 //! NumPy raises instead).
 
-use super::elementwise::vmath;
-use super::elementwise::{BinaryOp, UnaryOp};
+use super::vmath;
+use super::{BinaryOp, ElementwiseKernel, Node, UnaryOp};
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::DType;
+
+impl ElementwiseKernel {
+    /// The reference evaluator the fast path is tested against: node by node over whole
+    /// arrays, each freed after its last use, one scalar function call per element. No
+    /// recursion, so any chain length runs on a small stack, and a chain holds two arrays at
+    /// a time.
+    #[doc(hidden)]
+    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
+        let dtypes: Vec<DType> = self.inputs.iter().map(|(_, d)| *d).collect();
+        let nodes = self.expr.nodes();
+        let types = self.expr.dtypes(&dtypes);
+        let n = self.out_shape.numel();
+        let mut last = vec![0; nodes.len()];
+        for (k, node) in nodes.iter().enumerate() {
+            for o in node.operands() {
+                last[o] = k;
+            }
+        }
+        let mut vals: Vec<Vec<u32>> = Vec::with_capacity(nodes.len());
+        for (k, node) in nodes.iter().enumerate() {
+            // An operand whose last use is here gives its array to the result.
+            let own = |o: usize, vals: &mut Vec<Vec<u32>>| {
+                if last[o] == k && node.operands().filter(|&x| x == o).count() == 1 {
+                    std::mem::take(&mut vals[o])
+                } else {
+                    vals[o].clone()
+                }
+            };
+            let v = match *node {
+                Node::Input(i) => self.load_cpu(i, inputs[i]),
+                Node::Lit(_, w) => vec![w; n],
+                Node::Unary(op, a) => {
+                    let d = types[a];
+                    let mut v = own(a, &mut vals);
+                    for w in &mut v {
+                        *w = unary_cpu(op, d, *w);
+                    }
+                    v
+                }
+                Node::Cast(to, a) => {
+                    let from = types[a];
+                    let mut v = own(a, &mut vals);
+                    for w in &mut v {
+                        *w = cast_cpu(from, to, *w);
+                    }
+                    v
+                }
+                Node::Binary(op, a, b) => {
+                    let d = types[a];
+                    let mut v = own(a, &mut vals);
+                    for (x, &y) in v.iter_mut().zip(&vals[b]) {
+                        *x = binary_cpu(op, d, *x, y);
+                    }
+                    v
+                }
+                Node::Select(c, a, b) => (0..n)
+                    .map(|i| {
+                        if vals[c][i] != 0 {
+                            vals[a][i]
+                        } else {
+                            vals[b][i]
+                        }
+                    })
+                    .collect(),
+            };
+            for o in node.operands() {
+                if last[o] == k {
+                    vals[o] = Vec::new();
+                }
+            }
+            vals.push(v);
+        }
+        vals.pop().unwrap_or_default()
+    }
+
+    /// Input `i`'s words at every output index (through its view or broadcast).
+    fn load_cpu(&self, i: usize, data: &[u32]) -> Vec<u32> {
+        let n = self.out_shape.numel();
+        let (shape, _) = &self.inputs[i];
+        if let Some(view) = self.view(i) {
+            let strides = view.strides_over(shape, &self.out_shape);
+            let dims = self.out_shape.dims();
+            return (0..n)
+                .map(|lin| {
+                    let (mut rem, mut at) = (lin, view.offset);
+                    for k in (0..dims.len()).rev() {
+                        at += (rem % dims[k]) as i64 * strides[k];
+                        rem /= dims[k];
+                    }
+                    data[at as usize]
+                })
+                .collect();
+        }
+        if shape == &self.out_shape {
+            return data.to_vec();
+        }
+        let strides = shape.broadcast_strides(&self.out_shape);
+        let dims = self.out_shape.dims();
+        let mut out = Vec::with_capacity(n);
+        let mut coord = vec![0usize; dims.len()];
+        for _ in 0..n {
+            let off: usize = coord.iter().zip(&strides).map(|(c, s)| c * s).sum();
+            out.push(data[off]);
+            for ax in (0..dims.len()).rev() {
+                coord[ax] += 1;
+                if coord[ax] < dims[ax] {
+                    break;
+                }
+                coord[ax] = 0;
+            }
+        }
+        out
+    }
+}
 
 fn f(w: u32) -> f32 {
     f32::from_bits(w)
@@ -279,6 +395,14 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
                 fw(x.max(0.0) + (-x.abs()).exp().ln_1p())
             }
         }
+        (DType::F32, UnaryOp::Softsign) => {
+            let x = f(w);
+            if x.is_infinite() {
+                fw(x.signum())
+            } else {
+                fw(x / (1.0 + x.abs()))
+            }
+        }
         (DType::F32, UnaryOp::IsNan) => b(f(w).is_nan()),
         (DType::F32, UnaryOp::IsInf) => b(f(w).is_infinite()),
         (DType::F32, UnaryOp::IsFinite) => b(f(w).is_finite()),
@@ -310,6 +434,7 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
             | UnaryOp::Cos
             | UnaryOp::Erf
             | UnaryOp::Softplus
+            | UnaryOp::Softsign
             | UnaryOp::Neg
             | UnaryOp::Abs
             | UnaryOp::Relu
