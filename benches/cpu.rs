@@ -270,5 +270,5 @@ fn reference(s: &mut Session, y: Tensor) -> f64 {
             _ => panic!("the bench feeds constants"),
         })
         .collect();
-    time(|| drop(kernel.run_cpu_reference(&words)), 20.0)
+    time(|| drop(kernel.reference(&words)), 20.0)
 }

@@ -115,7 +115,7 @@ pub fn fold_constants(mut plan: Plan) -> Plan {
                     .collect();
                 let v = &plan.values[step.output];
                 words.filter(|_| v.bytes() <= FOLD_MAX_BYTES).and_then(|w| {
-                    HostTensor::from_words(v.shape.clone(), v.dtype, k.run_cpu(&w)).ok()
+                    HostTensor::from_words(v.shape.clone(), v.dtype, k.run_fast(&w)).ok()
                 })
             }
             _ => None,

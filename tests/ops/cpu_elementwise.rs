@@ -64,8 +64,8 @@ fn check_nan(k: &ElementwiseKernel, data: &[&[u32]], what: &str, any_nan: bool) 
                 && f32::from_bits(a).is_nan()
                 && f32::from_bits(b).is_nan())
     };
-    let want = k.run_cpu_reference(data);
-    let got = k.run_cpu(data);
+    let want = k.reference(data);
+    let got = k.run_fast(data);
     assert_eq!(got.len(), want.len(), "{what}: length");
     if let Some(i) = (0..got.len()).find(|&i| !same(got[i], want[i])) {
         panic!(
@@ -424,7 +424,7 @@ fn sizes_at_chunk_and_parallel_split_boundaries() {
             check(&k, &data, &format!("W2 kernel, n = {n}"));
             assert_eq!(
                 out[0].words(),
-                &k.run_cpu(&data)[..],
+                &k.run_fast(&data)[..],
                 "session vs kernel, n = {n}"
             );
         }
@@ -667,7 +667,7 @@ fn in_place_inputs_given_directly() {
     ];
     for (e, over) in cases {
         let k = kernel(e, &[(&[n], f), (&[n], f)], &[n]);
-        let want = k.run_cpu_reference(&[&a, &b]);
+        let want = k.reference(&[&a, &b]);
         let mut out = if over[0] { a.clone() } else { b.clone() };
         let ins: Vec<CpuIn<'_>> = [&a, &b]
             .iter()
@@ -691,7 +691,7 @@ fn in_place_inputs_given_directly() {
     let mut out = a.clone();
     k.run_cpu_into(&[CpuIn::Output, CpuIn::Output], &mut out)
         .unwrap();
-    assert!(out == k.run_cpu_reference(&[&a, &a]));
+    assert!(out == k.reference(&[&a, &a]));
     let k = kernel(
         Expr::binary(BinaryOp::Add, i0, i1),
         &[(&[n], f), (&[1], f)],
@@ -700,7 +700,7 @@ fn in_place_inputs_given_directly() {
     let mut out = a.clone();
     k.run_cpu_into(&[CpuIn::Output, CpuIn::Words(&b[..1])], &mut out)
         .unwrap();
-    assert!(out == k.run_cpu_reference(&[&a, &b[..1]]));
+    assert!(out == k.reference(&[&a, &b[..1]]));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! cpu:0's fast reductions and convolutions: every reduction against float64 (or exact
 //! integer) references computed here and, bit for bit, against the scalar reference kernels
-//! (`run_cpu_reference`, which fold in the WGSL kernels' order) at the sizes where the
+//! (`reference`, which fold in the WGSL kernels' order) at the sizes where the
 //! parallel split, the strategies and the partial passes change; accuracy past 2^24 terms;
 //! NaN, infinities, integer wrap-around, arg ties and f16. Convolutions (im2col + sgemm)
 //! against a float64 direct convolution over random shapes, strides, paddings, dilations,
@@ -87,7 +87,7 @@ fn chain(op: ReduceOp, dims: &[usize], axes: &[usize], dtype: DType, words: &[u3
             Pass::ArgOfPartials { .. } => vec![words, &prev],
             _ => vec![&prev],
         };
-        let want = p.run_cpu_reference(&ins);
+        let want = p.reference(&ins);
         let mut got = vec![0xdead_beef; p.out_shape.numel()];
         let cpu_in: Vec<CpuIn<'_>> = ins.iter().map(|w| CpuIn::Words(w)).collect();
         p.run_cpu_into(&cpu_in, &mut got).unwrap();
@@ -699,7 +699,7 @@ fn convolutions_match_float64_over_random_geometries() {
         let xw: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let ww: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();
         let r: Vec<f32> = k
-            .run_cpu_reference(&[&xw, &ww])
+            .reference(&[&xw, &ww])
             .into_iter()
             .map(f32::from_bits)
             .collect();
@@ -854,7 +854,7 @@ fn pooling_matches_the_reference() {
                 window,
                 out: Shape(vec![dims[0], dims[1], oh, ow]),
             };
-            let want = k.run_cpu_reference(&words);
+            let want = k.reference(&words);
             let mut got = vec![0; want.len()];
             k.run_cpu_into(&[CpuIn::Words(&words)], &mut got).unwrap();
             assert_eq!(got, want, "{kind:?} pooling of {dims:?}");

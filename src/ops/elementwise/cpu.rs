@@ -15,7 +15,7 @@
 //! loop call the scalar functions of [`reference`](super::reference), which
 //! define the semantics; the dedicated loops compute the same IEEE operations (Rust never
 //! contracts `a*b + c`), so both agree bit for bit with
-//! [`ElementwiseKernel::run_cpu_reference`], which the tests check.
+//! [`ElementwiseKernel::reference`], which the tests check.
 
 use super::reference::{
     binary_cpu, cast_cpu, erf, maximum_f32, minimum_f32, relu_f32, sign_f32, unary_cpu,

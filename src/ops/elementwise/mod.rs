@@ -329,14 +329,14 @@ impl ElementwiseKernel {
     /// Evaluate on the CPU into a new vector: `inputs[i]` holds input `i`'s words in
     /// row-major order (its whole buffer when read through a view). Chunked, vectorized and
     /// parallel (see [`KernelDef::run_cpu_into`]).
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    pub fn run_fast(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let mut out = vec![0; self.out_shape.numel()];
         let ins: Vec<CpuIn<'_>> = inputs.iter().map(|w| CpuIn::Words(w)).collect();
         match cpu::run(self, &ins, &mut out) {
             Ok(()) => out,
             // Inputs inconsistent with the kernel (an internal error upstream): the
             // reference reports them as it always has.
-            Err(_) => self.run_cpu_reference(inputs),
+            Err(_) => self.reference(inputs),
         }
     }
 }
@@ -505,7 +505,7 @@ impl KernelDef for ElementwiseKernel {
     }
 
     /// The fast path into a new vector; inputs it cannot read are an error (the scalar
-    /// oracle, [`ElementwiseKernel::run_cpu_reference`], is what the tests compare it with).
+    /// oracle, [`ElementwiseKernel::reference`], is what the tests compare it with).
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         let mut out = vec![0; self.out_shape.numel()];
         let ins: Vec<CpuIn<'_>> = inputs.iter().map(|w| CpuIn::Words(w)).collect();

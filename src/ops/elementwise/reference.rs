@@ -42,7 +42,7 @@ impl ElementwiseKernel {
     /// recursion, so any chain length runs on a small stack, and a chain holds two arrays at
     /// a time.
     #[doc(hidden)]
-    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    pub fn reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let dtypes: Vec<DType> = self.inputs.iter().map(|(_, d)| *d).collect();
         let nodes = self.expr.nodes();
         let types = self.expr.dtypes(&dtypes);

@@ -85,7 +85,7 @@ const PAR_MACS: usize = 1 << 17;
 
 impl MatMulKernel {
     /// `inputs`: A, B, then the epilogue's extra inputs.
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    pub fn run_fast(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let out = if self.dtype == DType::F16 {
             // f16 accumulates in f32 (as the WGSL kernels do) and rounds once at the end.
             let wide = MatMulKernel {
@@ -103,13 +103,13 @@ impl MatMulKernel {
         };
         match &self.epilogue {
             None => out,
-            Some(e) => e.run_cpu(&out, &inputs[2..], &self.out, self.dtype),
+            Some(e) => e.apply_cpu(&out, &inputs[2..], &self.out, self.dtype),
         }
     }
 
     /// The CPU device's path: f32 products written straight into `out`, then the epilogue
     /// in place over them; other dtypes (and an input aliasing the output, which the memory
-    /// plan does not make for matmuls) through [`MatMulKernel::run_cpu`] and a copy.
+    /// plan does not make for matmuls) through [`MatMulKernel::run_fast`] and a copy.
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
         let words: Option<Vec<&[u32]>> = inputs
             .iter()
@@ -139,7 +139,7 @@ impl MatMulKernel {
                 CpuIn::Output => own.as_deref().unwrap_or_default(),
             })
             .collect();
-        let result = self.run_cpu(&slices);
+        let result = self.run_fast(&slices);
         if result.len() != out.len() {
             return Err(crate::Error::Internal(format!(
                 "{} produced {} words for an output of {}",

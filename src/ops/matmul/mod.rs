@@ -57,10 +57,16 @@ impl Epilogue {
     }
 
     /// Apply on the CPU to `acc` (the kernel's result, of `shape`) and the extra inputs.
-    pub fn run_cpu(&self, acc: &[u32], extra: &[&[u32]], shape: &Shape, dtype: DType) -> Vec<u32> {
+    pub fn apply_cpu(
+        &self,
+        acc: &[u32],
+        extra: &[&[u32]],
+        shape: &Shape,
+        dtype: DType,
+    ) -> Vec<u32> {
         let mut words: Vec<&[u32]> = vec![acc];
         words.extend_from_slice(extra);
-        self.kernel(shape, dtype).run_cpu(&words)
+        self.kernel(shape, dtype).run_fast(&words)
     }
 }
 
@@ -539,7 +545,7 @@ impl KernelDef for MatMulKernel {
         if inputs.len() < 2 {
             return Err(missing_inputs(self, inputs.len()));
         }
-        Ok(MatMulKernel::run_cpu(self, inputs))
+        Ok(MatMulKernel::run_fast(self, inputs))
     }
 
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {

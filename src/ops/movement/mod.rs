@@ -40,7 +40,7 @@ impl PermuteKernel {
         self.perm.iter().map(|&p| s[p]).collect()
     }
 
-    pub fn run_cpu(&self, input: &[u32]) -> Vec<u32> {
+    pub fn reference(&self, input: &[u32]) -> Vec<u32> {
         let dims = self.out_shape.dims();
         let strides = self.src_strides();
         (0..self.out_shape.numel())
@@ -220,7 +220,7 @@ pub struct StridedKernel {
 }
 
 impl StridedKernel {
-    pub fn run_cpu(&self, input: &[u32]) -> Vec<u32> {
+    pub fn reference(&self, input: &[u32]) -> Vec<u32> {
         let dims = self.out_shape.dims();
         (0..self.out_shape.numel())
             .map(|i| {
@@ -265,7 +265,7 @@ impl ConcatKernel {
         self.out_shape.dims()[self.axis + 1..].iter().product()
     }
 
-    pub fn run_cpu(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    pub fn reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let inner = self.inner();
         let total = self.out_shape.dims()[self.axis];
         let mut out = Vec::with_capacity(self.out_shape.numel());
@@ -325,7 +325,7 @@ pub struct PadKernel {
 }
 
 impl PadKernel {
-    pub fn run_cpu(&self, input: &[u32]) -> Vec<u32> {
+    pub fn reference(&self, input: &[u32]) -> Vec<u32> {
         let (od, id, st) = (
             self.out_shape.dims(),
             self.in_shape.dims(),
@@ -402,7 +402,7 @@ impl GatherKernel {
         (if k < 0 { k + n } else { k }).clamp(0, n - 1) as usize
     }
 
-    pub fn run_cpu(&self, x: &[u32], idx: &[u32]) -> Vec<u32> {
+    pub fn reference(&self, x: &[u32], idx: &[u32]) -> Vec<u32> {
         let (n, inner) = self.split();
         (0..self.out_shape.numel())
             .map(|i| {
@@ -639,7 +639,7 @@ impl KernelDef for PermuteKernel {
         if inputs.is_empty() {
             return Err(missing_inputs(self, inputs.len()));
         }
-        Ok(PermuteKernel::run_cpu(self, inputs[0]))
+        Ok(PermuteKernel::reference(self, inputs[0]))
     }
 
     fn invocations(&self) -> u64 {
@@ -673,7 +673,7 @@ impl KernelDef for StridedKernel {
         if inputs.is_empty() {
             return Err(missing_inputs(self, inputs.len()));
         }
-        Ok(StridedKernel::run_cpu(self, inputs[0]))
+        Ok(StridedKernel::reference(self, inputs[0]))
     }
 
     fn invocations(&self) -> u64 {
@@ -704,7 +704,7 @@ impl KernelDef for ConcatKernel {
     }
 
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
-        Ok(ConcatKernel::run_cpu(self, inputs))
+        Ok(ConcatKernel::reference(self, inputs))
     }
 
     fn invocations(&self) -> u64 {
@@ -738,7 +738,7 @@ impl KernelDef for PadKernel {
         if inputs.is_empty() {
             return Err(missing_inputs(self, inputs.len()));
         }
-        Ok(PadKernel::run_cpu(self, inputs[0]))
+        Ok(PadKernel::reference(self, inputs[0]))
     }
 
     fn invocations(&self) -> u64 {
@@ -772,7 +772,7 @@ impl KernelDef for GatherKernel {
         if inputs.len() < 2 {
             return Err(missing_inputs(self, inputs.len()));
         }
-        Ok(GatherKernel::run_cpu(self, inputs[0], inputs[1]))
+        Ok(GatherKernel::reference(self, inputs[0], inputs[1]))
     }
 
     fn invocations(&self) -> u64 {

@@ -79,7 +79,7 @@ impl Conv2dKernel {
             bytemuck::cast_slice_mut(out),
         );
         if let Some(e) = &self.epilogue {
-            let res = e.run_cpu(out, &ins[2..], &self.out, DType::F32);
+            let res = e.apply_cpu(out, &ins[2..], &self.out, DType::F32);
             if res.len() != out.len() {
                 return Err(crate::Error::Internal(format!(
                     "{}: the epilogue gave {} words",

@@ -113,11 +113,11 @@ impl Conv2dKernel {
     /// The scalar reference the fast kernel is tested against: one output at a time, in the
     /// WGSL kernel's order. `inputs`: x, w, then the epilogue's extra inputs.
     #[doc(hidden)]
-    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    pub fn reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let out = self.conv_cpu(inputs[0], inputs[1]);
         match &self.epilogue {
             None => out,
-            Some(e) => e.run_cpu(&out, &inputs[2..], &self.out, DType::F32),
+            Some(e) => e.apply_cpu(&out, &inputs[2..], &self.out, DType::F32),
         }
     }
 
@@ -287,7 +287,7 @@ impl PoolKernel {
 
     /// The scalar reference the fast kernel is tested against.
     #[doc(hidden)]
-    pub fn run_cpu_reference(&self, x: &[u32]) -> Vec<u32> {
+    pub fn reference(&self, x: &[u32]) -> Vec<u32> {
         let [_, _, h, wd] = dims4(&self.x);
         let [_, _, oh, ow] = dims4(&self.out);
         let [kh, kw] = self.window.kernel;

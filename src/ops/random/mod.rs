@@ -164,12 +164,12 @@ impl RandomKernel {
 
     /// The CPU reference: element words in row-major order (for a stateful op, those of
     /// the session's first run).
-    pub fn run_cpu(&self) -> Vec<u32> {
-        self.run_cpu_at(0)
+    pub fn draw(&self) -> Vec<u32> {
+        self.draw_at(0)
     }
 
     /// The CPU reference for the run whose counter is `run` (ignored by stateless ops).
-    pub fn run_cpu_at(&self, run: u64) -> Vec<u32> {
+    pub fn draw_at(&self, run: u64) -> Vec<u32> {
         let mut out = vec![0; self.out_shape.numel()];
         self.fill_at(run, 0, &mut out);
         out
@@ -328,7 +328,7 @@ impl KernelDef for RandomKernel {
                 )))
             }
         };
-        Ok(RandomKernel::run_cpu_at(self, run))
+        Ok(RandomKernel::draw_at(self, run))
     }
 
     fn invocations(&self) -> u64 {
@@ -381,12 +381,12 @@ mod tests {
         for dist in ALL {
             let k = kernel(dist);
             let fed = KernelDef::run_reference(&k, &[&[2, 3]]).unwrap();
-            assert_eq!(fed, k.run_cpu_at(run), "{dist:?}");
-            assert_eq!(fed != k.run_cpu_at(run + 1), dist.is_stateful(), "{dist:?}");
-            assert_eq!(fed != k.run_cpu(), dist.is_stateful(), "{dist:?}");
+            assert_eq!(fed, k.draw_at(run), "{dist:?}");
+            assert_eq!(fed != k.draw_at(run + 1), dist.is_stateful(), "{dist:?}");
+            assert_eq!(fed != k.draw(), dist.is_stateful(), "{dist:?}");
         }
         // Run 0 of a stateful op is not the stateless stream of the same seed.
-        let (a, b) = (kernel(ALL[0]).run_cpu(), kernel(ALL[2]).run_cpu());
+        let (a, b) = (kernel(ALL[0]).draw(), kernel(ALL[2]).draw());
         assert!(a.iter().zip(&b).all(|(x, y)| x != y));
     }
 

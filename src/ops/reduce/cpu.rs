@@ -82,7 +82,7 @@ impl ReduceKernel {
             self.reduce_into(&src, partials, out)?;
         }
         if let Some(e) = &self.epilogue {
-            let res = e.run_cpu(out, &words[n..], &self.out_shape, self.dtype);
+            let res = e.apply_cpu(out, &words[n..], &self.out_shape, self.dtype);
             if res.len() != out.len() {
                 return Err(internal(format!("the epilogue gave {} words", res.len())));
             }

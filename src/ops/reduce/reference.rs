@@ -18,7 +18,7 @@ impl ReduceKernel {
                     out_dtype: self.dtype,
                     views: Vec::new(),
                 }
-                .run_cpu(sources),
+                .run_fast(sources),
             ),
         }
     }
@@ -27,7 +27,7 @@ impl ReduceKernel {
     /// element at a time through `binary_cpu`, in the same order. `inputs`: the reduced
     /// tensor (or the prologue's inputs), then the epilogue's extras.
     #[doc(hidden)]
-    pub fn run_cpu_reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
+    pub fn reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let n = self.sources();
         let src = self.source_cpu(&inputs[..n]);
         let out = if self.dtype == DType::F16 {
@@ -50,7 +50,7 @@ impl ReduceKernel {
         };
         match &self.epilogue {
             None => out,
-            Some(e) => e.run_cpu(&out, &inputs[n..], &self.out_shape, self.dtype),
+            Some(e) => e.apply_cpu(&out, &inputs[n..], &self.out_shape, self.dtype),
         }
     }
 
