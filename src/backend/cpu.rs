@@ -17,14 +17,14 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 /// The CPU's arena for one plan. It is allocated on the first run, not when the plan is
 /// prepared, so planning a graph too large for this machine costs nothing, and running it is
 /// an [`Error::Alloc`] rather than an aborted process.
-pub struct CpuState {
+pub struct CpuPlan {
     arena: Vec<u32>,
     bytes: u64,
     /// The plan's variables on `cpu:0`, by value: the session's storage, shared.
     vars: HashMap<ValueId, Arc<RwLock<Vec<u32>>>>,
     /// Each cpu dispatch step's operands, resolved at prepare (by step index), so a run does
     /// no lookups per kernel; `None` for other steps and for a step that cannot run here,
-    /// which takes [`CpuState::run_kernel`]'s path and reports why when it runs.
+    /// which takes [`CpuPlan::run_kernel`]'s path and reports why when it runs.
     steps: Vec<Option<StepAt>>,
 }
 
@@ -70,8 +70,8 @@ impl std::ops::Deref for Words<'_> {
     }
 }
 
-impl Backend for CpuState {
-    /// Nothing is allocated yet (see [`CpuState`]), so nothing is counted.
+impl Backend for CpuPlan {
+    /// Nothing is allocated yet (see [`CpuPlan`]), so nothing is counted.
     fn prepare(
         plan: &Plan,
         device: Device,
@@ -100,7 +100,7 @@ impl Backend for CpuState {
                 _ => None,
             })
             .collect();
-        let state = CpuState {
+        let state = CpuPlan {
             arena: Vec::new(),
             bytes,
             vars,
@@ -188,7 +188,7 @@ impl Backend for CpuState {
     }
 }
 
-/// A dispatch's operands as [`CpuState::run_kernel`] finds them, when they are all where that
+/// A dispatch's operands as [`CpuPlan::run_kernel`] finds them, when they are all where that
 /// function would accept them; `None` sends the step down that path, which reports the error.
 fn resolve(
     plan: &Plan,
@@ -239,7 +239,7 @@ fn resolve(
     })
 }
 
-/// Run one dispatch whose operands [`resolve`] placed: [`CpuState::run_kernel`] without the
+/// Run one dispatch whose operands [`resolve`] placed: [`CpuPlan::run_kernel`] without the
 /// lookups.
 fn run_resolved(
     arena: &mut [u32],
@@ -324,7 +324,7 @@ fn copy_words(plan: &Plan, v: ValueId, words: &[u32]) -> Result<Vec<u32>> {
     })
 }
 
-impl CpuState {
+impl CpuPlan {
     /// Allocate the arena if this is the first run; the error names the largest value.
     pub fn allocate(&mut self, plan: &Plan) -> Result<()> {
         let words = self.bytes.div_ceil(4);

@@ -122,7 +122,7 @@ pub fn prepare(plan: &Plan, vars: &mut VarStore, created: &mut Created) -> Resul
     for d in plan.devices() {
         let storage = variables_on(plan, d, vars, created)?;
         let backend: Box<dyn Backend> = match d {
-            Device::Cpu => Box::new(cpu::CpuState::prepare(plan, d, &storage, created)?),
+            Device::Cpu => Box::new(cpu::CpuPlan::prepare(plan, d, &storage, created)?),
             Device::Gpu(_) => Box::new(gpu::exec::GpuPlan::prepare(plan, d, &storage, created)?),
         };
         backends.insert(d, backend);

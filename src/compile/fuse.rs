@@ -570,12 +570,12 @@ fn epilogue_host<'k>(
     plan: &Plan,
 ) -> Option<(&'k Shape, DType, bool)> {
     let extra: Vec<&Shape> = others.iter().map(|&x| &plan.values[x].shape).collect();
-    kernel.def().epilogue_host(&extra)
+    kernel.as_dyn().epilogue_host(&extra)
 }
 
 /// `kernel` with `epilogue` applied to its output (kernels [`epilogue_host`] accepts).
 fn with_epilogue(mut kernel: Kernel, epilogue: Option<Epilogue>) -> Kernel {
-    kernel.def_mut().set_epilogue(epilogue);
+    kernel.as_dyn_mut().set_epilogue(epilogue);
     kernel
 }
 

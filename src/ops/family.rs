@@ -11,7 +11,7 @@
 //!   kernel, its dispatch size and description.
 //!
 //! `ops/mod.rs` registers each family once (a variant of [`Op`](super::Op) and of [`Kernel`] and one arm
-//! in [`Op::family`](super::Op::family) and [`Kernel::def`](super::Kernel::def)); every other pass calls through the traits, so no
+//! in [`Op::family`](super::Op::family) and [`Kernel::as_dyn`](super::Kernel::as_dyn)); every other pass calls through the traits, so no
 //! `match` over ops is repeated elsewhere. See `docs/architecture.md` for a worked example.
 
 use super::matmul::Epilogue;

@@ -39,7 +39,7 @@ pub use state::State;
 /// of [`Op`] (its payload is the family's type, implementing [`Family`]), an arm of
 /// [`Op::family`] and an entry in the list graph files are read through ([`Op::read`], first
 /// family that knows the op name wins); a kernel line makes a variant of [`Kernel`] and the
-/// arms of [`Kernel::def`]/[`Kernel::def_mut`]. Everything else about a family or a kernel is
+/// arms of [`Kernel::as_dyn`]/[`Kernel::as_dyn_mut`]. Everything else about a family or a kernel is
 /// in its own files, reached through those traits.
 macro_rules! registry {
     (
@@ -81,16 +81,16 @@ macro_rules! registry {
         }
 
         impl Kernel {
-            /// The kernel's definition: WGSL, CPU kernel, dispatch size, and the facts traces
-            /// and fusion ask about.
-            pub fn def(&self) -> &dyn KernelDef {
+            /// The kernel as its [`KernelDef`] (WGSL, CPU kernels, dispatch size, and the facts
+            /// traces and fusion ask about).
+            pub fn as_dyn(&self) -> &dyn KernelDef {
                 match self {
                     $(Kernel::$kernel(k) => k,)*
                 }
             }
 
-            /// The kernel's definition, to change (fusion attaches epilogues through it).
-            pub fn def_mut(&mut self) -> &mut dyn KernelDef {
+            /// The kernel as a mutable [`KernelDef`] (fusion attaches epilogues through it).
+            pub fn as_dyn_mut(&mut self) -> &mut dyn KernelDef {
                 match self {
                     $(Kernel::$kernel(k) => k,)*
                 }
@@ -194,23 +194,23 @@ impl Op {
 impl Kernel {
     /// A short human-readable description for plans and traces.
     pub fn describe(&self) -> String {
-        self.def().describe()
+        self.as_dyn().describe()
     }
 
     /// The kernel's WGSL source.
     pub fn wgsl(&self) -> String {
         // A raw kernel's source comes back as written: it says it uses no f16 helpers.
-        wgsl::with_f16_support(self.def().wgsl(), self.def().uses_f16())
+        wgsl::with_f16_support(self.as_dyn().wgsl(), self.as_dyn().uses_f16())
     }
 
     /// The WGSL entry point.
     pub fn entry_point(&self) -> &str {
-        self.def().entry_point()
+        self.as_dyn().entry_point()
     }
 
     /// Whether [`Kernel::run_reference`] can run it (raw WGSL kernels are GPU only).
     pub fn has_cpu(&self) -> bool {
-        self.def().has_cpu()
+        self.as_dyn().has_cpu()
     }
 
     /// The scalar reference semantics on the host (the oracle the fast CPU path and the GPUs
@@ -218,7 +218,7 @@ impl Kernel {
     /// that do not match the kernel, or a kernel without a CPU implementation
     /// ([`Kernel::has_cpu`]), are errors.
     pub fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
-        self.def().run_reference(inputs)
+        self.as_dyn().run_reference(inputs)
     }
 
     /// Run on the CPU into `out` (see [`KernelDef::run_cpu_into`]); an error for a kernel
@@ -230,7 +230,7 @@ impl Kernel {
                 self.describe()
             )));
         }
-        self.def().run_cpu_into(inputs, out)
+        self.as_dyn().run_cpu_into(inputs, out)
     }
 
     /// The workgroup grid `(x, y)` this kernel is dispatched with, or `None` if it exceeds
@@ -265,7 +265,7 @@ impl Kernel {
 
     /// Invocations per workgroup of the WGSL kernel.
     pub fn workgroup_size(&self) -> u32 {
-        self.def().workgroup_size()
+        self.as_dyn().workgroup_size()
     }
 
     /// The kernel as it should run on an adapter: strategies that depend on the kind of
@@ -281,12 +281,12 @@ impl Kernel {
     /// together, for kernels whose loops grow with their shapes (reductions bound theirs
     /// by chunking, see [`reduce::Pass`]); compared with [`LOOP_LIMIT`] on software adapters.
     pub fn loop_iterations(&self) -> Option<u64> {
-        self.def().loop_iterations()
+        self.as_dyn().loop_iterations()
     }
 
     /// How many invocations the WGSL kernel is dispatched with.
     pub fn invocations(&self) -> u64 {
-        self.def().invocations()
+        self.as_dyn().invocations()
     }
 }
 

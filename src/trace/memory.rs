@@ -72,7 +72,7 @@ impl Kind {
     }
 
     fn of_kernel(k: &Kernel) -> Kind {
-        match k.def().class() {
+        match k.as_dyn().class() {
             KernelClass::Elementwise => Kind::Elementwise,
             KernelClass::Reduce => Kind::Reduce,
             KernelClass::MatMul => Kind::MatMul,

@@ -174,7 +174,7 @@ fn as_run(kernel: &Kernel, device: Device) -> Kernel {
 
 /// A short name of the kernel's kind, for grouping in tables.
 pub fn kernel_kind(kernel: &Kernel) -> &'static str {
-    kernel.def().kind()
+    kernel.as_dyn().kind()
 }
 
 /// Floating-point operations of one dispatch of `kernel` writing `out_elements` elements:
@@ -182,5 +182,5 @@ pub fn kernel_kind(kernel: &Kernel) -> &'static str {
 /// element, reductions and scans one per input element; `None` for kernels that only move data
 /// (and pooling, raw kernels).
 pub fn kernel_flops(kernel: &Kernel, out_elements: u64) -> Option<u64> {
-    kernel.def().flops(out_elements)
+    kernel.as_dyn().flops(out_elements)
 }

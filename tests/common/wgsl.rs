@@ -8,10 +8,10 @@ use wgflow::{DType, Shape};
 pub fn check(kernel: &Kernel) {
     let src = kernel.wgsl();
     // The typed f16 decision agrees with what the generated text uses.
-    let generated = kernel.def().wgsl();
+    let generated = kernel.as_dyn().wgsl();
     if !matches!(kernel, Kernel::RawWgsl(_)) {
         assert_eq!(
-            kernel.def().uses_f16(),
+            kernel.as_dyn().uses_f16(),
             generated.contains("f16"),
             "uses_f16 of {}",
             kernel.describe()
