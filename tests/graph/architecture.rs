@@ -96,7 +96,7 @@ fn first_segment(s: &str) -> String {
 
 /// Library code only: a file's unit tests (after `#[cfg(test)]`) may use anything, and
 /// comments (doc links to the API a user reaches an item through) are not dependencies.
-fn library_code(src: &str) -> String {
+pub(crate) fn library_code(src: &str) -> String {
     let code = match src.find("#[cfg(test)]\nmod tests") {
         Some(i) => &src[..i],
         None => src,
@@ -110,7 +110,7 @@ fn library_code(src: &str) -> String {
         .join("\n")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("readable src dir") {
         let p = entry.expect("dir entry").path();
         if p.is_dir() {

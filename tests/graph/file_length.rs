@@ -2,20 +2,10 @@
 //! rule; split a growing family into its layout's files instead). Generated files (marked
 //! `@generated` in their first lines, e.g. protobuf types) are not read by people.
 
-use std::path::{Path, PathBuf};
+use crate::architecture::rust_files;
+use std::path::Path;
 
 const MAX_LINES: usize = 850;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("readable src dir") {
-        let p = entry.expect("dir entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 #[test]
 fn no_source_file_is_over_850_lines() {

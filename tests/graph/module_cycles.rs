@@ -5,34 +5,9 @@
 //! graph-file nodes and gradients through the builders, so `ops/*` and `graph/*` may form
 //! circles among themselves, never with anything else.
 
+use crate::architecture::{library_code, rust_files};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("readable src dir") {
-        let p = entry.expect("dir entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-/// Library code only: unit tests (after `#[cfg(test)]`) and comments are not dependencies.
-fn library_code(src: &str) -> String {
-    let code = match src.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &src[..i],
-        None => src,
-    };
-    code.lines()
-        .map(|l| match l.find("//") {
-            Some(i) => &l[..i],
-            None => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+use std::path::Path;
 
 fn ident(s: &str) -> &str {
     let end = s
