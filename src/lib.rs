@@ -39,6 +39,8 @@ pub mod files;
 pub mod graph;
 pub mod host;
 pub mod npy;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod ops;
 pub mod session;
 pub mod shape;
