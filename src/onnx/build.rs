@@ -238,6 +238,8 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize, opset: i64) -> R
     let result = super::ops_shape::translate(cx, &node)
         .or_else(|| super::ops_elementwise::translate(cx, &node))
         .or_else(|| super::ops_nn::translate(cx, &node))
+        .or_else(|| super::ops_norm::translate(cx, &node))
+        .or_else(|| super::ops_index::translate(cx, &node))
         .unwrap_or_else(|| Err(bad("unsupported op")));
     let outs = result.map_err(|e| match e {
         Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),

@@ -39,7 +39,9 @@
 
 mod build;
 mod ops_elementwise;
+mod ops_index;
 mod ops_nn;
+mod ops_norm;
 mod ops_shape;
 #[allow(missing_docs)]
 pub mod proto;

@@ -27,11 +27,10 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
             }
         })(),
         "BatchNormalization" => batch_norm(cx, n),
-        "LayerNormalization" => layer_norm(cx, n),
-        "InstanceNormalization" => instance_norm(cx, n),
         "Softmax" | "LogSoftmax" => softmax(cx, n),
         "ArgMax" | "ArgMin" => arg(cx, n),
         "CumSum" => cumsum(cx, n),
+        "ConvTranspose" => conv_transpose(cx, n),
         op if op.starts_with("Reduce") => reduce(cx, n),
         _ => return None,
     };
@@ -270,59 +269,6 @@ fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.batch_norm(x, m, v, s, b, n.float("epsilon", 1e-5))
 }
 
-/// `(x - mean) / sqrt(var + eps)` over `axes`.
-fn normalize(cx: &mut Cx, x: Tensor, axes: Vec<isize>, eps: f32) -> Result<Tensor> {
-    let dt = cx.g.dtype(x)?;
-    let e = cx.scalar(eps as f64, dt)?;
-    let g = &mut cx.g;
-    let m = g.mean(x, axes.clone(), true)?;
-    let d = g.sub(x, m)?;
-    let sq = g.mul(d, d)?;
-    let v = g.mean(sq, axes, true)?;
-    let ve = g.add(v, e)?;
-    let sd = g.sqrt(ve)?;
-    g.div(d, sd)
-}
-
-fn layer_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
-    if n.n_outputs > 1 {
-        return Err(n.unsupported("LayerNormalization's Mean and InvStdDev outputs"));
-    }
-    let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
-    let axis = norm_axis(n.int("axis", -1), r)?;
-    let mut y = normalize(
-        cx,
-        x,
-        (axis as isize..r as isize).collect(),
-        n.float("epsilon", 1e-5),
-    )?;
-    let scale = cx.t(n, 1)?;
-    y = cx.g.mul(y, scale)?;
-    if let Some(b) = cx.opt_t(n, 2)? {
-        y = cx.g.add(y, b)?;
-    }
-    Ok(y)
-}
-
-fn instance_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
-    let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
-    let c =
-        cx.g.shape(x)?
-            .dims()
-            .get(1)
-            .copied()
-            .ok_or_else(|| bad("needs [N, C, ...]"))?;
-    let y = normalize(cx, x, (2..r as isize).collect(), n.float("epsilon", 1e-5))?;
-    let mut ps = vec![1isize; r];
-    ps[1] = c as isize;
-    let (s, b) = (cx.t(n, 1)?, cx.t(n, 2)?);
-    let (s, b) = (cx.g.reshape(s, &ps)?, cx.g.reshape(b, &ps)?);
-    let y = cx.g.mul(y, s)?;
-    cx.g.add(y, b)
-}
-
 fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let s = cx.g.shape(x)?.dims().to_vec();
@@ -368,15 +314,36 @@ fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         None if n.int("noop_with_empty_axes", 0) != 0 => return Ok(x),
         None => (0..r as isize).collect(),
     };
-    let axes = Axes::List(axes);
-    let g = &mut cx.g;
-    if g.dtype(x)? == DType::Bool {
+    if cx.g.dtype(x)? == DType::Bool {
+        let axes = Axes::List(axes);
         return match op {
-            "ReduceMax" => g.any(x, axes, keep),
-            "ReduceMin" => g.all(x, axes, keep),
+            "ReduceMax" => cx.g.any(x, axes, keep),
+            "ReduceMin" => cx.g.all(x, axes, keep),
             _ => Err(bad("bool input is unsupported")),
         };
     }
+    let dims = cx.g.shape(x)?.dims().to_vec();
+    let empty = axes.iter().any(|&a| dims[a as usize] == 0);
+    if empty && matches!(op, "ReduceMax" | "ReduceMin" | "ReduceLogSumExp") {
+        // The identity of an empty set (ONNX's rule; wgflow's max/min refuse it).
+        let dt = cx.g.dtype(x)?;
+        let value = match (op, dt.is_float()) {
+            ("ReduceMin", true) => f64::INFINITY,
+            ("ReduceMin", false) => i32::MAX as f64,
+            (_, true) => f64::NEG_INFINITY,
+            (_, false) => i32::MIN as f64,
+        };
+        let out: Vec<usize> = (0..r)
+            .filter_map(|k| match axes.contains(&(k as isize)) {
+                true if keep => Some(1),
+                true => None,
+                false => Some(dims[k]),
+            })
+            .collect();
+        return cx.g.full(out, dt, value);
+    }
+    let axes = Axes::List(axes);
+    let g = &mut cx.g;
     match op {
         "ReduceSum" => g.sum(x, axes, keep),
         "ReduceMean" => g.mean(x, axes, keep),
@@ -444,4 +411,97 @@ fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         n.int("exclusive", 0) != 0,
         n.int("reverse", 0) != 0,
     )
+}
+
+/// `ConvTranspose` is the input gradient of a convolution whose weights are these:
+/// [`Graph::conv2d_backprop_input`] onto the unpadded output, cropped by the pads.
+///
+/// [`Graph::conv2d_backprop_input`]: crate::Graph::conv2d_backprop_input
+fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x0 = cx.t(n, 0)?;
+    let w0 = cx.t(n, 1)?;
+    let (x, orig) = as_4d(cx, x0)?;
+    let (w, ws) = as_4d(cx, w0)?;
+    let k = orig.len() - 2;
+    let get = |name: &str, default: i64, len: usize| -> Result<Vec<i64>> {
+        let v = n.ints(name).unwrap_or_else(|| vec![default; len]);
+        if v.len() != len {
+            return Err(bad(format!("{name} must have {len} values, got {v:?}")));
+        }
+        Ok(v)
+    };
+    let stride = get("strides", 1, k)?;
+    let dilation = get("dilations", 1, k)?;
+    let out_pad = get("output_padding", 0, k)?;
+    let mut pads = get("pads", 0, 2 * k)?;
+    let kernel: Vec<i64> = n.ints("kernel_shape").unwrap_or_else(|| {
+        ws[2..]
+            .iter()
+            .rev()
+            .take(k)
+            .rev()
+            .map(|&d| d as i64)
+            .collect()
+    });
+    let input: Vec<i64> = orig[2..].iter().map(|&d| d as i64).collect();
+    let span: Vec<i64> = (0..k).map(|i| (kernel[i] - 1) * dilation[i] + 1).collect();
+    let full: Vec<i64> = (0..k)
+        .map(|i| stride[i] * (input[i] - 1) + out_pad[i] + span[i])
+        .collect();
+    let auto = n.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
+    let target = n.ints("output_shape").or_else(|| {
+        (auto == "SAME_UPPER" || auto == "SAME_LOWER")
+            .then(|| (0..k).map(|i| input[i] * stride[i]).collect())
+    });
+    let mut full = full;
+    if let Some(t) = target {
+        let t: Vec<i64> = t.iter().rev().take(k).rev().copied().collect();
+        for i in 0..k {
+            // A target past the unpadded output grows it at the end (implicit output padding).
+            full[i] = full[i].max(t[i]);
+            let total = full[i] - t[i];
+            let (b, e) = if auto == "SAME_UPPER" {
+                (total / 2, total - total / 2)
+            } else {
+                (total - total / 2, total / 2)
+            };
+            pads[i] = b;
+            pads[i + k] = e;
+        }
+    } else if auto == "VALID" {
+        pads.iter_mut().for_each(|p| *p = 0);
+    }
+    let two = |v: &[i64], d: i64| -> Result<[usize; 2]> {
+        let (a, b) = if k == 1 { (d, v[0]) } else { (v[0], v[1]) };
+        Ok([
+            usize::try_from(a).map_err(|_| bad("negative size"))?,
+            usize::try_from(b).map_err(|_| bad("negative size"))?,
+        ])
+    };
+    let opts = Conv2dOptions {
+        stride: two(&stride, 1)?,
+        padding: [0, 0],
+        dilation: two(&dilation, 1)?,
+        groups: n.int("group", 1).max(1) as usize,
+    };
+    let full_hw = two(&full, 1)?;
+    let mut y = cx.g.conv2d_backprop_input(x, w, full_hw, opts)?;
+    let (pb, pe) = (two(&pads[..k], 0)?, two(&pads[k..], 0)?);
+    if pb != [0, 0] || pe != [0, 0] {
+        let crop = |i: usize| {
+            SliceArg::new(
+                Some(pb[i] as isize),
+                Some((full_hw[i] - pe[i].min(full_hw[i])) as isize),
+                1,
+            )
+        };
+        y =
+            cx.g.slice(y, &[SliceArg::full(), SliceArg::full(), crop(0), crop(1)])?;
+    }
+    if let Some(b) = cx.opt_t(n, 2)? {
+        let c = cx.g.shape(b)?.numel() as isize;
+        let b4 = cx.g.reshape(b, &[1, c, 1, 1])?;
+        y = cx.g.add(y, b4)?;
+    }
+    back_to(cx, y, &orig)
 }

@@ -230,7 +230,10 @@ fn read_passing() -> BTreeMap<String, Vec<String>> {
 
 /// The op type named in an "unsupported" error (`node 'x' (Op, opset N): unsupported ...`).
 fn unsupported_op(err: &str) -> Option<String> {
-    let i = err.find(" (")?;
+    if !err.starts_with("onnx node '") {
+        return None;
+    }
+    let i = err.find("' (")? + 1;
     let rest = &err[i + 2..];
     let op = rest.split(',').next()?;
     err.contains("unsupported").then(|| op.to_string())
