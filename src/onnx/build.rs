@@ -234,12 +234,20 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize, opset: i64) -> R
             .map(|a| (a.name.as_deref().unwrap_or(""), a))
             .collect(),
     };
-    let all_const = node.inputs.iter().flatten().all(|i| cx.is_const(i));
+    // CastLike reads only its second input's dtype.
+    let value_inputs = if op == "CastLike" {
+        &node.inputs[..1]
+    } else {
+        &node.inputs[..]
+    };
+    let all_const = value_inputs.iter().flatten().all(|i| cx.is_const(i));
     let result = super::ops_shape::translate(cx, &node)
         .or_else(|| super::ops_elementwise::translate(cx, &node))
         .or_else(|| super::ops_nn::translate(cx, &node))
         .or_else(|| super::ops_norm::translate(cx, &node))
         .or_else(|| super::ops_index::translate(cx, &node))
+        .or_else(|| super::ops_loss::translate(cx, &node))
+        .or_else(|| super::ops_resize::translate(cx, &node))
         .unwrap_or_else(|| Err(bad("unsupported op")));
     let outs = result.map_err(|e| match e {
         Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),

@@ -40,8 +40,10 @@
 mod build;
 mod ops_elementwise;
 mod ops_index;
+mod ops_loss;
 mod ops_nn;
 mod ops_norm;
+mod ops_resize;
 mod ops_shape;
 #[allow(missing_docs)]
 pub mod proto;

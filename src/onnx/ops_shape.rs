@@ -185,9 +185,15 @@ fn range(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
             let (s, l, d) = (first(&s)?, first(&l)?, first(&d)?);
             let count = ((l - s) / d).ceil().clamp(0.0, cap as f32) as usize;
             let v: Vec<f32> = (0..count).map(|i| s + i as f32 * d).collect();
-            Ok(vec![
-                HostValue::Floats(HostTensor::new(vec![count], v)?).into()
-            ])
+            let h = HostTensor::new(vec![count], v)?;
+            let h = match a.dtype() {
+                DType::F16 => HostTensor::new(
+                    vec![count],
+                    h.to_f32()?.into_iter().map(crate::f16::from_f32).collect(),
+                )?,
+                _ => h,
+            };
+            Ok(vec![HostValue::Floats(h).into()])
         }
         _ => Err(bad("start, limit and delta must share one numeric type")),
     }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use wgflow::onnx::{import_bytes, load_tensor, proto, ImportOptions, Message};
+use wgflow::onnx::{import_bytes, load_tensor, proto, ImportOptions};
 use wgflow::{Device, HostTensor, Session, SessionOptions};
 
 const PASSING: &str = "tests/onnx/passing.txt";
@@ -147,31 +147,45 @@ fn run_case(case: &Case, device: Device) -> Result<(), String> {
     let inputs = load_all(&pb_files(&data, "input_"))?;
     let outputs = load_all(&pb_files(&data, "output_"))?;
     let bytes = std::fs::read(case.dir.join("model.onnx")).map_err(|e| e.to_string())?;
+    // Shape-like inputs (a Reshape's shape, a Slice's starts, a Resize's scales) must be known
+    // at import: give each input an error names as a constant, as a model would hold it.
     let mut opts = ImportOptions::default();
-    let model = match import_bytes(&bytes, Some(&case.dir), &opts) {
-        Ok(m) => m,
-        // Shape-like inputs (a Reshape's shape, a Slice's starts) must be known at import:
-        // give the integer inputs as constants, as a model would hold them.
-        Err(e) if e.to_string().contains("must be known at import") => {
-            // (the model decoded once more for its input names)
-            let m = <proto::ModelProto as Message>::decode(bytes.as_slice())
-                .map_err(|e| e.to_string())?;
-            let names: Vec<String> = m
-                .graph
-                .iter()
-                .flat_map(|g| g.input.iter())
-                .filter_map(|i| i.name.clone())
-                .collect();
-            for (k, (_, value)) in inputs.iter().enumerate() {
-                if !value.dtype().is_float() {
-                    if let Some(name) = names.get(k) {
-                        opts.constant_inputs.insert(name.clone(), value.clone());
+    let model = loop {
+        match import_bytes(&bytes, Some(&case.dir), &opts) {
+            Ok(m) => break m,
+            Err(e) => {
+                let text = e.to_string();
+                let named = text
+                    .contains("must be known at import")
+                    .then(|| {
+                        text.split_once("('")?
+                            .1
+                            .split_once("')")
+                            .map(|(n, _)| n.to_string())
+                    })
+                    .flatten();
+                let value = named
+                    .as_deref()
+                    .and_then(|n| inputs.iter().find(|(k, _)| k == n));
+                match value {
+                    Some((name, v)) if !opts.constant_inputs.contains_key(name) => {
+                        opts.constant_inputs.insert(name.clone(), v.clone());
                     }
+                    // A value computed inside the model: give every integer input instead.
+                    _ if named.is_some() && opts.constant_inputs.is_empty() => {
+                        for (name, v) in &inputs {
+                            if !v.dtype().is_float() {
+                                opts.constant_inputs.insert(name.clone(), v.clone());
+                            }
+                        }
+                        if opts.constant_inputs.is_empty() {
+                            return Err(text);
+                        }
+                    }
+                    _ => return Err(text),
                 }
             }
-            import_bytes(&bytes, Some(&case.dir), &opts).map_err(|e| e.to_string())?
         }
-        Err(e) => return Err(e.to_string()),
     };
     let by_name: HashMap<&str, &HostTensor> = inputs.iter().map(|(n, v)| (n.as_str(), v)).collect();
     let mut feeds = Vec::new();
