@@ -15,7 +15,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         })(),
         "Gemm" => gemm(cx, n),
         "Conv" => conv(cx, n),
-        "MaxPool" | "AveragePool" => pool(cx, n),
+        "MaxPool" | "AveragePool" | "LpPool" => pool(cx, n),
         "GlobalAveragePool" | "GlobalMaxPool" => (|| {
             let x = cx.t(n, 0)?;
             let r = cx.g.shape(x)?.rank();
@@ -218,7 +218,23 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         return Err(n.unsupported("pooling with dilations"));
     }
     let p = g.pads;
-    let y = if n.op == "MaxPool" {
+    let y = if n.op == "LpPool" {
+        // (Σ |x|^p)^(1/p) over each window: the full-window average of zero-padded |x|^p
+        // times the window size.
+        let order = n.int("p", 2) as f64;
+        let dt = cx.g.dtype(x)?;
+        let (pw, inv, size) = (
+            cx.scalar(order, dt)?,
+            cx.scalar(1.0 / order, dt)?,
+            cx.scalar((g.kernel[0] * g.kernel[1]) as f64, dt)?,
+        );
+        let a = cx.g.abs(x)?;
+        let ap = cx.g.pow(a, pw)?;
+        let xp = pad_hw(cx, ap, p, 0.0)?;
+        let avg = cx.g.avg_pool2d(xp, g.kernel, g.stride, [0, 0])?;
+        let sum = cx.g.mul(avg, size)?;
+        cx.g.pow(sum, inv)?
+    } else if n.op == "MaxPool" {
         let xp = pad_hw(cx, x, p, f64::NEG_INFINITY)?;
         cx.g.max_pool2d(xp, g.kernel, g.stride, [0, 0])?
     } else {
