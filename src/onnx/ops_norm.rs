@@ -1,5 +1,5 @@
 //! Normalisations: `LayerNormalization`, `RMSNormalization`, `InstanceNormalization`,
-//! `GroupNormalization`, `LpNormalization`, composed from reductions and elementwise ops.
+//! `GroupNormalization`, `LpNormalization`, `LRN`, composed from reductions and elementwise ops.
 
 use super::build::{bad, Cx, Node, Val};
 use super::ops_shape::norm_axis;
@@ -12,6 +12,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "InstanceNormalization" => instance_norm(cx, n).map(|t| vec![t.into()]),
         "GroupNormalization" => group_norm(cx, n).map(|t| vec![t.into()]),
         "LpNormalization" => lp_norm(cx, n).map(|t| vec![t.into()]),
+        "LRN" => lrn(cx, n).map(|t| vec![t.into()]),
         _ => return None,
     })
 }
@@ -148,4 +149,54 @@ fn lp_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let is_zero = g.equal(norm, zero)?;
     let y = g.div(x, norm)?;
     g.select(is_zero, x, y)
+}
+
+/// Local response normalisation across channels: `x / (bias + alpha / size * Σ x²)^beta`,
+/// the sum over a window of `size` channels (zero-padded), as shifted slices of `x²`.
+fn lrn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let shape = cx.g.shape(x)?.dims().to_vec();
+    let size = usize::try_from(n.int("size", 0))
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or_else(|| bad("size must be positive"))?;
+    if shape.len() < 3 {
+        return Err(bad("needs [N, C, D1, ...]"));
+    }
+    let c = shape[1];
+    let dt = cx.g.dtype(x)?;
+    let (alpha, beta, bias) = (
+        n.float("alpha", 1e-4) as f64,
+        n.float("beta", 0.75) as f64,
+        n.float("bias", 1.0) as f64,
+    );
+    let (a, b, k) = (
+        cx.scalar(alpha / size as f64, dt)?,
+        cx.scalar(-beta, dt)?,
+        cx.scalar(bias, dt)?,
+    );
+    let g = &mut cx.g;
+    let sq = g.mul(x, x)?;
+    let mut pads = vec![(0, 0); shape.len()];
+    pads[1] = ((size - 1) / 2, (size - 1).div_ceil(2));
+    let padded = g.pad(sq, &pads, crate::PadMode::Constant(0.0))?;
+    let mut sum: Option<Tensor> = None;
+    for i in 0..size {
+        let part = g.slice(
+            padded,
+            &[
+                crate::SliceArg::full(),
+                crate::SliceArg::new(Some(i as isize), Some((i + c) as isize), 1),
+            ],
+        )?;
+        sum = Some(match sum {
+            None => part,
+            Some(s) => g.add(s, part)?,
+        });
+    }
+    let sum = sum.ok_or_else(|| bad("empty window"))?;
+    let scaled = g.mul(sum, a)?;
+    let base = g.add(scaled, k)?;
+    let factor = g.pow(base, b)?;
+    g.mul(x, factor)
 }
