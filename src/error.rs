@@ -128,6 +128,10 @@ pub enum Error {
     /// malformed, or a tensor in it does not match the graph's variable of that name.
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: String, message: String },
+    /// An ONNX model could not be imported: `at` names the file, tensor or node (with its op
+    /// type and opset), `message` the reason.
+    #[error("onnx {at}: {message}")]
+    Onnx { at: String, message: String },
     /// A broken invariant inside wgflow; please report it.
     #[error("internal error (please report): {0}")]
     Internal(String),

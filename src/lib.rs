@@ -40,6 +40,8 @@ pub mod graph;
 pub mod host;
 mod id;
 pub mod npy;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod ops;
 pub mod session;
 pub mod shape;

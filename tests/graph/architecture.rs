@@ -17,7 +17,7 @@ fn layer(module: &str) -> Option<usize> {
         "train" => 2,
         "compile" => 3,
         "backend" => 4,
-        "session" | "trace" | "checkpoint" | "bin" | "lib" => 5,
+        "session" | "trace" | "checkpoint" | "onnx" | "bin" | "lib" => 5,
         _ => return None,
     })
 }

@@ -122,9 +122,12 @@ enum Command {
 
 #[derive(Args)]
 struct GraphArgs {
-    /// The graph file (JSON written by Graph::save).
+    /// The graph file (JSON written by Graph::save), or an ONNX model (`.onnx`).
     #[arg(value_name = "GRAPH.json")]
     graph: PathBuf,
+    /// An ONNX model's symbolic input dimension (repeatable), e.g. `--dim N=1`.
+    #[arg(long = "dim", value_name = "NAME=SIZE")]
+    dims: Vec<String>,
     /// A node to fetch (repeatable). Default: the graph's sinks (nodes no other node uses).
     #[arg(long = "fetch", value_name = "NAME")]
     fetches: Vec<String>,
@@ -434,8 +437,39 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 /// Load the graph, make a session on the requested default device, resolve the fetches.
+/// The graph of a graph file or an ONNX model, and the model's outputs (none for a graph
+/// file: its sinks are the default fetches).
+fn load(args: &GraphArgs) -> wgflow::Result<(Graph, Vec<Tensor>)> {
+    let onnx = args
+        .graph
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    if !onnx {
+        if let Some(d) = args.dims.first() {
+            return Err(Error::Onnx {
+                at: truncate(d, MAX_QUOTED_CHARS),
+                message: "--dim is for ONNX models (.onnx)".into(),
+            });
+        }
+        return Ok((Graph::load(&args.graph)?, Vec::new()));
+    }
+    let mut opts = wgflow::onnx::ImportOptions::default();
+    for d in &args.dims {
+        let bad = || Error::Onnx {
+            at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
+            message: "expected NAME=SIZE".into(),
+        };
+        let (name, size) = d.split_once('=').ok_or_else(bad)?;
+        opts.dims
+            .insert(name.to_string(), size.parse().map_err(|_| bad())?);
+    }
+    let model = wgflow::onnx::import(&args.graph, &opts)?;
+    let outputs = model.output_tensors();
+    Ok((model.graph, outputs))
+}
+
 fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
-    let graph = Graph::load(&args.graph)?;
+    let (graph, outputs) = load(args)?;
     let default_device = args
         .device
         .as_deref()
@@ -455,7 +489,9 @@ fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
         soft_placement: args.soft_placement,
         ..Default::default()
     };
-    let fetches = if args.fetches.is_empty() {
+    let fetches = if args.fetches.is_empty() && !outputs.is_empty() {
+        outputs
+    } else if args.fetches.is_empty() {
         sinks(&graph)
     } else {
         args.fetches

@@ -1,0 +1,468 @@
+//! The import walk: inputs, initializers, then each node through its translator (one small
+//! function per op, grouped by family in `ops_*.rs`), with values known at import kept on
+//! the host so shape arithmetic folds there.
+
+use super::proto::{
+    attribute_proto::AttributeType, AttributeProto, ModelProto, NodeProto, ValueInfoProto,
+};
+use super::tensor::{checked_dims, decode, map_dtype, HostValue};
+use super::{fail, ImportOptions, Model, ValueInfo};
+use crate::{
+    DType, Device, Error, Graph, HostTensor, Result, Session, SessionOptions, Shape, Tensor,
+};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::rc::Rc;
+
+/// The lowest `ai.onnx` opset accepted.
+const MIN_OPSET: i64 = 7;
+
+/// A value during import: known on the host, or a graph tensor.
+#[derive(Debug, Clone)]
+pub(crate) enum Val {
+    Host(Rc<HostValue>),
+    T(Tensor),
+}
+
+impl From<Tensor> for Val {
+    fn from(t: Tensor) -> Val {
+        Val::T(t)
+    }
+}
+
+impl From<HostValue> for Val {
+    fn from(h: HostValue) -> Val {
+        Val::Host(Rc::new(h))
+    }
+}
+
+/// One node being translated: its identity (for errors), attributes and input names.
+pub(crate) struct Node<'a> {
+    pub op: &'a str,
+    pub opset: i64,
+    pub inputs: Vec<Option<&'a str>>,
+    pub n_outputs: usize,
+    attrs: HashMap<&'a str, &'a AttributeProto>,
+}
+
+/// The translator's context: the graph being built and every value so far.
+pub(crate) struct Cx<'a> {
+    pub g: Graph,
+    pub opts: &'a ImportOptions,
+    vals: HashMap<String, Val>,
+    /// Constants made from host values, by value name (so a weight is one node).
+    made: HashMap<String, Tensor>,
+    /// Graph tensors computed from constants alone: evaluable at import.
+    consts: HashSet<Tensor>,
+}
+
+/// A translator's error before it is tied to its node.
+pub(crate) fn bad(message: impl Into<String>) -> Error {
+    fail("", message)
+}
+
+pub(crate) fn build(model: &ModelProto, dir: Option<&Path>, opts: &ImportOptions) -> Result<Model> {
+    let mut opset = None;
+    for o in &model.opset_import {
+        match o.domain.as_deref().unwrap_or("") {
+            "" | "ai.onnx" => opset = o.version,
+            _ => {}
+        }
+    }
+    let opset = opset.ok_or_else(|| fail("model", "no ai.onnx opset is imported"))?;
+    if opset < MIN_OPSET {
+        return Err(fail(
+            "model",
+            format!("opset {opset} is older than {MIN_OPSET}, the oldest supported"),
+        ));
+    }
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| fail("model", "has no graph"))?;
+    let mut cx = Cx {
+        g: Graph::new(),
+        opts,
+        vals: HashMap::new(),
+        made: HashMap::new(),
+        consts: HashSet::new(),
+    };
+    for init in &graph.initializer {
+        let name = init.name.clone().unwrap_or_default();
+        let v = decode(init, dir, opts)?;
+        cx.vals.insert(name, v.into());
+    }
+    if !graph.sparse_initializer.is_empty() {
+        return Err(fail("model", "sparse initializers are unsupported"));
+    }
+    let mut inputs = Vec::new();
+    for vi in &graph.input {
+        let name = vi.name.clone().unwrap_or_default();
+        if cx.vals.contains_key(&name) {
+            continue; // an initializer's default (IR < 4): the initializer is the value
+        }
+        if let Some(h) = opts.constant_inputs.get(&name) {
+            cx.vals
+                .insert(name, HostValue::from_host(h.clone())?.into());
+            continue;
+        }
+        let (shape, dtype, onnx_type) = value_type(vi, opts)?;
+        let t =
+            cx.g.placeholder(&name, shape.clone(), dtype)
+                .map_err(|e| fail(format!("input '{name}'"), e.to_string()))?;
+        cx.vals.insert(name.clone(), Val::T(t));
+        inputs.push(ValueInfo {
+            name,
+            tensor: t,
+            shape,
+            dtype,
+            onnx_type,
+        });
+    }
+    for (i, node) in graph.node.iter().enumerate() {
+        translate_node(&mut cx, node, i, opset)?;
+    }
+    let mut outputs = Vec::new();
+    for vi in &graph.output {
+        let name = vi.name.clone().unwrap_or_default();
+        let at = || format!("output '{name}'");
+        if !cx.vals.contains_key(&name) {
+            return Err(fail(
+                at(),
+                "is not produced by any node, input or initializer",
+            ));
+        }
+        let t = cx.tensor(&name)?;
+        let onnx_type = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(super::proto::type_proto::Value::TensorType(tt)) => {
+                elem_name(tt.elem_type.unwrap_or(0))
+            }
+            _ => String::new(),
+        };
+        let shape = cx.g.shape(t)?.clone();
+        let dtype = cx.g.dtype(t)?;
+        outputs.push(ValueInfo {
+            name,
+            tensor: t,
+            shape,
+            dtype,
+            onnx_type,
+        });
+    }
+    Ok(Model {
+        graph: cx.g,
+        inputs,
+        outputs,
+        opset,
+    })
+}
+
+fn elem_name(elem: i32) -> String {
+    super::proto::tensor_proto::DataType::try_from(elem)
+        .map_or_else(|_| elem.to_string(), |d| d.as_str_name().to_string())
+}
+
+/// An input's static shape and dtype, with `dim_param`s bound from the options.
+fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Shape, DType, String)> {
+    use super::proto::tensor_shape_proto::dimension::Value as Dim;
+    use super::proto::type_proto::Value;
+    let name = vi.name.as_deref().unwrap_or("");
+    let at = || format!("input '{name}'");
+    let Some(Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Err(fail(
+            at(),
+            "is not a tensor (sequences, maps and optionals are unsupported)",
+        ));
+    };
+    let elem = tt.elem_type.unwrap_or(0);
+    let dtype = map_dtype(elem, opts).map_err(|m| fail(at(), m))?;
+    let shape = tt
+        .shape
+        .as_ref()
+        .ok_or_else(|| fail(at(), "has no declared shape"))?;
+    let mut dims = Vec::new();
+    for d in &shape.dim {
+        dims.push(match &d.value {
+            Some(Dim::DimValue(v)) => *v,
+            Some(Dim::DimParam(p)) => match opts.dims.get(p) {
+                Some(&v) => v as i64,
+                None => return Err(fail(at(), format!("dimension '{p}' is symbolic: bind it (ImportOptions::dims, --dim {p}=SIZE)"))),
+            },
+            None => return Err(fail(at(), "has a dimension of unknown size")),
+        });
+    }
+    let dims = checked_dims(&dims, opts).map_err(|m| fail(at(), m))?;
+    Ok((Shape(dims), dtype, elem_name(elem)))
+}
+
+fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize, opset: i64) -> Result<()> {
+    let op = proto.op_type.as_deref().unwrap_or("");
+    let name = proto
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| format!("#{index}"));
+    let at = || format!("node '{name}' ({op}, opset {opset})");
+    let domain = proto.domain.as_deref().unwrap_or("");
+    if !matches!(domain, "" | "ai.onnx") {
+        return Err(fail(
+            at(),
+            format!("domain '{domain}' is unsupported (only ai.onnx)"),
+        ));
+    }
+    let inputs: Vec<Option<&str>> = proto
+        .input
+        .iter()
+        .map(|s| Some(s.as_str()).filter(|s| !s.is_empty()))
+        .collect();
+    for i in inputs.iter().flatten() {
+        if !cx.vals.contains_key(*i) {
+            return Err(fail(
+                at(),
+                format!("uses '{i}', which no earlier node, input or initializer defines"),
+            ));
+        }
+    }
+    let node = Node {
+        op,
+        opset,
+        inputs,
+        n_outputs: proto.output.len(),
+        attrs: proto
+            .attribute
+            .iter()
+            .map(|a| (a.name.as_deref().unwrap_or(""), a))
+            .collect(),
+    };
+    // CastLike reads only its second input's dtype.
+    let value_inputs = if op == "CastLike" {
+        &node.inputs[..1]
+    } else {
+        &node.inputs[..]
+    };
+    let all_const = value_inputs.iter().flatten().all(|i| cx.is_const(i));
+    let result = super::ops_shape::translate(cx, &node)
+        .or_else(|| super::ops_elementwise::translate(cx, &node))
+        .or_else(|| super::ops_nn::translate(cx, &node))
+        .or_else(|| super::ops_norm::translate(cx, &node))
+        .or_else(|| super::ops_index::translate(cx, &node))
+        .or_else(|| super::ops_loss::translate(cx, &node))
+        .or_else(|| super::ops_resize::translate(cx, &node))
+        .unwrap_or_else(|| Err(bad("unsupported op")));
+    let outs = result.map_err(|e| match e {
+        Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
+        other => fail(at(), other.to_string()),
+    })?;
+    for (i, out) in proto.output.iter().enumerate() {
+        if out.is_empty() {
+            continue;
+        }
+        let Some(v) = outs.get(i) else {
+            return Err(fail(at(), format!("output {i} ('{out}') is unsupported")));
+        };
+        if let (Val::T(t), true) = (v, all_const) {
+            cx.consts.insert(*t);
+        }
+        cx.vals.insert(out.clone(), v.clone());
+    }
+    Ok(())
+}
+
+impl Node<'_> {
+    fn attr(&self, name: &str) -> Option<&AttributeProto> {
+        self.attrs.get(name).copied()
+    }
+
+    fn kind(a: &AttributeProto) -> AttributeType {
+        AttributeType::try_from(a.r#type.unwrap_or(0)).unwrap_or(AttributeType::Undefined)
+    }
+
+    /// Integer attribute `name`, or `default`.
+    pub fn int(&self, name: &str, default: i64) -> i64 {
+        self.attr(name).and_then(|a| a.i).unwrap_or(default)
+    }
+
+    /// Float attribute `name`, or `default`.
+    pub fn float(&self, name: &str, default: f32) -> f32 {
+        self.attr(name).and_then(|a| a.f).unwrap_or(default)
+    }
+
+    /// Integer-list attribute `name`, if present.
+    pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.attr(name)
+            .filter(|a| Self::kind(a) == AttributeType::Ints || !a.ints.is_empty())
+            .map(|a| a.ints.clone())
+    }
+
+    /// Float-list attribute `name`, if present.
+    pub fn floats(&self, name: &str) -> Option<Vec<f32>> {
+        self.attr(name)
+            .filter(|a| Self::kind(a) == AttributeType::Floats || !a.floats.is_empty())
+            .map(|a| a.floats.clone())
+    }
+
+    /// String attribute `name`, if present.
+    pub fn string(&self, name: &str) -> Option<String> {
+        self.attr(name)
+            .and_then(|a| a.s.as_ref())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+    }
+
+    /// Tensor attribute `name`, if present.
+    pub fn tensor(&self, name: &str, opts: &ImportOptions) -> Result<Option<HostValue>> {
+        match self.attr(name).and_then(|a| a.t.as_ref()) {
+            Some(t) => decode(t, None, opts).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether attribute `name` is present.
+    pub fn has(&self, name: &str) -> bool {
+        self.attrs.contains_key(name)
+    }
+
+    /// Input `i`'s name if it is given.
+    pub fn input(&self, i: usize) -> Option<&str> {
+        self.inputs.get(i).copied().flatten()
+    }
+
+    /// Input `i`'s name, or an error if the node lacks it.
+    pub fn req(&self, i: usize) -> Result<&str> {
+        self.input(i)
+            .ok_or_else(|| bad(format!("input {i} is required")))
+    }
+
+    /// An error for an attribute value wgflow cannot run.
+    pub fn unsupported(&self, what: impl std::fmt::Display) -> Error {
+        bad(format!("unsupported: {what}"))
+    }
+}
+
+impl Cx<'_> {
+    fn is_const(&self, name: &str) -> bool {
+        match self.vals.get(name) {
+            Some(Val::Host(_)) => true,
+            Some(Val::T(t)) => self.consts.contains(t),
+            None => false,
+        }
+    }
+
+    fn val(&self, name: &str) -> Result<&Val> {
+        self.vals
+            .get(name)
+            .ok_or_else(|| bad(format!("'{name}' is not defined")))
+    }
+
+    /// Value `name` as a graph tensor (a host value becomes one constant node).
+    pub fn tensor(&mut self, name: &str) -> Result<Tensor> {
+        if let Some(t) = self.made.get(name) {
+            return Ok(*t);
+        }
+        let t = match self.val(name)?.clone() {
+            Val::T(t) => return Ok(t),
+            Val::Host(h) => self.constant(&h, name)?,
+        };
+        self.made.insert(name.to_string(), t);
+        Ok(t)
+    }
+
+    /// Input `i` of `node` as a graph tensor.
+    pub fn t(&mut self, node: &Node, i: usize) -> Result<Tensor> {
+        let name = node.req(i)?;
+        self.tensor(name)
+    }
+
+    /// Optional input `i` of `node` as a graph tensor.
+    pub fn opt_t(&mut self, node: &Node, i: usize) -> Result<Option<Tensor>> {
+        node.input(i).map(|n| self.tensor(n)).transpose()
+    }
+
+    /// A constant node holding `h` (`what` names it in a range error).
+    pub fn constant(&mut self, h: &HostValue, what: &str) -> Result<Tensor> {
+        let host = h.to_host(&format!("value '{what}'"))?;
+        let t = self.g.constant(host)?;
+        self.consts.insert(t);
+        Ok(t)
+    }
+
+    /// A scalar constant of `dtype`.
+    pub fn scalar(&mut self, v: f64, dtype: DType) -> Result<Tensor> {
+        let h = match dtype {
+            DType::F32 => HostTensor::scalar(v as f32),
+            DType::F16 => HostTensor::scalar(crate::f16::from_f64(v)),
+            DType::I32 => HostTensor::scalar(v as i32),
+            DType::U32 => HostTensor::scalar(v as u32),
+            DType::Bool => HostTensor::scalar(v != 0.0),
+        };
+        let t = self.g.constant(h)?;
+        self.consts.insert(t);
+        Ok(t)
+    }
+
+    /// Input `i`'s static shape.
+    pub fn shape(&self, node: &Node, i: usize) -> Result<Vec<usize>> {
+        Ok(match self.val(node.req(i)?)? {
+            Val::Host(h) => h.shape().to_vec(),
+            Val::T(t) => self.g.shape(*t)?.dims().to_vec(),
+        })
+    }
+
+    /// Input `i`'s dtype.
+    pub fn dtype(&self, node: &Node, i: usize) -> Result<DType> {
+        Ok(match self.val(node.req(i)?)? {
+            Val::Host(h) => h.dtype(),
+            Val::T(t) => self.g.dtype(*t)?,
+        })
+    }
+
+    /// Input `i`'s value, which must be known at import (evaluated on cpu:0 if it was
+    /// computed in the graph from constants).
+    pub fn host(&mut self, node: &Node, i: usize) -> Result<Rc<HostValue>> {
+        let name = node.req(i)?;
+        match self.val(name)?.clone() {
+            Val::Host(h) => Ok(h),
+            Val::T(t) if self.consts.contains(&t) => {
+                let h = Rc::new(HostValue::from_host(self.eval(t)?)?);
+                self.vals.insert(name.to_string(), Val::Host(h.clone()));
+                self.made.insert(name.to_string(), t);
+                Ok(h)
+            }
+            Val::T(_) => Err(bad(format!(
+                "input {i} ('{name}') must be known at import (a constant, or computed from constants and shapes); a value fed at run time is unsupported here"
+            ))),
+        }
+    }
+
+    /// Input `i`'s integer values, known at import.
+    pub fn ints(&mut self, node: &Node, i: usize) -> Result<Vec<i64>> {
+        match &*self.host(node, i)? {
+            HostValue::Ints { v, .. } => Ok(v.clone()),
+            HostValue::Floats(_) => Err(bad(format!("input {i} must hold integers"))),
+        }
+    }
+
+    /// Optional input `i`'s integer values, known at import.
+    pub fn opt_ints(&mut self, node: &Node, i: usize) -> Result<Option<Vec<i64>>> {
+        match node.input(i) {
+            Some(_) => self.ints(node, i).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether input `i` is present and known at import.
+    pub fn known(&self, node: &Node, i: usize) -> bool {
+        node.input(i).is_some_and(|n| self.is_const(n))
+    }
+
+    fn eval(&mut self, t: Tensor) -> Result<HostTensor> {
+        let opts = SessionOptions {
+            default_device: Some(Device::Cpu),
+            visible_devices: Some(Vec::new()),
+            ..Default::default()
+        };
+        let mut s = Session::new(&self.g, opts)?;
+        let mut out = s.run(&[], &[t])?;
+        out.pop()
+            .ok_or_else(|| Error::Internal("a run returned no value".into()))
+    }
+}

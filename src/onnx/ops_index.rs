@@ -1,0 +1,210 @@
+//! Index and layout ops composed from primitives: `GatherElements` (a flat `take`), `Trilu`
+//! (a constant mask), `Hardmax` and `OneHot` (comparisons with an iota), `DepthToSpace` and
+//! `SpaceToDepth` (reshape, transpose, reshape), and `Swish`.
+
+use super::build::{bad, Cx, Node, Val};
+use super::ops_shape::norm_axis;
+use super::tensor::HostValue;
+use crate::{DType, Result, Tensor};
+
+pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
+    let r = match n.op {
+        "GatherElements" => gather_elements(cx, n),
+        "Trilu" => trilu(cx, n),
+        "Hardmax" => hardmax(cx, n),
+        "OneHot" => one_hot(cx, n),
+        "DepthToSpace" | "SpaceToDepth" => depth_space(cx, n),
+        "Swish" => (|| {
+            let x = cx.t(n, 0)?;
+            let a = cx.scalar(n.float("alpha", 1.0) as f64, cx.g.dtype(x)?)?;
+            let ax = cx.g.mul(x, a)?;
+            let s = cx.g.sigmoid(ax)?;
+            cx.g.mul(x, s)
+        })(),
+        _ => return None,
+    };
+    Some(r.map(|t| vec![t.into()]))
+}
+
+/// An i32 constant of `shape` holding `f(index)` for each element's multi-index.
+fn index_constant(cx: &mut Cx, shape: &[usize], f: impl Fn(&[usize]) -> i64) -> Result<Tensor> {
+    let count: usize = shape.iter().product();
+    let mut v = Vec::with_capacity(count);
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..count {
+        v.push(f(&idx));
+        for k in (0..shape.len()).rev() {
+            idx[k] += 1;
+            if idx[k] < shape[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    let h = HostValue::Ints {
+        shape: shape.to_vec(),
+        v,
+        dtype: DType::I32,
+    };
+    cx.constant(&h, "index constant")
+}
+
+/// `x[..., idx[i], ...]` along `axis` at every position of `idx`: a `take` from the flattened
+/// data at `base + wrap(idx) * stride`, where `base` (a constant) holds the other axes' part.
+fn gather_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let xs = cx.shape(n, 0)?;
+    let is = cx.shape(n, 1)?;
+    if xs.len() != is.len() {
+        return Err(bad(format!(
+            "data {xs:?} and indices {is:?} differ in rank"
+        )));
+    }
+    let axis = norm_axis(n.int("axis", 0), xs.len())?;
+    let strides: Vec<usize> = (0..xs.len())
+        .map(|k| xs[k + 1..].iter().product())
+        .collect();
+    let base = index_constant(cx, &is, |i| {
+        (0..i.len())
+            .filter(|&k| k != axis)
+            .map(|k| (i[k] * strides[k]) as i64)
+            .sum()
+    })?;
+    let (x, idx) = (cx.t(n, 0)?, cx.t(n, 1)?);
+    let (zero, dim, stride) = (
+        cx.scalar(0.0, DType::I32)?,
+        cx.scalar(xs[axis] as f64, DType::I32)?,
+        cx.scalar(strides[axis] as f64, DType::I32)?,
+    );
+    let g = &mut cx.g;
+    let neg = g.less(idx, zero)?;
+    let wrapped = g.add(idx, dim)?;
+    let idx = g.select(neg, wrapped, idx)?;
+    let off = g.mul(idx, stride)?;
+    let flat_idx = g.add(base, off)?;
+    let flat = g.reshape(x, &[-1])?;
+    g.take(flat, flat_idx, 0)
+}
+
+fn trilu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let s = cx.shape(n, 0)?;
+    if s.len() < 2 {
+        return Err(bad("needs rank 2 or more"));
+    }
+    let k = match n.input(1) {
+        Some(_) => *cx
+            .ints(n, 1)?
+            .first()
+            .ok_or_else(|| bad("k must be a scalar"))?,
+        None => 0,
+    };
+    let upper = n.int("upper", 1) != 0;
+    let (rows, cols) = (s[s.len() - 2], s[s.len() - 1]);
+    let keep = index_constant(cx, &[rows, cols], |i| {
+        let d = i[1] as i64 - i[0] as i64;
+        (if upper { d >= k } else { d <= k }) as i64
+    })?;
+    let keep = cx.g.cast(keep, DType::Bool)?;
+    let x = cx.t(n, 0)?;
+    let z = cx.scalar(0.0, cx.g.dtype(x)?)?;
+    cx.g.select(keep, x, z)
+}
+
+fn hardmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x0 = cx.t(n, 0)?;
+    let s = cx.g.shape(x0)?.dims().to_vec();
+    // Before opset 13: over the flattened trailing dimensions from `axis` (default 1).
+    let (x, axis) = if n.opset < 13 {
+        let a = norm_axis(n.int("axis", 1), s.len())?;
+        let (rows, cols): (usize, usize) = (s[..a].iter().product(), s[a..].iter().product());
+        (cx.g.reshape(x0, &[rows as isize, cols as isize])?, 1)
+    } else {
+        (x0, norm_axis(n.int("axis", -1), s.len())?)
+    };
+    let xs = cx.g.shape(x)?.dims().to_vec();
+    let mut iota_shape = vec![1; xs.len()];
+    iota_shape[axis] = xs[axis];
+    let iota = index_constant(cx, &iota_shape, |i| i[axis] as i64)?;
+    let dt = cx.g.dtype(x)?;
+    let am = cx.g.argmax(x, Some(axis as isize), true)?;
+    let hit = cx.g.equal(iota, am)?;
+    let y = cx.g.cast(hit, dt)?;
+    let back: Vec<isize> = s.iter().map(|&d| d as isize).collect();
+    cx.g.reshape(y, &back)
+}
+
+fn one_hot(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let is = cx.shape(n, 0)?;
+    let depth = match &*cx.host(n, 1)? {
+        HostValue::Ints { v, .. } => v.first().copied(),
+        HostValue::Floats(h) => h.to_f32()?.first().map(|&d| d as i64),
+    };
+    let depth = depth
+        .and_then(|d| usize::try_from(d).ok())
+        .filter(|&d| d > 0)
+        .ok_or_else(|| bad("depth must be a positive scalar"))?;
+    let r = is.len() + 1;
+    let axis = norm_axis(n.int("axis", -1), r)?;
+    let mut iota_shape = vec![1; r];
+    iota_shape[axis] = depth;
+    let iota = index_constant(cx, &iota_shape, |i| i[axis] as i64)?;
+    let mut idx = cx.t(n, 0)?;
+    if cx.g.dtype(idx)? != DType::I32 {
+        idx = cx.g.cast(idx, DType::I32)?;
+    }
+    let (zero, d) = (
+        cx.scalar(0.0, DType::I32)?,
+        cx.scalar(depth as f64, DType::I32)?,
+    );
+    let values = cx.t(n, 2)?;
+    let g = &mut cx.g;
+    let neg = g.less(idx, zero)?;
+    let wrapped = g.add(idx, d)?;
+    let idx = g.select(neg, wrapped, idx)?;
+    let idx = g.expand_dims(idx, axis as isize)?;
+    let hit = g.equal(idx, iota)?;
+    let take = |g: &mut crate::Graph, i: isize| {
+        g.slice(values, &[crate::SliceArg::new(Some(i), Some(i + 1), 1)])
+    };
+    let (off, on) = (take(g, 0)?, take(g, 1)?);
+    let (off, on) = (g.reshape(off, &[])?, g.reshape(on, &[])?);
+    g.select(hit, on, off)
+}
+
+fn depth_space(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let s = cx.shape(n, 0)?;
+    let b = usize::try_from(n.int("blocksize", 0))
+        .ok()
+        .filter(|&b| b > 0)
+        .ok_or_else(|| bad("blocksize must be positive"))?;
+    let [nb, c, h, w] =
+        <[usize; 4]>::try_from(s.as_slice()).map_err(|_| bad("needs [N, C, H, W]"))?;
+    let i = |v: &[usize]| v.iter().map(|&d| d as isize).collect::<Vec<_>>();
+    let x = cx.t(n, 0)?;
+    let g = &mut cx.g;
+    if n.op == "SpaceToDepth" {
+        if h % b != 0 || w % b != 0 {
+            return Err(bad(format!("{s:?} does not divide into blocks of {b}")));
+        }
+        let t = g.reshape(x, &i(&[nb, c, h / b, b, w / b, b]))?;
+        let perm = if n.string("mode").as_deref() == Some("CRD") {
+            [0, 1, 3, 5, 2, 4]
+        } else {
+            [0, 3, 5, 1, 2, 4]
+        };
+        let t = g.transpose(t, &perm)?;
+        return g.reshape(t, &i(&[nb, c * b * b, h / b, w / b]));
+    }
+    if c % (b * b) != 0 {
+        return Err(bad(format!("{c} channels do not divide by {b}²")));
+    }
+    let cc = c / (b * b);
+    let crd = n.string("mode").as_deref() == Some("CRD");
+    let t = if crd {
+        let t = g.reshape(x, &i(&[nb, cc, b, b, h, w]))?;
+        g.transpose(t, &[0, 1, 4, 2, 5, 3])?
+    } else {
+        let t = g.reshape(x, &i(&[nb, b, b, cc, h, w]))?;
+        g.transpose(t, &[0, 3, 4, 1, 5, 2])?
+    };
+    g.reshape(t, &i(&[nb, cc, h * b, w * b]))
+}

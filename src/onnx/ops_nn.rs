@@ -1,0 +1,523 @@
+//! Matrix products, convolution, pooling, normalisation, softmax, reductions, arg-reductions
+//! and `CumSum`.
+
+use super::build::{bad, Cx, Node, Val};
+use super::ops_shape::norm_axis;
+use super::tensor::HostValue;
+use crate::ops::ScanOp;
+use crate::{Axes, Conv2dOptions, DType, HostTensor, PadMode, Result, SliceArg, Tensor};
+
+pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
+    let r = match n.op {
+        "MatMul" => (|| {
+            let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
+            cx.g.matmul(a, b)
+        })(),
+        "Gemm" => gemm(cx, n),
+        "Conv" => conv(cx, n),
+        "MaxPool" | "AveragePool" | "LpPool" => pool(cx, n),
+        "GlobalAveragePool" | "GlobalMaxPool" => (|| {
+            let x = cx.t(n, 0)?;
+            let r = cx.g.shape(x)?.rank();
+            let axes: Vec<isize> = (2..r as isize).collect();
+            if n.op == "GlobalMaxPool" {
+                cx.g.max(x, axes, true)
+            } else {
+                cx.g.mean(x, axes, true)
+            }
+        })(),
+        "BatchNormalization" => batch_norm(cx, n),
+        "Softmax" | "LogSoftmax" => softmax(cx, n),
+        "ArgMax" | "ArgMin" => arg(cx, n),
+        "CumSum" => cumsum(cx, n),
+        "ConvTranspose" => conv_transpose(cx, n),
+        op if op.starts_with("Reduce") => reduce(cx, n),
+        _ => return None,
+    };
+    Some(r.map(|t| vec![Val::T(t)]))
+}
+
+fn gemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let (mut a, mut b) = (cx.t(n, 0)?, cx.t(n, 1)?);
+    if n.int("transA", 0) != 0 {
+        a = cx.g.transpose(a, &[1, 0])?;
+    }
+    if n.int("transB", 0) != 0 {
+        b = cx.g.transpose(b, &[1, 0])?;
+    }
+    let mut y = cx.g.matmul(a, b)?;
+    let dt = cx.g.dtype(y)?;
+    let (alpha, beta) = (n.float("alpha", 1.0), n.float("beta", 1.0));
+    if alpha != 1.0 {
+        let s = cx.scalar(alpha as f64, dt)?;
+        y = cx.g.mul(y, s)?;
+    }
+    if let Some(mut c) = cx.opt_t(n, 2)? {
+        if beta != 1.0 {
+            let s = cx.scalar(beta as f64, dt)?;
+            c = cx.g.mul(c, s)?;
+        }
+        y = cx.g.add(y, c)?;
+    }
+    Ok(y)
+}
+
+/// A 2-D window op's geometry from ONNX attributes, with explicit per-side pads.
+struct Geometry {
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    /// `[top, left, bottom, right]`.
+    pads: [usize; 4],
+}
+
+/// Window attributes for a 1-D or 2-D spatial input of size `hw`; `auto_pad` resolved.
+fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geometry> {
+    let k = kernel.len();
+    if k != hw.len() || !(1..=2).contains(&k) {
+        return Err(n.unsupported(format!("{k}-D windows (only 1-D and 2-D)")));
+    }
+    let get = |name: &str, default: i64, len: usize| -> Result<Vec<usize>> {
+        let v = n.ints(name).unwrap_or_else(|| vec![default; len]);
+        if v.len() != len {
+            return Err(bad(format!("{name} must have {len} values, got {v:?}")));
+        }
+        v.iter()
+            .map(|&x| usize::try_from(x).map_err(|_| bad(format!("negative {name}"))))
+            .collect()
+    };
+    let kernel: Vec<usize> = kernel
+        .iter()
+        .map(|&x| usize::try_from(x).map_err(|_| bad("negative kernel")))
+        .collect::<Result<_>>()?;
+    let stride = get("strides", 1, k)?;
+    let dilation = get("dilations", 1, k)?;
+    let mut pads = get("pads", 0, 2 * k)?;
+    let auto = n.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
+    if auto == "SAME_UPPER" || auto == "SAME_LOWER" {
+        for i in 0..k {
+            let out = hw[i].div_ceil(stride[i]);
+            let span = (kernel[i] - 1) * dilation[i] + 1;
+            let total = ((out - 1) * stride[i] + span).saturating_sub(hw[i]);
+            let small = total / 2;
+            let (b, e) = if auto == "SAME_UPPER" {
+                (small, total - small)
+            } else {
+                (total - small, small)
+            };
+            pads[i] = b;
+            pads[i + k] = e;
+        }
+    } else if auto == "VALID" {
+        pads.iter_mut().for_each(|p| *p = 0);
+    } else if auto != "NOTSET" {
+        return Err(n.unsupported(format!("auto_pad '{auto}'")));
+    }
+    if ceil {
+        // ceil_mode: grow the end pads so the last partial window exists, unless it would
+        // start in the end padding alone.
+        for i in 0..k {
+            let span = (kernel[i] - 1) * dilation[i] + 1;
+            let padded = hw[i] + pads[i] + pads[i + k];
+            if padded < span {
+                continue;
+            }
+            let floor = (padded - span) / stride[i];
+            let ceil = (padded - span).div_ceil(stride[i]);
+            if ceil > floor && ceil * stride[i] < hw[i] + pads[i] {
+                pads[i + k] += ceil * stride[i] + span - padded;
+            }
+        }
+    }
+    let two = |v: &[usize], d: usize| if k == 1 { [d, v[0]] } else { [v[0], v[1]] };
+    Ok(Geometry {
+        kernel: two(&kernel, 1),
+        stride: two(&stride, 1),
+        dilation: two(&dilation, 1),
+        pads: if k == 1 {
+            [0, pads[0], 0, pads[1]]
+        } else {
+            [pads[0], pads[1], pads[2], pads[3]]
+        },
+    })
+}
+
+/// `x` as `[N, C, H, W]` (a 1-D input `[N, C, W]` gets `H = 1`).
+fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
+    let s = cx.g.shape(x)?.dims().to_vec();
+    match s.len() {
+        4 => Ok((x, s)),
+        3 => Ok((
+            cx.g.reshape(x, &[s[0] as isize, s[1] as isize, 1, s[2] as isize])?,
+            s,
+        )),
+        r => Err(bad(format!(
+            "unsupported: rank-{r} input (only 1-D and 2-D spatial)"
+        ))),
+    }
+}
+
+fn back_to(cx: &mut Cx, y: Tensor, orig: &[usize]) -> Result<Tensor> {
+    if orig.len() == 3 {
+        let s = cx.g.shape(y)?.dims().to_vec();
+        return cx
+            .g
+            .reshape(y, &[s[0] as isize, s[1] as isize, s[3] as isize]);
+    }
+    Ok(y)
+}
+
+fn pad_hw(cx: &mut Cx, x: Tensor, p: [usize; 4], value: f64) -> Result<Tensor> {
+    if p == [0; 4] {
+        return Ok(x);
+    }
+    cx.g.pad(
+        x,
+        &[(0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])],
+        PadMode::Constant(value),
+    )
+}
+
+fn conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x0 = cx.t(n, 0)?;
+    let w0 = cx.t(n, 1)?;
+    let (x, orig) = as_4d(cx, x0)?;
+    let (w, ws) = as_4d(cx, w0)?;
+    let kernel = n
+        .ints("kernel_shape")
+        .unwrap_or_else(|| ws[2..].iter().map(|&d| d as i64).collect());
+    let g = geometry(n, &orig[2..], kernel, false)?;
+    let p = g.pads;
+    let (x, padding) = if p[0] == p[2] && p[1] == p[3] {
+        (x, [p[0], p[1]])
+    } else {
+        (pad_hw(cx, x, p, 0.0)?, [0, 0])
+    };
+    let bias = cx.opt_t(n, 2)?;
+    let opts = Conv2dOptions {
+        stride: g.stride,
+        padding,
+        dilation: g.dilation,
+        groups: n.int("group", 1).max(1) as usize,
+    };
+    let y = cx.g.conv2d(x, w, bias, opts)?;
+    back_to(cx, y, &orig)
+}
+
+fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    if n.n_outputs > 1 {
+        return Err(n.unsupported("MaxPool's Indices output"));
+    }
+    let x0 = cx.t(n, 0)?;
+    let (x, orig) = as_4d(cx, x0)?;
+    let kernel = n
+        .ints("kernel_shape")
+        .ok_or_else(|| bad("kernel_shape is required"))?;
+    let g = geometry(n, &orig[2..], kernel, n.int("ceil_mode", 0) != 0)?;
+    if g.dilation != [1, 1] {
+        return Err(n.unsupported("pooling with dilations"));
+    }
+    let p = g.pads;
+    let y = if n.op == "LpPool" {
+        // (Σ |x|^p)^(1/p) over each window: the full-window average of zero-padded |x|^p
+        // times the window size.
+        let order = n.int("p", 2) as f64;
+        let dt = cx.g.dtype(x)?;
+        let (pw, inv, size) = (
+            cx.scalar(order, dt)?,
+            cx.scalar(1.0 / order, dt)?,
+            cx.scalar((g.kernel[0] * g.kernel[1]) as f64, dt)?,
+        );
+        let a = cx.g.abs(x)?;
+        let ap = cx.g.pow(a, pw)?;
+        let xp = pad_hw(cx, ap, p, 0.0)?;
+        let avg = cx.g.avg_pool2d(xp, g.kernel, g.stride, [0, 0])?;
+        let sum = cx.g.mul(avg, size)?;
+        cx.g.pow(sum, inv)?
+    } else if n.op == "MaxPool" {
+        let xp = pad_hw(cx, x, p, f64::NEG_INFINITY)?;
+        cx.g.max_pool2d(xp, g.kernel, g.stride, [0, 0])?
+    } else {
+        // The window sum over the count of cells that count: both as full-window averages of
+        // zero-padded tensors, so any padding and ceil_mode share one rule.
+        let declared = geometry(
+            n,
+            &orig[2..],
+            n.ints("kernel_shape").unwrap_or_default(),
+            false,
+        )?
+        .pads;
+        let include = n.int("count_include_pad", 0) != 0;
+        let xp = pad_hw(cx, x, p, 0.0)?;
+        let sum = cx.g.avg_pool2d(xp, g.kernel, g.stride, [0, 0])?;
+        let [h, w] = [cx.g.shape(x)?.dims()[2], cx.g.shape(x)?.dims()[3]];
+        let ones = HostTensor::new(vec![1, 1, h, w], vec![1f32; h * w])?;
+        let ones = cx.constant(&HostValue::Floats(ones), "pool window count")?;
+        let mask = if include {
+            let inner = pad_hw(cx, ones, declared, 1.0)?;
+            let extra = [
+                p[0] - declared[0],
+                p[1] - declared[1],
+                p[2] - declared[2],
+                p[3] - declared[3],
+            ];
+            pad_hw(cx, inner, extra, 0.0)?
+        } else {
+            pad_hw(cx, ones, p, 0.0)?
+        };
+        let count = cx.g.avg_pool2d(mask, g.kernel, g.stride, [0, 0])?;
+        cx.g.div(sum, count)?
+    };
+    back_to(cx, y, &orig)
+}
+
+fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    if n.n_outputs > 1 || n.int("training_mode", 0) != 0 {
+        return Err(n.unsupported("BatchNormalization in training mode"));
+    }
+    let (x, s, b, m, v) = (
+        cx.t(n, 0)?,
+        cx.t(n, 1)?,
+        cx.t(n, 2)?,
+        cx.t(n, 3)?,
+        cx.t(n, 4)?,
+    );
+    cx.g.batch_norm(x, m, v, s, b, n.float("epsilon", 1e-5))
+}
+
+fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let s = cx.g.shape(x)?.dims().to_vec();
+    let log = n.op == "LogSoftmax";
+    if n.opset >= 13 {
+        let a = norm_axis(n.int("axis", -1), s.len())? as isize;
+        return if log {
+            cx.g.log_softmax(x, a)
+        } else {
+            cx.g.softmax(x, a)
+        };
+    }
+    // Before opset 13: over the flattened trailing dimensions from `axis` (default 1).
+    let a = norm_axis(n.int("axis", 1), s.len())?;
+    let (rows, cols): (usize, usize) = (s[..a].iter().product(), s[a..].iter().product());
+    let x2 = cx.g.reshape(x, &[rows as isize, cols as isize])?;
+    let y = if log {
+        cx.g.log_softmax(x2, 1)?
+    } else {
+        cx.g.softmax(x2, 1)?
+    };
+    let back: Vec<isize> = s.iter().map(|&d| d as isize).collect();
+    cx.g.reshape(y, &back)
+}
+
+fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let op = n.op;
+    // Axes moved from an attribute to input 1: ReduceSum at 13, the others at 18.
+    let since = if op == "ReduceSum" { 13 } else { 18 };
+    let axes = if n.opset < since {
+        n.ints("axes")
+    } else {
+        cx.opt_ints(n, 1)?
+    };
+    let keep = n.int("keepdims", 1) != 0;
+    let x = cx.t(n, 0)?;
+    let r = cx.g.shape(x)?.rank();
+    let axes: Vec<isize> = match axes.filter(|a| !a.is_empty()) {
+        Some(a) => a
+            .iter()
+            .map(|&a| norm_axis(a, r).map(|a| a as isize))
+            .collect::<Result<_>>()?,
+        None if n.int("noop_with_empty_axes", 0) != 0 => return Ok(x),
+        None => (0..r as isize).collect(),
+    };
+    if cx.g.dtype(x)? == DType::Bool {
+        let axes = Axes::List(axes);
+        return match op {
+            "ReduceMax" => cx.g.any(x, axes, keep),
+            "ReduceMin" => cx.g.all(x, axes, keep),
+            _ => Err(bad("bool input is unsupported")),
+        };
+    }
+    let dims = cx.g.shape(x)?.dims().to_vec();
+    let empty = axes.iter().any(|&a| dims[a as usize] == 0);
+    if empty && matches!(op, "ReduceMax" | "ReduceMin" | "ReduceLogSumExp") {
+        // The identity of an empty set (ONNX's rule; wgflow's max/min refuse it).
+        let dt = cx.g.dtype(x)?;
+        let value = match (op, dt.is_float()) {
+            ("ReduceMin", true) => f64::INFINITY,
+            ("ReduceMin", false) => i32::MAX as f64,
+            (_, true) => f64::NEG_INFINITY,
+            (_, false) => i32::MIN as f64,
+        };
+        let out: Vec<usize> = (0..r)
+            .filter_map(|k| match axes.contains(&(k as isize)) {
+                true if keep => Some(1),
+                true => None,
+                false => Some(dims[k]),
+            })
+            .collect();
+        return cx.g.full(out, dt, value);
+    }
+    let axes = Axes::List(axes);
+    let g = &mut cx.g;
+    match op {
+        "ReduceSum" => g.sum(x, axes, keep),
+        "ReduceMean" => g.mean(x, axes, keep),
+        "ReduceMax" => g.max(x, axes, keep),
+        "ReduceMin" => g.min(x, axes, keep),
+        "ReduceProd" => g.prod(x, axes, keep),
+        "ReduceL1" => {
+            let a = g.abs(x)?;
+            g.sum(a, axes, keep)
+        }
+        "ReduceL2" => {
+            let sq = g.mul(x, x)?;
+            let s = g.sum(sq, axes, keep)?;
+            g.sqrt(s)
+        }
+        "ReduceSumSquare" => {
+            let sq = g.mul(x, x)?;
+            g.sum(sq, axes, keep)
+        }
+        "ReduceLogSum" => {
+            let s = g.sum(x, axes, keep)?;
+            g.log(s)
+        }
+        "ReduceLogSumExp" => g.logsumexp(x, axes, keep),
+        _ => Err(bad("unsupported op")),
+    }
+}
+
+fn arg(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let s = cx.g.shape(x)?.dims().to_vec();
+    let axis = norm_axis(n.int("axis", 0), s.len())?;
+    let keep = n.int("keepdims", 1) != 0;
+    let max = n.op == "ArgMax";
+    if n.int("select_last_index", 0) == 0 {
+        return if max {
+            cx.g.argmax(x, Some(axis as isize), keep)
+        } else {
+            cx.g.argmin(x, Some(axis as isize), keep)
+        };
+    }
+    // The last index: the first one in the flipped axis, counted from the end.
+    let mut args = vec![SliceArg::full(); axis];
+    args.push(SliceArg::new(None, None, -1));
+    let f = cx.g.slice(x, &args)?;
+    let i = if max {
+        cx.g.argmax(f, Some(axis as isize), keep)?
+    } else {
+        cx.g.argmin(f, Some(axis as isize), keep)?
+    };
+    let last = cx.scalar((s[axis] as f64) - 1.0, DType::I32)?;
+    cx.g.sub(last, i)
+}
+
+fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let axis = cx.ints(n, 1)?;
+    let axis = *axis.first().ok_or_else(|| bad("axis must be a scalar"))?;
+    let x = cx.t(n, 0)?;
+    let r = cx.g.shape(x)?.rank();
+    let axis = norm_axis(axis, r)? as isize;
+    cx.g.cumulative(
+        ScanOp::Sum,
+        x,
+        axis,
+        n.int("exclusive", 0) != 0,
+        n.int("reverse", 0) != 0,
+    )
+}
+
+/// `ConvTranspose` is the input gradient of a convolution whose weights are these:
+/// [`Graph::conv2d_backprop_input`] onto the unpadded output, cropped by the pads.
+///
+/// [`Graph::conv2d_backprop_input`]: crate::Graph::conv2d_backprop_input
+fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x0 = cx.t(n, 0)?;
+    let w0 = cx.t(n, 1)?;
+    let (x, orig) = as_4d(cx, x0)?;
+    let (w, ws) = as_4d(cx, w0)?;
+    let k = orig.len() - 2;
+    let get = |name: &str, default: i64, len: usize| -> Result<Vec<i64>> {
+        let v = n.ints(name).unwrap_or_else(|| vec![default; len]);
+        if v.len() != len {
+            return Err(bad(format!("{name} must have {len} values, got {v:?}")));
+        }
+        Ok(v)
+    };
+    let stride = get("strides", 1, k)?;
+    let dilation = get("dilations", 1, k)?;
+    let out_pad = get("output_padding", 0, k)?;
+    let mut pads = get("pads", 0, 2 * k)?;
+    let kernel: Vec<i64> = n.ints("kernel_shape").unwrap_or_else(|| {
+        ws[2..]
+            .iter()
+            .rev()
+            .take(k)
+            .rev()
+            .map(|&d| d as i64)
+            .collect()
+    });
+    let input: Vec<i64> = orig[2..].iter().map(|&d| d as i64).collect();
+    let span: Vec<i64> = (0..k).map(|i| (kernel[i] - 1) * dilation[i] + 1).collect();
+    let full: Vec<i64> = (0..k)
+        .map(|i| stride[i] * (input[i] - 1) + out_pad[i] + span[i])
+        .collect();
+    let auto = n.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
+    let target = n.ints("output_shape").or_else(|| {
+        (auto == "SAME_UPPER" || auto == "SAME_LOWER")
+            .then(|| (0..k).map(|i| input[i] * stride[i]).collect())
+    });
+    let mut full = full;
+    if let Some(t) = target {
+        let t: Vec<i64> = t.iter().rev().take(k).rev().copied().collect();
+        for i in 0..k {
+            // A target past the unpadded output grows it at the end (implicit output padding).
+            full[i] = full[i].max(t[i]);
+            let total = full[i] - t[i];
+            let (b, e) = if auto == "SAME_UPPER" {
+                (total / 2, total - total / 2)
+            } else {
+                (total - total / 2, total / 2)
+            };
+            pads[i] = b;
+            pads[i + k] = e;
+        }
+    } else if auto == "VALID" {
+        pads.iter_mut().for_each(|p| *p = 0);
+    }
+    let two = |v: &[i64], d: i64| -> Result<[usize; 2]> {
+        let (a, b) = if k == 1 { (d, v[0]) } else { (v[0], v[1]) };
+        Ok([
+            usize::try_from(a).map_err(|_| bad("negative size"))?,
+            usize::try_from(b).map_err(|_| bad("negative size"))?,
+        ])
+    };
+    let opts = Conv2dOptions {
+        stride: two(&stride, 1)?,
+        padding: [0, 0],
+        dilation: two(&dilation, 1)?,
+        groups: n.int("group", 1).max(1) as usize,
+    };
+    let full_hw = two(&full, 1)?;
+    let mut y = cx.g.conv2d_backprop_input(x, w, full_hw, opts)?;
+    let (pb, pe) = (two(&pads[..k], 0)?, two(&pads[k..], 0)?);
+    if pb != [0, 0] || pe != [0, 0] {
+        let crop = |i: usize| {
+            SliceArg::new(
+                Some(pb[i] as isize),
+                Some((full_hw[i] - pe[i].min(full_hw[i])) as isize),
+                1,
+            )
+        };
+        y =
+            cx.g.slice(y, &[SliceArg::full(), SliceArg::full(), crop(0), crop(1)])?;
+    }
+    if let Some(b) = cx.opt_t(n, 2)? {
+        let c = cx.g.shape(b)?.numel() as isize;
+        let b4 = cx.g.reshape(b, &[1, c, 1, 1])?;
+        y = cx.g.add(y, b4)?;
+    }
+    back_to(cx, y, &orig)
+}

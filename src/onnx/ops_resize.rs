@@ -1,0 +1,272 @@
+//! `Resize` (and the older `Upsample`) as separable taps: for each resized axis the host
+//! computes, per output position, the source indices and weights of its 1 (nearest), 2
+//! (linear) or 4 (cubic) taps, and the graph sums `take(x, idx_k, axis) * w_k`.
+
+use super::build::{bad, Cx, Node, Val};
+use super::ops_shape::norm_axis;
+use super::tensor::HostValue;
+use crate::{DType, HostTensor, Result, Tensor};
+
+pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
+    Some(match n.op {
+        "Resize" | "Upsample" => resize(cx, n).map(|t| vec![t.into()]),
+        _ => return None,
+    })
+}
+
+fn floats_of(cx: &mut Cx, n: &Node, i: usize) -> Result<Option<Vec<f64>>> {
+    if n.input(i).is_none() {
+        return Ok(None);
+    }
+    Ok(match &*cx.host(n, i)? {
+        HostValue::Floats(h) => Some(h.to_f32()?.into_iter().map(f64::from).collect()),
+        HostValue::Ints { v, .. } => Some(v.iter().map(|&x| x as f64).collect()),
+    })
+    .map(|v: Option<Vec<f64>>| v.filter(|v| !v.is_empty()))
+}
+
+/// Taps of one axis: `(indices, weights)` per tap, each of the output's length.
+type Taps = Vec<(Vec<i64>, Vec<f32>)>;
+
+struct AxisPlan<'a> {
+    mode: &'a str,
+    coord: &'a str,
+    nearest: &'a str,
+    cubic_a: f64,
+    exclude_outside: bool,
+}
+
+fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps> {
+    let (inn, out) = (len_in as f64, len_out as f64);
+    let last = len_in as i64 - 1;
+    let mut taps: Taps = Vec::new();
+    let width = match p.mode {
+        "nearest" => 1,
+        "linear" => 2,
+        "cubic" => 4,
+        m => return Err(bad(format!("unsupported: mode '{m}'"))),
+    };
+    for _ in 0..width {
+        taps.push((Vec::with_capacity(len_out), Vec::with_capacity(len_out)));
+    }
+    for o in 0..len_out {
+        let x = o as f64;
+        let src = match p.coord {
+            "half_pixel" => (x + 0.5) / scale - 0.5,
+            "half_pixel_symmetric" => {
+                let adj = out / (scale * inn);
+                let center = inn / 2.0;
+                center * (1.0 - adj) + (x + 0.5) / scale - 0.5
+            }
+            "pytorch_half_pixel" if len_out > 1 => (x + 0.5) / scale - 0.5,
+            "pytorch_half_pixel" => 0.0,
+            // The float output length (`scale * in`), as the reference does when scales are given.
+            "align_corners" if len_out > 1 => x * (inn - 1.0) / (scale * inn - 1.0),
+            "align_corners" => 0.0,
+            "asymmetric" => x / scale,
+            c => {
+                return Err(bad(format!(
+                    "unsupported: coordinate_transformation_mode '{c}'"
+                )))
+            }
+        };
+        let clamp = |i: i64| i.clamp(0, last.max(0));
+        match p.mode {
+            "nearest" => {
+                let f = src.floor();
+                let i = match p.nearest {
+                    "round_prefer_floor" => {
+                        if src - f == 0.5 {
+                            f
+                        } else {
+                            src.round()
+                        }
+                    }
+                    "round_prefer_ceil" => {
+                        if src - f == 0.5 {
+                            f + 1.0
+                        } else {
+                            src.round()
+                        }
+                    }
+                    "floor" => f,
+                    "ceil" => src.ceil(),
+                    m => return Err(bad(format!("unsupported: nearest_mode '{m}'"))),
+                } as i64;
+                taps[0].0.push(clamp(i));
+                taps[0].1.push(1.0);
+            }
+            "linear" => {
+                let f = src.floor();
+                let r = src - f;
+                for (k, w) in [1.0 - r, r].into_iter().enumerate() {
+                    taps[k].0.push(clamp(f as i64 + k as i64));
+                    taps[k].1.push(w as f32);
+                }
+            }
+            _ => {
+                let f = src.floor();
+                let r = src - f;
+                let a = p.cubic_a;
+                let near = |t: f64| ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0;
+                let far = |t: f64| ((a * t - 5.0 * a) * t + 8.0 * a) * t - 4.0 * a;
+                let mut w = [far(r + 1.0), near(r), near(1.0 - r), far(2.0 - r)];
+                let idx: Vec<i64> = (0..4).map(|k| f as i64 - 1 + k).collect();
+                if p.exclude_outside {
+                    for k in 0..4 {
+                        if idx[k] < 0 || idx[k] > last {
+                            w[k] = 0.0;
+                        }
+                    }
+                    let s: f64 = w.iter().sum();
+                    if s != 0.0 {
+                        w.iter_mut().for_each(|v| *v /= s);
+                    }
+                }
+                for k in 0..4 {
+                    taps[k].0.push(clamp(idx[k]));
+                    taps[k].1.push(w[k] as f32);
+                }
+            }
+        }
+    }
+    Ok(taps)
+}
+
+fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let s = cx.shape(n, 0)?;
+    let r = s.len();
+    if n.int("antialias", 0) != 0 {
+        return Err(n.unsupported("antialias"));
+    }
+    let legacy = n.op == "Upsample" || n.opset < 11;
+    let (scales, sizes) = if n.op == "Upsample" && n.opset < 9 {
+        (
+            n.floats("scales")
+                .map(|v| v.into_iter().map(f64::from).collect()),
+            None,
+        )
+    } else if legacy {
+        (floats_of(cx, n, 1)?, None)
+    } else {
+        (floats_of(cx, n, 2)?, floats_of(cx, n, 3)?)
+    };
+    let axes: Vec<usize> = match n.ints("axes") {
+        Some(a) => a.iter().map(|&a| norm_axis(a, r)).collect::<Result<_>>()?,
+        None => (0..r).collect(),
+    };
+    let mut out_len = s.clone();
+    let mut scale = vec![1.0f64; r];
+    match (sizes, scales) {
+        (Some(sz), _) => {
+            if sz.len() != axes.len() {
+                return Err(bad("sizes do not match the axes"));
+            }
+            let policy = n
+                .string("keep_aspect_ratio_policy")
+                .unwrap_or_else(|| "stretch".into());
+            let ratios: Vec<f64> = axes
+                .iter()
+                .zip(&sz)
+                .map(|(&a, &z)| z / s[a] as f64)
+                .collect();
+            let pick = match policy.as_str() {
+                "stretch" => None,
+                "not_larger" => Some(ratios.iter().copied().fold(f64::INFINITY, f64::min)),
+                "not_smaller" => Some(ratios.iter().copied().fold(0.0, f64::max)),
+                p => return Err(n.unsupported(format!("keep_aspect_ratio_policy '{p}'"))),
+            };
+            for (k, &a) in axes.iter().enumerate() {
+                match pick {
+                    None => {
+                        out_len[a] = sz[k] as usize;
+                        scale[a] = ratios[k];
+                    }
+                    Some(q) => {
+                        out_len[a] = (s[a] as f64 * q).round() as usize;
+                        scale[a] = q;
+                    }
+                }
+            }
+        }
+        (None, Some(sc)) => {
+            if sc.len() != axes.len() {
+                return Err(bad("scales do not match the axes"));
+            }
+            for (k, &a) in axes.iter().enumerate() {
+                scale[a] = sc[k];
+                out_len[a] = (s[a] as f64 * sc[k]).floor() as usize;
+            }
+        }
+        (None, None) => return Err(bad("neither scales nor sizes is given")),
+    }
+    let mode = n.string("mode").unwrap_or_else(|| "nearest".into());
+    let mode = if mode == "bilinear" || mode == "trilinear" {
+        "linear".to_string()
+    } else {
+        mode
+    };
+    let coord = if legacy {
+        "asymmetric".to_string()
+    } else {
+        n.string("coordinate_transformation_mode")
+            .unwrap_or_else(|| "half_pixel".into())
+    };
+    let nearest = if legacy {
+        "floor".to_string()
+    } else {
+        n.string("nearest_mode")
+            .unwrap_or_else(|| "round_prefer_floor".into())
+    };
+    let plan = AxisPlan {
+        mode: &mode,
+        coord: &coord,
+        nearest: &nearest,
+        cubic_a: n.float("cubic_coeff_a", -0.75) as f64,
+        exclude_outside: n.int("exclude_outside", 0) != 0,
+    };
+    let mut x = cx.t(n, 0)?;
+    let dt = cx.g.dtype(x)?;
+    for a in 0..r {
+        if out_len[a] == s[a] && scale[a] == 1.0 {
+            continue;
+        }
+        if scale[a] <= 0.0 || !scale[a].is_finite() {
+            return Err(bad(format!("bad scale {} for axis {a}", scale[a])));
+        }
+        let taps = taps(&plan, s[a], out_len[a], scale[a])?;
+        let mut acc: Option<Tensor> = None;
+        for (idx, w) in taps {
+            let i = cx.constant(
+                &HostValue::Ints {
+                    shape: vec![idx.len()],
+                    v: idx,
+                    dtype: DType::I32,
+                },
+                "resize index",
+            )?;
+            let mut t = cx.g.take(x, i, a as isize)?;
+            if mode != "nearest" {
+                if !dt.is_float() {
+                    return Err(n.unsupported(format!("{mode} resize of {dt}")));
+                }
+                let mut ws = vec![1; r];
+                ws[a] = w.len();
+                let wt =
+                    cx.constant(&HostValue::Floats(HostTensor::new(ws, w)?), "resize weight")?;
+                let wt = if dt == DType::F32 {
+                    wt
+                } else {
+                    cx.g.cast(wt, dt)?
+                };
+                t = cx.g.mul(t, wt)?;
+            }
+            acc = Some(match acc {
+                None => t,
+                Some(p) => cx.g.add(p, t)?,
+            });
+        }
+        x = acc.ok_or_else(|| bad("no taps"))?;
+    }
+    Ok(x)
+}

@@ -1,0 +1,348 @@
+//! ONNX `TensorProto`s to host values under the dtype policy (see the module docs): sizes are
+//! checked against the declared shape and the element cap before anything is allocated.
+
+use super::proto::tensor_proto::{DataLocation, DataType};
+use super::proto::TensorProto;
+use super::{fail, ImportOptions};
+use crate::{f16, DType, Error, HostTensor, Result};
+use std::path::{Component, Path};
+
+/// An ONNX tensor's value on the host: integers (and bools) exact as `i64` so that shape
+/// arithmetic folded at import never loses a value, everything else as a [`HostTensor`].
+#[derive(Debug, Clone)]
+pub(crate) enum HostValue {
+    /// Integer or bool values with the dtype they take in a graph (i32, u32 or bool).
+    Ints {
+        shape: Vec<usize>,
+        v: Vec<i64>,
+        dtype: DType,
+    },
+    /// Floating-point values.
+    Floats(HostTensor),
+}
+
+/// The wgflow dtype an ONNX element type maps to, or why it has none.
+pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<DType, String> {
+    let dt = DataType::try_from(elem).map_err(|_| format!("unknown element type {elem}"))?;
+    Ok(match dt {
+        DataType::Float => DType::F32,
+        DataType::Float16 => DType::F16,
+        DataType::Int32 | DataType::Int64 => DType::I32,
+        DataType::Uint32 => DType::U32,
+        DataType::Bool => DType::Bool,
+        DataType::Double if opts.f64_as_f32 => DType::F32,
+        DataType::Double => {
+            return Err(
+                "float64 is unsupported (set ImportOptions::f64_as_f32 to compute it in f32)"
+                    .into(),
+            )
+        }
+        other => {
+            return Err(format!(
+                "element type {} is unsupported",
+                other.as_str_name()
+            ))
+        }
+    })
+}
+
+/// `dims` as sizes, refusing negative ones and more than `opts.max_elements` elements.
+pub(crate) fn checked_dims(
+    dims: &[i64],
+    opts: &ImportOptions,
+) -> std::result::Result<Vec<usize>, String> {
+    let mut n: usize = 1;
+    let mut out = Vec::with_capacity(dims.len());
+    for &d in dims {
+        let d = usize::try_from(d).map_err(|_| format!("negative dimension {d} in {dims:?}"))?;
+        n = n
+            .checked_mul(d)
+            .filter(|&n| n <= opts.max_elements)
+            .ok_or_else(|| format!("shape {dims:?} has more than the {} elements allowed (ImportOptions::max_elements)", opts.max_elements))?;
+        out.push(d);
+    }
+    Ok(out)
+}
+
+/// Decode `t` (its data inline, or external in a file under `dir`).
+pub(crate) fn decode(
+    t: &TensorProto,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+) -> Result<HostValue> {
+    let name = t.name.clone().unwrap_or_default();
+    let at = || format!("tensor '{name}'");
+    decode_inner(t, dir, opts).map_err(|m| fail(at(), m))
+}
+
+fn decode_inner(
+    t: &TensorProto,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+) -> std::result::Result<HostValue, String> {
+    let elem = t.data_type.unwrap_or(0);
+    let dt = DataType::try_from(elem).map_err(|_| format!("unknown element type {elem}"))?;
+    let dtype = map_dtype(elem, opts)?;
+    let shape = checked_dims(&t.dims, opts)?;
+    let n: usize = shape.iter().product();
+    if t.segment.is_some() {
+        return Err("segmented tensors are unsupported".into());
+    }
+    let external;
+    let raw: Option<&[u8]> = if t.data_location == Some(DataLocation::External as i32) {
+        external = read_external(t, dir, n * elem_bytes(dt), opts)?;
+        Some(&external)
+    } else {
+        t.raw_data.as_deref()
+    };
+    let count_err = |got: usize| format!("declares shape {shape:?} ({n} elements) but holds {got}");
+    if let Some(raw) = raw {
+        let size = elem_bytes(dt);
+        if raw.len() != n * size {
+            return Err(count_err(raw.len() / size.max(1)));
+        }
+        let chunks = raw.chunks_exact(size);
+        return Ok(match dt {
+            DataType::Float => floats(
+                &shape,
+                chunks
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            )?,
+            DataType::Double => floats(
+                &shape,
+                chunks
+                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32)
+                    .collect(),
+            )?,
+            DataType::Float16 => {
+                let v: Vec<f16> = chunks
+                    .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                    .collect();
+                HostValue::Floats(HostTensor::new(shape, v).map_err(|e| e.to_string())?)
+            }
+            DataType::Int32 => ints(
+                shape,
+                chunks
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+                    .collect(),
+                dtype,
+            ),
+            DataType::Uint32 => ints(
+                shape,
+                chunks
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+                    .collect(),
+                dtype,
+            ),
+            DataType::Int64 => ints(
+                shape,
+                chunks
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect(),
+                dtype,
+            ),
+            DataType::Bool => ints(shape, chunks.map(|c| (c[0] != 0) as i64).collect(), dtype),
+            _ => return Err(format!("element type {} is unsupported", dt.as_str_name())),
+        });
+    }
+    let check = |len: usize| {
+        if len == n {
+            Ok(())
+        } else {
+            Err(count_err(len))
+        }
+    };
+    Ok(match dt {
+        DataType::Float => {
+            check(t.float_data.len())?;
+            floats(&shape, t.float_data.clone())?
+        }
+        DataType::Double => {
+            check(t.double_data.len())?;
+            floats(&shape, t.double_data.iter().map(|&x| x as f32).collect())?
+        }
+        DataType::Float16 => {
+            check(t.int32_data.len())?;
+            let v: Vec<f16> = t
+                .int32_data
+                .iter()
+                .map(|&b| f16::from_bits(b as u16))
+                .collect();
+            HostValue::Floats(HostTensor::new(shape, v).map_err(|e| e.to_string())?)
+        }
+        DataType::Int32 | DataType::Bool => {
+            check(t.int32_data.len())?;
+            let v = t.int32_data.iter().map(|&x| {
+                if dt == DataType::Bool {
+                    (x != 0) as i64
+                } else {
+                    x as i64
+                }
+            });
+            ints(shape, v.collect(), dtype)
+        }
+        DataType::Int64 => {
+            check(t.int64_data.len())?;
+            ints(shape, t.int64_data.clone(), dtype)
+        }
+        DataType::Uint32 => {
+            check(t.uint64_data.len())?;
+            ints(
+                shape,
+                t.uint64_data.iter().map(|&x| x as i64).collect(),
+                dtype,
+            )
+        }
+        _ => return Err(format!("element type {} is unsupported", dt.as_str_name())),
+    })
+}
+
+fn floats(shape: &[usize], v: Vec<f32>) -> std::result::Result<HostValue, String> {
+    Ok(HostValue::Floats(
+        HostTensor::new(shape.to_vec(), v).map_err(|e| e.to_string())?,
+    ))
+}
+
+fn ints(shape: Vec<usize>, v: Vec<i64>, dtype: DType) -> HostValue {
+    HostValue::Ints { shape, v, dtype }
+}
+
+fn elem_bytes(dt: DataType) -> usize {
+    match dt {
+        DataType::Double | DataType::Int64 | DataType::Uint64 | DataType::Complex64 => 8,
+        DataType::Float16 | DataType::Bfloat16 | DataType::Int16 | DataType::Uint16 => 2,
+        DataType::Bool | DataType::Int8 | DataType::Uint8 => 1,
+        _ => 4,
+    }
+}
+
+/// The bytes of an external-data tensor: `location` must be a relative path inside the
+/// model's directory (no `..`, no absolute path), and `offset`/`length` inside the file.
+fn read_external(
+    t: &TensorProto,
+    dir: Option<&Path>,
+    want: usize,
+    opts: &ImportOptions,
+) -> std::result::Result<Vec<u8>, String> {
+    let dir =
+        dir.ok_or("external data needs the model's directory (use onnx::import, or pass dir)")?;
+    let mut location = None;
+    let (mut offset, mut length) = (0u64, None);
+    for kv in &t.external_data {
+        let value = kv.value.as_deref().unwrap_or("");
+        match kv.key.as_deref() {
+            Some("location") => location = Some(value.to_string()),
+            Some("offset") => {
+                offset = value
+                    .parse()
+                    .map_err(|_| format!("bad external offset '{value}'"))?
+            }
+            Some("length") => {
+                length = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| format!("bad external length '{value}'"))?,
+                )
+            }
+            _ => {}
+        }
+    }
+    let location = location.ok_or("external data without a location")?;
+    let rel = Path::new(&location);
+    if !rel
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "external data path '{location}' leaves the model's directory"
+        ));
+    }
+    let bytes =
+        crate::files::read_regular(&dir.join(rel), opts.max_file_bytes, "external data file")
+            .map_err(|e| format!("external data '{location}': {e}"))?;
+    let len = length.unwrap_or(bytes.len() as u64 - offset.min(bytes.len() as u64));
+    let end = offset.checked_add(len).filter(|&e| e <= bytes.len() as u64);
+    let end = end.ok_or_else(|| {
+        format!(
+            "external data '{location}': offset {offset} + length {len} is past its end ({} bytes)",
+            bytes.len()
+        )
+    })?;
+    if len != want as u64 {
+        return Err(format!(
+            "external data '{location}' holds {len} bytes, the shape needs {want}"
+        ));
+    }
+    Ok(bytes[offset as usize..end as usize].to_vec())
+}
+
+impl HostValue {
+    pub(crate) fn shape(&self) -> &[usize] {
+        match self {
+            HostValue::Ints { shape, .. } => shape,
+            HostValue::Floats(h) => h.dims(),
+        }
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            HostValue::Ints { dtype, .. } => *dtype,
+            HostValue::Floats(h) => h.dtype(),
+        }
+    }
+
+    /// As a host tensor of the graph's dtype: int64 values must fit it (the policy's range
+    /// check), `what` names the value in the error.
+    pub(crate) fn to_host(&self, what: &str) -> Result<HostTensor> {
+        match self {
+            HostValue::Floats(h) => Ok(h.clone()),
+            HostValue::Ints { shape, v, dtype } => {
+                let range = |lo: i64, hi: i64| {
+                    v.iter().find(|&&x| x < lo || x > hi).map_or(Ok(()), |x| {
+                        Err(Error::Onnx {
+                            at: what.to_string(),
+                            message: format!("value {x} does not fit {dtype} (int64 values are narrowed to 32 bits)"),
+                        })
+                    })
+                };
+                match dtype {
+                    DType::U32 => {
+                        range(0, u32::MAX as i64)?;
+                        HostTensor::new(shape.clone(), v.iter().map(|&x| x as u32).collect())
+                    }
+                    DType::Bool => {
+                        HostTensor::new(shape.clone(), v.iter().map(|&x| x != 0).collect())
+                    }
+                    _ => {
+                        range(i32::MIN as i64, i32::MAX as i64)?;
+                        HostTensor::new(shape.clone(), v.iter().map(|&x| x as i32).collect())
+                    }
+                }
+            }
+        }
+    }
+
+    /// A host tensor's values as a [`HostValue`] (ints read back exactly).
+    pub(crate) fn from_host(h: HostTensor) -> Result<HostValue> {
+        let shape = h.dims().to_vec();
+        Ok(match h.dtype() {
+            DType::I32 => HostValue::Ints {
+                shape,
+                v: h.to_vec::<i32>()?.into_iter().map(i64::from).collect(),
+                dtype: DType::I32,
+            },
+            DType::U32 => HostValue::Ints {
+                shape,
+                v: h.to_vec::<u32>()?.into_iter().map(i64::from).collect(),
+                dtype: DType::U32,
+            },
+            DType::Bool => HostValue::Ints {
+                shape,
+                v: h.to_vec::<bool>()?.into_iter().map(i64::from).collect(),
+                dtype: DType::Bool,
+            },
+            DType::F32 | DType::F16 => HostValue::Floats(h),
+        })
+    }
+}

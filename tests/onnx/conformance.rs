@@ -1,0 +1,352 @@
+//! The ONNX backend conformance suite's node tests, on every device, against the outputs the
+//! suite stores (computed by the `onnx` package's NumPy reference, not by wgflow).
+//!
+//! Cases come from `scripts/onnx/gen_node_tests.py` (pinned in `scripts/onnx/requirements.txt`)
+//! in the standard layout, read from `$WGFLOW_ONNX_NODE_TESTS` (default
+//! `target/onnx-node-tests`). Missing data is a skip, or a failure under
+//! `WGFLOW_REQUIRE_ONNX_TESTS=1` (CI). Every case runs on every device (about 85 s in release
+//! on 2 cores: cpu:0 takes a second, each software GPU about 40 s). A case
+//! of `tests/onnx/passing.txt` that fails on a device its line names fails the test;
+//! `WGFLOW_ONNX_UPDATE=1` rewrites the list from this run; `WGFLOW_ONNX_ONLY=substring`, `WGFLOW_ONNX_CPU_ONLY=1` and `WGFLOW_ONNX_VERBOSE=1`
+//! help when working on one op.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use wgflow::onnx::{import_bytes, load_tensor, proto, ImportOptions};
+use wgflow::{Device, HostTensor, Session, SessionOptions};
+
+const PASSING: &str = "tests/onnx/passing.txt";
+
+struct Case {
+    name: String,
+    dir: PathBuf,
+    /// Every input and output is float32.
+    float32: bool,
+}
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("WGFLOW_ONNX_NODE_TESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/onnx-node-tests"))
+}
+
+fn pb_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let i = name
+                        .strip_prefix(prefix)?
+                        .strip_suffix(".pb")?
+                        .parse()
+                        .ok()?;
+                    Some((i, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v.into_iter().map(|(_, p)| p).collect()
+}
+
+fn elem_type(path: &Path) -> i32 {
+    use prost_free::decode_tensor;
+    decode_tensor(path).and_then(|t| t.data_type).unwrap_or(0)
+}
+
+/// Decoding a `TensorProto` header without the dtype policy (to classify cases).
+mod prost_free {
+    use super::proto;
+    use std::path::Path;
+    use wgflow::onnx::Message;
+
+    pub fn decode_tensor(path: &Path) -> Option<proto::TensorProto> {
+        let bytes = std::fs::read(path).ok()?;
+        <proto::TensorProto as Message>::decode(bytes.as_slice()).ok()
+    }
+}
+
+fn cases(dir: &Path) -> Vec<Case> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let d = e.path();
+        if !d.join("model.onnx").is_file() {
+            continue;
+        }
+        let data = d.join("test_data_set_0");
+        let files: Vec<PathBuf> = pb_files(&data, "input_")
+            .into_iter()
+            .chain(pb_files(&data, "output_"))
+            .collect();
+        let float32 = files.iter().all(|f| elem_type(f) == 1);
+        out.push(Case {
+            name: e.file_name().to_string_lossy().into_owned(),
+            dir: d,
+            float32,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn load_all(paths: &[PathBuf]) -> Result<Vec<(String, HostTensor)>, String> {
+    paths
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::read(p).map_err(|e| e.to_string())?;
+            load_tensor(&bytes, &ImportOptions::default()).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+fn compare(i: usize, got: &HostTensor, want: &HostTensor) -> Result<(), String> {
+    if got.dims() != want.dims() || got.dtype() != want.dtype() {
+        return Err(format!(
+            "output {i}: got {} {:?}, want {} {:?}",
+            got.dtype(),
+            got.dims(),
+            want.dtype(),
+            want.dims()
+        ));
+    }
+    if !got.dtype().is_float() {
+        return if got.words() == want.words() {
+            Ok(())
+        } else {
+            Err(format!("output {i}: values differ"))
+        };
+    }
+    let (g, w) = (
+        got.to_f32().map_err(|e| e.to_string())?,
+        want.to_f32().map_err(|e| e.to_string())?,
+    );
+    for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+        let ok = if b.is_nan() {
+            a.is_nan()
+        } else if b.is_infinite() {
+            a == b
+        } else {
+            (a - b).abs() <= 1e-5 + 1e-3 * b.abs()
+        };
+        if !ok {
+            return Err(format!("output {i}[{k}]: got {a}, want {b}"));
+        }
+    }
+    Ok(())
+}
+
+/// Run one case on `device`: `Ok` when every output matches.
+fn run_case(case: &Case, device: Device) -> Result<(), String> {
+    let data = case.dir.join("test_data_set_0");
+    let inputs = load_all(&pb_files(&data, "input_"))?;
+    let outputs = load_all(&pb_files(&data, "output_"))?;
+    let bytes = std::fs::read(case.dir.join("model.onnx")).map_err(|e| e.to_string())?;
+    // Shape-like inputs (a Reshape's shape, a Slice's starts, a Resize's scales) must be known
+    // at import: give each input an error names as a constant, as a model would hold it.
+    let mut opts = ImportOptions::default();
+    let model = loop {
+        match import_bytes(&bytes, Some(&case.dir), &opts) {
+            Ok(m) => break m,
+            Err(e) => {
+                let text = e.to_string();
+                let named = text
+                    .contains("must be known at import")
+                    .then(|| {
+                        text.split_once("('")?
+                            .1
+                            .split_once("')")
+                            .map(|(n, _)| n.to_string())
+                    })
+                    .flatten();
+                let value = named
+                    .as_deref()
+                    .and_then(|n| inputs.iter().find(|(k, _)| k == n));
+                match value {
+                    Some((name, v)) if !opts.constant_inputs.contains_key(name) => {
+                        opts.constant_inputs.insert(name.clone(), v.clone());
+                    }
+                    // A value computed inside the model: give every integer input instead.
+                    _ if named.is_some() && opts.constant_inputs.is_empty() => {
+                        for (name, v) in &inputs {
+                            if !v.dtype().is_float() {
+                                opts.constant_inputs.insert(name.clone(), v.clone());
+                            }
+                        }
+                        if opts.constant_inputs.is_empty() {
+                            return Err(text);
+                        }
+                    }
+                    _ => return Err(text),
+                }
+            }
+        }
+    };
+    let by_name: HashMap<&str, &HostTensor> = inputs.iter().map(|(n, v)| (n.as_str(), v)).collect();
+    let mut feeds = Vec::new();
+    for (k, input) in model.inputs.iter().enumerate() {
+        let v = by_name
+            .get(input.name.as_str())
+            .copied()
+            .or_else(|| inputs.get(k).map(|(_, v)| v))
+            .ok_or_else(|| format!("no data for input '{}'", input.name))?;
+        feeds.push((input.tensor, v.clone()));
+    }
+    if model.outputs.len() != outputs.len() {
+        return Err(format!(
+            "{} outputs, {} expected",
+            model.outputs.len(),
+            outputs.len()
+        ));
+    }
+    let options = SessionOptions {
+        default_device: Some(device),
+        visible_devices: Some(crate::common::gpu_indices()),
+        ..Default::default()
+    };
+    let mut session = Session::new(&model.graph, options).map_err(|e| e.to_string())?;
+    let got = session
+        .run(&feeds, &model.output_tensors())
+        .map_err(|e| e.to_string())?;
+    for (i, (g, (_, w))) in got.iter().zip(&outputs).enumerate() {
+        compare(i, g, w)?;
+    }
+    Ok(())
+}
+
+fn run_guarded(case: &Case, device: Device) -> Result<(), String> {
+    match catch_unwind(AssertUnwindSafe(|| run_case(case, device))) {
+        Ok(r) => r,
+        Err(_) => Err("PANIC".into()),
+    }
+}
+
+/// The pass list: case name → backends it must pass on.
+fn read_passing() -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(PASSING))
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (name, backends) = l.split_once(' ')?;
+            Some((
+                name.to_string(),
+                backends.split(',').map(|s| s.trim().to_string()).collect(),
+            ))
+        })
+        .collect()
+}
+
+/// The op type named in an "unsupported" error (`node 'x' (Op, opset N): unsupported ...`).
+fn unsupported_op(err: &str) -> Option<String> {
+    if !err.starts_with("onnx node '") {
+        return None;
+    }
+    let i = err.find("' (")? + 1;
+    let rest = &err[i + 2..];
+    let op = rest.split(',').next()?;
+    err.contains("unsupported").then(|| op.to_string())
+}
+
+#[test]
+fn node_tests() {
+    let dir = data_dir();
+    let all = cases(&dir);
+    if all.is_empty() {
+        let msg = format!(
+            "no ONNX node tests in {} (generate them with scripts/onnx/gen_node_tests.py, or set WGFLOW_ONNX_NODE_TESTS)",
+            dir.display()
+        );
+        if std::env::var("WGFLOW_REQUIRE_ONNX_TESTS").is_ok_and(|v| v == "1") {
+            panic!("WGFLOW_REQUIRE_ONNX_TESTS=1: {msg}");
+        }
+        eprintln!("skipped: {msg}");
+        return;
+    }
+    let update = std::env::var("WGFLOW_ONNX_UPDATE").is_ok_and(|v| v == "1");
+    let only = std::env::var("WGFLOW_ONNX_ONLY").ok();
+    let passing = read_passing();
+    let mut devices = vec![(Device::Cpu, "cpu".to_string())];
+    let cpu_only = std::env::var("WGFLOW_ONNX_CPU_ONLY").is_ok_and(|v| v == "1");
+    for d in wgflow::devices() {
+        if d.device.is_gpu() && !cpu_only {
+            devices.push((d.device, d.backend.to_lowercase()));
+        }
+    }
+    let _ = crate::common::gpus(); // WGFLOW_REQUIRE_GPU=1: no adapter is a failure
+    let float32_total = all.iter().filter(|c| c.float32).count();
+    let mut failures = Vec::new();
+    let mut passed_on: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (device, backend) in &devices {
+        let start = Instant::now();
+        let (mut pass, mut pass_f32, mut ran) = (0, 0, 0);
+        let mut unsupported: BTreeMap<String, usize> = BTreeMap::new();
+        for case in &all {
+            if only.as_deref().is_some_and(|o| !case.name.contains(o)) {
+                continue;
+            }
+            let listed = passing.get(&case.name).is_some_and(|b| b.contains(backend));
+            ran += 1;
+            match run_guarded(case, *device) {
+                Ok(()) => {
+                    pass += 1;
+                    pass_f32 += case.float32 as usize;
+                    passed_on
+                        .entry(case.name.clone())
+                        .or_default()
+                        .push(backend.clone());
+                }
+                Err(e) => {
+                    if let Some(op) = unsupported_op(&e) {
+                        *unsupported.entry(op).or_default() += 1;
+                    }
+                    if std::env::var("WGFLOW_ONNX_VERBOSE").is_ok() {
+                        eprintln!(
+                            "FAIL{} {} on {device}: {e}",
+                            if case.float32 { "32" } else { "" },
+                            case.name
+                        );
+                    }
+                    if listed {
+                        failures.push(format!("{} on {device} ({backend}): {e}", case.name));
+                    }
+                }
+            }
+        }
+        println!(
+            "onnx node tests on {device} ({backend}): {pass} passed of {ran} run; float32-only {pass_f32}/{float32_total}; all {pass}/{} ({:.1} s)",
+            all.len(),
+            start.elapsed().as_secs_f64()
+        );
+        let mut top: Vec<_> = unsupported.into_iter().collect();
+        top.sort_by_key(|t| std::cmp::Reverse(t.1));
+        if !top.is_empty() && *device == Device::Cpu {
+            let list: Vec<String> = top
+                .iter()
+                .take(25)
+                .map(|(op, n)| format!("{op} {n}"))
+                .collect();
+            println!("  unsupported (failing cases): {}", list.join(", "));
+        }
+    }
+    if update {
+        let mut text = String::from("# ONNX node tests that pass, and the backends they pass on (tests/onnx/conformance.rs).\n# Regenerate: WGFLOW_ONNX_UPDATE=1 cargo test --release --test onnx -- --nocapture\n");
+        for (name, backends) in &passed_on {
+            text += &format!("{name} {}\n", backends.join(","));
+        }
+        std::fs::write(Path::new(env!("CARGO_MANIFEST_DIR")).join(PASSING), text)
+            .expect("write pass list");
+        return;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} listed cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

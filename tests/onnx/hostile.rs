@@ -1,0 +1,244 @@
+//! Hostile and broken ONNX files: each is a clear [`wgflow::Error::Onnx`] naming the problem,
+//! never a panic and never an unbounded allocation.
+
+use wgflow::onnx::proto::{
+    tensor_proto::{DataLocation, DataType},
+    tensor_shape_proto::{dimension::Value as Dim, Dimension},
+    type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
+    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use wgflow::onnx::{import, import_bytes, ImportOptions, Message};
+use wgflow::Error;
+
+fn value(name: &str, dims: &[i64]) -> ValueInfoProto {
+    let shape = TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|&d| Dimension {
+                value: Some(Dim::DimValue(d)),
+                ..Default::default()
+            })
+            .collect(),
+    };
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(DataType::Float as i32),
+                shape: Some(shape),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(format!("{op}_node")),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            initializer: inits,
+            input: vec![value("x", &[2, 3])],
+            output: vec![value("y", &[2, 3])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn float_init(name: &str, dims: &[i64], data: Vec<f32>) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(DataType::Float as i32),
+        float_data: data,
+        ..Default::default()
+    }
+}
+
+/// Import `m` and return the error's text, asserting it is an `Error::Onnx`.
+fn onnx_error(m: &ModelProto) -> String {
+    match import_bytes(&m.encode_to_vec(), None, &ImportOptions::default()) {
+        Ok(_) => panic!("a hostile model imported"),
+        Err(e @ Error::Onnx { .. }) => e.to_string(),
+        Err(e) => panic!("not an Error::Onnx: {e}"),
+    }
+}
+
+#[test]
+fn a_valid_model_imports() {
+    let m = model(vec![node("Relu", &["x"], &["y"])], vec![]);
+    let imported =
+        import_bytes(&m.encode_to_vec(), None, &ImportOptions::default()).expect("import");
+    assert_eq!(imported.inputs.len(), 1);
+    assert_eq!(imported.outputs[0].shape.dims(), &[2, 3]);
+}
+
+#[test]
+fn truncated_protobuf() {
+    let m = model(
+        vec![node("Relu", &["x"], &["y"])],
+        vec![float_init("w", &[2, 3], vec![1.0; 6])],
+    );
+    let bytes = m.encode_to_vec();
+    for cut in [1, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
+        let e =
+            import_bytes(&bytes[..cut], None, &ImportOptions::default()).expect_err("truncated");
+        assert!(matches!(e, Error::Onnx { .. }), "{e}");
+    }
+    let e = import_bytes(b"\xff\xff\xff\xff garbage", None, &ImportOptions::default())
+        .expect_err("garbage");
+    assert!(e.to_string().contains("not a valid ONNX protobuf"), "{e}");
+}
+
+#[test]
+fn undefined_value_and_cycle() {
+    let e = onnx_error(&model(vec![node("Relu", &["nope"], &["y"])], vec![]));
+    assert!(e.contains("Relu_node") && e.contains("'nope'"), "{e}");
+    // A cycle: each node uses the other's output, so the first uses a value not yet defined.
+    let e = onnx_error(&model(
+        vec![node("Relu", &["b"], &["a"]), node("Neg", &["a"], &["b"])],
+        vec![],
+    ));
+    assert!(e.contains("'b'") && e.contains("no earlier node"), "{e}");
+}
+
+#[test]
+fn initializer_with_wrong_data_size() {
+    let e = onnx_error(&model(
+        vec![node("Add", &["x", "w"], &["y"])],
+        vec![float_init("w", &[2, 3], vec![1.0; 5])],
+    ));
+    assert!(e.contains("tensor 'w'") && e.contains("6 elements"), "{e}");
+    let mut raw = float_init("w", &[2, 3], vec![]);
+    raw.raw_data = Some(vec![0; 23]);
+    let e = onnx_error(&model(vec![node("Add", &["x", "w"], &["y"])], vec![raw]));
+    assert!(e.contains("tensor 'w'"), "{e}");
+}
+
+#[test]
+fn external_data_outside_the_model_directory() {
+    let dir = std::env::temp_dir().join(format!("wgflow-onnx-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("m")).expect("dir");
+    std::fs::write(dir.join("secret.bin"), [0u8; 24]).expect("write");
+    for location in ["../secret.bin", "/etc/passwd", "m/../../secret.bin"] {
+        let mut w = float_init("w", &[2, 3], vec![]);
+        w.data_location = Some(DataLocation::External as i32);
+        w.external_data = vec![StringStringEntryProto {
+            key: Some("location".into()),
+            value: Some(location.into()),
+        }];
+        let m = model(vec![node("Add", &["x", "w"], &["y"])], vec![w]);
+        let path = dir.join("m/model.onnx");
+        std::fs::write(&path, m.encode_to_vec()).expect("write model");
+        let e = import(&path, &ImportOptions::default()).expect_err("escaping path");
+        assert!(
+            e.to_string().contains("leaves the model's directory"),
+            "{e}"
+        );
+    }
+    // Inside the directory it loads, with its length checked.
+    std::fs::write(dir.join("m/w.bin"), [0u8; 24]).expect("write");
+    let mut w = float_init("w", &[2, 3], vec![]);
+    w.data_location = Some(DataLocation::External as i32);
+    w.external_data = vec![StringStringEntryProto {
+        key: Some("location".into()),
+        value: Some("w.bin".into()),
+    }];
+    let path = dir.join("m/model.onnx");
+    std::fs::write(
+        &path,
+        model(vec![node("Add", &["x", "w"], &["y"])], vec![w]).encode_to_vec(),
+    )
+    .expect("write model");
+    import(&path, &ImportOptions::default()).expect("external data inside the directory");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn huge_declared_shapes() {
+    let e = onnx_error(&model(
+        vec![node("Add", &["x", "w"], &["y"])],
+        vec![float_init("w", &[1 << 40, 1 << 40], vec![])],
+    ));
+    assert!(e.contains("max_elements"), "{e}");
+    let mut m = model(vec![node("Relu", &["x"], &["y"])], vec![]);
+    if let Some(g) = m.graph.as_mut() {
+        g.input = vec![value("x", &[i64::MAX, 2])];
+    }
+    assert!(onnx_error(&m).contains("max_elements"));
+    let mut m = model(vec![node("Relu", &["x"], &["y"])], vec![]);
+    if let Some(g) = m.graph.as_mut() {
+        g.input = vec![value("x", &[-3, 2])];
+    }
+    assert!(onnx_error(&m).contains("negative dimension"));
+}
+
+#[test]
+fn unknown_ops_and_domains() {
+    let e = onnx_error(&model(
+        vec![node("FrobnicateTensor", &["x"], &["y"])],
+        vec![],
+    ));
+    assert!(
+        e.contains("FrobnicateTensor") && e.contains("opset 17") && e.contains("unsupported"),
+        "{e}"
+    );
+    let mut n = node("Relu", &["x"], &["y"]);
+    n.domain = Some("com.example".into());
+    let e = onnx_error(&model(vec![n], vec![]));
+    assert!(e.contains("com.example"), "{e}");
+}
+
+#[test]
+fn symbolic_dimensions_need_a_binding() {
+    let mut m = model(vec![node("Relu", &["x"], &["y"])], vec![]);
+    if let Some(g) = m.graph.as_mut() {
+        let mut x = value("x", &[2, 3]);
+        if let Some(type_proto::Value::TensorType(t)) =
+            x.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            if let Some(s) = t.shape.as_mut() {
+                s.dim[0].value = Some(Dim::DimParam("N".into()));
+            }
+        }
+        g.input = vec![x];
+    }
+    assert!(onnx_error(&m).contains("--dim N=SIZE"));
+    let mut opts = ImportOptions::default();
+    opts.dims.insert("N".into(), 5);
+    let imported = import_bytes(&m.encode_to_vec(), None, &opts).expect("bound");
+    assert_eq!(imported.inputs[0].shape.dims(), &[5, 3]);
+}
+
+#[test]
+fn int64_out_of_range_names_the_tensor() {
+    let big = TensorProto {
+        name: Some("big".into()),
+        dims: vec![1],
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![1 << 40],
+        ..Default::default()
+    };
+    let mut m = model(vec![node("Neg", &["big"], &["y"])], vec![big]);
+    if let Some(g) = m.graph.as_mut() {
+        g.output = vec![value("y", &[1])];
+    }
+    let e = onnx_error(&m);
+    assert!(e.contains("'big'") && e.contains("1099511627776"), "{e}");
+}
