@@ -1,15 +1,22 @@
-//! Index and layout ops composed from primitives: `GatherElements` (a flat `take`), `Trilu`
-//! (a constant mask), `Hardmax` and `OneHot` (comparisons with an iota), `DepthToSpace` and
-//! `SpaceToDepth` (reshape, transpose, reshape), and `Swish`.
+//! Index and layout ops: `GatherElements`, `ScatterElements` (and the deprecated `Scatter`),
+//! `GatherND`, `ScatterND` and `TopK` on wgflow's index family (`ops/index/`: deterministic
+//! scatters, no atomics), `Trilu` (a constant mask), `Hardmax` and `OneHot` (comparisons
+//! with an iota), `DepthToSpace` and `SpaceToDepth` (reshape, transpose, reshape), and
+//! `Swish`.
 
 use super::build::{bad, Cx, Node, Val};
 use super::ops_shape::norm_axis;
 use super::tensor::HostValue;
+use crate::ops::index::ScatterReduce;
 use crate::{DType, Result, Tensor};
 
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
     let r = match n.op {
+        "TopK" => return Some(top_k(cx, n)),
         "GatherElements" => gather_elements(cx, n),
+        "ScatterElements" | "Scatter" => scatter_elements(cx, n),
+        "GatherND" => gather_nd(cx, n),
+        "ScatterND" => scatter_nd(cx, n),
         "Trilu" => trilu(cx, n),
         "Hardmax" => hardmax(cx, n),
         "OneHot" => one_hot(cx, n),
@@ -49,40 +56,65 @@ fn index_constant(cx: &mut Cx, shape: &[usize], f: impl Fn(&[usize]) -> i64) -> 
     cx.constant(&h, "index constant")
 }
 
-/// `x[..., idx[i], ...]` along `axis` at every position of `idx`: a `take` from the flattened
-/// data at `base + wrap(idx) * stride`, where `base` (a constant) holds the other axes' part.
+/// `x[..., idx[i], ...]` along `axis` at every position of `idx` (negative indices wrap).
 fn gather_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
-    let xs = cx.shape(n, 0)?;
-    let is = cx.shape(n, 1)?;
-    if xs.len() != is.len() {
-        return Err(bad(format!(
-            "data {xs:?} and indices {is:?} differ in rank"
-        )));
-    }
-    let axis = norm_axis(n.int("axis", 0), xs.len())?;
-    let strides: Vec<usize> = (0..xs.len())
-        .map(|k| xs[k + 1..].iter().product())
-        .collect();
-    let base = index_constant(cx, &is, |i| {
-        (0..i.len())
-            .filter(|&k| k != axis)
-            .map(|k| (i[k] * strides[k]) as i64)
-            .sum()
-    })?;
+    let rank = cx.shape(n, 0)?.len();
+    let axis = norm_axis(n.int("axis", 0), rank)?;
     let (x, idx) = (cx.t(n, 0)?, cx.t(n, 1)?);
-    let (zero, dim, stride) = (
-        cx.scalar(0.0, DType::I32)?,
-        cx.scalar(xs[axis] as f64, DType::I32)?,
-        cx.scalar(strides[axis] as f64, DType::I32)?,
-    );
-    let g = &mut cx.g;
-    let neg = g.less(idx, zero)?;
-    let wrapped = g.add(idx, dim)?;
-    let idx = g.select(neg, wrapped, idx)?;
-    let off = g.mul(idx, stride)?;
-    let flat_idx = g.add(base, off)?;
-    let flat = g.reshape(x, &[-1])?;
-    g.take(flat, flat_idx, 0)
+    cx.g.gather_elements(x, idx, axis as isize)
+}
+
+/// The `reduction` attribute of the scatters (opset 16 and later; `none` before).
+fn reduction(n: &Node) -> Result<ScatterReduce> {
+    let r = n.string("reduction").unwrap_or_else(|| "none".into());
+    ScatterReduce::ALL
+        .into_iter()
+        .find(|x| x.name() == r)
+        .ok_or_else(|| {
+            bad(format!(
+                "reduction '{r}' is not one of none, add, mul, max, min"
+            ))
+        })
+}
+
+fn scatter_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let rank = cx.shape(n, 0)?.len();
+    let axis = norm_axis(n.int("axis", 0), rank)?;
+    let reduce = reduction(n)?;
+    let (data, idx, upd) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
+    cx.g.scatter_elements(data, idx, upd, axis as isize, reduce)
+}
+
+fn gather_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    if n.int("batch_dims", 0) != 0 {
+        return Err(n.unsupported("batch_dims other than 0"));
+    }
+    let (x, idx) = (cx.t(n, 0)?, cx.t(n, 1)?);
+    cx.g.gather_nd(x, idx)
+}
+
+fn scatter_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let reduce = reduction(n)?;
+    let (data, idx, upd) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
+    cx.g.scatter_nd(data, idx, upd, reduce)
+}
+
+/// `TopK`: values and indices along `axis`, sorted (also when `sorted = 0`, which leaves the
+/// order to the backend). `k` is an input from opset 10, an attribute before.
+fn top_k(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let rank = cx.shape(n, 0)?.len();
+    let axis = norm_axis(n.int("axis", -1), rank)?;
+    let k = match n.input(1) {
+        Some(_) => match cx.ints(n, 1)?.as_slice() {
+            [k] => *k,
+            other => return Err(bad(format!("k must hold one number, got {other:?}"))),
+        },
+        None => n.int("k", -1),
+    };
+    let k = usize::try_from(k).map_err(|_| bad(format!("k = {k} is negative")))?;
+    let x = cx.t(n, 0)?;
+    let (values, indices) = cx.g.top_k(x, k, axis as isize, n.int("largest", 1) != 0)?;
+    Ok(vec![values.into(), indices.into()])
 }
 
 fn trilu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
