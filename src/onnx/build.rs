@@ -61,7 +61,12 @@ pub(crate) fn bad(message: impl Into<String>) -> Error {
     fail("", message)
 }
 
-pub(crate) fn build(model: &ModelProto, dir: Option<&Path>, opts: &ImportOptions) -> Result<Model> {
+pub(crate) fn build(
+    model: &ModelProto,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+    translate: Translate,
+) -> Result<Model> {
     let mut opset = None;
     for o in &model.opset_import {
         match o.domain.as_deref().unwrap_or("") {
@@ -120,7 +125,7 @@ pub(crate) fn build(model: &ModelProto, dir: Option<&Path>, opts: &ImportOptions
         });
     }
     for (i, node) in graph.node.iter().enumerate() {
-        translate_node(&mut cx, node, i, opset)?;
+        translate_node(&mut cx, node, i, opset, translate)?;
     }
     let mut outputs = Vec::new();
     for vi in &graph.output {
@@ -195,7 +200,17 @@ fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Shape, DType
     Ok((Shape(dims), dtype, elem_name(elem)))
 }
 
-fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize, opset: i64) -> Result<()> {
+/// The translators of every op (in `ops_*.rs`, chained by `onnx/mod.rs`): handed in so that
+/// this module, which the translators use, does not depend on them.
+pub(crate) type Translate = fn(&mut Cx, &Node) -> Option<Result<Vec<Val>>>;
+
+fn translate_node(
+    cx: &mut Cx,
+    proto: &NodeProto,
+    index: usize,
+    opset: i64,
+    translate: Translate,
+) -> Result<()> {
     let op = proto.op_type.as_deref().unwrap_or("");
     let name = proto
         .name
@@ -241,14 +256,7 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize, opset: i64) -> R
         &node.inputs[..]
     };
     let all_const = value_inputs.iter().flatten().all(|i| cx.is_const(i));
-    let result = super::ops_shape::translate(cx, &node)
-        .or_else(|| super::ops_elementwise::translate(cx, &node))
-        .or_else(|| super::ops_nn::translate(cx, &node))
-        .or_else(|| super::ops_norm::translate(cx, &node))
-        .or_else(|| super::ops_index::translate(cx, &node))
-        .or_else(|| super::ops_loss::translate(cx, &node))
-        .or_else(|| super::ops_resize::translate(cx, &node))
-        .unwrap_or_else(|| Err(bad("unsupported op")));
+    let result = translate(cx, &node).unwrap_or_else(|| Err(bad("unsupported op")));
     let outs = result.map_err(|e| match e {
         Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
         other => fail(at(), other.to_string()),

@@ -139,7 +139,7 @@ pub fn import_bytes(bytes: &[u8], dir: Option<&Path>, opts: &ImportOptions) -> R
     }
     let model = proto::ModelProto::decode(bytes)
         .map_err(|e| fail("model", format!("not a valid ONNX protobuf: {e}")))?;
-    build::build(&model, dir, opts)
+    build::build(&model, dir, opts, translate)
 }
 
 /// Decode a serialized `TensorProto` (a conformance suite's `input_0.pb`) under the dtype
@@ -158,4 +158,15 @@ pub(crate) fn fail(at: impl Into<String>, message: impl Into<String>) -> Error {
         at: at.into(),
         message: message.into(),
     }
+}
+
+/// Every op's translator, tried family by family.
+fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build::Val>>> {
+    ops_shape::translate(cx, node)
+        .or_else(|| ops_elementwise::translate(cx, node))
+        .or_else(|| ops_nn::translate(cx, node))
+        .or_else(|| ops_norm::translate(cx, node))
+        .or_else(|| ops_index::translate(cx, node))
+        .or_else(|| ops_loss::translate(cx, node))
+        .or_else(|| ops_resize::translate(cx, node))
 }

@@ -20,11 +20,10 @@ fn no_source_file_is_over_850_lines() {
     let long: Vec<String> = files
         .iter()
         .filter_map(|f| {
-            let n = std::fs::read_to_string(f)
-                .expect("readable source")
-                .lines()
-                .count();
-            (n > MAX_LINES).then(|| format!("{} ({n} lines)", f.display()))
+            let src = std::fs::read_to_string(f).expect("readable source");
+            let generated = src.lines().take(5).any(|l| l.contains("@generated"));
+            let n = src.lines().count();
+            (n > MAX_LINES && !generated).then(|| format!("{} ({n} lines)", f.display()))
         })
         .collect();
     assert!(long.is_empty(), "files over {MAX_LINES} lines: {long:?}");
