@@ -6,15 +6,6 @@ use super::{IndexKernel, IndexKernelOp, ScatterReduce};
 use crate::ops::family::missing_inputs;
 use crate::{DType, Error, Result};
 
-/// Row-major strides of `dims`.
-fn strides(dims: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; dims.len()];
-    for k in (0..dims.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * dims[k + 1];
-    }
-    s
-}
-
 /// `a` combined with the update `b`.
 pub(super) fn combine(reduce: ScatterReduce, dtype: DType, a: u32, b: u32) -> u32 {
     let (fa, fb) = (f32::from_bits(a), f32::from_bits(b));
@@ -135,7 +126,7 @@ pub(super) fn run(k: &IndexKernel, inputs: &[&[u32]]) -> Result<Vec<u32>> {
             idx.len()
         )));
     }
-    let ds = strides(data);
+    let ds = k.data.strides();
     let n = data[k.axis];
     // Where the element at row-major position `i` of the indices' shape lands in `data`.
     let target = |i: usize| -> usize {

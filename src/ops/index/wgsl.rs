@@ -5,14 +5,6 @@ use super::{IndexKernel, IndexKernelOp, ScatterReduce};
 use crate::ops::wgsl::{self, Writer};
 use crate::DType;
 
-fn strides(dims: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; dims.len()];
-    for k in (0..dims.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * dims[k + 1];
-    }
-    s
-}
-
 /// `let name = u32(j)`, the position an index word `word` selects along an axis of length
 /// `n` (negative from the end, then clamped).
 fn position(w: &mut Writer, name: &str, word: &str, n: usize) {
@@ -53,7 +45,7 @@ fn combine(reduce: ScatterReduce, d: DType) -> String {
 pub(super) fn source(k: &IndexKernel) -> String {
     let (data, index) = (k.data.dims(), k.index.dims());
     let n = data[k.axis];
-    let (ds, is) = (strides(data), strides(index));
+    let (ds, is) = (k.data.strides(), k.index.strides());
     // Words move untyped (f16 excepted: 2 bytes on a GPU); reductions compute typed.
     let reduces = matches!(
         k.op,
