@@ -54,6 +54,9 @@ pub(crate) struct Cx<'a> {
     made: HashMap<String, Tensor>,
     /// Graph tensors computed from constants alone: evaluable at import.
     consts: HashSet<Tensor>,
+    /// Floating-point initializers that become variables ([`ImportOptions::trainable`]),
+    /// unless an op needs one's value at import first.
+    weights: HashSet<String>,
 }
 
 /// A translator's error before it is tied to its node.
@@ -91,10 +94,15 @@ pub(crate) fn build(
         vals: HashMap::new(),
         made: HashMap::new(),
         consts: HashSet::new(),
+        weights: HashSet::new(),
     };
     for init in &graph.initializer {
         let name = init.name.clone().unwrap_or_default();
         let v = decode(init, dir, opts)?;
+        // Scalars are a model's constants (a clip bound, a divisor), not its weights.
+        if opts.trainable && matches!(v, HostValue::Floats(_)) && !v.shape().is_empty() {
+            cx.weights.insert(name.clone());
+        }
         cx.vals.insert(name, v.into());
     }
     if !graph.sparse_initializer.is_empty() {
@@ -348,6 +356,9 @@ impl Node<'_> {
 
 impl Cx<'_> {
     fn is_const(&self, name: &str) -> bool {
+        if self.weights.contains(name) {
+            return false;
+        }
         match self.vals.get(name) {
             Some(Val::Host(_)) => true,
             Some(Val::T(t)) => self.consts.contains(t),
@@ -368,6 +379,10 @@ impl Cx<'_> {
         }
         let t = match self.val(name)?.clone() {
             Val::T(t) => return Ok(t),
+            Val::Host(h) if self.weights.contains(name) => {
+                let host = h.to_host(&format!("initializer '{name}'"))?;
+                self.g.variable(name, host)?
+            }
             Val::Host(h) => self.constant(&h, name)?,
         };
         self.made.insert(name.to_string(), t);
@@ -427,6 +442,15 @@ impl Cx<'_> {
     /// computed in the graph from constants).
     pub fn host(&mut self, node: &Node, i: usize) -> Result<Rc<HostValue>> {
         let name = node.req(i)?;
+        if self.weights.contains(name) {
+            if self.made.contains_key(name) {
+                return Err(bad(format!(
+                    "input {i} ('{name}') is a trainable initializer (a variable) and must also be known at import; import it without `trainable`"
+                )));
+            }
+            // Needed at import (a scale, a bound): it stays a constant.
+            self.weights.remove(name);
+        }
         match self.val(name)?.clone() {
             Val::Host(h) => Ok(h),
             Val::T(t) if self.consts.contains(&t) => {

@@ -69,6 +69,11 @@ pub struct ImportOptions {
     pub max_file_bytes: u64,
     /// The most elements any one declared tensor may have.
     pub max_elements: usize,
+    /// Floating-point initializers of rank ≥ 1 become variables named as in the model (so
+    /// `Graph::gradients` and the optimizers can fine-tune them, and `Session::save` writes
+    /// them under their ONNX names); scalars, and those an op needs at import (a Resize
+    /// scale), stay constants. See [`import_trainable`].
+    pub trainable: bool,
 }
 
 impl Default for ImportOptions {
@@ -79,6 +84,7 @@ impl Default for ImportOptions {
             f64_as_f32: false,
             max_file_bytes: 4 << 30,
             max_elements: 1 << 30,
+            trainable: false,
         }
     }
 }
@@ -117,6 +123,17 @@ impl Model {
     pub fn output_tensors(&self) -> Vec<Tensor> {
         self.outputs.iter().map(|o| o.tensor).collect()
     }
+}
+
+/// Import the `.onnx` file at `path` for fine-tuning: [`import`] with
+/// [`ImportOptions::trainable`] set, so every floating-point initializer (weights, biases,
+/// batch-norm statistics) is a variable; `Graph::variables` lists them.
+pub fn import_trainable(path: &Path, opts: &ImportOptions) -> Result<Model> {
+    let opts = ImportOptions {
+        trainable: true,
+        ..opts.clone()
+    };
+    import(path, &opts)
 }
 
 /// Import the `.onnx` file at `path` (external data is read from its directory).
