@@ -38,11 +38,13 @@
 //! anything is allocated, and external data must stay inside the model's directory.
 
 mod build;
+mod ops_control;
 mod ops_elementwise;
 mod ops_index;
 mod ops_loss;
 mod ops_nn;
 mod ops_norm;
+mod ops_recurrent;
 mod ops_resize;
 mod ops_shape;
 #[allow(missing_docs)]
@@ -169,4 +171,6 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_index::translate(cx, node))
         .or_else(|| ops_loss::translate(cx, node))
         .or_else(|| ops_resize::translate(cx, node))
+        .or_else(|| ops_recurrent::translate(cx, node))
+        .or_else(|| ops_control::translate(cx, node))
 }
