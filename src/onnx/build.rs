@@ -262,7 +262,10 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     let all_const = value_inputs.iter().flatten().all(|i| cx.is_const(i));
     // A subgraph may read outer values that are not the node's inputs: its outputs are
     // constant only if every leaf they depend on is.
-    let has_body = node.attrs.values().any(|a| a.g.is_some() || !a.graphs.is_empty());
+    let has_body = node
+        .attrs
+        .values()
+        .any(|a| a.g.is_some() || !a.graphs.is_empty());
     let result = translate(cx, &node).unwrap_or_else(|| Err(bad("unsupported op")));
     let outs = result.map_err(|e| match e {
         Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),

@@ -24,7 +24,9 @@ fn axis_of(axis: i64, rank: usize, what: &str) -> Result<usize> {
     let r = rank as i64;
     let a = if axis < 0 { axis + r } else { axis };
     if !(0..r).contains(&a) {
-        return Err(bad(format!("{what} {axis} is out of range for rank {rank}")));
+        return Err(bad(format!(
+            "{what} {axis} is out of range for rank {rank}"
+        )));
     }
     Ok(a as usize)
 }
@@ -75,15 +77,7 @@ fn scan(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let dirs = per(n, "scan_input_directions", m, 0)?;
     let out_axes = per(n, "scan_output_axes", n_out, 0)?;
     let out_dirs = per(n, "scan_output_directions", n_out, 0)?;
-    unroll_scan(
-        cx,
-        body,
-        states,
-        &xs,
-        &axes,
-        &dirs,
-        (&out_axes, &out_dirs),
-    )
+    unroll_scan(cx, body, states, &xs, &axes, &dirs, (&out_axes, &out_dirs))
 }
 
 /// Scan-8: a leading batch axis on every state and scan input, scanned along axis 1; the
@@ -104,13 +98,13 @@ fn scan8(cx: &mut Cx, n: &Node, m: usize) -> Result<Vec<Val>> {
         ins.push(cx.t(n, i)?);
     }
     let batch = match ins.first() {
-        Some(&t) => cx
-            .g
-            .shape(t)?
-            .dims()
-            .first()
-            .copied()
-            .ok_or_else(|| bad("Scan-8 inputs need a batch axis"))?,
+        Some(&t) => {
+            cx.g.shape(t)?
+                .dims()
+                .first()
+                .copied()
+                .ok_or_else(|| bad("Scan-8 inputs need a batch axis"))?
+        }
         None => return Err(bad("Scan-8 has no inputs")),
     };
     let n_states = count - m;
@@ -185,7 +179,9 @@ fn unroll_scan(
         }
         let outs = cx.subgraph(body, inputs)?;
         if outs.len() != n_states + out_axes.len() {
-            return Err(bad("the body's outputs do not match the states and outputs"));
+            return Err(bad(
+                "the body's outputs do not match the states and outputs",
+            ));
         }
         states = outs[..n_states].to_vec();
         for (k, v) in outs[n_states..].iter().enumerate() {
@@ -270,7 +266,9 @@ fn loop_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         inputs.extend(carried.iter().cloned());
         let outs = cx.subgraph(body, inputs)?;
         if outs.len() != 1 + carried.len() + n_scan {
-            return Err(bad("the body's outputs do not match the loop-carried values"));
+            return Err(bad(
+                "the body's outputs do not match the loop-carried values",
+            ));
         }
         go = match &outs[0] {
             Val::Host(h) => truth(h, "the body's condition")?,

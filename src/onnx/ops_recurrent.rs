@@ -242,7 +242,7 @@ fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
     };
     let x2 = cx.g.reshape(x, &[(seq * batch) as isize, input as isize])?;
     let (mut ys, mut hs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
-    for d in 0..dirs {
+    for (d, dir_acts) in acts.into_iter().enumerate() {
         let reverse = direction == "reverse" || d == 1;
         let wd = index(cx, w, 0, d)?;
         let wt = cx.g.transpose(wd, &[1, 0])?;
@@ -272,9 +272,8 @@ fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
         // Every step's input projection in one product.
         let xw = cx.g.matmul(x2, wt)?;
         let xw = add_opt(cx, xw, wb)?;
-        let xw = cx
-            .g
-            .reshape(xw, &[seq as isize, batch as isize, (g * hidden) as isize])?;
+        let xw =
+            cx.g.reshape(xw, &[seq as isize, batch as isize, (g * hidden) as isize])?;
         let start = |cx: &mut Cx, s: Option<Tensor>| match s {
             Some(s) => index(cx, s, 0, d),
             None => cx.g.zeros(vec![batch, hidden], dt),
@@ -283,7 +282,7 @@ fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
         let mut c = start(cx, c0)?;
         let wts = Weights { rt, rb, peep };
         let step = Step {
-            acts: acts[d].clone(),
+            acts: dir_acts,
             clip,
         };
         let mut out: Vec<Option<Tensor>> = vec![None; seq];
@@ -466,9 +465,8 @@ fn causal_conv(cx: &mut Cx, n: &Node) -> Result<Vec<Tensor>> {
         x
     };
     let total = len + k - 1;
-    let x4 = cx
-        .g
-        .reshape(padded, &[b as isize, ch as isize, 1, total as isize])?;
+    let x4 =
+        cx.g.reshape(padded, &[b as isize, ch as isize, 1, total as isize])?;
     let w4 = cx.g.reshape(w, &[ch as isize, 1, 1, k as isize])?;
     let opts = Conv2dOptions {
         stride: [1, 1],

@@ -6,3 +6,4 @@ mod common;
 
 pub mod conformance;
 pub mod hostile;
+pub mod recurrent;
