@@ -283,6 +283,7 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
                 cx.consts.insert(*t);
             }
         }
+        cx.made.remove(out);
         cx.vals.insert(out.clone(), v.clone());
     }
     Ok(())
@@ -524,9 +525,19 @@ impl Cx<'_> {
                 inputs.len()
             )));
         }
-        let saved = (self.vals.clone(), self.made.clone());
+        let (vals, made) = (self.vals.clone(), self.made.clone());
         let result = self.walk_subgraph(body, inputs);
-        (self.vals, self.made) = saved;
+        self.vals = vals;
+        // Constants made for outer values stay (a weight every iteration reads is one node);
+        // those made for the subgraph's own names go.
+        let own = body.initializer.iter().filter_map(|t| t.name.as_ref());
+        let own = own.chain(body.input.iter().filter_map(|v| v.name.as_ref()));
+        for name in own.chain(body.node.iter().flat_map(|n| &n.output)) {
+            match made.get(name) {
+                Some(t) => self.made.insert(name.clone(), *t),
+                None => self.made.remove(name),
+            };
+        }
         result
     }
 
