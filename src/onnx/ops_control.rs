@@ -270,7 +270,10 @@ fn loop_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
                 "the body's outputs do not match the loop-carried values",
             ));
         }
+        // Without a condition input the loop is a `for` over the trip count: the body's
+        // condition is ignored.
         go = match &outs[0] {
+            _ if n.input(1).is_none() => true,
             Val::Host(h) => truth(h, "the body's condition")?,
             Val::T(_) => {
                 return Err(n.unsupported(
