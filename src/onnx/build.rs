@@ -3,7 +3,8 @@
 //! the host so shape arithmetic folds there.
 
 use super::proto::{
-    attribute_proto::AttributeType, AttributeProto, ModelProto, NodeProto, ValueInfoProto,
+    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto,
+    ValueInfoProto,
 };
 use super::tensor::{checked_dims, decode, map_dtype, HostValue};
 use super::{fail, ImportOptions, Model, ValueInfo};
@@ -11,7 +12,7 @@ use crate::{
     DType, Device, Error, Graph, HostTensor, Result, Session, SessionOptions, Shape, Tensor,
 };
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// The lowest `ai.onnx` opset accepted.
@@ -57,6 +58,11 @@ pub(crate) struct Cx<'a> {
     /// Floating-point initializers that become variables ([`ImportOptions::trainable`]),
     /// unless an op needs one's value at import first.
     weights: HashSet<String>,
+    /// The model's directory (external data) and `ai.onnx` opset, and the translators: what
+    /// a subgraph (`Scan`'s body, `If`'s branches) is walked with.
+    dir: Option<PathBuf>,
+    opset: i64,
+    translate: Translate,
 }
 
 /// A translator's error before it is tied to its node.
@@ -95,6 +101,9 @@ pub(crate) fn build(
         made: HashMap::new(),
         consts: HashSet::new(),
         weights: HashSet::new(),
+        dir: dir.map(Path::to_path_buf),
+        opset,
+        translate,
     };
     for init in &graph.initializer {
         let name = init.name.clone().unwrap_or_default();
@@ -133,7 +142,7 @@ pub(crate) fn build(
         });
     }
     for (i, node) in graph.node.iter().enumerate() {
-        translate_node(&mut cx, node, i, opset, translate)?;
+        translate_node(&mut cx, node, i)?;
     }
     let mut outputs = Vec::new();
     for vi in &graph.output {
@@ -212,13 +221,8 @@ fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Shape, DType
 /// this module, which the translators use, does not depend on them.
 pub(crate) type Translate = fn(&mut Cx, &Node) -> Option<Result<Vec<Val>>>;
 
-fn translate_node(
-    cx: &mut Cx,
-    proto: &NodeProto,
-    index: usize,
-    opset: i64,
-    translate: Translate,
-) -> Result<()> {
+fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
+    let (opset, translate) = (cx.opset, cx.translate);
     let op = proto.op_type.as_deref().unwrap_or("");
     let name = proto
         .name
@@ -264,6 +268,12 @@ fn translate_node(
         &node.inputs[..]
     };
     let all_const = value_inputs.iter().flatten().all(|i| cx.is_const(i));
+    // A subgraph may read outer values that are not the node's inputs: its outputs are
+    // constant only if every leaf they depend on is.
+    let has_body = node
+        .attrs
+        .values()
+        .any(|a| a.g.is_some() || !a.graphs.is_empty());
     let result = translate(cx, &node).unwrap_or_else(|| Err(bad("unsupported op")));
     let outs = result.map_err(|e| match e {
         Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
@@ -277,8 +287,11 @@ fn translate_node(
             return Err(fail(at(), format!("output {i} ('{out}') is unsupported")));
         };
         if let (Val::T(t), true) = (v, all_const) {
-            cx.consts.insert(*t);
+            if !has_body || cx.fed_leaf(*t)?.is_none() {
+                cx.consts.insert(*t);
+            }
         }
+        cx.made.remove(out);
         cx.vals.insert(out.clone(), v.clone());
     }
     Ok(())
@@ -324,12 +337,31 @@ impl Node<'_> {
             .map(|s| String::from_utf8_lossy(s).into_owned())
     }
 
+    /// String-list attribute `name`, if present.
+    pub fn strings(&self, name: &str) -> Option<Vec<String>> {
+        self.attr(name)
+            .filter(|a| Self::kind(a) == AttributeType::Strings || !a.strings.is_empty())
+            .map(|a| {
+                a.strings
+                    .iter()
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect()
+            })
+    }
+
     /// Tensor attribute `name`, if present.
     pub fn tensor(&self, name: &str, opts: &ImportOptions) -> Result<Option<HostValue>> {
         match self.attr(name).and_then(|a| a.t.as_ref()) {
             Some(t) => decode(t, None, opts).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Graph attribute `name` (a `Scan` body, an `If` branch), or an error if it is absent.
+    pub fn graph(&self, name: &str) -> Result<&GraphProto> {
+        self.attr(name)
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| bad(format!("graph attribute '{name}' is required")))
     }
 
     /// Whether attribute `name` is present.
@@ -393,6 +425,11 @@ impl Cx<'_> {
     pub fn t(&mut self, node: &Node, i: usize) -> Result<Tensor> {
         let name = node.req(i)?;
         self.tensor(name)
+    }
+
+    /// Input `i` of `node` as it is: a host value or a graph tensor.
+    pub fn val_of(&self, node: &Node, i: usize) -> Result<Val> {
+        self.val(node.req(i)?).cloned()
     }
 
     /// Optional input `i` of `node` as a graph tensor.
@@ -459,9 +496,16 @@ impl Cx<'_> {
                 self.made.insert(name.to_string(), t);
                 Ok(h)
             }
-            Val::T(_) => Err(bad(format!(
-                "input {i} ('{name}') must be known at import (a constant, or computed from constants and shapes); a value fed at run time is unsupported here"
-            ))),
+            Val::T(t) => match self.fed_leaf(t)?.filter(|&l| self.is_placeholder(l)) {
+                // Name the graph input to make constant (ImportOptions::constant_inputs).
+                Some(p) if p != t => Err(bad(format!(
+                    "input {i} must be known at import, but '{name}' is computed from the fed input ('{}'); make that input a constant (ImportOptions::constant_inputs)",
+                    self.g.name(p)?
+                ))),
+                _ => Err(bad(format!(
+                    "input {i} ('{name}') must be known at import (a constant, or computed from constants and shapes); a value fed at run time is unsupported here"
+                ))),
+            },
         }
     }
 
@@ -484,6 +528,89 @@ impl Cx<'_> {
     /// Whether input `i` is present and known at import.
     pub fn known(&self, node: &Node, i: usize) -> bool {
         node.input(i).is_some_and(|n| self.is_const(n))
+    }
+
+    /// A value as a graph tensor (a host value becomes a constant node).
+    pub fn val_tensor(&mut self, v: &Val, what: &str) -> Result<Tensor> {
+        match v {
+            Val::T(t) => Ok(*t),
+            Val::Host(h) => self.constant(h, what),
+        }
+    }
+
+    /// Walk subgraph `body` in a nested scope: its inputs bound to `inputs`, every outer
+    /// value visible, its own names forgotten afterwards. Returns its outputs in order.
+    pub fn subgraph(&mut self, body: &GraphProto, inputs: Vec<Val>) -> Result<Vec<Val>> {
+        if body.input.len() != inputs.len() {
+            return Err(bad(format!(
+                "the subgraph '{}' takes {} inputs, {} are bound",
+                body.name.as_deref().unwrap_or(""),
+                body.input.len(),
+                inputs.len()
+            )));
+        }
+        let (vals, made) = (self.vals.clone(), self.made.clone());
+        let result = self.walk_subgraph(body, inputs);
+        self.vals = vals;
+        // Constants made for outer values stay (a weight every iteration reads is one node);
+        // those made for the subgraph's own names go.
+        let own = body.initializer.iter().filter_map(|t| t.name.as_ref());
+        let own = own.chain(body.input.iter().filter_map(|v| v.name.as_ref()));
+        for name in own.chain(body.node.iter().flat_map(|n| &n.output)) {
+            match made.get(name) {
+                Some(t) => self.made.insert(name.clone(), *t),
+                None => self.made.remove(name),
+            };
+        }
+        result
+    }
+
+    fn walk_subgraph(&mut self, body: &GraphProto, inputs: Vec<Val>) -> Result<Vec<Val>> {
+        if !body.sparse_initializer.is_empty() {
+            return Err(bad("sparse initializers in a subgraph are unsupported"));
+        }
+        for init in &body.initializer {
+            let v = decode(init, self.dir.as_deref(), self.opts)?;
+            let name = init.name.clone().unwrap_or_default();
+            self.made.remove(&name);
+            self.vals.insert(name, v.into());
+        }
+        for (vi, v) in body.input.iter().zip(inputs) {
+            let name = vi.name.clone().unwrap_or_default();
+            self.made.remove(&name);
+            self.vals.insert(name, v);
+        }
+        for (i, node) in body.node.iter().enumerate() {
+            translate_node(self, node, i)?;
+        }
+        body.output
+            .iter()
+            .map(|vi| self.val(vi.name.as_deref().unwrap_or("")).cloned())
+            .collect()
+    }
+
+    /// A leaf (no inputs) that `t` depends on and that is not a constant: a fed input (or a
+    /// random draw), if there is one.
+    fn fed_leaf(&self, t: Tensor) -> Result<Option<Tensor>> {
+        let mut seen = HashSet::new();
+        let mut stack = vec![t];
+        while let Some(x) = stack.pop() {
+            if self.consts.contains(&x) || !seen.insert(x) {
+                continue;
+            }
+            let ins = self.g.inputs(x)?;
+            if ins.is_empty() {
+                return Ok(Some(x));
+            }
+            stack.extend(ins);
+        }
+        Ok(None)
+    }
+
+    fn is_placeholder(&self, t: Tensor) -> bool {
+        self.g
+            .node(t)
+            .is_ok_and(|n| matches!(n.op, crate::ops::Op::Leaf(crate::ops::Leaf::Placeholder)))
     }
 
     fn eval(&mut self, t: Tensor) -> Result<HostTensor> {

@@ -24,6 +24,13 @@
 //! input shapes (`Shape → Gather → Concat → Reshape`). Such shape arithmetic is folded at
 //! import (on the host, in `i64`), so the run-time graph has none of it.
 //!
+//! **Control flow and recurrences are unrolled.** `Scan` walks its body once per step of the
+//! (static) scan length, `Loop` once per iteration (its trip count and every condition must be
+//! known at import), `If` only the branch its condition (known at import) picks; a body sees
+//! the values of the scopes around it. `RNN`, `GRU` and `LSTM` become one input projection
+//! and one small matmul per step. The run-time graph is straight-line code, so fusion, memory
+//! planning and every device see ordinary ops; long sequences make large graphs.
+//!
 //! **dtypes.** float32, float16, int32 and bool map to themselves and uint32 to u32.
 //! **int64** (ONNX's type for shapes and indices) is narrowed to **i32**: a constant or
 //! folded value outside i32's range is an error naming the tensor, and a fed int64 input is
@@ -38,11 +45,13 @@
 //! anything is allocated, and external data must stay inside the model's directory.
 
 mod build;
+mod ops_control;
 mod ops_elementwise;
 mod ops_index;
 mod ops_loss;
 mod ops_nn;
 mod ops_norm;
+mod ops_recurrent;
 mod ops_resize;
 mod ops_shape;
 #[allow(missing_docs)]
@@ -186,4 +195,6 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_index::translate(cx, node))
         .or_else(|| ops_loss::translate(cx, node))
         .or_else(|| ops_resize::translate(cx, node))
+        .or_else(|| ops_recurrent::translate(cx, node))
+        .or_else(|| ops_control::translate(cx, node))
 }

@@ -8,3 +8,4 @@ pub mod conformance;
 pub mod finetune;
 pub mod hostile;
 pub mod light;
+pub mod recurrent;
