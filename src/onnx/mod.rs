@@ -38,6 +38,7 @@
 //! anything is allocated, and external data must stay inside the model's directory.
 
 mod build;
+mod ops_attention;
 mod ops_elementwise;
 mod ops_index;
 mod ops_loss;
@@ -169,4 +170,5 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_index::translate(cx, node))
         .or_else(|| ops_loss::translate(cx, node))
         .or_else(|| ops_resize::translate(cx, node))
+        .or_else(|| ops_attention::translate(cx, node))
 }
