@@ -1,9 +1,9 @@
 //! The attention family: `Attention` (opsets 23–25: multi-head, GQA/MQA, causal and
 //! sliding-window masks, KV cache, softcap, the optional `qk_matmul_output`),
 //! `RotaryEmbedding`, `SwiGLU` and `LinearAttention` (the recurrent linear, gated, delta and
-//! gated-delta rules, unrolled over the sequence). All are composed from matmul, softmax-like
-//! reductions, `where` and movement ops. (`FlexAttention` lives in the `ai.onnx.preview`
-//! domain and takes graph-valued attributes: not importable.)
+//! gated-delta rules, unrolled over the sequence) and `FlexAttention` (`ai.onnx.preview`:
+//! reached once the walk accepts that domain; its graph-valued `score_mod`/`prob_mod` are
+//! refused). All are composed from matmul, softmax-like reductions, `where` and movement ops.
 
 use super::build::{bad, Cx, Node, Val};
 use crate::{DType, HostTensor, Result, SliceArg, Tensor};
@@ -14,6 +14,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "RotaryEmbedding" => rotary(cx, n).map(|t| vec![t.into()]),
         "SwiGLU" => swiglu(cx, n).map(|t| vec![t.into()]),
         "LinearAttention" => linear_attention(cx, n),
+        "FlexAttention" => flex_attention(cx, n).map(|t| vec![t.into()]),
         _ => return None,
     })
 }
@@ -604,4 +605,62 @@ fn linear_attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         state = cx.g.cast(state, state_dt)?;
     }
     Ok(vec![out.into(), state.into()])
+}
+
+fn flex_attention(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    for a in ["score_mod", "prob_mod"] {
+        if n.has(a) {
+            return Err(n.unsupported(format!("the graph-valued attribute {a}")));
+        }
+    }
+    let (q, mut k, mut v) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
+    let dt = cx.g.dtype(q)?;
+    let (qd, kd, vd) = (dims(cx, q)?, dims(cx, k)?, dims(cx, v)?);
+    if qd.len() != 4 || kd.len() != 4 || vd.len() != 4 {
+        return Err(bad("FlexAttention needs rank-4 Q, K and V"));
+    }
+    if kd[1] != vd[1] || kd[2] != vd[2] || kd[3] != qd[3] {
+        return Err(bad(format!(
+            "Q {qd:?}, K {kd:?} and V {vd:?} do not fit together"
+        )));
+    }
+    let (hq, hkv) = (qd[1], kd[1]);
+    if hq != hkv {
+        if hkv == 0 || hq % hkv != 0 {
+            return Err(bad(format!(
+                "{hq} query heads are not a multiple of {hkv} key/value heads"
+            )));
+        }
+        k = repeat_heads(cx, k, hq / hkv)?;
+        v = repeat_heads(cx, v, hq / hkv)?;
+    }
+    // The softmax's dtype: f16 is promoted to f32 unless softmax_precision says otherwise.
+    let sdt = match (n.has("softmax_precision"), n.int("softmax_precision", 0)) {
+        (false, _) if dt == DType::F16 => DType::F32,
+        (false, _) => dt,
+        (true, 1 | 11) => DType::F32,
+        (true, 10) => DType::F16,
+        (true, p) => return Err(n.unsupported(format!("softmax_precision {p}"))),
+    };
+    let scale = if n.has("scale") {
+        n.float("scale", 1.0)
+    } else {
+        1.0 / (qd[3] as f32).sqrt()
+    };
+    let s = cx.scalar(scale.sqrt() as f64, dt)?;
+    let qs = cx.g.mul(q, s)?;
+    let ks = cx.g.mul(k, s)?;
+    let kt = cx.g.transpose(ks, &[0, 1, 3, 2])?;
+    let mut scores = cx.g.matmul(qs, kt)?;
+    if sdt != dt {
+        scores = cx.g.cast(scores, sdt)?;
+        v = cx.g.cast(v, sdt)?;
+    }
+    let p = cx.g.softmax(scores, -1)?;
+    let y = cx.g.matmul(p, v)?;
+    if sdt != dt {
+        cx.g.cast(y, dt)
+    } else {
+        Ok(y)
+    }
 }
