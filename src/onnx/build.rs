@@ -231,10 +231,12 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
         .unwrap_or_else(|| format!("#{index}"));
     let at = || format!("node '{name}' ({op}, opset {opset})");
     let domain = proto.domain.as_deref().unwrap_or("");
-    if !matches!(domain, "" | "ai.onnx") {
+    // The preview domain's ops are translated one by one, never as their ai.onnx namesakes.
+    let preview = domain == "ai.onnx.preview" && op == "FlexAttention";
+    if !matches!(domain, "" | "ai.onnx") && !preview {
         return Err(fail(
             at(),
-            format!("domain '{domain}' is unsupported (only ai.onnx)"),
+            format!("domain '{domain}' is unsupported (only ai.onnx, and ai.onnx.preview's FlexAttention)"),
         ));
     }
     let inputs: Vec<Option<&str>> = proto

@@ -45,6 +45,7 @@
 //! anything is allocated, and external data must stay inside the model's directory.
 
 mod build;
+mod ops_attention;
 mod ops_control;
 mod ops_elementwise;
 mod ops_index;
@@ -197,4 +198,5 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_resize::translate(cx, node))
         .or_else(|| ops_recurrent::translate(cx, node))
         .or_else(|| ops_control::translate(cx, node))
+        .or_else(|| ops_attention::translate(cx, node))
 }

@@ -1,9 +1,11 @@
-//! ONNX import: the conformance suite's node tests on every device (`conformance.rs`) and
-//! hostile files (`hostile.rs`), the light models (`light.rs`).
+//! ONNX import: the conformance suite's node tests on every device (`conformance.rs`),
+//! hostile files (`hostile.rs`), the light models (`light.rs`), fine-tuning an imported
+//! model (`finetune.rs`), and the attention, recurrent and control-flow translators' own cases.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+pub mod attention;
 pub mod conformance;
 pub mod finetune;
 pub mod hostile;
