@@ -211,6 +211,53 @@ mod props {
             .prop_map(|(a, b, s)| SliceArg::new(a, b, s))
     }
 
+    /// The value at output index `i` of a constant pad, computed coordinate by coordinate.
+    fn padded_at(
+        i: usize,
+        dims: &[usize],
+        pads: &[(usize, usize)],
+        data: &[i32],
+        value: i32,
+    ) -> i32 {
+        let out: Vec<usize> = dims.iter().zip(pads).map(|(d, p)| d + p.0 + p.1).collect();
+        let (mut rest, mut src, mut stride) = (i, 0, 1);
+        for k in (0..dims.len()).rev() {
+            let c = rest % out[k];
+            rest /= out[k];
+            match c.checked_sub(pads[k].0) {
+                Some(c) if c < dims[k] => src += c * stride,
+                _ => return value,
+            }
+            stride *= dims[k];
+        }
+        data[src]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(991), ..ProptestConfig::default() })]
+
+        /// Constant pads on every axis of 0- to 4-D tensors (zero-size pads and rows
+        /// included) on `cpu:0`'s row-copying path, against the coordinate rule.
+        #[test]
+        fn constant_pads_on_every_axis_match_the_coordinate_rule(
+            dims in prop::collection::vec(1usize..5, 0..=4),
+            pads in prop::collection::vec((0usize..3, 0usize..3), 4),
+        ) {
+            let n: usize = dims.iter().product();
+            let data: Vec<i32> = (0..n as i32).map(|v| v * 3 + 1).collect();
+            let pads = &pads[..dims.len()];
+            let mut g = Graph::new();
+            let x = g.placeholder("x", dims.clone(), DType::I32).unwrap();
+            let y = g.pad(x, pads, PadMode::Constant(-7.0)).unwrap();
+            let feeds = [(x, HostTensor::new(dims.clone(), data.clone()).unwrap())];
+            let got = common::session_on(&g, Device::Cpu).run(&feeds, &[y]).unwrap();
+            let got = got[0].to_vec::<i32>().unwrap();
+            for (i, v) in got.iter().enumerate() {
+                prop_assert_eq!(*v, padded_at(i, &dims, pads, &data, -7), "{:?} {:?} at {}", dims, pads, i);
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(24317), ..ProptestConfig::default() })]
 

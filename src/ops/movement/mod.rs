@@ -7,12 +7,13 @@
 //! Movement kernels copy 32-bit words without looking at them, so every dtype binds as `u32`.
 
 use crate::ops::family::{
-    missing_inputs, Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx,
-    Lowered,
+    missing_inputs, Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
+    LowerCx, Lowered,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
+use rayon::prelude::*;
 
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
@@ -739,6 +740,61 @@ impl KernelDef for PadKernel {
             return Err(missing_inputs(self, inputs.len()));
         }
         Ok(PadKernel::reference(self, inputs[0]))
+    }
+
+    /// Row by row: each output row along the last axis is the pad value around one input
+    /// row copied whole, or all pad value (the element-wise oracle was the hot spot of
+    /// Inception's pooling pads).
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        let input = match inputs.first() {
+            Some(CpuIn::Words(w)) => *w,
+            Some(CpuIn::Output) => {
+                let words = PadKernel::reference(self, out);
+                out.copy_from_slice(&words);
+                return Ok(());
+            }
+            None => return Err(missing_inputs(self, 0)),
+        };
+        let (od, id) = (self.out_shape.dims(), self.in_shape.dims());
+        if input.len() != self.in_shape.numel() || out.len() != self.out_shape.numel() {
+            return Err(crate::Error::Internal(format!(
+                "{}: {} input and {} output words",
+                self.describe(),
+                input.len(),
+                out.len()
+            )));
+        }
+        let Some(last) = od.len().checked_sub(1) else {
+            out.copy_from_slice(input);
+            return Ok(());
+        };
+        let (row, in_row, before) = (od[last], id[last], self.before[last]);
+        if row == 0 {
+            return Ok(());
+        }
+        let in_strides = self.in_shape.strides();
+        out.par_chunks_mut(row).enumerate().for_each(|(r, dst)| {
+            // The input row this output row copies, if every outer coordinate is inside.
+            let mut rest = r;
+            let mut src = Some(0usize);
+            for k in (0..last).rev() {
+                let c = rest % od[k];
+                rest /= od[k];
+                src = src.and_then(|s| match c.checked_sub(self.before[k]) {
+                    Some(c) if c < id[k] => Some(s + c * in_strides[k]),
+                    _ => None,
+                });
+            }
+            match src {
+                Some(s) if in_row > 0 => {
+                    dst[..before].fill(self.value);
+                    dst[before..before + in_row].copy_from_slice(&input[s..s + in_row]);
+                    dst[before + in_row..].fill(self.value);
+                }
+                _ => dst.fill(self.value),
+            }
+        });
+        Ok(())
     }
 
     fn invocations(&self) -> u64 {
