@@ -13,11 +13,11 @@ use crate::ops::family::{
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
-use rayon::prelude::*;
 
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 
+mod cpu;
 pub mod file;
 mod grad;
 mod shape;
@@ -643,6 +643,11 @@ impl KernelDef for PermuteKernel {
         Ok(PermuteKernel::reference(self, inputs[0]))
     }
 
+    /// Row by row, in parallel (see `cpu.rs`).
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        cpu::permute_into(self, inputs, out)
+    }
+
     fn invocations(&self) -> u64 {
         self.out_shape.numel() as u64
     }
@@ -677,6 +682,11 @@ impl KernelDef for StridedKernel {
         Ok(StridedKernel::reference(self, inputs[0]))
     }
 
+    /// Row by row, in parallel (see `cpu.rs`).
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        cpu::strided_into(self, inputs, out)
+    }
+
     fn invocations(&self) -> u64 {
         self.out_shape.numel() as u64
     }
@@ -706,6 +716,11 @@ impl KernelDef for ConcatKernel {
 
     fn run_reference(&self, inputs: &[&[u32]]) -> crate::Result<Vec<u32>> {
         Ok(ConcatKernel::reference(self, inputs))
+    }
+
+    /// Row by row, in parallel (see `cpu.rs`).
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        cpu::concat_into(self, inputs, out)
     }
 
     fn invocations(&self) -> u64 {
@@ -742,59 +757,9 @@ impl KernelDef for PadKernel {
         Ok(PadKernel::reference(self, inputs[0]))
     }
 
-    /// Row by row: each output row along the last axis is the pad value around one input
-    /// row copied whole, or all pad value (the element-wise oracle was the hot spot of
-    /// Inception's pooling pads).
+    /// Row by row (see `cpu.rs`).
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        let input = match inputs.first() {
-            Some(CpuIn::Words(w)) => *w,
-            Some(CpuIn::Output) => {
-                let words = PadKernel::reference(self, out);
-                out.copy_from_slice(&words);
-                return Ok(());
-            }
-            None => return Err(missing_inputs(self, 0)),
-        };
-        let (od, id) = (self.out_shape.dims(), self.in_shape.dims());
-        if input.len() != self.in_shape.numel() || out.len() != self.out_shape.numel() {
-            return Err(crate::Error::Internal(format!(
-                "{}: {} input and {} output words",
-                self.describe(),
-                input.len(),
-                out.len()
-            )));
-        }
-        let Some(last) = od.len().checked_sub(1) else {
-            out.copy_from_slice(input);
-            return Ok(());
-        };
-        let (row, in_row, before) = (od[last], id[last], self.before[last]);
-        if row == 0 {
-            return Ok(());
-        }
-        let in_strides = self.in_shape.strides();
-        out.par_chunks_mut(row).enumerate().for_each(|(r, dst)| {
-            // The input row this output row copies, if every outer coordinate is inside.
-            let mut rest = r;
-            let mut src = Some(0usize);
-            for k in (0..last).rev() {
-                let c = rest % od[k];
-                rest /= od[k];
-                src = src.and_then(|s| match c.checked_sub(self.before[k]) {
-                    Some(c) if c < id[k] => Some(s + c * in_strides[k]),
-                    _ => None,
-                });
-            }
-            match src {
-                Some(s) if in_row > 0 => {
-                    dst[..before].fill(self.value);
-                    dst[before..before + in_row].copy_from_slice(&input[s..s + in_row]);
-                    dst[before + in_row..].fill(self.value);
-                }
-                _ => dst.fill(self.value),
-            }
-        });
-        Ok(())
+        cpu::pad_into(self, inputs, out)
     }
 
     fn invocations(&self) -> u64 {
