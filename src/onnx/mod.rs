@@ -45,6 +45,7 @@ mod ops_nn;
 mod ops_norm;
 mod ops_resize;
 mod ops_shape;
+mod ops_spatial;
 #[allow(missing_docs)]
 pub mod proto;
 mod tensor;
@@ -169,4 +170,5 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_index::translate(cx, node))
         .or_else(|| ops_loss::translate(cx, node))
         .or_else(|| ops_resize::translate(cx, node))
+        .or_else(|| ops_spatial::translate(cx, node))
 }

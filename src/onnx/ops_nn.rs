@@ -8,6 +8,9 @@ use crate::ops::ScanOp;
 use crate::{Axes, Conv2dOptions, DType, HostTensor, PadMode, Result, SliceArg, Tensor};
 
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
+    if n.op == "BatchNormalization" {
+        return Some(batch_norm(cx, n));
+    }
     let r = match n.op {
         "MatMul" => (|| {
             let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
@@ -26,7 +29,6 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
                 cx.g.mean(x, axes, true)
             }
         })(),
-        "BatchNormalization" => batch_norm(cx, n),
         "Softmax" | "LogSoftmax" => softmax(cx, n),
         "ArgMax" | "ArgMin" => arg(cx, n),
         "CumSum" => cumsum(cx, n),
@@ -77,6 +79,43 @@ fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geom
     if k != hw.len() || !(1..=2).contains(&k) {
         return Err(n.unsupported(format!("{k}-D windows (only 1-D and 2-D)")));
     }
+    let WindowNd {
+        kernel,
+        stride,
+        dilation,
+        pads,
+    } = window_nd(n, hw, kernel, ceil)?;
+    let two = |v: &[usize], d: usize| if k == 1 { [d, v[0]] } else { [v[0], v[1]] };
+    Ok(Geometry {
+        kernel: two(&kernel, 1),
+        stride: two(&stride, 1),
+        dilation: two(&dilation, 1),
+        pads: if k == 1 {
+            [0, pads[0], 0, pads[1]]
+        } else {
+            [pads[0], pads[1], pads[2], pads[3]]
+        },
+    })
+}
+
+/// An N-D window op's geometry: per spatial axis, with pads `[begin…, end…]`.
+struct WindowNd {
+    kernel: Vec<usize>,
+    stride: Vec<usize>,
+    dilation: Vec<usize>,
+    pads: Vec<usize>,
+}
+
+/// Window attributes for a spatial input of size `hw` (any rank); `auto_pad` and
+/// `ceil_mode` resolved into explicit pads.
+fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<WindowNd> {
+    let k = kernel.len();
+    if k != hw.len() || k == 0 {
+        return Err(bad(format!(
+            "kernel_shape {kernel:?} does not match {} spatial axes",
+            hw.len()
+        )));
+    }
     let get = |name: &str, default: i64, len: usize| -> Result<Vec<usize>> {
         let v = n.ints(name).unwrap_or_else(|| vec![default; len]);
         if v.len() != len {
@@ -93,6 +132,9 @@ fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geom
     let stride = get("strides", 1, k)?;
     let dilation = get("dilations", 1, k)?;
     let mut pads = get("pads", 0, 2 * k)?;
+    if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
+        return Err(bad("kernel_shape, strides and dilations must be positive"));
+    }
     let auto = n.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
     if auto == "SAME_UPPER" || auto == "SAME_LOWER" {
         for i in 0..k {
@@ -129,16 +171,11 @@ fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geom
             }
         }
     }
-    let two = |v: &[usize], d: usize| if k == 1 { [d, v[0]] } else { [v[0], v[1]] };
-    Ok(Geometry {
-        kernel: two(&kernel, 1),
-        stride: two(&stride, 1),
-        dilation: two(&dilation, 1),
-        pads: if k == 1 {
-            [0, pads[0], 0, pads[1]]
-        } else {
-            [pads[0], pads[1], pads[2], pads[3]]
-        },
+    Ok(WindowNd {
+        kernel,
+        stride,
+        dilation,
+        pads,
     })
 }
 
@@ -209,14 +246,18 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         return Err(n.unsupported("MaxPool's Indices output"));
     }
     let x0 = cx.t(n, 0)?;
-    let (x, orig) = as_4d(cx, x0)?;
     let kernel = n
         .ints("kernel_shape")
         .ok_or_else(|| bad("kernel_shape is required"))?;
-    let g = geometry(n, &orig[2..], kernel, n.int("ceil_mode", 0) != 0)?;
-    if g.dilation != [1, 1] {
-        return Err(n.unsupported("pooling with dilations"));
+    let rank = cx.g.shape(x0)?.rank();
+    let dilated = n
+        .ints("dilations")
+        .is_some_and(|d| d.iter().any(|&d| d != 1));
+    if rank > 4 || dilated {
+        return pool_nd(cx, n, x0, kernel);
     }
+    let (x, orig) = as_4d(cx, x0)?;
+    let g = geometry(n, &orig[2..], kernel, n.int("ceil_mode", 0) != 0)?;
     let p = g.pads;
     let y = if n.op == "LpPool" {
         // (Σ |x|^p)^(1/p) over each window: the full-window average of zero-padded |x|^p
@@ -271,10 +312,100 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     back_to(cx, y, &orig)
 }
 
-fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
-    if n.n_outputs > 1 || n.int("training_mode", 0) != 0 {
-        return Err(n.unsupported("BatchNormalization in training mode"));
+/// Pooling over any number of spatial axes, with dilations: the windows are separable, so
+/// each axis is reduced in turn as the max or sum of `kernel` strided slices of the padded
+/// input (one slice per window offset along that axis).
+fn pool_nd(cx: &mut Cx, n: &Node, x: Tensor, kernel: Vec<i64>) -> Result<Tensor> {
+    let dims = cx.g.shape(x)?.dims().to_vec();
+    if dims.len() < 3 {
+        return Err(bad(format!(
+            "input of rank {} (want N, C, spatial…)",
+            dims.len()
+        )));
     }
+    let hw = &dims[2..];
+    let k = hw.len();
+    let w = window_nd(n, hw, kernel.clone(), n.int("ceil_mode", 0) != 0)?;
+    let pads = |p: &[usize]| -> Vec<(usize, usize)> {
+        let mut v = vec![(0, 0); 2];
+        v.extend((0..k).map(|i| (p[i], p[i + k])));
+        v
+    };
+    let dt = cx.g.dtype(x)?;
+    let max = n.op == "MaxPool";
+    let pad_value = if max { f64::NEG_INFINITY } else { 0.0 };
+    let src = if n.op == "LpPool" {
+        let order = cx.scalar(n.int("p", 2) as f64, dt)?;
+        let a = cx.g.abs(x)?;
+        cx.g.pow(a, order)?
+    } else {
+        x
+    };
+    let xp =
+        cx.g.pad(src, &pads(&w.pads), PadMode::Constant(pad_value))?;
+    let y = window_reduce(cx, xp, &w, max)?;
+    match n.op {
+        "MaxPool" => Ok(y),
+        "LpPool" => {
+            let inv = cx.scalar(1.0 / n.int("p", 2) as f64, dt)?;
+            cx.g.pow(y, inv)
+        }
+        _ => {
+            // The count of cells that count, pooled the same way from a mask of ones:
+            // input cells, plus the declared pads when count_include_pad (never the extra
+            // end padding ceil_mode adds).
+            let mut shape = vec![1, 1];
+            shape.extend_from_slice(hw);
+            let ones = cx.g.ones(shape, dt)?;
+            let mask = if n.int("count_include_pad", 0) != 0 {
+                let declared = window_nd(n, hw, kernel, false)?.pads;
+                let inner = cx.g.pad(ones, &pads(&declared), PadMode::Constant(1.0))?;
+                let extra: Vec<usize> = (0..2 * k).map(|i| w.pads[i] - declared[i]).collect();
+                cx.g.pad(inner, &pads(&extra), PadMode::Constant(0.0))?
+            } else {
+                cx.g.pad(ones, &pads(&w.pads), PadMode::Constant(0.0))?
+            };
+            let count = window_reduce(cx, mask, &w, false)?;
+            cx.g.div(y, count)
+        }
+    }
+}
+
+/// The max (or sum) over every window of the already padded `x`, axis by axis.
+fn window_reduce(cx: &mut Cx, x: Tensor, w: &WindowNd, max: bool) -> Result<Tensor> {
+    let mut acc = x;
+    for i in 0..w.kernel.len() {
+        let size = cx.g.shape(acc)?.dims()[2 + i];
+        let span = (w.kernel[i] - 1) * w.dilation[i] + 1;
+        if size < span {
+            return Err(bad(format!(
+                "a window spans {span} cells but the padded input has {size} on spatial axis {i}"
+            )));
+        }
+        let out = (size - span) / w.stride[i] + 1;
+        let mut r: Option<Tensor> = None;
+        for j in 0..w.kernel[i] {
+            let start = j * w.dilation[i];
+            let stop = start + (out - 1) * w.stride[i] + 1;
+            let mut args = vec![SliceArg::full(); 2 + i];
+            args.push(SliceArg::new(
+                Some(start as isize),
+                Some(stop as isize),
+                w.stride[i] as isize,
+            ));
+            let s = cx.g.slice(acc, &args)?;
+            r = Some(match r {
+                None => s,
+                Some(a) if max => cx.g.maximum(a, s)?,
+                Some(a) => cx.g.add(a, s)?,
+            });
+        }
+        acc = r.ok_or_else(|| bad("empty window"))?;
+    }
+    Ok(acc)
+}
+
+fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (x, s, b, m, v) = (
         cx.t(n, 0)?,
         cx.t(n, 1)?,
@@ -282,7 +413,36 @@ fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         cx.t(n, 3)?,
         cx.t(n, 4)?,
     );
-    cx.g.batch_norm(x, m, v, s, b, n.float("epsilon", 1e-5))
+    let eps = n.float("epsilon", 1e-5);
+    // Training mode (opset 14+: the attribute; before, extra outputs meant training with
+    // saved statistics, which is not supported): normalise with the batch's own mean and
+    // (population) variance over every axis but 1, and return the running statistics
+    // `running·momentum + batch·(1 - momentum)`.
+    let training = n.opset >= 14 && n.int("training_mode", 0) != 0;
+    if !training {
+        if n.n_outputs > 1 {
+            return Err(n.unsupported("BatchNormalization's training outputs before opset 14"));
+        }
+        return Ok(vec![cx.g.batch_norm(x, m, v, s, b, eps)?.into()]);
+    }
+    let r = cx.g.shape(x)?.rank();
+    if r < 2 {
+        return Err(bad(format!("input of rank {r} (want N, C, …)")));
+    }
+    let axes: Vec<isize> = (0..r as isize).filter(|&a| a != 1).collect();
+    let dt = cx.g.dtype(x)?;
+    let bm = cx.g.mean(x, axes.clone(), false)?;
+    let bv = cx.g.var(x, axes, 0, false)?;
+    let y = cx.g.batch_norm(x, bm, bv, s, b, eps)?;
+    let momentum = n.float("momentum", 0.9) as f64;
+    let (keep, take) = (cx.scalar(momentum, dt)?, cx.scalar(1.0 - momentum, dt)?);
+    let mut blend = |run: Tensor, batch: Tensor| -> Result<Tensor> {
+        let a = cx.g.mul(run, keep)?;
+        let c = cx.g.mul(batch, take)?;
+        cx.g.add(a, c)
+    };
+    let (rm, rv) = (blend(m, bm)?, blend(v, bv)?);
+    Ok(vec![y.into(), rm.into(), rv.into()])
 }
 
 fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
