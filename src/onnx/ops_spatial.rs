@@ -1,7 +1,8 @@
 //! Spatial sampling and small transforms: `GridSample` (nearest, linear and cubic taps
 //! gathered from the input, any number of spatial axes), `AffineGrid` (a constant base grid
 //! times `theta`), `DFT` (a matmul with constant cosine and sine matrices) and `Det` (the
-//! permutation expansion, for matrices up to 4×4).
+//! permutation expansion, for matrices up to 4×4) and 2-D `DeformConv` (bilinear taps at the
+//! offset positions, then one matmul with the filters).
 //!
 //! All are composites of existing builders: `GridSample`'s coordinates are elementwise
 //! arithmetic and each tap one `take` of a `[N·S, C]` view of the input at a flat index,
@@ -17,6 +18,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "AffineGrid" => affine_grid(cx, n),
         "DFT" => dft(cx, n),
         "Det" => det(cx, n),
+        "DeformConv" => deform_conv(cx, n),
         _ => return None,
     };
     Some(r.map(|t| vec![Val::T(t)]))
@@ -250,6 +252,20 @@ fn axis_taps(
         }
         Padding::Reflection => x = ew.reflect(x, lo, hi)?,
     }
+    taps_at(ew, x, d, mode, padding, (lo, hi))
+}
+
+/// The taps around pixel coordinates `x` along an axis of size `d`; `(lo, hi)` is the range
+/// reflection folds tap positions into.
+fn taps_at(
+    ew: &mut Ew<'_, '_>,
+    x: Tensor,
+    d: usize,
+    mode: Mode,
+    padding: Padding,
+    (lo, hi): (f64, f64),
+) -> Result<Vec<Tap>> {
+    let df = d as f64;
     // Tap positions (integral floats) and weights.
     let mut pos: Vec<(Tensor, Option<Tensor>)> = Vec::new();
     match mode {
@@ -623,4 +639,187 @@ fn det(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         });
     }
     acc.ok_or_else(|| bad("empty matrix"))
+}
+
+/// 2-D `DeformConv` with one filter group: for each offset group, the input's channels are
+/// sampled bilinearly (zeros outside) at every kernel tap moved by its offset, times the
+/// mask; the samples `[N, C·K, P]` then meet the filters `[O, C·K]` in one matmul.
+fn deform_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let (x, w, off) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
+    let (bias, mask) = (cx.opt_t(n, 3)?, cx.opt_t(n, 4)?);
+    let xs = cx.g.shape(x)?.dims().to_vec();
+    let ws = cx.g.shape(w)?.dims().to_vec();
+    let os = cx.g.shape(off)?.dims().to_vec();
+    if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
+        return Err(n.unsupported("DeformConv other than 2-D"));
+    }
+    if n.int("group", 1) != 1 {
+        return Err(n.unsupported("DeformConv with group > 1"));
+    }
+    let (batch, chans, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
+    let (oc, kh, kw) = (ws[0], ws[2], ws[3]);
+    if ws[1] != chans {
+        return Err(bad(format!(
+            "W of shape {ws:?} does not match X of shape {xs:?}"
+        )));
+    }
+    let kernel = n.ints("kernel_shape").unwrap_or(vec![kh as i64, kw as i64]);
+    if kernel != [kh as i64, kw as i64] {
+        return Err(bad(format!(
+            "kernel_shape {kernel:?} does not match W of shape {ws:?}"
+        )));
+    }
+    let two = |name: &str, d: i64| -> Result<[usize; 2]> {
+        let v = n.ints(name).unwrap_or(vec![d, d]);
+        match v[..] {
+            [a, b] if a >= 0 && b >= 0 => Ok([a as usize, b as usize]),
+            _ => Err(bad(format!(
+                "{name} must be two non-negative values, got {v:?}"
+            ))),
+        }
+    };
+    let [sh, sw] = two("strides", 1)?;
+    let [dh, dw] = two("dilations", 1)?;
+    let pads = n.ints("pads").unwrap_or(vec![0; 4]);
+    if pads.len() != 4 || sh == 0 || sw == 0 {
+        return Err(bad(format!(
+            "pads {pads:?} / strides must be 4 values / positive"
+        )));
+    }
+    let og = n.int("offset_group", 1).max(1) as usize;
+    let k = kh * kw;
+    let (oh, ow) = (os[2], os[3]);
+    let p = oh * ow;
+    if chans % og != 0 || os[0] != batch || os[1] != og * k * 2 {
+        return Err(bad(format!(
+            "offset of shape {os:?} does not match offset_group {og} and kernel {kh}×{kw}"
+        )));
+    }
+    let cg = chans / og;
+    let dt = cx.g.dtype(x)?;
+    // Offsets as [N, OG, K, 2, P]; the mask as [N, OG, K·P].
+    let off = cx.g.reshape(
+        off,
+        &[batch as isize, og as isize, k as isize, 2, p as isize],
+    )?;
+    let mask = match mask {
+        Some(m) => Some(cx.g.reshape(m, &[batch as isize, og as isize, (k * p) as isize])?),
+        None => None,
+    };
+    // Each tap's undeformed position, [K, P] per axis.
+    let base = |along_h: bool| -> Result<HostTensor> {
+        let mut v = Vec::with_capacity(k * p);
+        for a in 0..kh {
+            for b in 0..kw {
+                for i in 0..oh {
+                    for j in 0..ow {
+                        v.push(if along_h {
+                            (i * sh + a * dh) as f32 - pads[0] as f32
+                        } else {
+                            (j * sw + b * dw) as f32 - pads[1] as f32
+                        });
+                    }
+                }
+            }
+        }
+        HostTensor::new(vec![k, p], v)
+    };
+    let (by, bx) = (base(true)?, base(false)?);
+    let by = cx.g.constant(by)?;
+    let by = cx.g.cast(by, dt)?;
+    let bx = cx.g.constant(bx)?;
+    let bx = cx.g.cast(bx, dt)?;
+    let xt = cx.g.transpose(x, &[0, 2, 3, 1])?;
+    let table =
+        cx.g.reshape(xt, &[(batch * h * wd) as isize, chans as isize])?;
+    let offsets =
+        cx.g.arange(0.0, (batch * h * wd) as f64, (h * wd) as f64, DType::I32)?;
+    let offsets = cx.g.reshape(offsets, &[batch as isize, 1])?;
+    let mut groups = Vec::with_capacity(og);
+    for g in 0..og {
+        let rows = |cx: &mut Cx, comp: isize| -> Result<Tensor> {
+            let s = cx.g.slice(
+                off,
+                &[
+                    SliceArg::full(),
+                    SliceArg::new(Some(g as isize), Some(g as isize + 1), 1),
+                    SliceArg::full(),
+                    SliceArg::new(Some(comp), Some(comp + 1), 1),
+                ],
+            )?;
+            cx.g.reshape(s, &[batch as isize, k as isize, p as isize])
+        };
+        let oy = rows(cx, 0)?;
+        let ox = rows(cx, 1)?;
+        let py = cx.g.add(oy, by)?;
+        let px = cx.g.add(ox, bx)?;
+        let py = cx.g.reshape(py, &[batch as isize, (k * p) as isize])?;
+        let px = cx.g.reshape(px, &[batch as isize, (k * p) as isize])?;
+        let mut ew = Ew { cx: &mut *cx, dt };
+        let ty = taps_at(&mut ew, py, h, Mode::Linear, Padding::Zeros, (0.0, 0.0))?;
+        let tx = taps_at(&mut ew, px, wd, Mode::Linear, Padding::Zeros, (0.0, 0.0))?;
+        let tab = cx.g.slice(
+            table,
+            &[
+                SliceArg::full(),
+                SliceArg::new(Some((g * cg) as isize), Some(((g + 1) * cg) as isize), 1),
+            ],
+        )?;
+        let gmask = match mask {
+            Some(m) => {
+                let s = cx.g.slice(
+                    m,
+                    &[
+                        SliceArg::full(),
+                        SliceArg::new(Some(g as isize), Some(g as isize + 1), 1),
+                    ],
+                )?;
+                Some(cx.g.reshape(s, &[batch as isize, (k * p) as isize])?)
+            }
+            None => None,
+        };
+        let mut acc: Option<Tensor> = None;
+        for &(iy, wy) in &ty {
+            for &(ix, wx) in &tx {
+                let st = cx.scalar(wd as f64, DType::I32)?;
+                let row = cx.g.mul(iy, st)?;
+                let idx = cx.g.add(row, ix)?;
+                let idx = cx.g.add(idx, offsets)?;
+                let v = cx.g.take(tab, idx, 0)?; // [N, K·P, Cg]
+                let (wy, wx) = (wy.ok_or_else(|| bad("tap"))?, wx.ok_or_else(|| bad("tap"))?);
+                let mut wgt = cx.g.mul(wy, wx)?;
+                if let Some(m) = gmask {
+                    wgt = cx.g.mul(wgt, m)?;
+                }
+                let wgt = cx.g.reshape(wgt, &[batch as isize, (k * p) as isize, 1])?;
+                let v = cx.g.mul(v, wgt)?;
+                acc = Some(match acc {
+                    None => v,
+                    Some(a) => cx.g.add(a, v)?,
+                });
+            }
+        }
+        groups.push(acc.ok_or_else(|| bad("no taps"))?);
+    }
+    let cols = if groups.len() == 1 {
+        groups[0]
+    } else {
+        cx.g.concat(&groups, 2)?
+    };
+    // [N, K, P, C] → [N, C, K, P] → [N, C·K, P].
+    let cols = cx.g.reshape(
+        cols,
+        &[batch as isize, k as isize, p as isize, chans as isize],
+    )?;
+    let cols = cx.g.transpose(cols, &[0, 3, 1, 2])?;
+    let cols =
+        cx.g.reshape(cols, &[batch as isize, (chans * k) as isize, p as isize])?;
+    let wm = cx.g.reshape(w, &[1, oc as isize, (chans * k) as isize])?;
+    let wm = cx.g.broadcast_to(wm, &[batch, oc, chans * k])?;
+    let mut y = cx.g.matmul(wm, cols)?; // [N, O, P]
+    if let Some(b) = bias {
+        let b = cx.g.reshape(b, &[1, oc as isize, 1])?;
+        y = cx.g.add(y, b)?;
+    }
+    cx.g.reshape(y, &[batch as isize, oc as isize, oh as isize, ow as isize])
 }
