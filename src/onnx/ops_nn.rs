@@ -596,8 +596,13 @@ fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let w0 = cx.t(n, 1)?;
-    let (x, orig) = as_4d(cx, x0)?;
-    let (w, ws) = as_4d(cx, w0)?;
+    let orig = cx.g.shape(x0)?.dims().to_vec();
+    let ws = cx.g.shape(w0)?.dims().to_vec();
+    if orig.len() < 3 || ws.len() != orig.len() {
+        return Err(bad(format!(
+            "X of shape {orig:?} and W of shape {ws:?} do not match"
+        )));
+    }
     let k = orig.len() - 2;
     let get = |name: &str, default: i64, len: usize| -> Result<Vec<i64>> {
         let v = n.ints(name).unwrap_or_else(|| vec![default; len]);
@@ -647,6 +652,17 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     } else if auto == "VALID" {
         pads.iter_mut().for_each(|p| *p = 0);
     }
+    if k == 3 {
+        let dims = Window3 {
+            stride,
+            dilation,
+            pads,
+            full,
+        };
+        return conv_transpose_3d(cx, n, x0, w0, dims);
+    }
+    let (x, _) = as_4d(cx, x0)?;
+    let (w, _) = as_4d(cx, w0)?;
     let two = |v: &[i64], d: i64| -> Result<[usize; 2]> {
         let (a, b) = if k == 1 { (d, v[0]) } else { (v[0], v[1]) };
         Ok([
@@ -680,4 +696,121 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         y = cx.g.add(y, b4)?;
     }
     back_to(cx, y, &orig)
+}
+
+/// A 3-D transposed convolution's resolved geometry (depth, height, width).
+struct Window3 {
+    stride: Vec<i64>,
+    dilation: Vec<i64>,
+    /// `[begin…, end…]`, cropped from the full output.
+    pads: Vec<i64>,
+    /// The uncropped output size.
+    full: Vec<i64>,
+}
+
+/// 3-D `ConvTranspose` as a sum over the kernel's depth taps of 2-D transposed convolutions
+/// (every input depth slice at once, as a batch), each placed at depth `i·stride + kd·dilation`
+/// of the full output, then cropped by the pads.
+fn conv_transpose_3d(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor, g: Window3) -> Result<Tensor> {
+    let xs = cx.g.shape(x)?.dims().to_vec();
+    let ws = cx.g.shape(w)?.dims().to_vec();
+    let (batch, c, d, h, wd) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
+    let us = |v: i64| usize::try_from(v).map_err(|_| bad("negative size"));
+    let (sd, dd) = (us(g.stride[0])?, us(g.dilation[0])?);
+    let full: Vec<usize> = g.full.iter().map(|&v| us(v)).collect::<Result<_>>()?;
+    let pads: Vec<usize> = g.pads.iter().map(|&v| us(v)).collect::<Result<_>>()?;
+    if sd == 0 || dd == 0 {
+        return Err(bad("strides and dilations must be positive"));
+    }
+    let opts = Conv2dOptions {
+        stride: [us(g.stride[1])?, us(g.stride[2])?],
+        padding: [0, 0],
+        dilation: [us(g.dilation[1])?, us(g.dilation[2])?],
+        groups: n.int("group", 1).max(1) as usize,
+    };
+    let xt = cx.g.transpose(x, &[0, 2, 1, 3, 4])?;
+    let x2 = cx.g.reshape(
+        xt,
+        &[(batch * d) as isize, c as isize, h as isize, wd as isize],
+    )?;
+    let placed_len = (d - 1) * sd + 1;
+    let mut acc: Option<Tensor> = None;
+    for kd in 0..ws[2] {
+        let wk = cx.g.slice(
+            w,
+            &[
+                SliceArg::full(),
+                SliceArg::full(),
+                SliceArg::new(Some(kd as isize), Some(kd as isize + 1), 1),
+            ],
+        )?;
+        let wk = cx.g.reshape(
+            wk,
+            &[
+                ws[0] as isize,
+                ws[1] as isize,
+                ws[3] as isize,
+                ws[4] as isize,
+            ],
+        )?;
+        let z =
+            cx.g.conv2d_backprop_input(x2, wk, [full[1], full[2]], opts)?;
+        let zs = cx.g.shape(z)?.dims().to_vec();
+        let (o, fh, fw) = (zs[1] as isize, zs[2] as isize, zs[3] as isize);
+        // Depth slices spread `stride` apart: [N, D, 1, …] padded to [N, D, s, …].
+        let z =
+            cx.g.reshape(z, &[batch as isize, d as isize, 1, o, fh, fw])?;
+        let z = cx.g.pad(
+            z,
+            &[(0, 0), (0, 0), (0, sd - 1), (0, 0), (0, 0), (0, 0)],
+            PadMode::Constant(0.0),
+        )?;
+        let z =
+            cx.g.reshape(z, &[batch as isize, (d * sd) as isize, o, fh, fw])?;
+        let z = cx.g.slice(
+            z,
+            &[
+                SliceArg::full(),
+                SliceArg::new(Some(0), Some(placed_len as isize), 1),
+            ],
+        )?;
+        let before = kd * dd;
+        let after = full[0]
+            .checked_sub(placed_len + before)
+            .ok_or_else(|| bad("output depth too small"))?;
+        let z = cx.g.pad(
+            z,
+            &[(0, 0), (before, after), (0, 0), (0, 0), (0, 0)],
+            PadMode::Constant(0.0),
+        )?;
+        acc = Some(match acc {
+            None => z,
+            Some(a) => cx.g.add(a, z)?,
+        });
+    }
+    let y = acc.ok_or_else(|| bad("empty kernel"))?;
+    let y = cx.g.transpose(y, &[0, 2, 1, 3, 4])?;
+    let crop = |i: usize| -> Result<SliceArg> {
+        let end = full[i].checked_sub(pads[i + 3]).filter(|&e| e > pads[i]);
+        let end = end.ok_or_else(|| bad("pads remove the whole output"))?;
+        Ok(SliceArg::new(Some(pads[i] as isize), Some(end as isize), 1))
+    };
+    let mut y = if pads.iter().any(|&p| p != 0) {
+        let args = [
+            SliceArg::full(),
+            SliceArg::full(),
+            crop(0)?,
+            crop(1)?,
+            crop(2)?,
+        ];
+        cx.g.slice(y, &args)?
+    } else {
+        y
+    };
+    if let Some(b) = cx.opt_t(n, 2)? {
+        let c = cx.g.shape(b)?.numel() as isize;
+        let b5 = cx.g.reshape(b, &[1, c, 1, 1, 1])?;
+        y = cx.g.add(y, b5)?;
+    }
+    Ok(y)
 }
