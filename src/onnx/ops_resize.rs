@@ -34,6 +34,37 @@ struct AxisPlan<'a> {
     nearest: &'a str,
     cubic_a: f64,
     exclude_outside: bool,
+    antialias: bool,
+}
+
+/// Antialiased linear or cubic weights for the fraction `ratio` (`1` at integers, as the
+/// reference has it): the kernel stretched by `1/scale` when downsampling, normalised to sum 1.
+fn antialias_coeffs(p: &AxisPlan, ratio: f64, scale: f64) -> Vec<f64> {
+    let s = scale.min(1.0);
+    let c: Vec<f64> = if p.mode == "linear" {
+        let start = (-1.0 / s).floor() as i64 + 1;
+        (start..start + 2 - 2 * start)
+            .map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0))
+            .collect()
+    } else {
+        let a = p.cubic_a;
+        let start = (-2.0 / s).floor() as i64 + 1;
+        (start..2 - start)
+            .map(|i| {
+                let x = (s * (i as f64 - ratio)).abs();
+                let (x2, x3) = (x * x, x * x * x);
+                if x <= 1.0 {
+                    (a + 2.0) * x3 - (a + 3.0) * x2 + 1.0
+                } else if x < 2.0 {
+                    a * x3 - 5.0 * a * x2 + 8.0 * a * x - 4.0 * a
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    };
+    let sum: f64 = c.iter().sum();
+    c.into_iter().map(|v| v / sum).collect()
 }
 
 fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps> {
@@ -41,6 +72,8 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
     let last = len_in as i64 - 1;
     let mut taps: Taps = Vec::new();
     let width = match p.mode {
+        "nearest" if p.antialias => return Err(bad("unsupported: antialias with mode 'nearest'")),
+        "linear" | "cubic" if p.antialias => antialias_coeffs(p, 0.5, scale).len(),
         "nearest" => 1,
         "linear" => 2,
         "cubic" => 4,
@@ -71,6 +104,43 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
             }
         };
         let clamp = |i: i64| i.clamp(0, last.max(0));
+        if p.antialias {
+            // The reference's neighbours: `width` cells around `src`, the window's start
+            // decided by the fraction (ties towards the lower cells).
+            let f = src.floor();
+            let frac = src - f;
+            let ratio = if frac == 0.0 { 1.0 } else { frac };
+            let mut w = antialias_coeffs(p, ratio, scale);
+            let n = w.len() as i64;
+            let offset = if n % 2 == 0 {
+                if frac == 0.0 {
+                    -(n / 2)
+                } else {
+                    -(n / 2) + 1
+                }
+            } else if frac <= 0.5 {
+                -((n - 1) / 2)
+            } else {
+                -((n - 1) / 2) + 1
+            };
+            let idx: Vec<i64> = (0..n).map(|j| f as i64 + offset + j).collect();
+            if p.exclude_outside {
+                for (k, &i) in idx.iter().enumerate() {
+                    if i < 0 || i > last {
+                        w[k] = 0.0;
+                    }
+                }
+                let s: f64 = w.iter().sum();
+                if s != 0.0 {
+                    w.iter_mut().for_each(|v| *v /= s);
+                }
+            }
+            for k in 0..n as usize {
+                taps[k].0.push(clamp(idx[k]));
+                taps[k].1.push(w[k] as f32);
+            }
+            continue;
+        }
         match p.mode {
             "nearest" => {
                 let f = src.floor();
@@ -136,9 +206,6 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
 fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let s = cx.shape(n, 0)?;
     let r = s.len();
-    if n.int("antialias", 0) != 0 {
-        return Err(n.unsupported("antialias"));
-    }
     let legacy = n.op == "Upsample" || n.opset < 11;
     let (scales, sizes) = if n.op == "Upsample" && n.opset < 9 {
         (
@@ -224,6 +291,7 @@ fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         nearest: &nearest,
         cubic_a: n.float("cubic_coeff_a", -0.75) as f64,
         exclude_outside: n.int("exclude_outside", 0) != 0,
+        antialias: n.int("antialias", 0) != 0,
     };
     let mut x = cx.t(n, 0)?;
     let dt = cx.g.dtype(x)?;
