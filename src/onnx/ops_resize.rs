@@ -67,7 +67,15 @@ fn antialias_coeffs(p: &AxisPlan, ratio: f64, scale: f64) -> Vec<f64> {
     c.into_iter().map(|v| v / sum).collect()
 }
 
-fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps> {
+/// The taps of one axis, and which outputs lie outside the input (`tf_crop_and_resize` with
+/// its `roi` `(start, end)`: those take the extrapolation value instead).
+fn taps(
+    p: &AxisPlan,
+    len_in: usize,
+    len_out: usize,
+    scale: f64,
+    roi: Option<(f64, f64)>,
+) -> Result<(Taps, Vec<bool>)> {
     let (inn, out) = (len_in as f64, len_out as f64);
     let last = len_in as i64 - 1;
     let mut taps: Taps = Vec::new();
@@ -82,9 +90,21 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
     for _ in 0..width {
         taps.push((Vec::with_capacity(len_out), Vec::with_capacity(len_out)));
     }
+    let mut outside = Vec::with_capacity(len_out);
     for o in 0..len_out {
         let x = o as f64;
+        let mut off = false;
         let src = match p.coord {
+            "tf_crop_and_resize" => {
+                let (r0, r1) = roi.ok_or_else(|| bad("tf_crop_and_resize needs roi"))?;
+                let src = if scale * inn == 1.0 {
+                    (r1 - r0) * (inn - 1.0) / 2.0
+                } else {
+                    x * (r1 - r0) * (inn - 1.0) / (scale * inn - 1.0)
+                } + r0 * (inn - 1.0);
+                off = src < 0.0 || src > inn - 1.0;
+                src
+            }
             "half_pixel" => (x + 0.5) / scale - 0.5,
             "half_pixel_symmetric" => {
                 let adj = out / (scale * inn);
@@ -103,6 +123,7 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
                 )))
             }
         };
+        outside.push(off);
         let clamp = |i: i64| i.clamp(0, last.max(0));
         if p.antialias {
             // The reference's neighbours: `width` cells around `src`, the window's start
@@ -200,7 +221,7 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
             }
         }
     }
-    Ok(taps)
+    Ok((taps, outside))
 }
 
 fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
@@ -293,16 +314,38 @@ fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         exclude_outside: n.int("exclude_outside", 0) != 0,
         antialias: n.int("antialias", 0) != 0,
     };
+    // roi as [starts…, ends…] over every axis (1 and 0 where `axes` leaves an axis out).
+    let roi = if coord == "tf_crop_and_resize" {
+        let v = floats_of(cx, n, 1)?.ok_or_else(|| bad("tf_crop_and_resize needs roi"))?;
+        if v.len() != 2 * axes.len() {
+            return Err(bad(format!(
+                "roi has {} values for {} axes",
+                v.len(),
+                axes.len()
+            )));
+        }
+        let mut full = vec![0.0; r];
+        full.extend(vec![1.0; r]);
+        for (k, &a) in axes.iter().enumerate() {
+            full[a] = v[k];
+            full[a + r] = v[k + axes.len()];
+        }
+        Some(full)
+    } else {
+        None
+    };
     let mut x = cx.t(n, 0)?;
     let dt = cx.g.dtype(x)?;
     for a in 0..r {
-        if out_len[a] == s[a] && scale[a] == 1.0 {
+        let whole = roi.as_ref().is_none_or(|v| v[a] == 0.0 && v[a + r] == 1.0);
+        if out_len[a] == s[a] && scale[a] == 1.0 && whole {
             continue;
         }
         if scale[a] <= 0.0 || !scale[a].is_finite() {
             return Err(bad(format!("bad scale {} for axis {a}", scale[a])));
         }
-        let taps = taps(&plan, s[a], out_len[a], scale[a])?;
+        let axis_roi = roi.as_ref().map(|v| (v[a], v[a + r]));
+        let (taps, outside) = taps(&plan, s[a], out_len[a], scale[a], axis_roi)?;
         let mut acc: Option<Tensor> = None;
         for (idx, w) in taps {
             let i = cx.constant(
@@ -335,6 +378,31 @@ fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             });
         }
         x = acc.ok_or_else(|| bad("no taps"))?;
+        if outside.iter().any(|&o| o) {
+            // Outputs outside the input take the extrapolation value: x·keep + value·(1-keep).
+            let value = n.float("extrapolation_value", 0.0);
+            let mut ws = vec![1; r];
+            ws[a] = outside.len();
+            let keep: Vec<f32> = outside.iter().map(|&o| if o { 0.0 } else { 1.0 }).collect();
+            let fill: Vec<f32> = outside
+                .iter()
+                .map(|&o| if o { value } else { 0.0 })
+                .collect();
+            let mut parts = Vec::new();
+            for v in [keep, fill] {
+                let t = cx.constant(
+                    &HostValue::Floats(HostTensor::new(ws.clone(), v)?),
+                    "resize extrapolation",
+                )?;
+                parts.push(if dt == DType::F32 {
+                    t
+                } else {
+                    cx.g.cast(t, dt)?
+                });
+            }
+            x = cx.g.mul(x, parts[0])?;
+            x = cx.g.add(x, parts[1])?;
+        }
     }
     Ok(x)
 }
