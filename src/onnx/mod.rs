@@ -43,6 +43,7 @@ mod ops_index;
 mod ops_loss;
 mod ops_nn;
 mod ops_norm;
+mod ops_pool;
 mod ops_resize;
 mod ops_shape;
 mod ops_spatial;
@@ -165,6 +166,7 @@ pub(crate) fn fail(at: impl Into<String>, message: impl Into<String>) -> Error {
 fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build::Val>>> {
     ops_shape::translate(cx, node)
         .or_else(|| ops_elementwise::translate(cx, node))
+        .or_else(|| ops_pool::translate(cx, node))
         .or_else(|| ops_nn::translate(cx, node))
         .or_else(|| ops_norm::translate(cx, node))
         .or_else(|| ops_index::translate(cx, node))

@@ -99,16 +99,16 @@ fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geom
 }
 
 /// An N-D window op's geometry: per spatial axis, with pads `[begin…, end…]`.
-struct WindowNd {
-    kernel: Vec<usize>,
-    stride: Vec<usize>,
-    dilation: Vec<usize>,
-    pads: Vec<usize>,
+pub(super) struct WindowNd {
+    pub kernel: Vec<usize>,
+    pub stride: Vec<usize>,
+    pub dilation: Vec<usize>,
+    pub pads: Vec<usize>,
 }
 
 /// Window attributes for a spatial input of size `hw` (any rank); `auto_pad` and
 /// `ceil_mode` resolved into explicit pads.
-fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<WindowNd> {
+pub(super) fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<WindowNd> {
     let k = kernel.len();
     if k != hw.len() || k == 0 {
         return Err(bad(format!(
