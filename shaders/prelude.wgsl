@@ -124,6 +124,64 @@ fn wgf_softsign(x: f32) -> f32 {
     return select(x / (1.0 + abs(x)), sign(x), wgf_isinf(x));
 }
 
+// Inverse trigonometric and hyperbolic functions. The WGSL builtins leave the domain edges
+// undefined (asin/acos outside [-1, 1], acosh below 1, atanh at ±1) and drivers' accuracy
+// varies, so these are written out: atan is Cephes' atanf (range reduction to |x| ≤ tan(π/8)
+// and a degree-9 odd polynomial, 2 ulp), the others reduce to atan, log and log1p without
+// cancellation. Out of domain gives NaN; the sign of the input (±0 included) is kept where the
+// function is odd.
+fn wgf_with_sign_of(r: f32, x: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(r) & 0x7fffffffu) | (bitcast<u32>(x) & 0x80000000u));
+}
+
+fn wgf_atan(x: f32) -> f32 {
+    var a = abs(x);
+    var base = 0.0;
+    if (a > 2.414213562373095) {
+        base = 1.5707963267948966;
+        a = -1.0 / a;
+    } else if (a > 0.41421356237309503) {
+        base = 0.7853981633974483;
+        a = (a - 1.0) / (a + 1.0);
+    }
+    let z = a * a;
+    let p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+        - 3.33329491539e-1) * z * a + a;
+    return select(wgf_with_sign_of(base + p, x), x, wgf_isnan(x));
+}
+
+fn wgf_asin(x: f32) -> f32 {
+    let r = wgf_atan(x / sqrt(max((1.0 - x) * (1.0 + x), 0.0)));
+    return select(r, bitcast<f32>(0x7fc00000u), abs(x) > 1.0 || wgf_isnan(x));
+}
+
+fn wgf_acos(x: f32) -> f32 {
+    let r = 2.0 * wgf_atan(sqrt(max((1.0 - x) / (1.0 + x), 0.0)));
+    return select(r, bitcast<f32>(0x7fc00000u), abs(x) > 1.0 || wgf_isnan(x));
+}
+
+fn wgf_asinh(x: f32) -> f32 {
+    let a = abs(x);
+    let small = wgf_log1p(a + a * a / (1.0 + sqrt(1.0 + a * a)));
+    let r = select(small, wgf_log(a) + 0.6931471805599453, a > 4096.0);
+    return select(wgf_with_sign_of(r, x), x, wgf_isnan(x) || a < 1e-8);
+}
+
+fn wgf_acosh(x: f32) -> f32 {
+    let t = x - 1.0;
+    let small = wgf_log1p(t + sqrt(max(2.0 * t + t * t, 0.0)));
+    let r = select(small, wgf_log(x) + 0.6931471805599453, x > 4096.0);
+    return select(r, bitcast<f32>(0x7fc00000u), !(x >= 1.0));
+}
+
+fn wgf_atanh(x: f32) -> f32 {
+    let a = abs(x);
+    let r = 0.5 * wgf_log1p(2.0 * a / (1.0 - a));
+    let inf = bitcast<f32>(0x7f800000u);
+    let y = wgf_with_sign_of(select(r, inf, a == 1.0), x);
+    return select(select(y, x, a < 1e-8), bitcast<f32>(0x7fc00000u), !(a <= 1.0));
+}
+
 // Integer floor division and remainder with NumPy's sign rules; a divisor of 0 gives 0 and
 // i32::MIN // -1 == i32::MIN (the divisor is guarded because naga's GLSL output is not).
 fn wgf_floordiv_i32(a: i32, b: i32) -> i32 {

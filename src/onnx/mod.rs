@@ -52,9 +52,11 @@ mod ops_index;
 mod ops_loss;
 mod ops_nn;
 mod ops_norm;
+mod ops_pool;
 mod ops_recurrent;
 mod ops_resize;
 mod ops_shape;
+mod ops_spatial;
 #[allow(missing_docs)]
 pub mod proto;
 mod tensor;
@@ -191,6 +193,7 @@ pub(crate) fn fail(at: impl Into<String>, message: impl Into<String>) -> Error {
 fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build::Val>>> {
     ops_shape::translate(cx, node)
         .or_else(|| ops_elementwise::translate(cx, node))
+        .or_else(|| ops_pool::translate(cx, node))
         .or_else(|| ops_nn::translate(cx, node))
         .or_else(|| ops_norm::translate(cx, node))
         .or_else(|| ops_index::translate(cx, node))
@@ -199,4 +202,5 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_recurrent::translate(cx, node))
         .or_else(|| ops_control::translate(cx, node))
         .or_else(|| ops_attention::translate(cx, node))
+        .or_else(|| ops_spatial::translate(cx, node))
 }

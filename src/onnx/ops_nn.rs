@@ -8,6 +8,9 @@ use crate::ops::ScanOp;
 use crate::{Axes, Conv2dOptions, DType, HostTensor, PadMode, Result, SliceArg, Tensor};
 
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
+    if n.op == "BatchNormalization" {
+        return Some(batch_norm(cx, n));
+    }
     let r = match n.op {
         "MatMul" => (|| {
             let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
@@ -26,7 +29,6 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
                 cx.g.mean(x, axes, true)
             }
         })(),
-        "BatchNormalization" => batch_norm(cx, n),
         "Softmax" | "LogSoftmax" => softmax(cx, n),
         "ArgMax" | "ArgMin" => arg(cx, n),
         "CumSum" => cumsum(cx, n),
@@ -77,6 +79,43 @@ fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geom
     if k != hw.len() || !(1..=2).contains(&k) {
         return Err(n.unsupported(format!("{k}-D windows (only 1-D and 2-D)")));
     }
+    let WindowNd {
+        kernel,
+        stride,
+        dilation,
+        pads,
+    } = window_nd(n, hw, kernel, ceil)?;
+    let two = |v: &[usize], d: usize| if k == 1 { [d, v[0]] } else { [v[0], v[1]] };
+    Ok(Geometry {
+        kernel: two(&kernel, 1),
+        stride: two(&stride, 1),
+        dilation: two(&dilation, 1),
+        pads: if k == 1 {
+            [0, pads[0], 0, pads[1]]
+        } else {
+            [pads[0], pads[1], pads[2], pads[3]]
+        },
+    })
+}
+
+/// An N-D window op's geometry: per spatial axis, with pads `[begin…, end…]`.
+pub(super) struct WindowNd {
+    pub kernel: Vec<usize>,
+    pub stride: Vec<usize>,
+    pub dilation: Vec<usize>,
+    pub pads: Vec<usize>,
+}
+
+/// Window attributes for a spatial input of size `hw` (any rank); `auto_pad` and
+/// `ceil_mode` resolved into explicit pads.
+pub(super) fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<WindowNd> {
+    let k = kernel.len();
+    if k != hw.len() || k == 0 {
+        return Err(bad(format!(
+            "kernel_shape {kernel:?} does not match {} spatial axes",
+            hw.len()
+        )));
+    }
     let get = |name: &str, default: i64, len: usize| -> Result<Vec<usize>> {
         let v = n.ints(name).unwrap_or_else(|| vec![default; len]);
         if v.len() != len {
@@ -93,6 +132,9 @@ fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geom
     let stride = get("strides", 1, k)?;
     let dilation = get("dilations", 1, k)?;
     let mut pads = get("pads", 0, 2 * k)?;
+    if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
+        return Err(bad("kernel_shape, strides and dilations must be positive"));
+    }
     let auto = n.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
     if auto == "SAME_UPPER" || auto == "SAME_LOWER" {
         for i in 0..k {
@@ -129,16 +171,11 @@ fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geom
             }
         }
     }
-    let two = |v: &[usize], d: usize| if k == 1 { [d, v[0]] } else { [v[0], v[1]] };
-    Ok(Geometry {
-        kernel: two(&kernel, 1),
-        stride: two(&stride, 1),
-        dilation: two(&dilation, 1),
-        pads: if k == 1 {
-            [0, pads[0], 0, pads[1]]
-        } else {
-            [pads[0], pads[1], pads[2], pads[3]]
-        },
+    Ok(WindowNd {
+        kernel,
+        stride,
+        dilation,
+        pads,
     })
 }
 
@@ -209,14 +246,18 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         return Err(n.unsupported("MaxPool's Indices output"));
     }
     let x0 = cx.t(n, 0)?;
-    let (x, orig) = as_4d(cx, x0)?;
     let kernel = n
         .ints("kernel_shape")
         .ok_or_else(|| bad("kernel_shape is required"))?;
-    let g = geometry(n, &orig[2..], kernel, n.int("ceil_mode", 0) != 0)?;
-    if g.dilation != [1, 1] {
-        return Err(n.unsupported("pooling with dilations"));
+    let rank = cx.g.shape(x0)?.rank();
+    let dilated = n
+        .ints("dilations")
+        .is_some_and(|d| d.iter().any(|&d| d != 1));
+    if rank > 4 || dilated {
+        return pool_nd(cx, n, x0, kernel);
     }
+    let (x, orig) = as_4d(cx, x0)?;
+    let g = geometry(n, &orig[2..], kernel, n.int("ceil_mode", 0) != 0)?;
     let p = g.pads;
     let y = if n.op == "LpPool" {
         // (Σ |x|^p)^(1/p) over each window: the full-window average of zero-padded |x|^p
@@ -271,10 +312,100 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     back_to(cx, y, &orig)
 }
 
-fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
-    if n.n_outputs > 1 || n.int("training_mode", 0) != 0 {
-        return Err(n.unsupported("BatchNormalization in training mode"));
+/// Pooling over any number of spatial axes, with dilations: the windows are separable, so
+/// each axis is reduced in turn as the max or sum of `kernel` strided slices of the padded
+/// input (one slice per window offset along that axis).
+fn pool_nd(cx: &mut Cx, n: &Node, x: Tensor, kernel: Vec<i64>) -> Result<Tensor> {
+    let dims = cx.g.shape(x)?.dims().to_vec();
+    if dims.len() < 3 {
+        return Err(bad(format!(
+            "input of rank {} (want N, C, spatial…)",
+            dims.len()
+        )));
     }
+    let hw = &dims[2..];
+    let k = hw.len();
+    let w = window_nd(n, hw, kernel.clone(), n.int("ceil_mode", 0) != 0)?;
+    let pads = |p: &[usize]| -> Vec<(usize, usize)> {
+        let mut v = vec![(0, 0); 2];
+        v.extend((0..k).map(|i| (p[i], p[i + k])));
+        v
+    };
+    let dt = cx.g.dtype(x)?;
+    let max = n.op == "MaxPool";
+    let pad_value = if max { f64::NEG_INFINITY } else { 0.0 };
+    let src = if n.op == "LpPool" {
+        let order = cx.scalar(n.int("p", 2) as f64, dt)?;
+        let a = cx.g.abs(x)?;
+        cx.g.pow(a, order)?
+    } else {
+        x
+    };
+    let xp =
+        cx.g.pad(src, &pads(&w.pads), PadMode::Constant(pad_value))?;
+    let y = window_reduce(cx, xp, &w, max)?;
+    match n.op {
+        "MaxPool" => Ok(y),
+        "LpPool" => {
+            let inv = cx.scalar(1.0 / n.int("p", 2) as f64, dt)?;
+            cx.g.pow(y, inv)
+        }
+        _ => {
+            // The count of cells that count, pooled the same way from a mask of ones:
+            // input cells, plus the declared pads when count_include_pad (never the extra
+            // end padding ceil_mode adds).
+            let mut shape = vec![1, 1];
+            shape.extend_from_slice(hw);
+            let ones = cx.g.ones(shape, dt)?;
+            let mask = if n.int("count_include_pad", 0) != 0 {
+                let declared = window_nd(n, hw, kernel, false)?.pads;
+                let inner = cx.g.pad(ones, &pads(&declared), PadMode::Constant(1.0))?;
+                let extra: Vec<usize> = (0..2 * k).map(|i| w.pads[i] - declared[i]).collect();
+                cx.g.pad(inner, &pads(&extra), PadMode::Constant(0.0))?
+            } else {
+                cx.g.pad(ones, &pads(&w.pads), PadMode::Constant(0.0))?
+            };
+            let count = window_reduce(cx, mask, &w, false)?;
+            cx.g.div(y, count)
+        }
+    }
+}
+
+/// The max (or sum) over every window of the already padded `x`, axis by axis.
+fn window_reduce(cx: &mut Cx, x: Tensor, w: &WindowNd, max: bool) -> Result<Tensor> {
+    let mut acc = x;
+    for i in 0..w.kernel.len() {
+        let size = cx.g.shape(acc)?.dims()[2 + i];
+        let span = (w.kernel[i] - 1) * w.dilation[i] + 1;
+        if size < span {
+            return Err(bad(format!(
+                "a window spans {span} cells but the padded input has {size} on spatial axis {i}"
+            )));
+        }
+        let out = (size - span) / w.stride[i] + 1;
+        let mut r: Option<Tensor> = None;
+        for j in 0..w.kernel[i] {
+            let start = j * w.dilation[i];
+            let stop = start + (out - 1) * w.stride[i] + 1;
+            let mut args = vec![SliceArg::full(); 2 + i];
+            args.push(SliceArg::new(
+                Some(start as isize),
+                Some(stop as isize),
+                w.stride[i] as isize,
+            ));
+            let s = cx.g.slice(acc, &args)?;
+            r = Some(match r {
+                None => s,
+                Some(a) if max => cx.g.maximum(a, s)?,
+                Some(a) => cx.g.add(a, s)?,
+            });
+        }
+        acc = r.ok_or_else(|| bad("empty window"))?;
+    }
+    Ok(acc)
+}
+
+fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (x, s, b, m, v) = (
         cx.t(n, 0)?,
         cx.t(n, 1)?,
@@ -282,7 +413,36 @@ fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         cx.t(n, 3)?,
         cx.t(n, 4)?,
     );
-    cx.g.batch_norm(x, m, v, s, b, n.float("epsilon", 1e-5))
+    let eps = n.float("epsilon", 1e-5);
+    // Training mode (opset 14+: the attribute; before, extra outputs meant training with
+    // saved statistics, which is not supported): normalise with the batch's own mean and
+    // (population) variance over every axis but 1, and return the running statistics
+    // `running·momentum + batch·(1 - momentum)`.
+    let training = n.opset >= 14 && n.int("training_mode", 0) != 0;
+    if !training {
+        if n.n_outputs > 1 {
+            return Err(n.unsupported("BatchNormalization's training outputs before opset 14"));
+        }
+        return Ok(vec![cx.g.batch_norm(x, m, v, s, b, eps)?.into()]);
+    }
+    let r = cx.g.shape(x)?.rank();
+    if r < 2 {
+        return Err(bad(format!("input of rank {r} (want N, C, …)")));
+    }
+    let axes: Vec<isize> = (0..r as isize).filter(|&a| a != 1).collect();
+    let dt = cx.g.dtype(x)?;
+    let bm = cx.g.mean(x, axes.clone(), false)?;
+    let bv = cx.g.var(x, axes, 0, false)?;
+    let y = cx.g.batch_norm(x, bm, bv, s, b, eps)?;
+    let momentum = n.float("momentum", 0.9) as f64;
+    let (keep, take) = (cx.scalar(momentum, dt)?, cx.scalar(1.0 - momentum, dt)?);
+    let mut blend = |run: Tensor, batch: Tensor| -> Result<Tensor> {
+        let a = cx.g.mul(run, keep)?;
+        let c = cx.g.mul(batch, take)?;
+        cx.g.add(a, c)
+    };
+    let (rm, rv) = (blend(m, bm)?, blend(v, bv)?);
+    Ok(vec![y.into(), rm.into(), rv.into()])
 }
 
 fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
@@ -436,8 +596,13 @@ fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let w0 = cx.t(n, 1)?;
-    let (x, orig) = as_4d(cx, x0)?;
-    let (w, ws) = as_4d(cx, w0)?;
+    let orig = cx.g.shape(x0)?.dims().to_vec();
+    let ws = cx.g.shape(w0)?.dims().to_vec();
+    if orig.len() < 3 || ws.len() != orig.len() {
+        return Err(bad(format!(
+            "X of shape {orig:?} and W of shape {ws:?} do not match"
+        )));
+    }
     let k = orig.len() - 2;
     let get = |name: &str, default: i64, len: usize| -> Result<Vec<i64>> {
         let v = n.ints(name).unwrap_or_else(|| vec![default; len]);
@@ -487,6 +652,17 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     } else if auto == "VALID" {
         pads.iter_mut().for_each(|p| *p = 0);
     }
+    if k == 3 {
+        let dims = Window3 {
+            stride,
+            dilation,
+            pads,
+            full,
+        };
+        return conv_transpose_3d(cx, n, x0, w0, dims);
+    }
+    let (x, _) = as_4d(cx, x0)?;
+    let (w, _) = as_4d(cx, w0)?;
     let two = |v: &[i64], d: i64| -> Result<[usize; 2]> {
         let (a, b) = if k == 1 { (d, v[0]) } else { (v[0], v[1]) };
         Ok([
@@ -520,4 +696,121 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         y = cx.g.add(y, b4)?;
     }
     back_to(cx, y, &orig)
+}
+
+/// A 3-D transposed convolution's resolved geometry (depth, height, width).
+struct Window3 {
+    stride: Vec<i64>,
+    dilation: Vec<i64>,
+    /// `[begin…, end…]`, cropped from the full output.
+    pads: Vec<i64>,
+    /// The uncropped output size.
+    full: Vec<i64>,
+}
+
+/// 3-D `ConvTranspose` as a sum over the kernel's depth taps of 2-D transposed convolutions
+/// (every input depth slice at once, as a batch), each placed at depth `i·stride + kd·dilation`
+/// of the full output, then cropped by the pads.
+fn conv_transpose_3d(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor, g: Window3) -> Result<Tensor> {
+    let xs = cx.g.shape(x)?.dims().to_vec();
+    let ws = cx.g.shape(w)?.dims().to_vec();
+    let (batch, c, d, h, wd) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
+    let us = |v: i64| usize::try_from(v).map_err(|_| bad("negative size"));
+    let (sd, dd) = (us(g.stride[0])?, us(g.dilation[0])?);
+    let full: Vec<usize> = g.full.iter().map(|&v| us(v)).collect::<Result<_>>()?;
+    let pads: Vec<usize> = g.pads.iter().map(|&v| us(v)).collect::<Result<_>>()?;
+    if sd == 0 || dd == 0 {
+        return Err(bad("strides and dilations must be positive"));
+    }
+    let opts = Conv2dOptions {
+        stride: [us(g.stride[1])?, us(g.stride[2])?],
+        padding: [0, 0],
+        dilation: [us(g.dilation[1])?, us(g.dilation[2])?],
+        groups: n.int("group", 1).max(1) as usize,
+    };
+    let xt = cx.g.transpose(x, &[0, 2, 1, 3, 4])?;
+    let x2 = cx.g.reshape(
+        xt,
+        &[(batch * d) as isize, c as isize, h as isize, wd as isize],
+    )?;
+    let placed_len = (d - 1) * sd + 1;
+    let mut acc: Option<Tensor> = None;
+    for kd in 0..ws[2] {
+        let wk = cx.g.slice(
+            w,
+            &[
+                SliceArg::full(),
+                SliceArg::full(),
+                SliceArg::new(Some(kd as isize), Some(kd as isize + 1), 1),
+            ],
+        )?;
+        let wk = cx.g.reshape(
+            wk,
+            &[
+                ws[0] as isize,
+                ws[1] as isize,
+                ws[3] as isize,
+                ws[4] as isize,
+            ],
+        )?;
+        let z =
+            cx.g.conv2d_backprop_input(x2, wk, [full[1], full[2]], opts)?;
+        let zs = cx.g.shape(z)?.dims().to_vec();
+        let (o, fh, fw) = (zs[1] as isize, zs[2] as isize, zs[3] as isize);
+        // Depth slices spread `stride` apart: [N, D, 1, …] padded to [N, D, s, …].
+        let z =
+            cx.g.reshape(z, &[batch as isize, d as isize, 1, o, fh, fw])?;
+        let z = cx.g.pad(
+            z,
+            &[(0, 0), (0, 0), (0, sd - 1), (0, 0), (0, 0), (0, 0)],
+            PadMode::Constant(0.0),
+        )?;
+        let z =
+            cx.g.reshape(z, &[batch as isize, (d * sd) as isize, o, fh, fw])?;
+        let z = cx.g.slice(
+            z,
+            &[
+                SliceArg::full(),
+                SliceArg::new(Some(0), Some(placed_len as isize), 1),
+            ],
+        )?;
+        let before = kd * dd;
+        let after = full[0]
+            .checked_sub(placed_len + before)
+            .ok_or_else(|| bad("output depth too small"))?;
+        let z = cx.g.pad(
+            z,
+            &[(0, 0), (before, after), (0, 0), (0, 0), (0, 0)],
+            PadMode::Constant(0.0),
+        )?;
+        acc = Some(match acc {
+            None => z,
+            Some(a) => cx.g.add(a, z)?,
+        });
+    }
+    let y = acc.ok_or_else(|| bad("empty kernel"))?;
+    let y = cx.g.transpose(y, &[0, 2, 1, 3, 4])?;
+    let crop = |i: usize| -> Result<SliceArg> {
+        let end = full[i].checked_sub(pads[i + 3]).filter(|&e| e > pads[i]);
+        let end = end.ok_or_else(|| bad("pads remove the whole output"))?;
+        Ok(SliceArg::new(Some(pads[i] as isize), Some(end as isize), 1))
+    };
+    let mut y = if pads.iter().any(|&p| p != 0) {
+        let args = [
+            SliceArg::full(),
+            SliceArg::full(),
+            crop(0)?,
+            crop(1)?,
+            crop(2)?,
+        ];
+        cx.g.slice(y, &args)?
+    } else {
+        y
+    };
+    if let Some(b) = cx.opt_t(n, 2)? {
+        let c = cx.g.shape(b)?.numel() as isize;
+        let b5 = cx.g.reshape(b, &[1, c, 1, 1, 1])?;
+        y = cx.g.add(y, b5)?;
+    }
+    Ok(y)
 }

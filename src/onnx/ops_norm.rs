@@ -1,5 +1,5 @@
 //! Normalisations: `LayerNormalization`, `RMSNormalization`, `InstanceNormalization`,
-//! `GroupNormalization`, `LpNormalization`, `LRN`, composed from reductions and elementwise ops.
+//! `GroupNormalization`, `LpNormalization`, `LRN`, `MeanVarianceNormalization`, composed from reductions and elementwise ops.
 
 use super::build::{bad, Cx, Node, Val};
 use super::ops_shape::norm_axis;
@@ -13,6 +13,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "GroupNormalization" => group_norm(cx, n).map(|t| vec![t.into()]),
         "LpNormalization" => lp_norm(cx, n).map(|t| vec![t.into()]),
         "LRN" => lrn(cx, n).map(|t| vec![t.into()]),
+        "MeanVarianceNormalization" => mvn(cx, n).map(|t| vec![t.into()]),
         _ => return None,
     })
 }
@@ -199,4 +200,29 @@ fn lrn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let base = g.add(scaled, k)?;
     let factor = g.pow(base, b)?;
     g.mul(x, factor)
+}
+
+/// `(x - E[x]) / (sqrt(E[x²] - E[x]²) + 1e-9)` over `axes` (default `[0, 2, 3]`), the
+/// reference's formula (the epsilon is added to the deviation, not the variance).
+fn mvn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let r = cx.g.shape(x)?.rank();
+    let axes: Vec<isize> = n
+        .ints("axes")
+        .unwrap_or_else(|| vec![0, 2, 3])
+        .iter()
+        .map(|&a| norm_axis(a, r).map(|a| a as isize))
+        .collect::<Result<_>>()?;
+    let dt = cx.g.dtype(x)?;
+    let e = cx.scalar(1e-9, dt)?;
+    let g = &mut cx.g;
+    let m = g.mean(x, axes.clone(), true)?;
+    let sq = g.mul(x, x)?;
+    let msq = g.mean(sq, axes, true)?;
+    let m2 = g.mul(m, m)?;
+    let v = g.sub(msq, m2)?;
+    let sd = g.sqrt(v)?;
+    let den = g.add(sd, e)?;
+    let d = g.sub(x, m)?;
+    g.div(d, den)
 }

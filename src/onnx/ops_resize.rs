@@ -34,13 +34,54 @@ struct AxisPlan<'a> {
     nearest: &'a str,
     cubic_a: f64,
     exclude_outside: bool,
+    antialias: bool,
 }
 
-fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps> {
+/// Antialiased linear or cubic weights for the fraction `ratio` (`1` at integers, as the
+/// reference has it): the kernel stretched by `1/scale` when downsampling, normalised to sum 1.
+fn antialias_coeffs(p: &AxisPlan, ratio: f64, scale: f64) -> Vec<f64> {
+    let s = scale.min(1.0);
+    let c: Vec<f64> = if p.mode == "linear" {
+        let start = (-1.0 / s).floor() as i64 + 1;
+        (start..start + 2 - 2 * start)
+            .map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0))
+            .collect()
+    } else {
+        let a = p.cubic_a;
+        let start = (-2.0 / s).floor() as i64 + 1;
+        (start..2 - start)
+            .map(|i| {
+                let x = (s * (i as f64 - ratio)).abs();
+                let (x2, x3) = (x * x, x * x * x);
+                if x <= 1.0 {
+                    (a + 2.0) * x3 - (a + 3.0) * x2 + 1.0
+                } else if x < 2.0 {
+                    a * x3 - 5.0 * a * x2 + 8.0 * a * x - 4.0 * a
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    };
+    let sum: f64 = c.iter().sum();
+    c.into_iter().map(|v| v / sum).collect()
+}
+
+/// The taps of one axis, and which outputs lie outside the input (`tf_crop_and_resize` with
+/// its `roi` `(start, end)`: those take the extrapolation value instead).
+fn taps(
+    p: &AxisPlan,
+    len_in: usize,
+    len_out: usize,
+    scale: f64,
+    roi: Option<(f64, f64)>,
+) -> Result<(Taps, Vec<bool>)> {
     let (inn, out) = (len_in as f64, len_out as f64);
     let last = len_in as i64 - 1;
     let mut taps: Taps = Vec::new();
     let width = match p.mode {
+        "nearest" if p.antialias => return Err(bad("unsupported: antialias with mode 'nearest'")),
+        "linear" | "cubic" if p.antialias => antialias_coeffs(p, 0.5, scale).len(),
         "nearest" => 1,
         "linear" => 2,
         "cubic" => 4,
@@ -49,9 +90,21 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
     for _ in 0..width {
         taps.push((Vec::with_capacity(len_out), Vec::with_capacity(len_out)));
     }
+    let mut outside = Vec::with_capacity(len_out);
     for o in 0..len_out {
         let x = o as f64;
+        let mut off = false;
         let src = match p.coord {
+            "tf_crop_and_resize" => {
+                let (r0, r1) = roi.ok_or_else(|| bad("tf_crop_and_resize needs roi"))?;
+                let src = if scale * inn == 1.0 {
+                    (r1 - r0) * (inn - 1.0) / 2.0
+                } else {
+                    x * (r1 - r0) * (inn - 1.0) / (scale * inn - 1.0)
+                } + r0 * (inn - 1.0);
+                off = src < 0.0 || src > inn - 1.0;
+                src
+            }
             "half_pixel" => (x + 0.5) / scale - 0.5,
             "half_pixel_symmetric" => {
                 let adj = out / (scale * inn);
@@ -70,7 +123,45 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
                 )))
             }
         };
+        outside.push(off);
         let clamp = |i: i64| i.clamp(0, last.max(0));
+        if p.antialias {
+            // The reference's neighbours: `width` cells around `src`, the window's start
+            // decided by the fraction (ties towards the lower cells).
+            let f = src.floor();
+            let frac = src - f;
+            let ratio = if frac == 0.0 { 1.0 } else { frac };
+            let mut w = antialias_coeffs(p, ratio, scale);
+            let n = w.len() as i64;
+            let offset = if n % 2 == 0 {
+                if frac == 0.0 {
+                    -(n / 2)
+                } else {
+                    -(n / 2) + 1
+                }
+            } else if frac <= 0.5 {
+                -((n - 1) / 2)
+            } else {
+                -((n - 1) / 2) + 1
+            };
+            let idx: Vec<i64> = (0..n).map(|j| f as i64 + offset + j).collect();
+            if p.exclude_outside {
+                for (k, &i) in idx.iter().enumerate() {
+                    if i < 0 || i > last {
+                        w[k] = 0.0;
+                    }
+                }
+                let s: f64 = w.iter().sum();
+                if s != 0.0 {
+                    w.iter_mut().for_each(|v| *v /= s);
+                }
+            }
+            for k in 0..n as usize {
+                taps[k].0.push(clamp(idx[k]));
+                taps[k].1.push(w[k] as f32);
+            }
+            continue;
+        }
         match p.mode {
             "nearest" => {
                 let f = src.floor();
@@ -130,15 +221,12 @@ fn taps(p: &AxisPlan, len_in: usize, len_out: usize, scale: f64) -> Result<Taps>
             }
         }
     }
-    Ok(taps)
+    Ok((taps, outside))
 }
 
 fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let s = cx.shape(n, 0)?;
     let r = s.len();
-    if n.int("antialias", 0) != 0 {
-        return Err(n.unsupported("antialias"));
-    }
     let legacy = n.op == "Upsample" || n.opset < 11;
     let (scales, sizes) = if n.op == "Upsample" && n.opset < 9 {
         (
@@ -224,17 +312,40 @@ fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         nearest: &nearest,
         cubic_a: n.float("cubic_coeff_a", -0.75) as f64,
         exclude_outside: n.int("exclude_outside", 0) != 0,
+        antialias: n.int("antialias", 0) != 0,
+    };
+    // roi as [starts…, ends…] over every axis (1 and 0 where `axes` leaves an axis out).
+    let roi = if coord == "tf_crop_and_resize" {
+        let v = floats_of(cx, n, 1)?.ok_or_else(|| bad("tf_crop_and_resize needs roi"))?;
+        if v.len() != 2 * axes.len() {
+            return Err(bad(format!(
+                "roi has {} values for {} axes",
+                v.len(),
+                axes.len()
+            )));
+        }
+        let mut full = vec![0.0; r];
+        full.extend(vec![1.0; r]);
+        for (k, &a) in axes.iter().enumerate() {
+            full[a] = v[k];
+            full[a + r] = v[k + axes.len()];
+        }
+        Some(full)
+    } else {
+        None
     };
     let mut x = cx.t(n, 0)?;
     let dt = cx.g.dtype(x)?;
     for a in 0..r {
-        if out_len[a] == s[a] && scale[a] == 1.0 {
+        let whole = roi.as_ref().is_none_or(|v| v[a] == 0.0 && v[a + r] == 1.0);
+        if out_len[a] == s[a] && scale[a] == 1.0 && whole {
             continue;
         }
         if scale[a] <= 0.0 || !scale[a].is_finite() {
             return Err(bad(format!("bad scale {} for axis {a}", scale[a])));
         }
-        let taps = taps(&plan, s[a], out_len[a], scale[a])?;
+        let axis_roi = roi.as_ref().map(|v| (v[a], v[a + r]));
+        let (taps, outside) = taps(&plan, s[a], out_len[a], scale[a], axis_roi)?;
         let mut acc: Option<Tensor> = None;
         for (idx, w) in taps {
             let i = cx.constant(
@@ -267,6 +378,31 @@ fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             });
         }
         x = acc.ok_or_else(|| bad("no taps"))?;
+        if outside.iter().any(|&o| o) {
+            // Outputs outside the input take the extrapolation value: x·keep + value·(1-keep).
+            let value = n.float("extrapolation_value", 0.0);
+            let mut ws = vec![1; r];
+            ws[a] = outside.len();
+            let keep: Vec<f32> = outside.iter().map(|&o| if o { 0.0 } else { 1.0 }).collect();
+            let fill: Vec<f32> = outside
+                .iter()
+                .map(|&o| if o { value } else { 0.0 })
+                .collect();
+            let mut parts = Vec::new();
+            for v in [keep, fill] {
+                let t = cx.constant(
+                    &HostValue::Floats(HostTensor::new(ws.clone(), v)?),
+                    "resize extrapolation",
+                )?;
+                parts.push(if dt == DType::F32 {
+                    t
+                } else {
+                    cx.g.cast(t, dt)?
+                });
+            }
+            x = cx.g.mul(x, parts[0])?;
+            x = cx.g.add(x, parts[1])?;
+        }
     }
     Ok(x)
 }

@@ -147,6 +147,12 @@ fn unary_rules_match_finite_differences() {
         ("erf", |g, x| g.erf(x), rand(&s, -2.0, 2.0, 19)),
         ("softplus", |g, x| g.softplus(x), rand(&s, -3.0, 3.0, 20)),
         ("softsign", |g, x| g.softsign(x), rand(&s, -3.0, 3.0, 21)),
+        ("asin", |g, x| g.asin(x), rand(&s, -0.8, 0.8, 22)),
+        ("acos", |g, x| g.acos(x), rand(&s, -0.8, 0.8, 23)),
+        ("atan", |g, x| g.atan(x), rand(&s, -3.0, 3.0, 24)),
+        ("asinh", |g, x| g.asinh(x), rand(&s, -3.0, 3.0, 25)),
+        ("acosh", |g, x| g.acosh(x), rand(&s, 1.5, 4.0, 26)),
+        ("atanh", |g, x| g.atanh(x), rand(&s, -0.8, 0.8, 27)),
     ];
     for (name, f, x) in cases {
         check(name, &|g, x| f(g, x[0]), &[x], &[0], EPS, RTOL, ATOL);
@@ -488,6 +494,9 @@ fn special_values_of_smooth_rules() {
         ),
         ("softplus", |g, x| g.softplus(x), 0.0, 0.5),
         ("softsign", |g, x| g.softsign(x), -3.0, 1.0 / 16.0),
+        ("asin", |g, x| g.asin(x), 0.6, 1.25),
+        ("atan", |g, x| g.atan(x), 2.0, 0.2),
+        ("acosh", |g, x| g.acosh(x), 1.25, 1.0 / 0.75),
         ("reciprocal", |g, x| g.reciprocal(x), -2.0, -0.25),
     ];
     // Two elements: a one-element constant would become a literal in the kernel, and the

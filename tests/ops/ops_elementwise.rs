@@ -527,3 +527,92 @@ fn softsign_matches_f64_on_every_device_with_special_values() {
         }
     }
 }
+
+/// The inverse trigonometric and hyperbolic functions against float64 on every device: the
+/// domain edges (±1, 0, ±0's sign, NaN, ±inf, out of domain → NaN, `atanh(±1) = ±inf`) and
+/// a dense sweep, and their gradients against float64 inside the domain.
+#[test]
+fn inverse_trig_and_hyperbolic_match_f64_on_every_device() {
+    type F = fn(&mut Graph, Tensor) -> wgflow::Result<Tensor>;
+    type R = fn(f64) -> (f64, f64);
+    let cases: [(&str, F, R); 6] = [
+        ("asin", Graph::asin, |x| {
+            (x.asin(), 1.0 / (1.0 - x * x).sqrt())
+        }),
+        ("acos", Graph::acos, |x| {
+            (x.acos(), -1.0 / (1.0 - x * x).sqrt())
+        }),
+        ("atan", Graph::atan, |x| (x.atan(), 1.0 / (1.0 + x * x))),
+        ("asinh", Graph::asinh, |x| {
+            (x.asinh(), 1.0 / (x * x + 1.0).sqrt())
+        }),
+        ("acosh", Graph::acosh, |x| {
+            (x.acosh(), 1.0 / ((x - 1.0).sqrt() * (x + 1.0).sqrt()))
+        }),
+        ("atanh", Graph::atanh, |x| (x.atanh(), 1.0 / (1.0 - x * x))),
+    ];
+    let xs: Vec<f32> = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        1.0 + f32::EPSILON,
+        -1.0 - f32::EPSILON,
+        1.0 - f32::EPSILON / 2.0,
+        1e-30,
+        -1e-7,
+        3e-4,
+        2.0,
+        -7.5,
+        4096.5,
+        1e10,
+        -3e38,
+    ]
+    .into_iter()
+    .chain((0..160).map(|i| (i as f32 - 80.0) * 0.0125))
+    .chain((0..60).map(|i| (i as f32 - 30.0) * 0.37))
+    .collect();
+    let mut devices = vec![Device::Cpu];
+    devices.extend(common::gpus());
+    for (name, f, want) in cases {
+        let mut g = Graph::new();
+        let x = g.placeholder("x", [xs.len()], DType::F32).unwrap();
+        let y = f(&mut g, x).unwrap();
+        let loss = g.sum(y, wgflow::Axes::All, false).unwrap();
+        let dx = g.gradients(loss, &[x]).unwrap()[0].expect("a gradient");
+        let feed = HostTensor::new([xs.len()], xs.clone()).unwrap();
+        for &d in &devices {
+            // cpu:0 rounds libm's f64 result once; the GPUs' prelude versions are within a
+            // few ulp (their log and division are the drivers').
+            let rtol = if d == Device::Cpu { 6e-8 } else { 4e-6 };
+            let out = common::session_on(&g, d)
+                .run(&[(x, feed.clone())], &[y, dx])
+                .unwrap();
+            let got = out[0].to_vec::<f32>().unwrap();
+            let grad = out[1].to_vec::<f32>().unwrap();
+            for (i, &x) in xs.iter().enumerate() {
+                let (wy, wd) = want(x as f64);
+                let ok = if wy.is_nan() {
+                    got[i].is_nan()
+                } else if wy.is_infinite() || wy == 0.0 {
+                    got[i] == wy as f32 && got[i].is_sign_negative() == wy.is_sign_negative()
+                } else {
+                    (got[i] as f64 - wy).abs() <= rtol * wy.abs() + 1e-38
+                };
+                assert!(ok, "{d}: {name}({x:e}) = {:e}, float64 says {wy:e}", got[i]);
+                // The gradient where it is finite and well conditioned (not at the poles).
+                if wd.is_finite() && wd.abs() < 1e3 && x.is_finite() {
+                    let tol = 1e-5 * wd.abs() + 1e-6;
+                    assert!(
+                        (grad[i] as f64 - wd).abs() <= tol,
+                        "{d}: {name}'({x:e}) = {:e}, float64 says {wd:e}",
+                        grad[i]
+                    );
+                }
+            }
+        }
+    }
+}

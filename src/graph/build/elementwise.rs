@@ -59,6 +59,18 @@ impl Graph {
         softplus => Softplus;
         /// `x / (1 + |x|)` (f32); ±1 at ±inf.
         softsign => Softsign;
+        /// Inverse sine (f32); NaN outside `[-1, 1]`.
+        asin => Asin;
+        /// Inverse cosine (f32); NaN outside `[-1, 1]`.
+        acos => Acos;
+        /// Inverse tangent (f32); `±π/2` at `±inf`.
+        atan => Atan;
+        /// Inverse hyperbolic sine (f32).
+        asinh => Asinh;
+        /// Inverse hyperbolic cosine (f32); NaN below 1.
+        acosh => Acosh;
+        /// Inverse hyperbolic tangent (f32); `±inf` at `±1`, NaN outside `[-1, 1]`.
+        atanh => Atanh;
         /// NaN test → bool (f32; always false for integers).
         isnan => IsNan;
         /// ±inf test → bool (f32; always false for integers).

@@ -55,6 +55,18 @@ pub enum UnaryOp {
     Softplus,
     /// `x / (1 + |x|)`; ±1 at ±inf (the limit, where the formula would give inf/inf).
     Softsign,
+    /// Inverse sine; NaN outside `[-1, 1]`.
+    Asin,
+    /// Inverse cosine; NaN outside `[-1, 1]`.
+    Acos,
+    /// Inverse tangent; `±π/2` at `±inf`.
+    Atan,
+    /// Inverse hyperbolic sine.
+    Asinh,
+    /// Inverse hyperbolic cosine; NaN below 1.
+    Acosh,
+    /// Inverse hyperbolic tangent; `±inf` at `±1`, NaN outside `[-1, 1]`.
+    Atanh,
     IsNan,
     IsInf,
     IsFinite,
@@ -88,7 +100,7 @@ pub enum BinaryOp {
 
 impl UnaryOp {
     /// Every unary primitive (for exhaustive tests).
-    pub const ALL: [UnaryOp; 25] = [
+    pub const ALL: [UnaryOp; 31] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -110,6 +122,12 @@ impl UnaryOp {
         UnaryOp::Erf,
         UnaryOp::Softplus,
         UnaryOp::Softsign,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
         UnaryOp::IsNan,
         UnaryOp::IsInf,
         UnaryOp::IsFinite,
@@ -139,6 +157,12 @@ impl UnaryOp {
             UnaryOp::Erf => "erf",
             UnaryOp::Softplus => "softplus",
             UnaryOp::Softsign => "softsign",
+            UnaryOp::Asin => "asin",
+            UnaryOp::Acos => "acos",
+            UnaryOp::Atan => "atan",
+            UnaryOp::Asinh => "asinh",
+            UnaryOp::Acosh => "acosh",
+            UnaryOp::Atanh => "atanh",
             UnaryOp::IsNan => "isnan",
             UnaryOp::IsInf => "isinf",
             UnaryOp::IsFinite => "isfinite",

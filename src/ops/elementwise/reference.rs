@@ -20,6 +20,9 @@
 //! - `softplus(x) = max(x, 0) + log1p(e^-|x|)`: no overflow for large `|x|`.
 //! - `softsign(x) = x / (1 + |x|)`, one correctly rounded division; `±1` at `±inf` (the
 //!   limit: the formula would give `inf / inf`), NaN stays NaN, `±0` keeps its sign.
+//! - `asin`, `acos`, `atan`, `asinh`, `acosh`, `atanh`: libm's f64 functions rounded once
+//!   (NaN out of domain, `atanh(±1) = ±inf`, `atan(±inf) = ±π/2`); the GPU twins in the
+//!   prelude guard the domain edges the WGSL builtins leave undefined and use `log1p` forms.
 //! - `pow`: libm's `powf` (C99), but `x*x`, `x`, `1/x`, `sqrt(x)` for exponents 2, 1, -1, 0.5;
 //!   the GPU twin `wgf_pow_f32` decides C99's special cases on the bits.
 //! - float `floor_divide`/`remainder`: NumPy's `npy_divmod` on the exact fmod (`%` here,
@@ -403,6 +406,13 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
                 fw(x / (1.0 + x.abs()))
             }
         }
+        // Computed in f64 (libm) and rounded once; f64's functions give NaN out of domain.
+        (DType::F32, UnaryOp::Asin) => fw((f(w) as f64).asin() as f32),
+        (DType::F32, UnaryOp::Acos) => fw((f(w) as f64).acos() as f32),
+        (DType::F32, UnaryOp::Atan) => fw((f(w) as f64).atan() as f32),
+        (DType::F32, UnaryOp::Asinh) => fw((f(w) as f64).asinh() as f32),
+        (DType::F32, UnaryOp::Acosh) => fw((f(w) as f64).acosh() as f32),
+        (DType::F32, UnaryOp::Atanh) => fw((f(w) as f64).atanh() as f32),
         (DType::F32, UnaryOp::IsNan) => b(f(w).is_nan()),
         (DType::F32, UnaryOp::IsInf) => b(f(w).is_infinite()),
         (DType::F32, UnaryOp::IsFinite) => b(f(w).is_finite()),
@@ -435,6 +445,12 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
             | UnaryOp::Erf
             | UnaryOp::Softplus
             | UnaryOp::Softsign
+            | UnaryOp::Asin
+            | UnaryOp::Acos
+            | UnaryOp::Atan
+            | UnaryOp::Asinh
+            | UnaryOp::Acosh
+            | UnaryOp::Atanh
             | UnaryOp::Neg
             | UnaryOp::Abs
             | UnaryOp::Relu

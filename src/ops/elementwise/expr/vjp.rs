@@ -268,6 +268,42 @@ impl Grad {
                     let r = self.bin(B::Div, g, d);
                     at(self.bin(B::Div, r, d))
                 }
+                // asin: 1/√(1-x²); acos: its negation; atan: 1/(1+x²); asinh: 1/√(x²+1);
+                // acosh: 1/(√(x-1)·√(x+1)) (no cancellation in x²-1); atanh: 1/(1-x²).
+                U::Asin | U::Acos => {
+                    let one = self.lit(self.dtypes[a], 1.0);
+                    let x2 = self.mul(a, a);
+                    let d = self.bin(B::Sub, one, x2);
+                    let d = self.un(U::Sqrt, d);
+                    let r = self.bin(B::Div, g, d);
+                    at(if op == U::Acos { self.un(U::Neg, r) } else { r })
+                }
+                U::Atan | U::Atanh => {
+                    let one = self.lit(self.dtypes[a], 1.0);
+                    let x2 = self.mul(a, a);
+                    let d = if op == U::Atan {
+                        self.bin(B::Add, one, x2)
+                    } else {
+                        self.bin(B::Sub, one, x2)
+                    };
+                    at(self.bin(B::Div, g, d))
+                }
+                U::Asinh => {
+                    let one = self.lit(self.dtypes[a], 1.0);
+                    let x2 = self.mul(a, a);
+                    let d = self.bin(B::Add, x2, one);
+                    let d = self.un(U::Sqrt, d);
+                    at(self.bin(B::Div, g, d))
+                }
+                U::Acosh => {
+                    let one = self.lit(self.dtypes[a], 1.0);
+                    let m = self.bin(B::Sub, a, one);
+                    let p = self.bin(B::Add, a, one);
+                    let m = self.un(U::Sqrt, m);
+                    let p = self.un(U::Sqrt, p);
+                    let d = self.mul(m, p);
+                    at(self.bin(B::Div, g, d))
+                }
                 U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot => Adj::None,
             }],
             Node::Binary(op, a, b) => {
