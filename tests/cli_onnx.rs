@@ -111,5 +111,26 @@ fn run_an_onnx_model_with_a_bound_dimension() {
         .unwrap();
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("--dim N=SIZE"));
+    // `validate` imports the model and summarises it, and names the unbound dimension.
+    let ok = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(["validate", path.to_str().unwrap(), "--dim", "N=2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        stdout.contains(": ok, nodes: ") && stdout.contains("placeholders: 1"),
+        "{stdout}"
+    );
+    let unbound = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(["validate", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!unbound.status.success());
+    assert!(String::from_utf8_lossy(&unbound.stderr).contains("--dim N=SIZE"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -242,3 +242,102 @@ fn int64_out_of_range_names_the_tensor() {
     let e = onnx_error(&m);
     assert!(e.contains("'big'") && e.contains("1099511627776"), "{e}");
 }
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Protobuf-aware damage: truncation, bit flips, hostile varints (huge lengths, dims,
+/// negative numbers), dropped and duplicated spans.
+fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {
+    let mut b = src.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        let len = b.len().max(1);
+        match rng.below(5) {
+            0 => b.truncate(rng.below(len)),
+            1 => {
+                let i = rng.below(len);
+                if let Some(x) = b.get_mut(i) {
+                    *x ^= 1 << rng.below(8);
+                }
+            }
+            2 => {
+                // A varint as large as it may be: a length, a dim, an enum.
+                const VARINTS: [&[u8]; 5] = [
+                    &[0xff, 0xff, 0xff, 0xff, 0x0f],
+                    &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+                    &[0x80, 0x80, 0x80, 0x80, 0x08],
+                    &[0x00],
+                    &[0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+                ];
+                let i = rng.below(len).min(b.len());
+                let v = VARINTS[rng.below(VARINTS.len())];
+                let end = (i + 1).min(b.len());
+                b.splice(i..end, v.iter().copied());
+            }
+            3 => {
+                let (i, j) = (rng.below(len), rng.below(len));
+                let (i, j) = (i.min(j).min(b.len()), i.max(j).min(b.len()));
+                b.drain(i..j.min(i + 64));
+            }
+            _ => {
+                let i = rng.below(len).min(b.len());
+                let span: Vec<u8> = b[i..(i + rng.below(80)).min(b.len())].to_vec();
+                let at = rng.below(b.len() + 1);
+                b.splice(at..at, span);
+            }
+        }
+    }
+    b
+}
+
+/// Mutated real models (three light models and a small one built here): each import is a
+/// model or an `Error::Onnx`, never a panic, and stays within the element bound.
+#[test]
+fn arbitrary_mutations_never_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx-light");
+    let mut seeds: Vec<Vec<u8>> = ["bvlc_alexnet", "squeezenet", "inception_v1"]
+        .iter()
+        .map(|n| std::fs::read(dir.join(format!("light_{n}.onnx"))).expect("light model"))
+        .collect();
+    let relu = model(vec![node("Relu", &["x"], &["y"])], vec![]);
+    seeds.push(relu.encode_to_vec());
+    let opts = ImportOptions {
+        max_elements: 1 << 22,
+        max_file_bytes: 1 << 24,
+        ..Default::default()
+    };
+    let mut rng = Rng(0x5EED_0000_0000_0001);
+    let start = std::time::Instant::now();
+    let (mut ok, mut rejected) = (0, 0);
+    for i in 0..300 {
+        let bytes = mutate(&mut rng, &seeds[i % seeds.len()]);
+        let r =
+            std::panic::catch_unwind(|| import_bytes(&bytes, None, &opts).map(|m| m.graph.len()));
+        match r {
+            Ok(Ok(_)) => ok += 1,
+            Ok(Err(Error::Onnx { .. })) => rejected += 1,
+            Ok(Err(e)) => panic!("iteration {i}: not an Error::Onnx: {e}"),
+            Err(_) => panic!("iteration {i}: the importer panicked"),
+        }
+    }
+    assert!(
+        rejected > 50,
+        "most mutations are rejected ({ok} accepted, {rejected} rejected)"
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(120),
+        "300 imports took {:?}",
+        start.elapsed()
+    );
+}

@@ -36,12 +36,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check a graph file (every builder check runs again) without touching any device;
-    /// print a one-line summary, or the error and exit 1.
+    /// Check a graph file or an ONNX model (every builder check runs again; a model is
+    /// imported) without touching any GPU; print a one-line summary, or the error and exit 1.
     Validate {
-        /// The graph file (JSON written by Graph::save).
+        /// The graph file (JSON written by Graph::save), or an ONNX model (`.onnx`).
         #[arg(value_name = "GRAPH.json")]
         graph: PathBuf,
+        /// An ONNX model's symbolic input dimension (repeatable), e.g. `--dim N=1`.
+        #[arg(long = "dim", value_name = "NAME=SIZE")]
+        dims: Vec<String>,
     },
     /// Run a saved graph: read feeds from .npy files, write fetches as .npy, print a summary.
     Run {
@@ -188,7 +191,7 @@ fn main() -> ExitCode {
     };
     let result: CliResult = match cli.command {
         Command::Devices { visible, json } => devices(visible, json),
-        Command::Validate { graph } => validate(&graph),
+        Command::Validate { graph, dims } => validate(&graph, &dims),
         Command::Run {
             common,
             feeds,
@@ -338,8 +341,8 @@ fn print_dot(args: &GraphArgs) -> CliResult {
 }
 
 /// Load the graph only: no adapter is enumerated and no session is made.
-fn validate(path: &Path) -> CliResult {
-    let graph = Graph::load(path)?;
+fn validate(path: &Path, dims: &[String]) -> CliResult {
+    let (graph, _) = load_path(path, dims)?;
     let placeholders = graph
         .nodes()
         .filter(|(_, n)| n.op == Op::Leaf(Leaf::Placeholder))
@@ -440,21 +443,24 @@ fn truncate(s: &str, n: usize) -> String {
 /// The graph of a graph file or an ONNX model, and the model's outputs (none for a graph
 /// file: its sinks are the default fetches).
 fn load(args: &GraphArgs) -> wgflow::Result<(Graph, Vec<Tensor>)> {
-    let onnx = args
-        .graph
+    load_path(&args.graph, &args.dims)
+}
+
+fn load_path(path: &Path, dims: &[String]) -> wgflow::Result<(Graph, Vec<Tensor>)> {
+    let onnx = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
     if !onnx {
-        if let Some(d) = args.dims.first() {
+        if let Some(d) = dims.first() {
             return Err(Error::Onnx {
                 at: truncate(d, MAX_QUOTED_CHARS),
                 message: "--dim is for ONNX models (.onnx)".into(),
             });
         }
-        return Ok((Graph::load(&args.graph)?, Vec::new()));
+        return Ok((Graph::load(path)?, Vec::new()));
     }
     let mut opts = wgflow::onnx::ImportOptions::default();
-    for d in &args.dims {
+    for d in dims {
         let bad = || Error::Onnx {
             at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
             message: "expected NAME=SIZE".into(),
@@ -463,7 +469,7 @@ fn load(args: &GraphArgs) -> wgflow::Result<(Graph, Vec<Tensor>)> {
         opts.dims
             .insert(name.to_string(), size.parse().map_err(|_| bad())?);
     }
-    let model = wgflow::onnx::import(&args.graph, &opts)?;
+    let model = wgflow::onnx::import(path, &opts)?;
     let outputs = model.output_tensors();
     Ok((model.graph, outputs))
 }
