@@ -645,7 +645,8 @@ fn run_conv(k: &Conv2dKernel, x: &[f32], w: &[f32]) -> Vec<f32> {
 }
 
 /// Random shapes × strides × paddings × dilations × groups × channel counts, including 1×1
-/// kernels, kernels as large as the (padded) input, batch 1 and odd sizes, against float64.
+/// kernels, kernels as large as the (padded) input, batch 1, depthwise and odd sizes, against
+/// float64.
 #[test]
 fn convolutions_match_float64_over_random_geometries() {
     let mut s = 12345u32;
@@ -657,10 +658,18 @@ fn convolutions_match_float64_over_random_geometries() {
     };
     let mut tried = 0;
     while tried < 150 {
-        let groups = [1, 1, 2, 3][pick(4)];
-        let cg = [1, 2, 3, 5][pick(4)];
-        let og = [1, 2, 4][pick(3)];
-        let (n, h, wd) = ([1, 2, 3][pick(3)], 1 + pick(11), 1 + pick(11));
+        let mut groups = [1, 1, 2, 3][pick(4)];
+        let mut cg = [1, 2, 3, 5][pick(4)];
+        let mut og = [1, 2, 4][pick(3)];
+        let (mut n, h, wd) = ([1, 2, 3][pick(3)], 1 + pick(11), 1 + pick(11));
+        if pick(4) == 0 {
+            // One image through many groups: the group-parallel path, and depthwise taps
+            // when each group has one input and one output channel.
+            (groups, n) = ([4, 8, 16][pick(3)], 1);
+            if pick(2) == 0 {
+                (cg, og) = (1, 1);
+            }
+        }
         let stride = [1 + pick(3), 1 + pick(3)];
         let dilation = [1 + pick(2), 1 + pick(2)];
         let padding = [pick(3), pick(3)];

@@ -141,8 +141,7 @@ impl Conv2dKernel {
         n0: usize,
         dst: &mut [f32],
     ) {
-        let [_, c_all, h, wd] = dims4(&self.x);
-        let [o_all, cg, kh, kw] = dims4(&self.w);
+        let [o_all, _, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
         let p = oh * ow;
         let og = o_all / self.groups;
@@ -154,60 +153,133 @@ impl Conv2dKernel {
         }
         let cols_total = images * p;
         let piece = (COL_BUDGET / k.max(og)).clamp(1, cols_total);
+        if images == 1 && self.groups > 1 {
+            // One image of a grouped (or depthwise) convolution: the groups' outputs are
+            // disjoint runs of channels, computed in parallel.
+            dst.par_chunks_mut(og * p).enumerate().for_each(|(g, d)| {
+                let mut col = vec![0f32; k * piece];
+                let mut tmp = vec![0f32; og * piece];
+                self.group(
+                    x,
+                    w,
+                    (c_lo, c_hi),
+                    (n0, 1),
+                    g,
+                    d,
+                    g * og * p,
+                    (&mut col, &mut tmp),
+                );
+            });
+            return;
+        }
         let mut col = vec![0f32; k * piece];
         let mut tmp = vec![0f32; og * piece];
         for g in 0..self.groups {
-            let mut q0 = 0;
-            while q0 < cols_total {
-                let q1 = (q0 + piece).min(cols_total);
-                let cols = q1 - q0;
-                // im2col: row (c, ki, kj), column q = (image, oy, ox).
-                for c in 0..c_hi - c_lo {
-                    let plane_c = g * cg + c_lo + c;
-                    for ki in 0..kh {
-                        for kj in 0..kw {
-                            let row = ((c * kh + ki) * kw + kj) * cols;
-                            let dst_row = &mut col[row..row + cols];
-                            self.gather(x, (c_all, h, wd), plane_c, (ki, kj), (n0, q0), dst_row);
-                        }
+            self.group(
+                x,
+                w,
+                (c_lo, c_hi),
+                (n0, images),
+                g,
+                dst,
+                0,
+                (&mut col, &mut tmp),
+            );
+        }
+    }
+
+    /// Group `g`'s outputs for `images` images from `n0` over input channels `c_lo..c_hi`,
+    /// written to `dst` (which starts at output word `dst_at` of the block); `col` and `tmp`
+    /// are scratch.
+    #[allow(clippy::too_many_arguments)]
+    fn group(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        (c_lo, c_hi): (usize, usize),
+        (n0, images): (usize, usize),
+        g: usize,
+        dst: &mut [f32],
+        dst_at: usize,
+        (col, tmp): (&mut [f32], &mut [f32]),
+    ) {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [o_all, cg, kh, kw] = dims4(&self.w);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let p = oh * ow;
+        let og = o_all / self.groups;
+        let k = (c_hi - c_lo) * kh * kw;
+        let cols_total = images * p;
+        if og == 1 && c_hi - c_lo == 1 && images == 1 {
+            // Depthwise: one output plane is Σ over taps of weight × shifted input plane
+            // (an sgemm of one row would spend its time packing).
+            let plane_c = g * cg + c_lo;
+            let start = g * p - dst_at;
+            let out = &mut dst[start..start + p];
+            out.fill(0.0);
+            let mut shifted = vec![0f32; p];
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    let wt = w[((g * cg + c_lo) * kh + ki) * kw + kj];
+                    self.gather(x, (c_all, h, wd), plane_c, (ki, kj), (n0, 0), &mut shifted);
+                    for (o, &v) in out.iter_mut().zip(shifted.iter()) {
+                        *o += wt * v;
                     }
                 }
-                let a0 = (g * og * cg + c_lo) * kh * kw;
-                // SAFETY: A is read at `a0 + i * cg*kh*kw + j` for i < og, j < k: the weights
-                // of outputs g*og..(g+1)*og and channels c_lo..c_hi, inside `w` (checked to
-                // hold O*cg*kh*kw floats). B is `col` ([k, cols], row stride cols) and C is
-                // `tmp` ([og, cols]); both are fresh vectors of at least that size, distinct
-                // from each other and from A.
-                unsafe {
-                    crate::ops::matmul::cpu::sgemm(
-                        og,
-                        k,
-                        cols,
-                        w[a0..].as_ptr(),
-                        (cg * kh * kw) as isize,
-                        1,
-                        col.as_ptr(),
-                        cols as isize,
-                        1,
-                        0.0,
-                        tmp.as_mut_ptr(),
-                        cols as isize,
-                        1,
-                    );
-                }
-                for o in 0..og {
-                    let src = &tmp[o * cols..(o + 1) * cols];
-                    let mut q = q0;
-                    while q < q1 {
-                        let (img, px) = (q / p, q % p);
-                        let run = (p - px).min(q1 - q);
-                        let at = (img * o_all + g * og + o) * p + px;
-                        dst[at..at + run].copy_from_slice(&src[q - q0..q - q0 + run]);
-                        q += run;
-                    }
-                }
-                q0 = q1;
             }
+            return;
+        }
+        let piece = (col.len() / k.max(1)).min(tmp.len() / og.max(1)).max(1);
+        let mut q0 = 0;
+        while q0 < cols_total {
+            let q1 = (q0 + piece).min(cols_total);
+            let cols = q1 - q0;
+            // im2col: row (c, ki, kj), column q = (image, oy, ox).
+            for c in 0..c_hi - c_lo {
+                let plane_c = g * cg + c_lo + c;
+                for ki in 0..kh {
+                    for kj in 0..kw {
+                        let row = ((c * kh + ki) * kw + kj) * cols;
+                        let dst_row = &mut col[row..row + cols];
+                        self.gather(x, (c_all, h, wd), plane_c, (ki, kj), (n0, q0), dst_row);
+                    }
+                }
+            }
+            let a0 = (g * og * cg + c_lo) * kh * kw;
+            // SAFETY: A is read at `a0 + i * cg*kh*kw + j` for i < og, j < k: the weights
+            // of outputs g*og..(g+1)*og and channels c_lo..c_hi, inside `w` (checked to
+            // hold O*cg*kh*kw floats). B is `col` ([k, cols], row stride cols) and C is
+            // `tmp` ([og, cols]); both are fresh vectors of at least that size, distinct
+            // from each other and from A.
+            unsafe {
+                crate::ops::matmul::cpu::sgemm(
+                    og,
+                    k,
+                    cols,
+                    w[a0..].as_ptr(),
+                    (cg * kh * kw) as isize,
+                    1,
+                    col.as_ptr(),
+                    cols as isize,
+                    1,
+                    0.0,
+                    tmp.as_mut_ptr(),
+                    cols as isize,
+                    1,
+                );
+            }
+            for o in 0..og {
+                let src = &tmp[o * cols..(o + 1) * cols];
+                let mut q = q0;
+                while q < q1 {
+                    let (img, px) = (q / p, q % p);
+                    let run = (p - px).min(q1 - q);
+                    let at = (img * o_all + g * og + o) * p + px - dst_at;
+                    dst[at..at + run].copy_from_slice(&src[q - q0..q - q0 + run]);
+                    q += run;
+                }
+            }
+            q0 = q1;
         }
     }
 
