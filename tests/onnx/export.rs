@@ -97,7 +97,10 @@ fn proto(name: &str, v: &HostTensor) -> Vec<u8> {
         DType::Bool => (DataType::Bool, v.words().iter().map(|&w| w as u8).collect()),
         DType::F16 => (
             DataType::Float16,
-            v.words().iter().flat_map(|&w| (w as u16).to_le_bytes()).collect(),
+            v.words()
+                .iter()
+                .flat_map(|&w| (w as u16).to_le_bytes())
+                .collect(),
         ),
     };
     TensorProto {
@@ -183,7 +186,10 @@ fn other_mappings_round_trip() {
     outs.push(g.flip(x, Axes::List(vec![0, 2])).unwrap());
     let r = g.reshape(x, &[2, 3, 1, 4]).unwrap();
     outs.push(g.broadcast_to(r, &[5, 2, 3, 2, 4]).unwrap());
-    outs.push(g.pad(x, &[(1, 0), (0, 2), (1, 1)], PadMode::Constant(0.5)).unwrap());
+    outs.push(
+        g.pad(x, &[(1, 0), (0, 2), (1, 1)], PadMode::Constant(0.5))
+            .unwrap(),
+    );
     outs.push(g.concat(&[x, x], 1).unwrap());
     outs.push(g.take(x, i, 2).unwrap());
     outs.push(g.max(x, Axes::List(vec![0, 2]), true).unwrap());
@@ -205,8 +211,12 @@ fn other_mappings_round_trip() {
     let e = g.exp(x).unwrap();
     outs.push(g.log1p(e).unwrap());
     outs.push(g.isfinite(x).unwrap());
-    let seven = g.constant(HostTensor::new([3], vec![7, -7, 8]).unwrap()).unwrap();
-    let three_i = g.constant(HostTensor::new([3], vec![2, 2, -3]).unwrap()).unwrap();
+    let seven = g
+        .constant(HostTensor::new([3], vec![7, -7, 8]).unwrap())
+        .unwrap();
+    let three_i = g
+        .constant(HostTensor::new([3], vec![2, 2, -3]).unwrap())
+        .unwrap();
     outs.push(g.floor_divide(seven, three_i).unwrap());
     outs.push(g.remainder(seven, three_i).unwrap());
     let xv = input(&[2, 3, 4], 5);
@@ -223,10 +233,15 @@ fn unsupported_ops_and_unfrozen_variables_are_errors() {
     assert!(e.contains("random") && e.contains("no ONNX export"), "{e}");
 
     let mut g = Graph::new();
-    let v = g.variable("w", HostTensor::new([2], vec![1.0f32, 2.0]).unwrap()).unwrap();
+    let v = g
+        .variable("w", HostTensor::new([2], vec![1.0f32, 2.0]).unwrap())
+        .unwrap();
     let y = g.exp(v).unwrap();
     let e = export_bytes(&g, &[y]).unwrap_err().to_string();
-    assert!(e.contains("'w'") && e.contains("export_with_session"), "{e}");
+    assert!(
+        e.contains("'w'") && e.contains("export_with_session"),
+        "{e}"
+    );
     let mut s = session_on(&g, Device::Cpu);
     round_trip("variable", &g, &[y], &[], Some(&mut s));
 

@@ -26,9 +26,8 @@ mod reduce;
 
 use super::fail;
 use super::proto::{
-    tensor_proto::DataType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
-    ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
-    ValueInfoProto,
+    tensor_proto::DataType, tensor_shape_proto, type_proto, AttributeProto, GraphProto, ModelProto,
+    NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use super::Message;
 use crate::ops::{Leaf, Op};

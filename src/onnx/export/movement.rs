@@ -46,9 +46,7 @@ pub(super) fn export(ex: &mut Ex, cx: &Cx, m: &Movement) -> Result<String> {
             strides,
         } => {
             let inp = cx.input(0).shape.dims();
-            if *kind == StridedKind::BroadcastTo
-                && *offset == 0
-                && is_broadcast(inp, out, strides)
+            if *kind == StridedKind::BroadcastTo && *offset == 0 && is_broadcast(inp, out, strides)
             {
                 let shape = ex.i64_vec("shape", &i64s(out));
                 return Ok(ex.op("Expand", vec![cx.x(0), shape], vec![]));
