@@ -45,6 +45,8 @@
 //! anything is allocated, and external data must stay inside the model's directory.
 
 mod build;
+pub mod export;
+pub use export::{export, export_bytes, export_bytes_with_session, export_with_session, OPSET};
 mod ops_attention;
 mod ops_control;
 mod ops_elementwise;

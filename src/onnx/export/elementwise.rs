@@ -1,0 +1,134 @@
+//! Elementwise primitives, `where` and casts.
+
+use super::{attr_i, onnx_dtype, Cx, Ex};
+use crate::ops::{BinaryOp, Elementwise, UnaryOp};
+use crate::{DType, Result};
+
+pub(super) fn export(ex: &mut Ex, cx: &Cx, e: Elementwise) -> Result<String> {
+    match e {
+        Elementwise::Unary(u) => unary(ex, cx, u),
+        Elementwise::Binary(b) => binary(ex, cx, b),
+        Elementwise::Select => Ok(ex.op("Where", vec![cx.x(0), cx.x(1), cx.x(2)], vec![])),
+        Elementwise::Cast(d) => Ok(ex.op(
+            "Cast",
+            vec![cx.x(0)],
+            vec![attr_i("to", onnx_dtype(d) as i64)],
+        )),
+    }
+}
+
+fn unary(ex: &mut Ex, cx: &Cx, u: UnaryOp) -> Result<String> {
+    let x = cx.x(0);
+    let dtype = cx.input(0).dtype;
+    let simple = match u {
+        UnaryOp::Neg => "Neg",
+        UnaryOp::Abs => "Abs",
+        UnaryOp::Exp => "Exp",
+        UnaryOp::Log => "Log",
+        UnaryOp::Sqrt => "Sqrt",
+        UnaryOp::Tanh => "Tanh",
+        UnaryOp::Sigmoid => "Sigmoid",
+        UnaryOp::Relu => "Relu",
+        UnaryOp::Floor => "Floor",
+        UnaryOp::Ceil => "Ceil",
+        UnaryOp::Round => "Round",
+        UnaryOp::Sign => "Sign",
+        UnaryOp::Reciprocal => "Reciprocal",
+        UnaryOp::Sin => "Sin",
+        UnaryOp::Cos => "Cos",
+        UnaryOp::Erf => "Erf",
+        UnaryOp::Softplus => "Softplus",
+        UnaryOp::Softsign => "Softsign",
+        UnaryOp::Asin => "Asin",
+        UnaryOp::Acos => "Acos",
+        UnaryOp::Atan => "Atan",
+        UnaryOp::Asinh => "Asinh",
+        UnaryOp::Acosh => "Acosh",
+        UnaryOp::Atanh => "Atanh",
+        UnaryOp::IsNan => "IsNaN",
+        UnaryOp::IsInf => "IsInf",
+        UnaryOp::LogicalNot => "Not",
+        UnaryOp::Rsqrt => {
+            let s = ex.op("Sqrt", vec![x], vec![]);
+            return Ok(ex.op("Reciprocal", vec![s], vec![]));
+        }
+        UnaryOp::Log1p => {
+            let one = ex.scalar(1.0, dtype)?;
+            let s = ex.op("Add", vec![x, one], vec![]);
+            return Ok(ex.op("Log", vec![s], vec![]));
+        }
+        UnaryOp::Expm1 => {
+            let one = ex.scalar(1.0, dtype)?;
+            let e = ex.op("Exp", vec![x], vec![]);
+            return Ok(ex.op("Sub", vec![e, one], vec![]));
+        }
+        UnaryOp::IsFinite => {
+            let n = ex.op("IsNaN", vec![x.clone()], vec![]);
+            let i = ex.op("IsInf", vec![x], vec![]);
+            let o = ex.op("Or", vec![n, i], vec![]);
+            return Ok(ex.op("Not", vec![o], vec![]));
+        }
+    };
+    Ok(ex.op(simple, vec![x], vec![]))
+}
+
+fn binary(ex: &mut Ex, cx: &Cx, b: BinaryOp) -> Result<String> {
+    let (a, c) = (cx.x(0), cx.x(1));
+    let dtype = cx.input(0).dtype;
+    let float = matches!(dtype, DType::F32 | DType::F16);
+    let simple = match b {
+        BinaryOp::Add => "Add",
+        BinaryOp::Sub => "Sub",
+        BinaryOp::Mul => "Mul",
+        BinaryOp::Div => "Div",
+        BinaryOp::Maximum => "Max",
+        BinaryOp::Minimum => "Min",
+        BinaryOp::Pow => "Pow",
+        BinaryOp::Equal => "Equal",
+        BinaryOp::Less => "Less",
+        BinaryOp::Greater => "Greater",
+        BinaryOp::LessEqual => "LessOrEqual",
+        BinaryOp::GreaterEqual => "GreaterOrEqual",
+        BinaryOp::LogicalAnd => "And",
+        BinaryOp::LogicalOr => "Or",
+        BinaryOp::LogicalXor => "Xor",
+        BinaryOp::NotEqual => {
+            let e = ex.op("Equal", vec![a, c], vec![]);
+            return Ok(ex.op("Not", vec![e], vec![]));
+        }
+        BinaryOp::FloorDiv if float => {
+            let d = ex.op("Div", vec![a, c], vec![]);
+            return Ok(ex.op("Floor", vec![d], vec![]));
+        }
+        BinaryOp::Remainder if float => {
+            // a - floor(a / b) * b: the sign of the divisor, like NumPy's `%`.
+            let d = ex.op("Div", vec![a.clone(), c.clone()], vec![]);
+            let f = ex.op("Floor", vec![d], vec![]);
+            let m = ex.op("Mul", vec![f, c], vec![]);
+            return Ok(ex.op("Sub", vec![a, m], vec![]));
+        }
+        BinaryOp::Remainder => {
+            return Ok(ex.op("Mod", vec![a, c], vec![attr_i("fmod", 0)]));
+        }
+        BinaryOp::FloorDiv => {
+            // Integer floor division: a / b truncates; subtract one where the remainder
+            // (ONNX `Mod` with the divisor's sign) is non-zero and the signs differ.
+            if dtype == DType::U32 {
+                return Ok(ex.op("Div", vec![a, c], vec![]));
+            }
+            let q = ex.op("Div", vec![a.clone(), c.clone()], vec![]);
+            let r = ex.op("Mod", vec![a.clone(), c.clone()], vec![attr_i("fmod", 1)]);
+            let zero = ex.scalar(0.0, dtype)?;
+            let rz = ex.op("Equal", vec![r.clone(), zero.clone()], vec![]);
+            let rnz = ex.op("Not", vec![rz], vec![]);
+            let rneg = ex.op("Less", vec![r, zero.clone()], vec![]);
+            let cneg = ex.op("Less", vec![c, zero], vec![]);
+            let differ = ex.op("Xor", vec![rneg, cneg], vec![]);
+            let fix = ex.op("And", vec![rnz, differ], vec![]);
+            let one = ex.scalar(1.0, dtype)?;
+            let q1 = ex.op("Sub", vec![q.clone(), one], vec![]);
+            return Ok(ex.op("Where", vec![fix, q1, q], vec![]));
+        }
+    };
+    Ok(ex.op(simple, vec![a, c], vec![]))
+}
