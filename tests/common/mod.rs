@@ -83,3 +83,19 @@ pub fn assert_close(what: &str, got: &HostTensor, want: &HostTensor, rtol: f32, 
     }
 }
 pub mod grad;
+
+/// A small deterministic generator (xorshift64*), so fuzz failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}

@@ -3,6 +3,7 @@
 //! writes, a save on one device restores into a fresh session on another with identical
 //! values, and names, dtypes, shapes and malformed files give errors, never panics.
 
+use crate::common::Rng;
 use crate::common::{gpu_indices, gpus};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::path::{Path, PathBuf};
@@ -758,21 +759,6 @@ fn restore_checks_names_dtypes_and_shapes_and_changes_nothing_on_error() {
         "{e}"
     );
     std::fs::remove_file(&path).ok();
-}
-
-/// xorshift64*, so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 fn decode_err(bytes: &[u8]) -> String {

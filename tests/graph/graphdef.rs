@@ -2,6 +2,7 @@
 //! example graphs match the builder API, and hostile files are errors naming the place.
 
 use crate::common;
+use crate::common::Rng;
 #[path = "../graphdef/every_new_op.rs"]
 mod every_new_op;
 #[path = "../example_graphs/mod.rs"]
@@ -583,21 +584,6 @@ fn the_largest_declarable_placeholder_loads_without_allocating_for_it() {
     let g = Graph::from_json(text).unwrap();
     assert!(start.elapsed() < Duration::from_secs(1));
     assert_eq!(g.shape(g.tensor("y").unwrap()).unwrap().numel(), 1 << 31);
-}
-
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {

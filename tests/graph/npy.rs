@@ -2,6 +2,7 @@
 //! are read as NumPy reads them (the last duplicate wins; only the three keys exist), and
 //! arbitrary mutations of the header never panic.
 
+use crate::common::Rng;
 use wgflow::npy::{from_bytes, to_bytes};
 use wgflow::{DType, Error, HostTensor};
 
@@ -92,21 +93,6 @@ fn malformed_headers_are_errors_that_say_where() {
     ] {
         let e = msg(&npy(h, &data));
         assert!(e.contains(want), "{h}: {e} (wanted {want})");
-    }
-}
-
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
     }
 }
 

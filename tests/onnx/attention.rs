@@ -3,52 +3,10 @@
 //! suite's `test_attention_*`, `test_rotary_embedding_*`, `test_swiglu*` and
 //! `test_linear_attention_*` cases).
 
-use wgflow::onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension::Value,
-    tensor_shape_proto::Dimension, type_proto, AttributeProto, GraphProto, ModelProto, NodeProto,
-    OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use super::protos::{attr_int, attr_str, value};
+use wgflow::onnx::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
 use wgflow::onnx::{import_bytes, ImportOptions, Message};
 use wgflow::Error;
-
-fn value(name: &str, dims: &[i64]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&d| Dimension {
-            value: Some(Value::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(DataType::Float as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, i: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(i),
-        ..Default::default()
-    }
-}
-
-fn str_attr(name: &str, s: &str) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::String as i32),
-        s: Some(s.as_bytes().to_vec()),
-        ..Default::default()
-    }
-}
 
 /// One `op` node at `opset` over float inputs `(name, dims)`, with outputs `outs`.
 fn model(
@@ -106,7 +64,7 @@ fn attention_3d_needs_head_counts() {
         e.contains("Attention_node") && e.contains("q_num_heads"),
         "{e}"
     );
-    let attrs = vec![int_attr("q_num_heads", 3), int_attr("kv_num_heads", 3)];
+    let attrs = vec![attr_int("q_num_heads", 3), attr_int("kv_num_heads", 3)];
     let e = onnx_error(&model(
         "Attention",
         23,
@@ -126,7 +84,7 @@ fn attention_bad_attributes_and_inputs() {
         ("v", &[1, 2, 3, 4]),
         ("pk", &[1, 2, 1, 4]),
     ];
-    let attrs = vec![int_attr("qk_matmul_output_mode", 7)];
+    let attrs = vec![attr_int("qk_matmul_output_mode", 7)];
     let e = onnx_error(&model(
         "Attention",
         23,
@@ -163,9 +121,9 @@ fn attention_bad_attributes_and_inputs() {
 
 #[test]
 fn linear_attention_rules() {
-    let heads = || vec![int_attr("q_num_heads", 2), int_attr("kv_num_heads", 2)];
+    let heads = || vec![attr_int("q_num_heads", 2), attr_int("kv_num_heads", 2)];
     let mut attrs = heads();
-    attrs.push(str_attr("update_rule", "quadratic"));
+    attrs.push(attr_str("update_rule", "quadratic"));
     let e = onnx_error(&model(
         "LinearAttention",
         27,
@@ -187,7 +145,7 @@ fn linear_attention_rules() {
     ));
     assert!(e.contains("requires the decay input"), "{e}");
     let mut attrs = heads();
-    attrs.push(str_attr("update_rule", "linear"));
+    attrs.push(attr_str("update_rule", "linear"));
     let m = model(
         "LinearAttention",
         27,

@@ -3,56 +3,14 @@
 //! losses), a few Adam steps lower the loss on every device, and `Session::save` names the
 //! weights as the model does.
 
+use super::protos::{attr_int, attr_ints, value};
 use wgflow::onnx::proto::{
-    attribute_proto::AttributeType,
-    tensor_proto::DataType,
-    tensor_shape_proto::{dimension::Value as Dim, Dimension},
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
+    tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    TensorProto,
 };
 use wgflow::onnx::{import_bytes, ImportOptions, Message, Model};
 use wgflow::train::{Adam, Optimizer};
 use wgflow::{Axes, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
-
-fn value(name: &str, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(DataType::Float as i32),
-                shape: Some(TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| Dimension {
-                            value: Some(Dim::DimValue(d)),
-                            ..Default::default()
-                        })
-                        .collect(),
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn ints(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Ints as i32),
-        ints: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn int(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
-}
 
 fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<AttributeProto>) -> NodeProto {
     NodeProto {
@@ -110,16 +68,19 @@ fn cnn() -> ModelProto {
                     "Conv",
                     &["x", "conv.weight", "conv.bias"],
                     "c",
-                    vec![ints("pads", &[1, 1, 1, 1]), ints("kernel_shape", &[3, 3])],
+                    vec![
+                        attr_ints("pads", &[1, 1, 1, 1]),
+                        attr_ints("kernel_shape", &[3, 3]),
+                    ],
                 ),
                 node("Clip", &["c", "zero", "six"], "r", vec![]),
                 node("GlobalAveragePool", &["r"], "p", vec![]),
-                node("Flatten", &["p"], "f", vec![int("axis", 1)]),
+                node("Flatten", &["p"], "f", vec![attr_int("axis", 1)]),
                 node(
                     "Gemm",
                     &["f", "fc.weight", "fc.bias"],
                     "y",
-                    vec![int("transB", 1)],
+                    vec![attr_int("transB", 1)],
                 ),
             ],
             initializer: vec![

@@ -1,37 +1,16 @@
 //! Hostile and broken ONNX files: each is a clear [`wgflow::Error::Onnx`] naming the problem,
 //! never a panic and never an unbounded allocation.
 
+use super::protos::{float_init, value};
+use crate::common::Rng;
 use wgflow::onnx::proto::{
     tensor_proto::{DataLocation, DataType},
-    tensor_shape_proto::{dimension::Value as Dim, Dimension},
+    tensor_shape_proto::dimension::Value as Dim,
     type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
-    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    TensorProto,
 };
 use wgflow::onnx::{import, import_bytes, ImportOptions, Message};
 use wgflow::Error;
-
-fn value(name: &str, dims: &[i64]) -> ValueInfoProto {
-    let shape = TensorShapeProto {
-        dim: dims
-            .iter()
-            .map(|&d| Dimension {
-                value: Some(Dim::DimValue(d)),
-                ..Default::default()
-            })
-            .collect(),
-    };
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(DataType::Float as i32),
-                shape: Some(shape),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
     NodeProto {
@@ -57,16 +36,6 @@ fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>) -> ModelProto {
             output: vec![value("y", &[2, 3])],
             ..Default::default()
         }),
-        ..Default::default()
-    }
-}
-
-fn float_init(name: &str, dims: &[i64], data: Vec<f32>) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Float as i32),
-        float_data: data,
         ..Default::default()
     }
 }
@@ -241,20 +210,6 @@ fn int64_out_of_range_names_the_tensor() {
     }
     let e = onnx_error(&m);
     assert!(e.contains("'big'") && e.contains("1099511627776"), "{e}");
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// Protobuf-aware damage: truncation, bit flips, hostile varints (huge lengths, dims,

@@ -11,4 +11,5 @@ pub mod export;
 pub mod finetune;
 pub mod hostile;
 pub mod light;
+mod protos;
 pub mod recurrent;

@@ -2,83 +2,12 @@
 //! `sequence_lens` (the suite's reference ignores it) and the errors of control flow that
 //! cannot be unrolled at import.
 
+use super::protos::{attr_graph, attr_int, attr_str, float_init, node, typed_value};
 use wgflow::onnx::proto::{
-    attribute_proto::AttributeType,
-    tensor_proto::DataType,
-    tensor_shape_proto::{dimension::Value as Dim, Dimension},
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
+    tensor_proto::DataType, GraphProto, ModelProto, OperatorSetIdProto, TensorProto,
 };
 use wgflow::onnx::{import_bytes, ImportOptions, Message};
 use wgflow::{Device, Error, HostTensor, Session, SessionOptions};
-
-fn value(name: &str, dims: &[i64], elem: DataType) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&d| Dimension {
-            value: Some(Dim::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn init(name: &str, dims: &[i64], data: Vec<f32>) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Float as i32),
-        float_data: data,
-        ..Default::default()
-    }
-}
-
-fn attr_int(name: &str, i: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(i),
-        ..Default::default()
-    }
-}
-
-fn attr_str(name: &str, s: &str) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::String as i32),
-        s: Some(s.as_bytes().to_vec()),
-        ..Default::default()
-    }
-}
-
-fn attr_graph(name: &str, g: GraphProto) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Graph as i32),
-        g: Some(g),
-        ..Default::default()
-    }
-}
-
-fn node(op: &str, inputs: &[&str], outputs: &[&str], attribute: Vec<AttributeProto>) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        attribute,
-        ..Default::default()
-    }
-}
 
 fn model(graph: GraphProto) -> ModelProto {
     ModelProto {
@@ -112,14 +41,14 @@ fn rnn(direction: &str, x: &[f32; 6]) -> (Vec<f32>, Vec<f32>) {
             vec![attr_int("hidden_size", 1), attr_str("direction", direction)],
         )],
         initializer: vec![
-            init("W", &[1, 1, 1], vec![W]),
-            init("R", &[1, 1, 1], vec![R]),
+            float_init("W", &[1, 1, 1], vec![W]),
+            float_init("R", &[1, 1, 1], vec![R]),
             lens,
         ],
-        input: vec![value("x", &[3, 2, 1], DataType::Float)],
+        input: vec![typed_value("x", &[3, 2, 1], DataType::Float)],
         output: vec![
-            value("y", &[3, 1, 2, 1], DataType::Float),
-            value("y_h", &[1, 2, 1], DataType::Float),
+            typed_value("y", &[3, 1, 2, 1], DataType::Float),
+            typed_value("y_h", &[1, 2, 1], DataType::Float),
         ],
         ..Default::default()
     };
@@ -177,7 +106,7 @@ fn import_error(g: GraphProto) -> String {
 fn branch(out: &str, op: &str) -> GraphProto {
     GraphProto {
         node: vec![node(op, &["x"], &[out], vec![])],
-        output: vec![value(out, &[2], DataType::Float)],
+        output: vec![typed_value(out, &[2], DataType::Float)],
         ..Default::default()
     }
 }
@@ -195,10 +124,10 @@ fn if_needs_a_condition_known_at_import() {
             ],
         )],
         input: vec![
-            value("c", &[], DataType::Bool),
-            value("x", &[2], DataType::Float),
+            typed_value("c", &[], DataType::Bool),
+            typed_value("x", &[2], DataType::Float),
         ],
-        output: vec![value("y", &[2], DataType::Float)],
+        output: vec![typed_value("y", &[2], DataType::Float)],
         ..Default::default()
     };
     let e = import_error(g.clone());
@@ -242,13 +171,13 @@ fn loop_needs_conditions_known_at_import() {
             node("Neg", &["x_in"], &["x_out"], vec![]),
         ],
         input: vec![
-            value("i", &[], DataType::Int64),
-            value("c", &[], DataType::Bool),
-            value("x_in", &[2], DataType::Float),
+            typed_value("i", &[], DataType::Int64),
+            typed_value("c", &[], DataType::Bool),
+            typed_value("x_in", &[2], DataType::Float),
         ],
         output: vec![
-            value("go", &[], DataType::Bool),
-            value("x_out", &[2], DataType::Float),
+            typed_value("go", &[], DataType::Bool),
+            typed_value("x_out", &[2], DataType::Float),
         ],
         ..Default::default()
     };
@@ -260,7 +189,7 @@ fn loop_needs_conditions_known_at_import() {
             vec![attr_graph("body", body)],
         )],
         initializer: vec![
-            init("zero", &[], vec![0.0]),
+            float_init("zero", &[], vec![0.0]),
             TensorProto {
                 name: Some("t".into()),
                 data_type: Some(DataType::Bool as i32),
@@ -268,8 +197,8 @@ fn loop_needs_conditions_known_at_import() {
                 ..Default::default()
             },
         ],
-        input: vec![value("x", &[2], DataType::Float)],
-        output: vec![value("y", &[2], DataType::Float)],
+        input: vec![typed_value("x", &[2], DataType::Float)],
+        output: vec![typed_value("y", &[2], DataType::Float)],
         ..Default::default()
     };
     let e = import_error(g);

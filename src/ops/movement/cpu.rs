@@ -9,11 +9,21 @@ use rayon::prelude::*;
 /// Rows this short are copied on one thread: splitting them costs more than it saves.
 const SERIAL_WORDS: usize = 1 << 15;
 
-/// The single input's words, or `None` when the output slot is the input (run the oracle).
-fn single<'a>(k: &dyn KernelDef, inputs: &[CpuIn<'a>]) -> crate::Result<Option<&'a [u32]>> {
+/// The single input's words; `None` when the output slot is the input, after running
+/// `oracle` on it in place.
+fn single<'a>(
+    k: &dyn KernelDef,
+    inputs: &[CpuIn<'a>],
+    out: &mut [u32],
+    oracle: impl Fn(&[u32]) -> Vec<u32>,
+) -> crate::Result<Option<&'a [u32]>> {
     match inputs.first() {
         Some(CpuIn::Words(w)) => Ok(Some(*w)),
-        Some(CpuIn::Output) => Ok(None),
+        Some(CpuIn::Output) => {
+            let words = oracle(out);
+            out.copy_from_slice(&words);
+            Ok(None)
+        }
         None => Err(missing_inputs(k, 0)),
     }
 }
@@ -83,9 +93,7 @@ pub(super) fn permute_into(
     out: &mut [u32],
 ) -> crate::Result<()> {
     check(k, k.out_shape.numel(), out)?;
-    let Some(input) = single(k, inputs)? else {
-        let words = k.reference(out);
-        out.copy_from_slice(&words);
+    let Some(input) = single(k, inputs, out, |w| k.reference(w))? else {
         return Ok(());
     };
     check(k, k.in_shape.numel(), input)?;
@@ -100,9 +108,7 @@ pub(super) fn strided_into(
     out: &mut [u32],
 ) -> crate::Result<()> {
     check(k, k.out_shape.numel(), out)?;
-    let Some(input) = single(k, inputs)? else {
-        let words = k.reference(out);
-        out.copy_from_slice(&words);
+    let Some(input) = single(k, inputs, out, |w| k.reference(w))? else {
         return Ok(());
     };
     // Every offset the kernel reads must be inside the input (the shape rule guarantees it;
@@ -192,9 +198,7 @@ fn input_words<'a>(input: &CpuIn<'a>) -> &'a [u32] {
 /// or all pad value.
 pub(super) fn pad_into(k: &PadKernel, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
     check(k, k.out_shape.numel(), out)?;
-    let Some(input) = single(k, inputs)? else {
-        let words = k.reference(out);
-        out.copy_from_slice(&words);
+    let Some(input) = single(k, inputs, out, |w| k.reference(w))? else {
         return Ok(());
     };
     check(k, k.in_shape.numel(), input)?;
