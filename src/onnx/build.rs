@@ -203,14 +203,18 @@ fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Shape, DType
         .as_ref()
         .ok_or_else(|| fail(at(), "has no declared shape"))?;
     let mut dims = Vec::new();
-    for d in &shape.dim {
+    for (axis, d) in shape.dim.iter().enumerate() {
         dims.push(match &d.value {
             Some(Dim::DimValue(v)) => *v,
             Some(Dim::DimParam(p)) => match opts.dims.get(p) {
                 Some(&v) => v as i64,
                 None => return Err(fail(at(), format!("dimension '{p}' is symbolic: bind it (ImportOptions::dims, --dim {p}=SIZE)"))),
             },
-            None => return Err(fail(at(), "has a dimension of unknown size")),
+            // An unnamed unknown dimension (as skl2onnx writes a batch) is bound by position.
+            None => match opts.dims.get(&format!("{name}:{axis}")) {
+                Some(&v) => v as i64,
+                None => return Err(fail(at(), format!("dimension {axis} has no size or name: bind it (ImportOptions::dims, --dim {name}:{axis}=SIZE)"))),
+            },
         });
     }
     let dims = checked_dims(&dims, opts).map_err(|m| fail(at(), m))?;

@@ -72,7 +72,9 @@ use std::path::Path;
 /// How to import a model.
 #[derive(Debug, Clone)]
 pub struct ImportOptions {
-    /// Sizes of symbolic input dimensions (`dim_param`), by name, e.g. `{"N": 1}`.
+    /// Sizes of symbolic input dimensions (`dim_param`), by name, e.g. `{"N": 1}`; an
+    /// input dimension with neither a size nor a name is bound as `"<input>:<axis>"`, e.g.
+    /// `{"X:0": 16}`.
     pub dims: HashMap<String, usize>,
     /// Graph inputs whose values are given at import instead of fed at run time: they
     /// become constants (and may then be used where a shape must be known at import).

@@ -11,5 +11,6 @@ pub mod export;
 pub mod finetune;
 pub mod hostile;
 pub mod light;
+pub mod peers;
 mod protos;
 pub mod recurrent;
