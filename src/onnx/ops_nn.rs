@@ -106,6 +106,19 @@ pub(super) struct WindowNd {
     pub pads: Vec<usize>,
 }
 
+impl WindowNd {
+    /// Spatial axis `i`'s output length over a padded size `size`.
+    pub(super) fn out_len(&self, i: usize, size: usize) -> Result<usize> {
+        let span = (self.kernel[i] - 1) * self.dilation[i] + 1;
+        if size < span {
+            return Err(bad(format!(
+                "a window spans {span} cells but the padded input has {size} on spatial axis {i}"
+            )));
+        }
+        Ok((size - span) / self.stride[i] + 1)
+    }
+}
+
 /// Window attributes for a spatial input of size `hw` (any rank); `auto_pad` and
 /// `ceil_mode` resolved into explicit pads.
 pub(super) fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<WindowNd> {
@@ -376,13 +389,7 @@ fn window_reduce(cx: &mut Cx, x: Tensor, w: &WindowNd, max: bool) -> Result<Tens
     let mut acc = x;
     for i in 0..w.kernel.len() {
         let size = cx.g.shape(acc)?.dims()[2 + i];
-        let span = (w.kernel[i] - 1) * w.dilation[i] + 1;
-        if size < span {
-            return Err(bad(format!(
-                "a window spans {span} cells but the padded input has {size} on spatial axis {i}"
-            )));
-        }
-        let out = (size - span) / w.stride[i] + 1;
+        let out = w.out_len(i, size)?;
         let mut r: Option<Tensor> = None;
         for j in 0..w.kernel[i] {
             let start = j * w.dilation[i];

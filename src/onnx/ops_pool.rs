@@ -62,13 +62,7 @@ fn max_pool_with_indices(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let mut at = cx.g.pad(ids, &pads, PadMode::Constant(0.0))?;
     for i in (0..k).rev() {
         let size = cx.g.shape(v)?.dims()[2 + i];
-        let span = (w.kernel[i] - 1) * w.dilation[i] + 1;
-        if size < span {
-            return Err(bad(format!(
-                "a window spans {span} cells but the padded input has {size} on spatial axis {i}"
-            )));
-        }
-        let out = (size - span) / w.stride[i] + 1;
+        let out = w.out_len(i, size)?;
         let mut best: Option<(crate::Tensor, crate::Tensor)> = None;
         for j in 0..w.kernel[i] {
             let start = j * w.dilation[i];
