@@ -25,10 +25,13 @@ macro_rules! binary_builders {
 
 mod build;
 pub mod def;
+mod dims;
 mod grad;
 
 pub use build::{Axes, Conv2dOptions, PadMode, RESERVED_VARIABLE_NAME};
 pub use def::{GraphDef, NodeDef};
+pub use dims::{dims_text, Binding, Dim};
+pub(crate) use dims::{SymDim, Symbols};
 
 use crate::device::DeviceSpec;
 use crate::ops::{Declared, Op};
@@ -55,6 +58,11 @@ pub struct Node {
     pub origin: Option<String>,
     /// The nodes whose outputs are its inputs, in slot order (all built before it).
     pub inputs: Vec<NodeId>,
+    /// The dimensions as products of known and run-time sizes, when some are known only at
+    /// run time (`shape` then holds probe sizes: see `graph/dims.rs`).
+    pub(crate) sym: Option<Vec<SymDim>>,
+    /// The value depends on run-time sizes (its shape does, or an input's does).
+    pub(crate) dynamic: bool,
 }
 
 crate::id::typed_id!(
@@ -113,6 +121,8 @@ pub struct Graph {
     names: HashMap<String, NodeId>,
     name_scopes: Vec<String>,
     device_scopes: Vec<DeviceSpec>,
+    /// The dimensions known only at run time.
+    pub(crate) syms: Symbols,
 }
 
 impl Default for Graph {
@@ -129,6 +139,7 @@ impl Graph {
             names: HashMap::new(),
             name_scopes: Vec::new(),
             device_scopes: Vec::new(),
+            syms: Symbols::default(),
         }
     }
 
@@ -186,8 +197,23 @@ impl Graph {
     /// Every accessor taking a [`Tensor`] answers [`Error::ForeignTensor`] for a tensor this
     /// graph did not make, instead of reading another node or panicking.
     #[track_caller]
+    ///
+    /// A tensor with a dimension known only at run time has no shape yet: that is an error
+    /// that lists its dimensions; [`Graph::dims`] answers for every tensor.
     pub fn shape(&self, t: Tensor) -> Result<&Shape> {
-        Ok(&self.get(t, "Graph::shape")?.shape)
+        let node = self.get(t, "Graph::shape")?;
+        if node.sym.is_some() {
+            return Err(Error::build(
+                "Graph::shape",
+                Location::caller(),
+                format!(
+                    "'{}' has dimensions known only at run time, {}; Graph::dims lists them",
+                    node.name,
+                    dims_text(&dims::node_dims(&self.syms, node))
+                ),
+            ));
+        }
+        Ok(&node.shape)
     }
 
     /// The dtype of `t`'s value.
@@ -300,6 +326,18 @@ impl Graph {
         declared: Declared<'_>,
         site: Site<'_>,
     ) -> Result<Tensor> {
+        self.add_op_sym(op, inputs, declared, site, None)
+    }
+
+    /// [`Graph::add_op`] for a node that declares run-time dimensions (a placeholder).
+    pub(crate) fn add_op_sym(
+        &mut self,
+        op: Op,
+        inputs: &[Tensor],
+        declared: Declared<'_>,
+        site: Site<'_>,
+        declared_sym: Option<Vec<SymDim>>,
+    ) -> Result<Tensor> {
         let fail = |m: String| Error::build(site.op, site.loc, m);
         let arity = op.family().arity();
         if !arity.admits(inputs.len()) {
@@ -315,9 +353,67 @@ impl Graph {
             types.push((n.shape.clone(), n.dtype));
             nodes.push(t.node);
         }
-        let (shape, dtype) = op.family().infer(&types, declared).map_err(fail)?;
-        check_size(site.op, &shape, site.loc)?;
-        Ok(self.push(op, &nodes, shape, dtype, site.name, site.loc))
+        let (shape, dtype) = op
+            .family()
+            .infer(&types, declared)
+            .map_err(|m| fail(self.syms.humanize(&m)))?;
+        // A builder that declares a shape derived from a tensor with run-time dimensions
+        // (`broadcast_to(one, shape_of_x)`, a random tensor like x) declares probe sizes.
+        let declared_sym = declared_sym.or_else(|| {
+            let s = declared
+                .shape
+                .filter(|_| self.has_unknown_dims() && !op.is_leaf())?;
+            let sym = self.syms.decode_shape(s);
+            (!sym.iter().all(SymDim::is_known)).then_some(sym)
+        });
+        let dynamic = declared_sym.is_some() || nodes.iter().any(|&n| self.g[n].dynamic);
+        if !dynamic {
+            check_size(site.op, &shape, site.loc)?;
+            return Ok(self.push(op, &nodes, shape, dtype, site.name, site.loc));
+        }
+        if !op.family().rebinds() {
+            return Err(fail(
+                "does not take tensors with dimensions known only at run time yet".into(),
+            ));
+        }
+        // The same rule again under the second probe sizes: the output must be the same
+        // product of known and run-time sizes (see graph/dims.rs).
+        let syms = &self.syms;
+        let mut types_b = Vec::with_capacity(nodes.len());
+        for &n in &nodes {
+            let node = &self.g[n];
+            let s = match &node.sym {
+                Some(sym) => syms.probe_b_shape(sym),
+                None => Some(node.shape.clone()),
+            };
+            let s = s.ok_or_else(|| fail("an input's size overflows".into()))?;
+            types_b.push((s, node.dtype));
+        }
+        let declared_b = match (&declared_sym, declared.shape) {
+            (Some(sym), _) => syms.probe_b_shape(sym),
+            (None, Some(s)) => syms.probe_b_shape(&syms.decode_shape(s)),
+            (None, None) => None,
+        };
+        let sym = declared_sym.unwrap_or_else(|| syms.decode_shape(&shape));
+        let (shape_b, _) = op
+            .family()
+            .infer(
+                &types_b,
+                Declared {
+                    shape: declared_b.as_ref(),
+                    dtype: declared.dtype,
+                },
+            )
+            .map_err(|_| fail(dims::not_a_product(syms, &sym)))?;
+        if Some(&shape_b) != syms.probe_b_shape(&sym).as_ref() {
+            return Err(fail(dims::not_a_product(syms, &sym)));
+        }
+        let known = sym.iter().all(SymDim::is_known);
+        let t = self.push(op, &nodes, shape, dtype, site.name, site.loc);
+        let node = &mut self.g[t.node];
+        node.dynamic = true;
+        node.sym = (!known).then_some(sym);
+        Ok(t)
     }
 
     fn scoped_name(&self, base: &str) -> String {
@@ -357,6 +453,8 @@ impl Graph {
             location,
             origin: None,
             inputs: inputs.to_vec(),
+            sym: None,
+            dynamic: false,
         });
         self.names.insert(name, node);
         Tensor {

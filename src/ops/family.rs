@@ -250,6 +250,14 @@ pub trait Family: fmt::Debug {
         EmptyInput::Impossible
     }
 
+    /// Whether a node of this op may take or produce tensors with dimensions known only at
+    /// run time: its [`Family::rebuild`] must give the right node for any sizes from the op
+    /// and the declared shape alone (a slice's offsets and strides, computed from the sizes
+    /// when it was built, cannot; see `graph/dims.rs`).
+    fn rebinds(&self) -> bool {
+        false
+    }
+
     /// Graph files: why the op cannot be saved, if it cannot (a raw kernel whose output rule
     /// is a closure).
     fn unsavable(&self) -> Option<String> {

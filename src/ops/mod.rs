@@ -15,6 +15,7 @@ pub mod nn;
 pub mod random;
 pub mod reduce;
 pub mod scan;
+pub mod sizes;
 pub mod state;
 pub mod wgsl;
 
@@ -123,6 +124,7 @@ registry! {
         State(State),
         /// Gathers and scatters along an axis with a tensor of indices (`ops/index/`).
         Index(index::Index),
+        Sizes(sizes::Sizes),
     }
     kernels {
         Elementwise(ElementwiseKernel),

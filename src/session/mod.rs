@@ -4,7 +4,7 @@ use crate::backend::timing::Recorder;
 use crate::backend::{self, Created, Prepared, VarStore};
 use crate::compile::{self, Plan, Target};
 use crate::device::{Device, DeviceLimits};
-use crate::graph::{Graph, Tensor};
+use crate::graph::{Binding, Graph, NodeId, Tensor};
 use crate::ops::random::RUN_COUNTER;
 use crate::ops::Leaf;
 use crate::ops::Op;
@@ -34,6 +34,10 @@ pub struct SessionOptions {
     /// compiled, instead of on every run (on by default; off to benchmark or test kernels on
     /// constant inputs).
     pub fold_constants: bool,
+    /// How many bindings of run-time dimensions (distinct sets of sizes, such as batch sizes)
+    /// keep their bound graph and compiled plans; when one more is run, the least recently
+    /// run binding is dropped with its plans (and compiles again if it comes back). At least 1.
+    pub max_bindings: usize,
 }
 
 impl Default for SessionOptions {
@@ -45,6 +49,7 @@ impl Default for SessionOptions {
             default_device: None,
             fuse: true,
             fold_constants: true,
+            max_bindings: 8,
         }
     }
 }
@@ -68,7 +73,7 @@ impl Counters {
     }
 }
 
-/// Placeholders have static shapes, so a plan depends only on what is fetched.
+/// Given the sizes of the run-time dimensions, a plan depends only on what is fetched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Signature {
     fetches: Vec<usize>,
@@ -79,13 +84,37 @@ struct Entry {
     prepared: Prepared,
 }
 
+/// The graph with one binding's sizes, and the plans compiled for it.
+struct Bound {
+    graph: Graph,
+    /// Nodes that need a size this binding lacks (no feed gave it).
+    unbound: Vec<bool>,
+    plans: HashMap<Signature, Entry>,
+    /// The session's run count when it was last used (least recently used is dropped first).
+    used: u64,
+}
+
 /// Runs a graph. Holds a snapshot of the graph taken at creation; tensors of the original
 /// graph remain valid handles into it.
+///
+/// # Plans and run-time dimensions
+///
+/// A plan (placement, kernels, memory plan) is compiled the first time a list of fetches is
+/// run and cached. A graph with dimensions known only at run time
+/// ([`Graph::placeholder_dyn`]) is first **bound**: the sizes are read from the feeds (a
+/// name shared by several placeholders must get one size), the graph is rebuilt with them
+/// (every shape rule runs again, so a size that breaks a rule is an error then, naming the
+/// op and the sizes), and plans are compiled and cached per binding and fetch list. A run
+/// with sizes seen before reuses its plan and creates nothing ([`Session::counters`]); at
+/// most [`SessionOptions::max_bindings`] bindings are kept, the least recently run dropped
+/// first. Variables are shared by every binding.
 pub struct Session {
     graph: Graph,
     target: Target,
     options: SessionOptions,
-    cache: HashMap<Signature, Entry>,
+    cache: HashMap<Binding, Bound>,
+    /// The binding of the latest run (what [`Session::plan`] reports on).
+    last_binding: Binding,
     counters: Counters,
     /// The variables, shared by every plan.
     vars: VarStore,
@@ -142,6 +171,7 @@ impl Session {
             },
             options,
             cache: HashMap::new(),
+            last_binding: Binding::default(),
             counters: Counters::default(),
             vars: VarStore::default(),
             run_counter: 0,
@@ -276,12 +306,13 @@ impl Session {
         trace: Option<&mut Recorder>,
     ) -> Result<Vec<HostTensor>> {
         let counter;
-        let mut fed = self.check_feeds(feeds)?;
+        let (mut fed, binding) = self.check_feeds(feeds)?;
         let sig = self.signature(fetches)?;
-        self.ensure_compiled(&sig, fetches)?;
+        self.ensure_compiled(&binding, &sig, fetches)?;
         let entry = self
             .cache
-            .get_mut(&sig)
+            .get_mut(&binding)
+            .and_then(|b| b.plans.get_mut(&sig))
             .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))?;
         let reads_counter = entry.plan.feeds.iter().any(|(n, _)| n == RUN_COUNTER);
         if reads_counter {
@@ -470,22 +501,107 @@ impl Session {
 
     /// The compiled plan for `fetches` (compiling it if needed): placement, schedule, kernels
     /// and memory. `plan.feeds` lists the placeholders a run must feed.
+    ///
+    /// A graph with run-time dimensions is planned with the sizes of the latest run (an error
+    /// before the first run; see [`Session::plan_with_dims`]).
     pub fn plan(&mut self, fetches: &[Tensor]) -> Result<Arc<Plan>> {
+        let binding = self.last_binding.clone();
         let sig = self.signature(fetches)?;
-        self.ensure_compiled(&sig, fetches)?;
+        self.ensure_compiled(&binding, &sig, fetches)?;
         self.cache
-            .get(&sig)
+            .get(&binding)
+            .and_then(|b| b.plans.get(&sig))
             .map(|e| e.plan.clone())
             .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))
+    }
+
+    /// [`Session::plan`] with the run-time dimensions given by name (`[("batch", 64)]`), as
+    /// [`Graph::dim_names`] lists them.
+    pub fn plan_with_dims(
+        &mut self,
+        fetches: &[Tensor],
+        dims: &[(&str, usize)],
+    ) -> Result<Arc<Plan>> {
+        self.last_binding = self.binding_by_name(dims)?;
+        self.plan(fetches)
+    }
+
+    /// The binding that `dims` names; every name must be one of the graph's.
+    fn binding_by_name(&self, dims: &[(&str, usize)]) -> Result<Binding> {
+        let names = self.graph.dim_names();
+        let mut b = vec![None; names.len()];
+        for &(name, size) in dims {
+            let k = names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| Error::Feed {
+                    name: name.to_string(),
+                    message: format!(
+                        "the graph has no run-time dimension of this name (it has: {})",
+                        names.join(", ")
+                    ),
+                })?;
+            b[k] = Some(size);
+        }
+        Ok(Binding(b))
     }
 
     /// The plan `fetches` would run, compiled but not prepared: no device buffers, pipelines
     /// or bind groups are created and nothing is cached, so tools that only print a plan
     /// (`wgflow plan`, `wgflow dot`) cost no device memory. Errors found only while
     /// preparing (shader validation, dispatch limits) show up at [`Session::plan`] or a run.
+    ///
+    /// A graph with run-time dimensions needs their sizes: [`Session::compile_only_with_dims`].
     pub fn compile_only(&self, fetches: &[Tensor]) -> Result<Plan> {
+        self.compile_only_with_dims(fetches, &[])
+    }
+
+    /// [`Session::compile_only`] with the run-time dimensions given by name (`[("batch", 64)]`).
+    pub fn compile_only_with_dims(
+        &self,
+        fetches: &[Tensor],
+        dims: &[(&str, usize)],
+    ) -> Result<Plan> {
         self.signature(fetches)?;
-        compile::compile(&self.graph, fetches, &self.target)
+        if !self.graph.has_unknown_dims() {
+            return compile::compile(&self.graph, fetches, &self.target);
+        }
+        let binding = self.binding_by_name(dims)?;
+        let (graph, unbound) = self.graph.bind(&binding)?;
+        self.check_bound(&binding, &unbound, fetches)?;
+        compile::compile(&graph, fetches, &self.target)
+    }
+
+    /// A fetch that needs a size no feed gave is an error naming the dimensions.
+    fn check_bound(&self, binding: &Binding, unbound: &[bool], fetches: &[Tensor]) -> Result<()> {
+        let mut stack: Vec<NodeId> = fetches.iter().map(|t| t.node()).collect();
+        let mut seen = vec![false; unbound.len()];
+        while let Some(n) = stack.pop() {
+            if std::mem::replace(&mut seen[n.index()], true) {
+                continue;
+            }
+            if unbound[n.index()] {
+                let missing: Vec<&str> = self
+                    .graph
+                    .dim_names()
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| binding.0.get(*k).copied().flatten().is_none())
+                    .map(|(_, n)| n.as_str())
+                    .collect();
+                let node = &self.graph.g[n.index()];
+                return Err(Error::Feed {
+                    name: node.name.clone(),
+                    message: format!(
+                        "needs the size of run-time dimension(s) {} (built at {}): feed a placeholder that has them",
+                        missing.join(", "),
+                        node.built_at()
+                    ),
+                });
+            }
+            stack.extend(self.graph.g[n.index()].inputs.iter().copied());
+        }
+        Ok(())
     }
 
     fn placeholder_node(&self, t: Tensor) -> Result<&crate::graph::Node> {
@@ -508,21 +624,25 @@ impl Session {
         Ok(node)
     }
 
-    /// The feeds by placeholder name, borrowed: a run copies feed data only into the device.
+    /// The feeds by placeholder name, borrowed (a run copies feed data only into the device),
+    /// and the sizes they give the run-time dimensions.
     fn check_feeds<'f>(
         &self,
         feeds: &'f [(Tensor, HostTensor)],
-    ) -> Result<HashMap<String, &'f HostTensor>> {
+    ) -> Result<(HashMap<String, &'f HostTensor>, Binding)> {
         let mut fed = HashMap::new();
+        let mut sized = Vec::new();
         for (t, value) in feeds {
             let node = self.placeholder_node(*t)?;
-            if value.shape() != &node.shape || value.dtype() != node.dtype {
+            if node.sym.is_some() && value.dtype() == node.dtype {
+                sized.push((t.node(), value.shape()));
+            } else if value.shape() != &node.shape || value.dtype() != node.dtype {
                 return Err(Error::Feed {
                     name: node.name.clone(),
                     message: format!(
                         "expected {} {}, got {} {}",
                         node.dtype,
-                        node.shape,
+                        crate::graph::dims_text(&self.graph.dims(*t)?),
                         value.dtype(),
                         value.shape()
                     ),
@@ -542,7 +662,8 @@ impl Session {
                 });
             }
         }
-        Ok(fed)
+        let binding = self.graph.binding_of(&sized)?;
+        Ok((fed, binding))
     }
 
     fn signature(&self, fetches: &[Tensor]) -> Result<Signature> {
@@ -559,11 +680,55 @@ impl Session {
         })
     }
 
-    fn ensure_compiled(&mut self, sig: &Signature, fetches: &[Tensor]) -> Result<()> {
-        if self.cache.contains_key(sig) {
+    fn ensure_compiled(
+        &mut self,
+        binding: &Binding,
+        sig: &Signature,
+        fetches: &[Tensor],
+    ) -> Result<()> {
+        let now = self.counters.runs;
+        if !self.cache.contains_key(binding) {
+            let (graph, unbound) = if self.graph.has_unknown_dims() {
+                self.graph.bind(binding)?
+            } else {
+                (self.graph.clone(), vec![false; self.graph.len()])
+            };
+            while self.cache.len() >= self.options.max_bindings.max(1) {
+                let oldest = self
+                    .cache
+                    .iter()
+                    .min_by_key(|(_, b)| b.used)
+                    .map(|(k, _)| k.clone());
+                match oldest {
+                    Some(k) => self.cache.remove(&k),
+                    None => break,
+                };
+            }
+            self.cache.insert(
+                binding.clone(),
+                Bound {
+                    graph,
+                    unbound,
+                    plans: HashMap::new(),
+                    used: now,
+                },
+            );
+        }
+        self.last_binding = binding.clone();
+        let bound = self
+            .cache
+            .get_mut(binding)
+            .ok_or_else(|| Error::Internal("bound graph missing from the cache".into()))?;
+        bound.used = now;
+        if bound.plans.contains_key(sig) {
             return Ok(());
         }
-        let plan = compile::compile(&self.graph, fetches, &self.target)?;
+        let bound = self
+            .cache
+            .get(binding)
+            .ok_or_else(|| Error::Internal("bound graph missing from the cache".into()))?;
+        self.check_bound(binding, &bound.unbound, fetches)?;
+        let plan = compile::compile(&bound.graph, fetches, &self.target)?;
         if self.options.log_device_placement {
             for (name, d) in &plan.placement {
                 log::info!(target: "wgflow::placement", "{name}: {d}");
@@ -576,13 +741,17 @@ impl Session {
         // shared variable store, or was dropped; either way the counters say it was made.
         self.counters.add(created);
         let prepared = prepared?;
-        self.cache.insert(
-            sig.clone(),
-            Entry {
-                plan: Arc::new(plan),
-                prepared,
-            },
-        );
+        self.cache
+            .get_mut(binding)
+            .ok_or_else(|| Error::Internal("bound graph missing from the cache".into()))?
+            .plans
+            .insert(
+                sig.clone(),
+                Entry {
+                    plan: Arc::new(plan),
+                    prepared,
+                },
+            );
         Ok(())
     }
 }

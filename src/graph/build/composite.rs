@@ -273,14 +273,35 @@ impl Graph {
         loc: Loc,
     ) -> Result<Tensor> {
         let (count, out) = self.float_reduce_shape(name, x, &axes, keepdims, loc)?;
+        let resolved = match &axes {
+            Axes::All => Vec::new(),
+            Axes::List(l) => {
+                let shape = &self.arg(x, name, loc)?.shape;
+                reduce::reduce_shape(shape, Some(l), keepdims)
+                    .map_err(|m| Error::build(name, loc, m))?
+                    .0
+            }
+        };
         self.name_scope("var", |g| {
             let m = g.reduce(ReduceOp::Mean, x, axes.clone(), true, loc)?;
             let d = g.binary(BinaryOp::Sub, x, m, loc)?;
             let sq = g.binary(BinaryOp::Mul, d, d, loc)?;
             let s = g.reduce(ReduceOp::Sum, sq, axes.clone(), keepdims, loc)?;
-            let n = g.scalar_as(x, count.saturating_sub(ddof) as f32, loc)?;
+            let n = if g.is_dynamic(x) {
+                // A count of run-time size is a value the binding fills in.
+                let dtype = g.arg(x, name, loc)?.dtype;
+                let c = g.size_of_at(x, &resolved, dtype, loc)?;
+                let ddof = g.scalar_as(x, ddof as f32, loc)?;
+                let n = g.binary(BinaryOp::Sub, c, ddof, loc)?;
+                let zero = g.scalar_as(x, 0.0, loc)?;
+                g.binary(BinaryOp::Maximum, n, zero, loc)?
+            } else {
+                g.scalar_as(x, count.saturating_sub(ddof) as f32, loc)?
+            };
             let v = g.binary(BinaryOp::Div, s, n, loc)?;
-            debug_assert!(g.arg(v, name, loc).is_ok_and(|n| n.shape == out));
+            debug_assert!(g
+                .arg(v, name, loc)
+                .is_ok_and(|n| n.shape == out || n.dynamic));
             Ok(v)
         })
     }

@@ -7,7 +7,7 @@
 //! literals inside fused kernels).
 
 use super::Loc;
-use crate::graph::{check_size, Graph, Site, Tensor};
+use crate::graph::{check_size, Dim, Graph, Site, SymDim, Tensor};
 use crate::ops::random::RUN_COUNTER;
 use crate::ops::{Declared, Initializer, Leaf, Op};
 use crate::{DType, Error, HostTensor, Result, Shape};
@@ -73,6 +73,91 @@ impl Graph {
         };
         let site = Site::new("placeholder", location).named(name);
         self.add_op(Op::Leaf(Leaf::Placeholder), &[], declared, site)
+    }
+
+    /// A placeholder with dimensions known only at run time (`tf.placeholder(tf.float32,
+    /// [None, 784])`): each dimension is known ([`Dim::Known`], or `Some(n)`), unknown
+    /// ([`Dim::Unknown`], or `None`), or named ([`Dim::Named`], or a `&str`): dimensions with
+    /// one name have one size, in every placeholder. A session binds the sizes from the feeds
+    /// of each run and compiles one plan per distinct set of sizes (see [`crate::Session`]).
+    ///
+    /// ```
+    /// # fn main() -> wgflow::Result<()> {
+    /// use wgflow::{DType, Dim, Graph, HostTensor, Session, SessionOptions};
+    /// let mut g = Graph::new();
+    /// let x = g.placeholder_dyn("x", [None, Some(3)], DType::F32)?;
+    /// let y = g.sum(x, [1], false)?;
+    /// assert_eq!(g.dims(y)?, [Dim::named("x.0")]);
+    /// let mut s = Session::new(&g, SessionOptions::default())?;
+    /// let two = HostTensor::new([2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+    /// assert_eq!(s.run(&[(x, two)], &[y])?[0].to_vec::<f32>()?, [6.0, 15.0]);
+    /// let one = HostTensor::new([1, 3], vec![1.0f32, 1.0, 1.0])?;
+    /// assert_eq!(s.run(&[(x, one)], &[y])?[0].to_vec::<f32>()?, [3.0]);
+    /// # Ok(()) }
+    /// ```
+    #[track_caller]
+    pub fn placeholder_dyn<D: Into<Dim>>(
+        &mut self,
+        name: &str,
+        dims: impl IntoIterator<Item = D>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let location = Location::caller();
+        let full = self.scoped_name(name);
+        if self.names.contains_key(&full) {
+            return Err(Error::build(
+                "placeholder",
+                location,
+                format!("a node named '{full}' already exists"),
+            ));
+        }
+        let mut sym = Vec::new();
+        for (axis, d) in dims.into_iter().map(Into::into).enumerate() {
+            let symbol = match d {
+                Dim::Known(n) => {
+                    sym.push(SymDim {
+                        factor: n,
+                        pows: Vec::new(),
+                    });
+                    continue;
+                }
+                Dim::Named(n) if n.is_empty() || n.parse::<usize>().is_ok() => {
+                    return Err(Error::build(
+                        "placeholder",
+                        location,
+                        format!("dimension {axis}: '{n}' is not a dimension name"),
+                    ))
+                }
+                Dim::Named(n) => n,
+                Dim::Unknown => format!("{full}.{axis}"),
+                Dim::Product(..) => {
+                    return Err(Error::build(
+                        "placeholder",
+                        location,
+                        format!("dimension {axis}: a placeholder's dimension is a size, a name or unknown, not {d}"),
+                    ))
+                }
+            };
+            let k = self.syms.intern(&symbol);
+            sym.push(SymDim {
+                factor: 1,
+                pows: vec![(k, 1)],
+            });
+        }
+        if sym.iter().all(SymDim::is_known) {
+            let shape = Shape(sym.iter().map(|d| d.factor).collect());
+            return self.placeholder(name, shape, dtype);
+        }
+        let shape = self
+            .syms
+            .probe_a_shape(&sym)
+            .ok_or_else(|| Error::Internal("probe sizes overflow".into()))?;
+        let declared = Declared {
+            shape: Some(&shape),
+            dtype: Some(dtype),
+        };
+        let site = Site::new("placeholder", location).named(name);
+        self.add_op_sym(Op::Leaf(Leaf::Placeholder), &[], declared, site, Some(sym))
     }
 
     /// A variable named `name` (prefixed by the active name scopes) whose first value is
@@ -296,6 +381,12 @@ impl Graph {
 
     fn filled(&mut self, op: &str, shape: Shape, dtype: DType, v: f64, loc: Loc) -> Result<Tensor> {
         let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e))?;
+        if self.has_unknown_dims() && self.syms.decode_shape(&shape).iter().any(|d| !d.is_known()) {
+            // Probe sizes of a tensor with run-time dimensions (see graph/dims.rs): a
+            // broadcast scalar, rebuilt at each binding.
+            let one = self.host_constant(op, Shape::scalar(), dtype, vec![w], loc)?;
+            return self.broadcast_to(one, shape.dims());
+        }
         // Before the values are made: a shape no kernel can index could not be allocated.
         check_size(op, &shape, loc)?;
         let words = vec![w; shape.numel()];

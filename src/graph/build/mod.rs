@@ -19,6 +19,7 @@ mod nn;
 mod random;
 mod reduce;
 mod scan;
+mod sizes;
 mod state;
 
 pub use leaf::RESERVED_VARIABLE_NAME;

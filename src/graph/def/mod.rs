@@ -204,6 +204,15 @@ impl Graph {
     /// ([`Family::unsavable`](crate::ops::Family::unsavable): a raw WGSL kernel whose output
     /// rule is a closure) is an error naming the node.
     pub fn to_def(&self) -> Result<GraphDef> {
+        if self.has_unknown_dims() {
+            return Err(err(
+                "",
+                format!(
+                    "the graph has dimensions known only at run time ({}); graph files hold static shapes only in this version",
+                    self.dim_names().join(", ")
+                ),
+            ));
+        }
         let nodes = self
             .g
             .iter()

@@ -35,7 +35,7 @@ impl CustomElementwise {
             };
             let (e, used) = only_used(&e, &args);
             let d = g.apply_expr(&format!("{}_grad{i}", self.name), e, &used)?;
-            let shape = g.shape(x)?.clone();
+            let shape = g.probe_shape(x)?.clone();
             out.push(Some(fit(g, d, &shape)?));
         }
         Ok(out)
@@ -80,7 +80,10 @@ impl RawWgsl {
                 )));
             };
             let d = g.raw_kernel(kernel, &args)?;
-            let (want, got) = ((g.shape(x)?, g.dtype(x)?), (g.shape(d)?, g.dtype(d)?));
+            let (want, got) = (
+                (g.probe_shape(x)?, g.dtype(x)?),
+                (g.probe_shape(d)?, g.dtype(d)?),
+            );
             if want != got {
                 return Err(fail(format!(
                     "the gradient kernel '{}' of input {i} gives {} {}, but the input is {} {}",

@@ -588,6 +588,11 @@ pub enum Custom {
 }
 
 impl Family for Custom {
+    /// A raw kernel's WGSL may spell out sizes; a typed elementwise function cannot.
+    fn rebinds(&self) -> bool {
+        matches!(self, Custom::Elementwise(_))
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Custom::Elementwise(_) => "custom",

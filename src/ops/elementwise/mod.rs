@@ -391,6 +391,10 @@ impl Elementwise {
 }
 
 impl Family for Elementwise {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Elementwise::Unary(u) => u.name(),

@@ -211,6 +211,10 @@ fn check_indices(
 }
 
 impl Family for Index {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Index::GatherElements { .. } => "gather_elements",

@@ -26,6 +26,10 @@ pub enum Leaf {
 }
 
 impl Family for Leaf {
+    fn rebinds(&self) -> bool {
+        matches!(self, Leaf::Placeholder)
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Leaf::Constant(_) => "constant",

@@ -18,7 +18,7 @@ impl MatMul {
     /// [`Family::grad`](crate::ops::Family::grad)).
     pub(super) fn vjp(&self, g: &mut Graph, cx: &GradCx<'_>) -> Result<Vec<Option<Tensor>>> {
         let (a, b) = (cx.inputs[0], cx.inputs[1]);
-        let (sa, sb) = (g.shape(a)?.clone(), g.shape(b)?.clone());
+        let (sa, sb) = (g.probe_shape(a)?.clone(), g.probe_shape(b)?.clone());
         let (ma, mb) = (as_matrix(&sa, true), as_matrix(&sb, false));
         let out =
             matmul_shape(&ma, &mb).map_err(|m| Error::Internal(format!("matmul grad: {m}")))?;
@@ -44,7 +44,7 @@ impl MatMul {
 
 /// `t` viewed as `shape` (no node when it already has it).
 fn view(g: &mut Graph, t: Tensor, shape: &Shape) -> Result<Tensor> {
-    if g.shape(t)? == shape {
+    if g.probe_shape(t)? == shape {
         return Ok(t);
     }
     let dims: Vec<isize> = shape.0.iter().map(|&d| d as isize).collect();
@@ -53,7 +53,7 @@ fn view(g: &mut Graph, t: Tensor, shape: &Shape) -> Result<Tensor> {
 
 /// The last two axes swapped (a matrix transpose of every batch).
 fn swap_last(g: &mut Graph, t: Tensor) -> Result<Tensor> {
-    let r = g.shape(t)?.rank() as isize;
+    let r = g.probe_shape(t)?.rank() as isize;
     let mut perm: Vec<isize> = (0..r).collect();
     perm.swap((r - 2) as usize, (r - 1) as usize);
     g.transpose(t, &perm)

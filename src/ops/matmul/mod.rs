@@ -422,6 +422,10 @@ impl MatMulKernel {
 pub struct MatMul;
 
 impl Family for MatMul {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "matmul"
     }

@@ -467,6 +467,17 @@ pub enum Movement {
 }
 
 impl Family for Movement {
+    /// A slice's offset and strides are computed from the sizes it was built with.
+    fn rebinds(&self) -> bool {
+        !matches!(
+            self,
+            Movement::Strided {
+                kind: StridedKind::Slice,
+                ..
+            }
+        )
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Movement::Reshape => "reshape",

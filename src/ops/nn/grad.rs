@@ -46,11 +46,11 @@ impl Nn {
         match *self {
             Nn::Conv2d { window, groups } => {
                 let (x, w) = (cx.inputs[0], cx.inputs[1]);
-                let xs = dims4(g.shape(x)?);
-                let ws = dims4(g.shape(w)?);
+                let xs = dims4(g.probe_shape(x)?);
+                let ws = dims4(g.probe_shape(w)?);
                 // An empty side (no batch, no channels) contributes nothing: zeros, without
                 // building ops over empty tensors.
-                if xs.contains(&0) || ws.contains(&0) || g.shape(cx.dy)?.numel() == 0 {
+                if xs.contains(&0) || ws.contains(&0) || g.probe_shape(cx.dy)?.numel() == 0 {
                     let dx = want(0)
                         .then(|| g.zeros(xs.to_vec(), DType::F32))
                         .transpose()?;
@@ -73,10 +73,10 @@ impl Nn {
                     return Ok(vec![None]);
                 }
                 let x = cx.inputs[0];
-                let xs = dims4(g.shape(x)?);
+                let xs = dims4(g.probe_shape(x)?);
                 let hw = [xs[2], xs[3]];
                 let (k, s, p) = (window.kernel, window.stride, window.padding);
-                let ys = g.shape(cx.dy)?.clone();
+                let ys = g.probe_shape(cx.dy)?.clone();
                 let gathered = NnGradKernel {
                     op: match kind {
                         PoolKind::Max => NnGradOp::MaxPool,
@@ -113,7 +113,7 @@ impl Nn {
             }
             Nn::Conv2dBackpropFilter { window, groups } => {
                 let (x, dy) = (cx.inputs[0], cx.inputs[1]);
-                let xs = dims4(g.shape(x)?);
+                let xs = dims4(g.probe_shape(x)?);
                 let opts = window.conv_options(groups);
                 let dx = want(0)
                     .then(|| g.conv2d_backprop_input(dy, cx.dy, [xs[2], xs[3]], opts))
@@ -141,7 +141,7 @@ impl Nn {
                 let x = cx.inputs[0];
                 let dx = want(0)
                     .then(|| {
-                        let xs = g.shape(x)?.dims().to_vec();
+                        let xs = g.probe_shape(x)?.dims().to_vec();
                         g.zeros(xs, DType::F32)
                     })
                     .transpose()?;
@@ -168,7 +168,7 @@ pub mod reference {
         input_hw: [usize; 2],
         opts: Conv2dOptions,
     ) -> Result<Tensor> {
-        let ws = dims4(g.shape(w)?);
+        let ws = dims4(g.probe_shape(w)?);
         let window = Window::conv([ws[2], ws[3]], &opts);
         conv_input_grad(g, dy, w, &window, opts.groups, input_hw)
     }
@@ -231,7 +231,7 @@ fn pad_or_crop(g: &mut Graph, t: Tensor, sides: [(isize, isize); 2]) -> Result<T
         t = g.pad(t, &pads, PadMode::Constant(0.0))?;
     }
     if sides.iter().any(|&(a, b)| a < 0 || b < 0) {
-        let d = dims4(g.shape(t)?);
+        let d = dims4(g.probe_shape(t)?);
         let cut = |k: usize| {
             let (a, b) = sides[k];
             SliceArg::range(grow(-a) as isize, d[2 + k] as isize - grow(-b) as isize)
@@ -252,7 +252,7 @@ fn conv_transpose(
     groups: usize,
     hw: [usize; 2],
 ) -> Result<Tensor> {
-    let [n, ci, oh, ow] = dims4(g.shape(dy)?);
+    let [n, ci, oh, ow] = dims4(g.probe_shape(dy)?);
     let s = window.stride;
     // Zeros interleaved: [.., OH, 1, OW, 1] padded to [.., OH, s, OW, s] gives rows y·s.
     let dilated = if s == [1, 1] {
@@ -297,7 +297,7 @@ fn conv_input_grad(
     groups: usize,
     hw: [usize; 2],
 ) -> Result<Tensor> {
-    let [o, cg, kh, kw] = dims4(g.shape(w)?);
+    let [o, cg, kh, kw] = dims4(g.probe_shape(w)?);
     let og = o / groups;
     // [O, Cg, KH, KW] → [C, Og, KH, KW]: each group's in and out channels swap places.
     let t = g.reshape(w, &isz(&[groups, og, cg, kh, kw]))?;
@@ -316,8 +316,8 @@ fn conv_weight_grad(
     groups: usize,
     k: [usize; 2],
 ) -> Result<Tensor> {
-    let [n, c, h, wd] = dims4(g.shape(x)?);
-    let [_, o, oh, ow] = dims4(g.shape(dy)?);
+    let [n, c, h, wd] = dims4(g.probe_shape(x)?);
+    let [_, o, oh, ow] = dims4(g.probe_shape(dy)?);
     let (cg, og) = (c / groups, o / groups);
     // x → [Cg, G·N, H, W] and dy → [O, N, OH, OW]: the batch is the contracted channel, and
     // group `o / Og` of the output reads channels `[g·N, (g + 1)·N)`, its own group's.
@@ -393,7 +393,7 @@ fn in_bounds(window: &Window, k: usize, outs: usize, n: usize) -> Vec<Vec<bool>>
 
 /// avg pooling's gradient: each window's `dy / count` added to every in-bounds cell.
 fn avg_pool_grad(g: &mut Graph, dy: Tensor, hw: [usize; 2], window: &Window) -> Result<Tensor> {
-    let [n, c, oh, ow] = dims4(g.shape(dy)?);
+    let [n, c, oh, ow] = dims4(g.probe_shape(dy)?);
     let [h, wd] = hw;
     let rows = in_bounds(window, 0, oh, h);
     let cols = in_bounds(window, 1, ow, wd);
@@ -445,8 +445,8 @@ fn window_taps(g: &mut Graph, t: Tensor, window: &Window, out: [usize; 2]) -> Re
 /// true tap per window (the first in-bounds cell, in row-major window order, that equals
 /// the output, or is NaN when the output is).
 fn first_max(g: &mut Graph, x: Tensor, y: Tensor, window: &Window) -> Result<Tensor> {
-    let [_, _, h, wd] = dims4(g.shape(x)?);
-    let [_, _, oh, ow] = dims4(g.shape(y)?);
+    let [_, _, h, wd] = dims4(g.probe_shape(x)?);
+    let [_, _, oh, ow] = dims4(g.probe_shape(y)?);
     let [kh, kw] = window.kernel;
     let stacked = window_taps(g, x, window, [oh, ow])?;
     let ye = g.expand_dims(y, 2)?;
@@ -483,8 +483,8 @@ fn max_pool_grad(
     dy: Tensor,
     window: &Window,
 ) -> Result<Tensor> {
-    let [n, c, h, wd] = dims4(g.shape(x)?);
-    let [_, _, oh, ow] = dims4(g.shape(dy)?);
+    let [n, c, h, wd] = dims4(g.probe_shape(x)?);
+    let [_, _, oh, ow] = dims4(g.probe_shape(dy)?);
     let [kh, kw] = window.kernel;
     let first = first_max(g, x, y, window)?;
     let zero = g.constant(0.0f32)?;
@@ -509,7 +509,7 @@ fn max_pool_grad(
 fn max_pool_gather(g: &mut Graph, x: Tensor, gx: Tensor, window: &Window) -> Result<Tensor> {
     let (k, s, p) = (window.kernel, window.stride, window.padding);
     let y = g.max_pool2d(x, k, s, p)?;
-    let [_, _, oh, ow] = dims4(g.shape(y)?);
+    let [_, _, oh, ow] = dims4(g.probe_shape(y)?);
     let first = first_max(g, x, y, window)?;
     let taps = window_taps(g, gx, window, [oh, ow])?;
     let zero = g.constant(0.0f32)?;

@@ -430,6 +430,10 @@ pub enum Nn {
 }
 
 impl Family for Nn {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Nn::Conv2d { .. } => "conv2d",

@@ -243,6 +243,10 @@ impl RandomKernel {
 // ---------------------------------------------------------------- the family
 
 impl Family for RandomSpec {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         RandomSpec::name(self)
     }

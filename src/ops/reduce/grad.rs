@@ -25,16 +25,16 @@ impl Reduce {
         if !cx.wants(0) {
             return Ok(vec![None]);
         }
-        let (shape, dtype) = (g.shape(x)?.clone(), g.dtype(x)?);
+        let (shape, dtype) = (g.probe_shape(x)?.clone(), g.dtype(x)?);
         if shape.numel() == 0 {
             return Ok(vec![Some(zeros(g, &shape, dtype)?)]);
         }
         let dx = match self.op {
             ReduceOp::Sum => self.spread(g, x, cx.dy)?,
             ReduceOp::Mean => {
-                let count: usize = self.axes.iter().map(|&a| shape.0[a]).product();
-                let scale = g.full(Shape::scalar(), dtype, 1.0 / count as f64)?;
-                let d = g.mul(cx.dy, scale)?;
+                // A count of run-time size is a value the binding fills in.
+                let count = g.size_of(x, &self.axes, dtype)?;
+                let d = g.div(cx.dy, count)?;
                 self.spread(g, x, d)?
             }
             ReduceOp::Max | ReduceOp::Min => self.extreme(g, x, cx)?,
@@ -88,7 +88,7 @@ impl Reduce {
     /// so that it broadcasts against the input.
     fn keep(&self, g: &mut Graph, x: Tensor, t: Tensor) -> Result<Tensor> {
         let kept: Vec<isize> = g
-            .shape(x)?
+            .probe_shape(x)?
             .0
             .iter()
             .enumerate()
@@ -106,9 +106,9 @@ impl Reduce {
     /// `t` (shaped like the reduction's output) with the reduced axes restored as size 1,
     /// then broadcast back to the input's shape.
     pub(super) fn spread(&self, g: &mut Graph, x: Tensor, t: Tensor) -> Result<Tensor> {
-        let shape = g.shape(x)?.clone();
+        let shape = g.probe_shape(x)?.clone();
         let t = self.keep(g, x, t)?;
-        if g.shape(t)? == &shape {
+        if g.probe_shape(t)? == &shape {
             Ok(t)
         } else {
             g.broadcast_to(t, &shape.0)

@@ -457,6 +457,10 @@ pub struct Reduce {
 }
 
 impl Family for Reduce {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         self.op.name()
     }

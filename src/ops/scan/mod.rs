@@ -184,6 +184,10 @@ impl Scan {
 }
 
 impl Family for Scan {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         self.op.name()
     }

@@ -23,6 +23,10 @@ pub enum State {
 }
 
 impl Family for State {
+    fn rebinds(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         match self {
             State::Assign => "assign",
