@@ -121,7 +121,7 @@ fn main() {
     reduction("max of rows 4096^2", |g, a| g.max(a, [1], false).unwrap());
 
     let data = load_digits(&data_dir()).unwrap();
-    let mut d = build_digits(&data, Model::Cnn, 64, 1).unwrap();
+    let mut d = build_digits(&data, Model::Cnn, 1).unwrap();
     let train = Adam::new(0.003)
         .minimize(&mut d.graph, d.loss, &d.params)
         .unwrap();

@@ -70,15 +70,17 @@ impl Model {
     }
 }
 
-/// A model's graph: the dataset as device-resident constants, a fed batch of indices, the
-/// batch's mean cross-entropy, and the test set's accuracy.
+/// A model's graph: the dataset as device-resident constants, a fed batch of image indices
+/// of any size (a run-time dimension: training batches, the last partial batch and the
+/// whole test set all run this one graph), the batch's mean cross-entropy and accuracy.
 pub struct DigitsGraph {
     pub graph: Graph,
-    /// i32 `[batch]`: indices of the training images of one step.
+    /// i32 `[batch]` (`batch` known at run time): indices of the images of one run.
     pub batch: Tensor,
     /// Mean softmax cross-entropy of the batch.
     pub loss: Tensor,
-    /// Fraction of the test images classified correctly (f32 scalar).
+    /// Fraction of the batch's images classified correctly (f32 scalar); fed
+    /// [`test_indices`], the test accuracy.
     pub accuracy: Tensor,
     /// The variables, in [`Model::params`] order.
     pub params: Vec<Tensor>,
@@ -93,8 +95,7 @@ pub fn logits(g: &mut Graph, model: Model, x: Tensor, p: &[Tensor]) -> wgflow::R
             g.linear(h, p[2], Some(p[3]))
         }
         Model::Cnn => {
-            let n = g.shape(x)?.0[0] as isize;
-            let img = g.reshape(x, &[n, 1, 8, 8])?;
+            let img = g.reshape(x, &[-1, 1, 8, 8])?;
             let pad = Conv2dOptions {
                 padding: [1, 1],
                 ..Default::default()
@@ -105,22 +106,16 @@ pub fn logits(g: &mut Graph, model: Model, x: Tensor, p: &[Tensor]) -> wgflow::R
             let c = g.conv2d(c, p[2], Some(p[3]), pad)?;
             let c = g.relu(c)?;
             let c = g.max_pool2d(c, [2, 2], [2, 2], [0, 0])?;
-            let flat = g.reshape(c, &[n, -1])?;
+            let flat = g.reshape(c, &[-1, 128])?;
             g.linear(flat, p[4], Some(p[5]))
         }
     }
 }
 
-/// Build `model` for batches of `batch` training images, its weights drawn with `seed`
-/// (He normal for weights, zeros for biases).
-pub fn build_digits(
-    data: &Digits,
-    model: Model,
-    batch: usize,
-    seed: u64,
-) -> wgflow::Result<DigitsGraph> {
+/// Build `model` for batches of any size, its weights drawn with `seed` (He normal for
+/// weights, zeros for biases).
+pub fn build_digits(data: &Digits, model: Model, seed: u64) -> wgflow::Result<DigitsGraph> {
     let mut g = Graph::new();
-    let n = data.images.shape().0[0];
     let images = g.constant(data.images.clone())?;
     let labels = g.constant(data.labels.clone())?;
     let scale = g.constant(1.0f32 / 16.0)?;
@@ -138,19 +133,14 @@ pub fn build_digits(
             g.variable_with(&format!("{}/{name}", model.name()), shape, DType::F32, init)
         })
         .collect::<wgflow::Result<Vec<_>>>()?;
-    // Training: only the batch's indices are fed; the images never leave the device.
-    let idx = g.placeholder("batch", [batch], DType::I32)?;
+    // Only the batch's indices are fed; the images never leave the device.
+    let idx = g.placeholder_dyn("batch", [None], DType::I32)?;
     let x = g.take(pixels, idx, 0)?;
     let y = g.take(labels, idx, 0)?;
     let out = logits(&mut g, model, x, &params)?;
     let loss = cross_entropy(&mut g, out, y)?;
-    // Evaluation on the test images, all at once.
-    let test_idx = g.arange(TRAIN as f64, n as f64, 1.0, DType::I32)?;
-    let tx = g.take(pixels, test_idx, 0)?;
-    let ty = g.take(labels, test_idx, 0)?;
-    let tout = logits(&mut g, model, tx, &params)?;
-    let predicted = g.argmax(tout, Some(1), false)?;
-    let right = g.equal(predicted, ty)?;
+    let predicted = g.argmax(out, Some(1), false)?;
+    let right = g.equal(predicted, y)?;
     let right = g.cast(right, DType::F32)?;
     let accuracy = g.mean(right, Axes::All, false)?;
     Ok(DigitsGraph {
@@ -172,9 +162,16 @@ pub fn cross_entropy(g: &mut Graph, logits: Tensor, labels: Tensor) -> wgflow::R
     g.neg(mean)
 }
 
+/// The indices of the test images (the images after the first [`TRAIN`]).
+pub fn test_indices(data: &Digits) -> HostTensor {
+    let n = data.images.shape().0[0] as i32;
+    let idx: Vec<i32> = (TRAIN as i32..n).collect();
+    HostTensor::new(vec![idx.len()], idx).expect("test indices")
+}
+
 /// The order of training images for `epochs` epochs: a fresh permutation per epoch from a
-/// fixed seed (xorshift + Fisher–Yates), cut into batches of `batch` (the remainder of each
-/// epoch is dropped).
+/// fixed seed (xorshift + Fisher–Yates), cut into batches of `batch` (the last batch of
+/// each epoch holds the remainder: 29 images for batches of 64).
 pub fn batches(epochs: usize, batch: usize, seed: u64) -> Vec<HostTensor> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
@@ -190,8 +187,8 @@ pub fn batches(epochs: usize, batch: usize, seed: u64) -> Vec<HostTensor> {
             let j = (next() % (i as u64 + 1)) as usize;
             order.swap(i, j);
         }
-        for chunk in order.chunks_exact(batch) {
-            out.push(HostTensor::new(vec![batch], chunk.to_vec()).expect("batch"));
+        for chunk in order.chunks(batch) {
+            out.push(HostTensor::new(vec![chunk.len()], chunk.to_vec()).expect("batch"));
         }
     }
     out

@@ -290,6 +290,33 @@ impl Graph {
         Ok(node_dims(&self.syms, self.get(t, "Graph::dims")?))
     }
 
+    /// The graph with its run-time dimensions given sizes by name (`[("batch", 64)]`): a
+    /// static graph whose tensors are this graph's (same nodes, names and handles), rebuilt
+    /// with those sizes as a session does for a run. For tools that need static shapes
+    /// (ONNX export, a printed plan). Every dimension needs a size.
+    pub fn with_dims(&self, dims: &[(&str, usize)]) -> Result<Graph> {
+        let mut b = vec![None; self.syms.names.len()];
+        for &(name, size) in dims {
+            let k = self.syms.names.iter().position(|n| n == name).ok_or_else(|| {
+                Error::Feed {
+                    name: name.to_string(),
+                    message: format!(
+                        "the graph has no run-time dimension of this name (it has: {})",
+                        self.syms.names.join(", ")
+                    ),
+                }
+            })?;
+            b[k] = Some(size);
+        }
+        if let Some(k) = b.iter().position(Option::is_none) {
+            return Err(Error::Feed {
+                name: self.syms.names[k].clone(),
+                message: "this run-time dimension needs a size".into(),
+            });
+        }
+        Ok(self.bind(&Binding(b))?.0)
+    }
+
     /// Whether `t`'s value depends on sizes known only at run time (its shape, or an input's).
     pub(crate) fn is_dynamic(&self, t: Tensor) -> bool {
         self.owns(t) && self.g[t.node].dynamic

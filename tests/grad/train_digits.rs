@@ -33,7 +33,7 @@ fn golden(name: &str) -> HostTensor {
 
 fn check_gradients(model: Model) {
     let data = load_digits(&data_dir()).unwrap();
-    let mut d = build_digits(&data, model, 32, 1).unwrap();
+    let mut d = build_digits(&data, model, 1).unwrap();
     let grads: Vec<Tensor> = d
         .graph
         .gradients(d.loss, &d.params)
@@ -87,7 +87,7 @@ fn cnn_loss_and_gradients_match_jax() {
 /// the loss of every step and the final test accuracy.
 fn train(model: Model, device: Device, epochs: usize, steps: Option<usize>) -> (Vec<f32>, f32) {
     let data = load_digits(&data_dir()).unwrap();
-    let mut d = build_digits(&data, model, 64, 1).unwrap();
+    let mut d = build_digits(&data, model, 1).unwrap();
     let train = Adam::new(0.003)
         .minimize(&mut d.graph, d.loss, &d.params)
         .unwrap();
@@ -103,7 +103,8 @@ fn train(model: Model, device: Device, epochs: usize, steps: Option<usize>) -> (
             s.run_targets(&[(d.batch, idx)], &[train]).unwrap();
         }
     }
-    let acc = s.run(&[], &[d.accuracy]).unwrap()[0].item::<f32>().unwrap();
+    let test = (d.batch, test_indices(&data));
+    let acc = s.run(&[test], &[d.accuracy]).unwrap()[0].item::<f32>().unwrap();
     (losses, acc)
 }
 

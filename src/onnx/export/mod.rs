@@ -87,6 +87,15 @@ pub fn model(
     if fetches.is_empty() {
         return Err(fail("export", "nothing to export: no fetches"));
     }
+    if graph.has_unknown_dims() {
+        return Err(fail(
+            "export",
+            format!(
+                "the graph has dimensions known only at run time ({}); export Graph::with_dims's static graph",
+                graph.dim_names().join(", ")
+            ),
+        ));
+    }
     let mut needed = vec![false; graph.len()];
     for &t in fetches {
         graph.node(t)?;
