@@ -5,7 +5,7 @@
 // once by graph-examples/data/export_digits.py in a fixed shuffled order; the first
 // `TRAIN` images are the training set, the rest the test set.
 
-use wgflow::{Axes, Conv2dOptions, DType, Graph, HostTensor, Initializer, Tensor};
+use wgflow::{Axes, Conv2dOptions, DType, Dim, Graph, HostTensor, Initializer, Tensor};
 
 /// Images in the training set (the rest, 360, are the test set).
 pub const TRAIN: usize = 1437;
@@ -134,7 +134,7 @@ pub fn build_digits(data: &Digits, model: Model, seed: u64) -> wgflow::Result<Di
         })
         .collect::<wgflow::Result<Vec<_>>>()?;
     // Only the batch's indices are fed; the images never leave the device.
-    let idx = g.placeholder_dyn("batch", [None], DType::I32)?;
+    let idx = g.placeholder_dyn("batch", [Dim::named("batch")], DType::I32)?;
     let x = g.take(pixels, idx, 0)?;
     let y = g.take(labels, idx, 0)?;
     let out = logits(&mut g, model, x, &params)?;

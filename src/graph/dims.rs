@@ -123,7 +123,12 @@ const PROBE_A_BASE: usize = 131_071;
 const PROBE_B_BASE: usize = 196_613;
 
 fn next_prime(mut n: usize) -> usize {
-    let is_prime = |n: usize| n > 1 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d));
+    let is_prime = |n: usize| {
+        n > 1
+            && (2..)
+                .take_while(|d| d * d <= n)
+                .all(|d| !n.is_multiple_of(d))
+    };
     while !is_prime(n) {
         n += 1;
     }
@@ -297,15 +302,18 @@ impl Graph {
     pub fn with_dims(&self, dims: &[(&str, usize)]) -> Result<Graph> {
         let mut b = vec![None; self.syms.names.len()];
         for &(name, size) in dims {
-            let k = self.syms.names.iter().position(|n| n == name).ok_or_else(|| {
-                Error::Feed {
+            let k = self
+                .syms
+                .names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| Error::Feed {
                     name: name.to_string(),
                     message: format!(
                         "the graph has no run-time dimension of this name (it has: {})",
                         self.syms.names.join(", ")
                     ),
-                }
-            })?;
+                })?;
             b[k] = Some(size);
         }
         if let Some(k) = b.iter().position(Option::is_none) {

@@ -104,7 +104,9 @@ fn train(model: Model, device: Device, epochs: usize, steps: Option<usize>) -> (
         }
     }
     let test = (d.batch, test_indices(&data));
-    let acc = s.run(&[test], &[d.accuracy]).unwrap()[0].item::<f32>().unwrap();
+    let acc = s.run(&[test], &[d.accuracy]).unwrap()[0]
+        .item::<f32>()
+        .unwrap();
     (losses, acc)
 }
 

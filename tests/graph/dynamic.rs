@@ -155,3 +155,230 @@ fn one_graph_trains_every_batch_size_like_static_graphs() {
         assert_eq!(s.counters().plans_compiled, 3, "{device}");
     }
 }
+
+type Build = fn(&mut Graph, Tensor) -> wgflow::Result<Tensor>;
+
+/// One graph per op family over `x` of shape `[n, 4, 6]`.
+fn family_cases() -> Vec<(&'static str, Build)> {
+    vec![
+        ("elementwise", |g, x| {
+            let c = g.constant(HostTensor::new([6], values(6, 7))?)?;
+            let y = g.mul(x, c)?;
+            g.tanh(y)
+        }),
+        ("sum and max over the batch", |g, x| {
+            let s = g.sum(x, [0], false)?;
+            let m = g.max(x, [0, 2], true)?;
+            let m = g.reshape(m, &[4])?;
+            let m = g.reshape(m, &[4, 1])?;
+            g.add(s, m)
+        }),
+        ("mean over everything", |g, x| g.mean(x, Axes::All, false)),
+        ("var and softmax", |g, x| {
+            let v = g.var(x, [0, 1], 1, false)?;
+            let s = g.softmax(x, -1)?;
+            let s = g.sum(s, [0], false)?;
+            g.add(s, v)
+        }),
+        ("matmul", |g, x| {
+            let w = g.constant(HostTensor::new([6, 3], values(18, 8))?)?;
+            g.matmul(x, w)
+        }),
+        ("reshape -1 and transpose", |g, x| {
+            let r = g.reshape(x, &[-1, 12])?;
+            g.transpose(r, &[1, 0])
+        }),
+        ("broadcast and concat", |g, x| {
+            let c = g.concat(&[x, x], 2)?;
+            let one = g.constant(1.0f32)?;
+            let b = g.broadcast_to(one, &[1, 4, 12])?;
+            g.sub(c, b)
+        }),
+        ("conv2d and pooling", |g, x| {
+            let img = g.reshape(x, &[-1, 1, 4, 6])?;
+            let w = g.constant(HostTensor::new([2, 1, 3, 3], values(18, 9))?)?;
+            let c = g.conv2d(img, w, None, Default::default())?;
+            g.max_pool2d(c, [2, 2], [1, 1], [0, 0])
+        }),
+        ("cumsum and layer norm", |g, x| {
+            let c = g.cumsum(x, 0)?;
+            g.layer_norm(c, None, None, -1, 1e-5)
+        }),
+        ("take with a run-time index count", |g, x| {
+            let flat = g.reshape(x, &[-1])?;
+            let idx = g.constant(HostTensor::new([3], vec![0i32, 2, 5])?)?;
+            let t = g.take(x, idx, 2)?;
+            let s = g.sum(flat, Axes::All, false)?;
+            g.add(t, s)
+        }),
+        ("shape_of and size_of", |g, x| {
+            let s = g.shape_of(x)?;
+            let s = g.cast(s, DType::F32)?;
+            let n = g.size_of(x, &[0], DType::F32)?;
+            g.mul(s, n)
+        }),
+    ]
+}
+
+#[test]
+fn every_family_with_a_run_time_batch_equals_the_static_graph_bit_for_bit() {
+    for device in devices() {
+        for (name, build) in family_cases() {
+            let mut g = Graph::new();
+            let x = g
+                .placeholder_dyn("x", [None, Some(4), Some(6)], DType::F32)
+                .unwrap();
+            let y = build(&mut g, x).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut s = session_on(&g, device);
+            for n in [3usize, 1, 5, 3] {
+                let feed = HostTensor::new([n, 4, 6], values(n * 24, n as u64)).unwrap();
+                let got = s
+                    .run(&[(x, feed.clone())], &[y])
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let mut fixed = Graph::new();
+                let fx = fixed.placeholder("x", [n, 4, 6], DType::F32).unwrap();
+                let fy = build(&mut fixed, fx).unwrap();
+                let want = session_on(&fixed, device)
+                    .run(&[(fx, feed)], &[fy])
+                    .unwrap();
+                assert_eq!(got[0].shape(), want[0].shape(), "{name} on {device}, n={n}");
+                assert_eq!(got[0].words(), want[0].words(), "{name} on {device}, n={n}");
+            }
+            assert_eq!(s.counters().plans_compiled, 3, "{name} on {device}");
+        }
+    }
+}
+
+#[test]
+fn run_time_sizes_are_checked_with_clear_errors() {
+    let mut g = Graph::new();
+    let x = g
+        .placeholder_dyn("x", [Dim::named("batch"), 2.into()], DType::F32)
+        .unwrap();
+    let y = g
+        .placeholder_dyn("y", [Dim::named("batch")], DType::F32)
+        .unwrap();
+    let s = g.sum(x, [1], false).unwrap();
+    let z = g.add(s, y).unwrap();
+    // What a builder can check, it checks at build time, naming the dimension.
+    let e = g.add(x, y).unwrap_err().to_string();
+    assert!(e.contains("[batch, 2]") && e.contains("[batch]"), "{e}");
+    let e = g.shape(x).unwrap_err().to_string();
+    assert!(e.contains("[batch, 2]") && e.contains("Graph::dims"), "{e}");
+    let e = g
+        .slice(x, &[wgflow::ops::SliceArg::range(0, 1)])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("run time"), "{e}");
+    let img = g
+        .placeholder_dyn(
+            "img",
+            [1.into(), 1.into(), Dim::named("h"), 8.into()],
+            DType::F32,
+        )
+        .unwrap();
+    let w = g
+        .constant(HostTensor::new([1, 1, 3, 3], vec![1.0f32; 9]).unwrap())
+        .unwrap();
+    let opts = wgflow::Conv2dOptions {
+        stride: [2, 2],
+        ..Default::default()
+    };
+    let e = g.conv2d(img, w, None, opts).unwrap_err().to_string();
+    assert!(e.contains("cannot carry") && e.contains("conv2d"), "{e}");
+    assert!(g.to_json().unwrap_err().to_string().contains("run time"));
+
+    let mut s = session_on(&g, Device::Cpu);
+    let f = |shape: &[usize]| {
+        HostTensor::new(shape.to_vec(), vec![1.0f32; shape.iter().product()]).unwrap()
+    };
+    let e = s
+        .run(&[(x, f(&[3, 2])), (y, f(&[4]))], &[z])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("'batch'") && e.contains("x") && e.contains("y"),
+        "{e}"
+    );
+    let e = s
+        .run(&[(x, f(&[3, 2, 1])), (y, f(&[3]))], &[z])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 2") && e.contains("[batch, 2]"), "{e}");
+    let e = s
+        .run(&[(x, f(&[3, 5])), (y, f(&[3]))], &[z])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("axis 1 must be 2"), "{e}");
+    // A fetch that needs a size no feed gave.
+    let e = s.run(&[(x, f(&[3, 2]))], &[z]).unwrap_err().to_string();
+    assert!(e.contains("batch") || e.contains("not fed"), "{e}");
+    // A size that breaks a limit is an error at the run, naming the sizes and the op.
+    let mut g = Graph::new();
+    let x = g
+        .placeholder_dyn("x", [Dim::named("n"), 1.into()], DType::F32)
+        .unwrap();
+    let wide = g
+        .constant(HostTensor::new([1, 1 << 20], vec![0.0f32; 1 << 20]).unwrap())
+        .unwrap();
+    let big = g.add(x, wide).unwrap();
+    let mut s = session_on(&g, Device::Cpu);
+    assert_eq!(
+        s.run(&[(x, f(&[2, 1]))], &[big]).unwrap()[0].shape().dims(),
+        [2, 1 << 20]
+    );
+    let e = s
+        .run(&[(x, f(&[8192, 1]))], &[big])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("n=8192") && e.contains("2^32"), "{e}");
+}
+
+/// d mean(tanh(x·w)) / dw with a run-time batch, against central differences in f64.
+#[test]
+fn gradients_with_a_run_time_batch_match_finite_differences() {
+    let mut g = Graph::new();
+    let x = g.placeholder_dyn("x", [None, Some(3)], DType::F32).unwrap();
+    let w = g
+        .variable("w", HostTensor::new([3, 2], values(6, 5)).unwrap())
+        .unwrap();
+    let h = g.matmul(x, w).unwrap();
+    let t = g.tanh(h).unwrap();
+    let loss = g.mean(t, Axes::All, false).unwrap();
+    let dw = g.gradients(loss, &[w]).unwrap()[0].unwrap();
+    let wv: Vec<f64> = values(6, 5).iter().map(|&v| f64::from(v)).collect();
+    for device in devices() {
+        let mut s = session_on(&g, device);
+        for n in [4usize, 1, 7] {
+            let xv = values(n * 3, 100 + n as u64);
+            let got = s
+                .run(&[(x, HostTensor::new([n, 3], xv.clone()).unwrap())], &[dw])
+                .unwrap()[0]
+                .to_vec::<f32>()
+                .unwrap();
+            let f = |w: &[f64]| -> f64 {
+                let mut sum = 0.0;
+                for r in 0..n {
+                    for c in 0..2 {
+                        let z: f64 = (0..3)
+                            .map(|k| f64::from(xv[r * 3 + k]) * w[k * 2 + c])
+                            .sum();
+                        sum += z.tanh();
+                    }
+                }
+                sum / (2 * n) as f64
+            };
+            for i in 0..6 {
+                let (mut up, mut down) = (wv.clone(), wv.clone());
+                up[i] += 1e-6;
+                down[i] -= 1e-6;
+                let want = (f(&up) - f(&down)) / 2e-6;
+                assert!(
+                    (f64::from(got[i]) - want).abs() < 1e-5,
+                    "{device} n={n} dw[{i}] {} vs {want}",
+                    got[i]
+                );
+            }
+        }
+    }
+}
