@@ -458,7 +458,15 @@ impl Graph {
             };
             g.device_scopes.extend(node.device);
             let before = g.len();
-            let r = node.op.family().rebuild(&mut g, &nd, &inputs);
+            let probe_in: Vec<Shape> = node
+                .inputs
+                .iter()
+                .map(|&n| self.g[n.index()].shape.clone())
+                .collect();
+            let r = node
+                .op
+                .family()
+                .rebind(&mut g, &nd, &inputs, &probe_in, &node.shape);
             g.device_scopes.clear();
             let t = r.map_err(|e| match e {
                 Error::Build { message, .. } | Error::GraphDef { message, .. } => at_run(message),

@@ -125,7 +125,9 @@ impl Graph {
         for (k, &y) in ys.iter().enumerate() {
             let seed = match grad_ys {
                 Some(gy) => gy[k],
-                None => self.name_scope("gradients", |g| g.ones_like(y, loc))?,
+                None => {
+                    self.name_scope("gradients", |g| g.filled_like(y, 1.0, "ones_like", loc))?
+                }
             };
             arriving.entry(y.node).or_default().push(seed);
         }
@@ -292,22 +294,5 @@ impl Graph {
             self.device_scopes.pop();
         }
         r
-    }
-
-    /// A tensor of ones shaped like `x` (a broadcast scalar, not a full constant).
-    pub(crate) fn ones_like(
-        &mut self,
-        x: Tensor,
-        loc: &'static Location<'static>,
-    ) -> Result<Tensor> {
-        let (shape, dtype) = {
-            let n = self.arg(x, "ones_like", loc)?;
-            (n.shape.clone(), n.dtype)
-        };
-        let one = self.full(Shape::new(Vec::<usize>::new()), dtype, 1.0)?;
-        if shape.rank() == 0 {
-            return Ok(one);
-        }
-        self.broadcast_to(one, &shape.0)
     }
 }

@@ -397,7 +397,7 @@ impl Graph {
         let sym = declared_sym.unwrap_or_else(|| syms.decode_shape(&shape));
         let (shape_b, _) = op
             .family()
-            .infer(
+            .infer_resized(
                 &types_b,
                 Declared {
                     shape: declared_b.as_ref(),

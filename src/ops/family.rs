@@ -258,6 +258,33 @@ pub trait Family: fmt::Debug {
         false
     }
 
+    /// The shape/dtype rule under other sizes of the run-time dimensions than the node was
+    /// built with (the second probe of `graph/dims.rs`). A family whose attributes were
+    /// computed from the sizes (a strided read's offset) answers with what does not depend on
+    /// them; the binding runs the full rule again.
+    fn infer_resized(
+        &self,
+        inputs: &[(Shape, DType)],
+        declared: Declared<'_>,
+    ) -> std::result::Result<(Shape, DType), String> {
+        self.infer(inputs, declared)
+    }
+
+    /// The node rebuilt for a binding of run-time sizes (see `graph/dims.rs`): `node` has the
+    /// bound shape, `inputs` the bound inputs; `probe_in` and `probe_out` are the shapes the
+    /// node was built with (probe sizes for the run-time dimensions). By default the node is
+    /// rebuilt as a graph file's is ([`Family::rebuild`]).
+    fn rebind(
+        &self,
+        g: &mut Graph,
+        node: &NodeDef,
+        inputs: &[Tensor],
+        _probe_in: &[Shape],
+        _probe_out: &Shape,
+    ) -> Result<Tensor> {
+        self.rebuild(g, node, inputs)
+    }
+
     /// Graph files: why the op cannot be saved, if it cannot (a raw kernel whose output rule
     /// is a closure).
     fn unsavable(&self) -> Option<String> {

@@ -211,6 +211,26 @@ fn family_cases() -> Vec<(&'static str, Build)> {
             let s = g.sum(flat, Axes::All, false)?;
             g.add(t, s)
         }),
+        ("slices of known axes, flip, pad", |g, x| {
+            use wgflow::ops::SliceArg;
+            let full = SliceArg::full();
+            let s = g.slice(
+                x,
+                &[
+                    full,
+                    SliceArg::range(1, 3),
+                    SliceArg::new(Some(-1), None, -2),
+                ],
+            )?;
+            let f = g.flip(s, [0, 2])?;
+            g.pad(f, &[(0, 0), (1, 2), (0, 1)], wgflow::PadMode::Constant(0.5))
+        }),
+        ("zeros_like and ones_like", |g, x| {
+            let z = g.zeros_like(x)?;
+            let o = g.ones_like(x)?;
+            let s = g.add(x, o)?;
+            g.sub(s, z)
+        }),
         ("shape_of and size_of", |g, x| {
             let s = g.shape_of(x)?;
             let s = g.cast(s, DType::F32)?;
@@ -269,7 +289,10 @@ fn run_time_sizes_are_checked_with_clear_errors() {
         .slice(x, &[wgflow::ops::SliceArg::range(0, 1)])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("run time"), "{e}");
+    assert!(
+        e.contains("axis 0 of [batch, 2] is known only at run time"),
+        "{e}"
+    );
     let img = g
         .placeholder_dyn(
             "img",

@@ -255,6 +255,30 @@ impl Graph {
         self.filled("ones", shape.into(), dtype, 1.0, Location::caller())
     }
 
+    /// Zeros with `x`'s shape and dtype, also when some of its dimensions are known only at
+    /// run time (a broadcast scalar: nothing of that size is stored).
+    #[track_caller]
+    pub fn zeros_like(&mut self, x: Tensor) -> Result<Tensor> {
+        self.filled_like(x, 0.0, "zeros_like", Location::caller())
+    }
+
+    /// Ones with `x`'s shape and dtype (see [`Graph::zeros_like`]).
+    #[track_caller]
+    pub fn ones_like(&mut self, x: Tensor) -> Result<Tensor> {
+        self.filled_like(x, 1.0, "ones_like", Location::caller())
+    }
+
+    pub(crate) fn filled_like(&mut self, x: Tensor, v: f64, op: &str, loc: Loc) -> Result<Tensor> {
+        let node = self.arg(x, op, loc)?;
+        let (shape, dtype) = (node.shape.clone(), node.dtype);
+        let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e))?;
+        let c = self.host_constant(op, Shape::scalar(), dtype, vec![w], loc)?;
+        if shape.rank() == 0 {
+            return Ok(c);
+        }
+        self.broadcast_to(c, shape.dims())
+    }
+
     /// A constant of `shape` filled with `value` (which must be representable in `dtype`).
     #[track_caller]
     pub fn full(&mut self, shape: impl Into<Shape>, dtype: DType, value: f64) -> Result<Tensor> {

@@ -143,6 +143,7 @@ impl Graph {
     #[track_caller]
     pub fn slice(&mut self, x: Tensor, args: &[SliceArg]) -> Result<Tensor> {
         let loc = Location::caller();
+        self.whole_run_time_axes(x, args, loc)?;
         let from = self.arg(x, "slice", loc)?.shape.clone();
         let (to, offset, strides) =
             movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;
@@ -422,7 +423,32 @@ impl Graph {
         )
     }
 
+    /// A slice takes each run-time axis whole: its other arguments would depend on the size
+    /// (see `Movement::rebind`).
+    fn whole_run_time_axes(&self, x: Tensor, args: &[SliceArg], loc: Loc) -> Result<()> {
+        let Some(sym) = &self.arg(x, "slice", loc)?.sym else {
+            return Ok(());
+        };
+        let full = |a: &SliceArg| a.step == 1 && a.start.is_none_or(|s| s == 0) && a.stop.is_none();
+        let bad = sym
+            .iter()
+            .enumerate()
+            .find(|(k, d)| !d.is_known() && args.get(*k).is_some_and(|a| !full(a)));
+        match bad {
+            None => Ok(()),
+            Some((k, _)) => Err(Error::build(
+                "slice",
+                loc,
+                format!(
+                    "axis {k} of {} is known only at run time; only a whole `:` slice of it is supported",
+                    crate::graph::dims_text(&self.dims(x)?)
+                ),
+            )),
+        }
+    }
+
     fn slice_at(&mut self, x: Tensor, args: &[SliceArg], loc: Loc) -> Result<Tensor> {
+        self.whole_run_time_axes(x, args, loc)?;
         let from = self.arg(x, "slice", loc)?.shape.clone();
         let (to, offset, strides) =
             movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;

@@ -176,7 +176,12 @@ fn bad(message: String) -> Error {
 /// The slice arguments that give exactly `offset` and `strides` on a contiguous `input` with
 /// output `out`, or why there are none. Every index the slice reads is checked to lie inside
 /// the input (first and last along each axis; the slice rule then reads nothing else).
-fn slice_args(input: &Shape, out: &Shape, offset: i64, strides: &[i64]) -> Result<Vec<SliceArg>> {
+pub(super) fn slice_args(
+    input: &Shape,
+    out: &Shape,
+    offset: i64,
+    strides: &[i64],
+) -> Result<Vec<SliceArg>> {
     let rank = input.rank();
     if strides.len() != rank || out.rank() != rank {
         return Err(bad(format!(

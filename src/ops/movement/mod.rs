@@ -467,15 +467,52 @@ pub enum Movement {
 }
 
 impl Family for Movement {
-    /// A slice's offset and strides are computed from the sizes it was built with.
+    /// A slice of a tensor with run-time dimensions takes them whole (its builder checks).
     fn rebinds(&self) -> bool {
-        !matches!(
-            self,
+        true
+    }
+
+    /// A strided read's offset and strides hold the sizes it was built with: under others,
+    /// only its declared shape (against the strides' rank) is checked.
+    fn infer_resized(
+        &self,
+        inputs: &[(Shape, DType)],
+        declared: Declared<'_>,
+    ) -> Result<(Shape, DType), String> {
+        match (self, inputs.first()) {
+            (Movement::Strided { strides, .. }, Some((_, dtype))) => {
+                let out = declared.need_shape(self.name())?;
+                if out.rank() != strides.len() {
+                    return Err(format!("{} to {out} with {} strides", self.name(), strides.len()));
+                }
+                Ok((out.clone(), *dtype))
+            }
+            _ => self.infer(inputs, declared),
+        }
+    }
+
+    /// A slice's offset and strides were computed from the sizes it was built with: its
+    /// arguments are read back from those, then applied to the bound input (a run-time axis,
+    /// sliced whole, takes its new size: the stop clamps).
+    fn rebind(
+        &self,
+        g: &mut Graph,
+        node: &NodeDef,
+        x: &[Tensor],
+        probe_in: &[Shape],
+        probe_out: &Shape,
+    ) -> crate::Result<Tensor> {
+        match self {
             Movement::Strided {
                 kind: StridedKind::Slice,
-                ..
+                offset,
+                strides,
+            } => {
+                let args = file::slice_args(&probe_in[0], probe_out, *offset, strides)?;
+                g.slice(x[0], &args)
             }
-        )
+            _ => file::rebuild(self, g, node, x),
+        }
     }
 
     fn name(&self) -> &'static str {
