@@ -1344,3 +1344,58 @@ fn profile_zeros_that_do_not_fit_are_an_error() {
         "{stderr}"
     );
 }
+
+/// A graph file with a run-time batch: `plan` asks for its size, `--dim` gives it, and
+/// `run` binds it from the feed.
+#[test]
+fn run_time_dimensions_take_dim_or_a_feed() {
+    let dir = scratch("dims");
+    let mut g = wgflow::Graph::new();
+    let x = g
+        .placeholder_dyn(
+            "x",
+            [wgflow::Dim::named("batch"), 3.into()],
+            wgflow::DType::F32,
+        )
+        .unwrap();
+    let y = g.sum(x, [1], false).unwrap();
+    g.relu(y).unwrap();
+    let file = dir.join("dyn.json");
+    g.save(&file).unwrap();
+    let file = file.to_str().unwrap();
+    let out = wgflow(&["plan", file, "--device", "cpu:0"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--dim batch=SIZE"),
+        "{}",
+        text(&out.stderr)
+    );
+    let plan = run_ok(&["plan", file, "--device", "cpu:0", "--dim", "batch=5"]);
+    assert!(plan.contains("[5, 3]") || plan.contains("[5]"), "{plan}");
+    let out = wgflow(&["plan", file, "--dim", "rows=5"]);
+    assert!(text(&out.stderr).contains("batch"), "{}", text(&out.stderr));
+    let feed = dir.join("x.npy");
+    wgflow::npy::write(
+        &feed,
+        &wgflow::HostTensor::new([2, 3], vec![1.0f32, 2.0, 3.0, -4.0, -5.0, -6.0]).unwrap(),
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    run_ok(&[
+        "run",
+        file,
+        "--device",
+        "cpu:0",
+        "--feed",
+        &format!("x={}", feed.display()),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let got: Vec<std::path::PathBuf> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    let v = wgflow::npy::read(&got[0]).unwrap();
+    assert_eq!(v.to_vec::<f32>().unwrap(), [6.0, 0.0]);
+}

@@ -325,6 +325,65 @@ impl Graph {
         Ok(self.bind(&Binding(b))?.0)
     }
 
+    /// A graph file's node with run-time `dims` as the builders see it: its shape in probe
+    /// sizes. Every name must be a dimension of an earlier placeholder.
+    pub(crate) fn probe_def(
+        &self,
+        nd: &super::NodeDef,
+        dims: &[Dim],
+    ) -> std::result::Result<super::NodeDef, String> {
+        let sym = dims
+            .iter()
+            .map(|d| self.sym_dim(d))
+            .collect::<std::result::Result<Vec<_>, String>>()?;
+        let shape = self
+            .syms
+            .probe_a_shape(&sym)
+            .ok_or_else(|| format!("{} is too large", dims_text(dims)))?;
+        Ok(super::NodeDef {
+            shape,
+            ..nd.clone()
+        })
+    }
+
+    fn sym_dim(&self, d: &Dim) -> std::result::Result<SymDim, String> {
+        let find = |name: &str| {
+            self.syms
+                .names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| {
+                    format!(
+                        "dimension {} is not a dimension of an earlier placeholder",
+                        super::def::quote(name)
+                    )
+                })
+        };
+        match d {
+            Dim::Known(n) => Ok(SymDim {
+                factor: *n,
+                pows: Vec::new(),
+            }),
+            Dim::Named(name) => Ok(SymDim {
+                factor: 1,
+                pows: vec![(find(name)?, 1)],
+            }),
+            Dim::Product(k, names) => {
+                let mut pows: Vec<(usize, u32)> = Vec::new();
+                for name in names {
+                    let s = find(name)?;
+                    match pows.iter_mut().find(|(t, _)| *t == s) {
+                        Some((_, e)) => *e += 1,
+                        None => pows.push((s, 1)),
+                    }
+                }
+                pows.sort_unstable();
+                Ok(SymDim { factor: *k, pows })
+            }
+            Dim::Unknown => Err("an unknown dimension needs a name in a graph file".into()),
+        }
+    }
+
     /// Whether `t`'s value depends on sizes known only at run time (its shape, or an input's).
     pub(crate) fn is_dynamic(&self, t: Tensor) -> bool {
         self.owns(t) && self.g[t.node].dynamic
@@ -436,6 +495,7 @@ impl Graph {
                 op: node.op.clone(),
                 inputs: Vec::new(),
                 shape,
+                dims: None,
                 dtype: node.dtype,
                 device: node.device,
             };

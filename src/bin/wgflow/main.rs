@@ -42,7 +42,8 @@ enum Command {
         /// The graph file (JSON written by Graph::save), or an ONNX model (`.onnx`).
         #[arg(value_name = "GRAPH.json")]
         graph: PathBuf,
-        /// An ONNX model's symbolic input dimension (repeatable), e.g. `--dim N=1`.
+        /// A size for an ONNX model's symbolic input dimension or a graph file's run-time
+        /// dimension (repeatable), e.g. `--dim N=1`.
         #[arg(long = "dim", value_name = "NAME=SIZE")]
         dims: Vec<String>,
     },
@@ -128,7 +129,8 @@ struct GraphArgs {
     /// The graph file (JSON written by Graph::save), or an ONNX model (`.onnx`).
     #[arg(value_name = "GRAPH.json")]
     graph: PathBuf,
-    /// An ONNX model's symbolic input dimension (repeatable), e.g. `--dim N=1`.
+    /// A size for an ONNX model's symbolic input dimension or a graph file's run-time
+    /// dimension (repeatable), e.g. `--dim batch=64`.
     #[arg(long = "dim", value_name = "NAME=SIZE")]
     dims: Vec<String>,
     /// A node to fetch (repeatable). Default: the graph's sinks (nodes no other node uses).
@@ -318,6 +320,7 @@ fn print_plan(args: &GraphArgs, json: bool, memory: Option<&Path>, force: bool) 
         check_output(m, force)?;
     }
     let (session, fetches) = open(args)?;
+    needs_sizes(session.graph())?;
     let plan = session.compile_only(&fetches)?;
     if let Some(m) = memory {
         write_output(m, plan.memory_svg().as_bytes(), force)?;
@@ -330,8 +333,28 @@ fn print_plan(args: &GraphArgs, json: bool, memory: Option<&Path>, force: bool) 
     Ok(())
 }
 
+/// A plan has static shapes: a graph with run-time dimensions needs `--dim` for each.
+fn needs_sizes(graph: &Graph) -> wgflow::Result<()> {
+    if !graph.has_unknown_dims() {
+        return Ok(());
+    }
+    let dims: Vec<String> = graph
+        .dim_names()
+        .iter()
+        .map(|n| format!("--dim {}=SIZE", truncate(n, MAX_QUOTED_CHARS)))
+        .collect();
+    Err(Error::GraphDef {
+        at: "--dim".into(),
+        message: format!(
+            "the graph has dimensions known only at run time; give each a size: {}",
+            dims.join(" ")
+        ),
+    })
+}
+
 fn print_dot(args: &GraphArgs) -> CliResult {
     let (session, fetches) = open(args)?;
+    needs_sizes(session.graph())?;
     let plan = session.compile_only(&fetches)?;
     write_stdout(format_args!(
         "{}",
@@ -451,13 +474,24 @@ fn load_path(path: &Path, dims: &[String]) -> wgflow::Result<(Graph, Vec<Tensor>
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
     if !onnx {
-        if let Some(d) = dims.first() {
-            return Err(Error::Onnx {
-                at: truncate(d, MAX_QUOTED_CHARS),
-                message: "--dim is for ONNX models (.onnx)".into(),
-            });
+        let graph = Graph::load(path)?;
+        if dims.is_empty() {
+            return Ok((graph, Vec::new()));
         }
-        return Ok((Graph::load(path)?, Vec::new()));
+        // A graph file's run-time dimensions, given sizes: the static graph they make.
+        let mut sizes = Vec::with_capacity(dims.len());
+        for d in dims {
+            let bad = || Error::GraphDef {
+                at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
+                message: format!(
+                    "expected NAME=SIZE with NAME one of the graph's run-time dimensions ({})",
+                    graph.dim_names().join(", ")
+                ),
+            };
+            let (name, size) = d.split_once('=').ok_or_else(bad)?;
+            sizes.push((name, size.parse::<usize>().map_err(|_| bad())?));
+        }
+        return Ok((graph.with_dims(&sizes)?, Vec::new()));
     }
     let mut opts = wgflow::onnx::ImportOptions::default();
     for d in dims {

@@ -4,12 +4,13 @@
 //! precise place and dispatches the attributes to the families by op name ([`Op::read`]).
 //! The format itself is documented in the parent module.
 
-use super::attrs::{located, quote, short, List, NodeIn, NodeOut, UInt};
+use super::attrs::{located, quote, short, List, NodeIn, NodeOut};
 use super::{
     check_declared, err, needs_version, node_at, GraphDef, NodeDef, FORMAT, MAX_ELEMENTS,
-    STATELESS_VERSION, VERSION,
+    RUN_TIME_DIMS_VERSION, STATELESS_VERSION, VERSION,
 };
 use crate::device::DeviceSpec;
+use crate::graph::Dim;
 use crate::ops::{Arity, Op};
 use crate::{DType, Error, Result, Shape};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
@@ -85,10 +86,18 @@ struct CommonOut<'a> {
     op: &'a str,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     inputs: &'a [String],
-    shape: &'a [usize],
+    shape: Vec<DimOut>,
     dtype: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     device: Option<String>,
+}
+
+/// A `shape` entry: a size, or (version 3) a run-time dimension's name or product.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DimOut {
+    Size(usize),
+    Name(String),
 }
 
 /// One node as a line of JSON: the common fields, then the family's attributes.
@@ -98,7 +107,16 @@ fn node_line(i: usize, nd: &NodeDef) -> Result<String> {
         name: &nd.name,
         op: family.name(),
         inputs: &nd.inputs,
-        shape: nd.shape.dims(),
+        shape: match &nd.dims {
+            None => nd.shape.dims().iter().map(|&d| DimOut::Size(d)).collect(),
+            Some(dims) => dims
+                .iter()
+                .map(|d| match d {
+                    crate::graph::Dim::Known(n) => DimOut::Size(*n),
+                    other => DimOut::Name(other.to_string()),
+                })
+                .collect(),
+        },
         dtype: nd.dtype.to_string(),
         device: nd.device.map(|d| d.to_string()),
     })?;
@@ -220,6 +238,16 @@ pub fn def_from_json(text: &str) -> Result<GraphDef> {
         .collect::<Result<Vec<_>>>()?;
     // A file says which version it needs, so an older build rejects it at the top rather
     // than at an unknown op; a node newer than its file's version is an error too.
+    if let Some((i, nd)) = nodes
+        .iter()
+        .enumerate()
+        .find(|(_, nd)| nd.dims.is_some() && version < RUN_TIME_DIMS_VERSION)
+    {
+        return Err(err(
+            format!("{}.shape", node_at(i, &nd.name)),
+            format!("dimensions known only at run time need \"version\": {RUN_TIME_DIMS_VERSION} (the file says {version})"),
+        ));
+    }
     if let Some((i, nd)) = nodes
         .iter()
         .enumerate()
@@ -346,13 +374,80 @@ struct CommonIn {
     op: String,
     #[serde(default)]
     inputs: Vec<String>,
-    shape: List<UInt<{ MAX_ELEMENTS as u64 }>>,
+    shape: List<DimIn>,
     #[serde(deserialize_with = "dtype")]
     dtype: DType,
     #[serde(default, deserialize_with = "device")]
     device: Option<DeviceSpec>,
     #[serde(flatten)]
     attrs: Map<String, Value>,
+}
+
+/// A `shape` entry as read: a size, or a run-time dimension (`"batch"`, `"784*batch"`).
+enum DimIn {
+    Size(usize),
+    Dim(Dim),
+}
+
+/// The longest run-time dimension text a file may hold.
+const DIM_TEXT_MAX: usize = 256;
+
+impl<'de> Deserialize<'de> for DimIn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) => match n.as_u64() {
+                Some(v) if v <= MAX_ELEMENTS as u64 => Ok(DimIn::Size(v as usize)),
+                _ => Err(de::Error::custom(format!(
+                    "a dimension is an integer from 0 to {MAX_ELEMENTS} or a run-time dimension's name, found {n}"
+                ))),
+            },
+            Value::String(s) => parse_dim(&s).map(DimIn::Dim).map_err(de::Error::custom),
+            other => Err(de::Error::custom(format!(
+                "a dimension is an integer or a run-time dimension's name, found {}",
+                short(&other)
+            ))),
+        }
+    }
+}
+
+/// `batch` or `784*batch*seq`: a known factor and names of run-time dimensions.
+fn parse_dim(s: &str) -> std::result::Result<Dim, String> {
+    if s.len() > DIM_TEXT_MAX {
+        return Err(format!(
+            "a run-time dimension {} is longer than {DIM_TEXT_MAX} bytes",
+            quote(s)
+        ));
+    }
+    let mut factor: usize = 1;
+    let mut names = Vec::new();
+    for part in s.split('*') {
+        if let Ok(n) = part.parse::<usize>() {
+            factor = factor
+                .checked_mul(n)
+                .filter(|&f| f <= MAX_ELEMENTS)
+                .ok_or_else(|| format!("dimension {} is too large", quote(s)))?;
+            continue;
+        }
+        let ok = part
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-/:".contains(c));
+        if !ok {
+            return Err(format!(
+                "{} is not a run-time dimension (a name such as \"batch\", or a product such as \"784*batch\")",
+                quote(s)
+            ));
+        }
+        names.push(part.to_string());
+    }
+    Ok(match (factor, names.len()) {
+        (_, 0) => Dim::Known(factor),
+        (1, 1) => Dim::Named(names.remove(0)),
+        _ => Dim::Product(factor, names),
+    })
 }
 
 fn dtype<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<DType, D::Error> {
@@ -400,7 +495,28 @@ fn read_node(i: usize, v: &Value) -> Result<NodeDef> {
     let name = node_name(i, v)?;
     let at = node_at(i, name);
     let mut c: CommonIn = serde_path_to_error::deserialize(v).map_err(|e| located(&at, e, 0))?;
-    let shape = Shape(c.shape.0.into_iter().map(UInt::get).collect());
+    let run_time = c.shape.0.iter().any(|d| matches!(d, DimIn::Dim(_)));
+    let dims: Option<Vec<Dim>> = run_time.then(|| {
+        c.shape
+            .0
+            .iter()
+            .map(|d| match d {
+                DimIn::Size(n) => Dim::Known(*n),
+                DimIn::Dim(d) => d.clone(),
+            })
+            .collect()
+    });
+    // The families read a stand-in shape: a run-time dimension counts as 1.
+    let shape = Shape(
+        c.shape
+            .0
+            .iter()
+            .map(|d| match d {
+                DimIn::Size(n) => *n,
+                DimIn::Dim(_) => 1,
+            })
+            .collect(),
+    );
     check_declared(&at, &shape)?;
     // Read already (it names the node); the flattened map caught it.
     c.attrs.remove("name");
@@ -429,6 +545,7 @@ fn read_node(i: usize, v: &Value) -> Result<NodeDef> {
         op,
         inputs: c.inputs,
         shape,
+        dims,
         dtype: c.dtype,
         device: c.device,
     })

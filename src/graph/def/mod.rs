@@ -49,6 +49,13 @@
 //!
 //! * **1**: stateless graphs (every op but the three below).
 //! * **2**: adds state: `variable` (with its initializer), `assign` and `group`.
+//! * **3**: adds dimensions known only at run time ([`Graph::placeholder_dyn`]): a `shape`
+//!   entry may be a name (`"batch"`: a placeholder's run-time dimension, and every dimension
+//!   with that name) or a product of a size and names (`"784*batch"`). A name must belong to
+//!   a placeholder listed earlier. The strided attributes (`offset`, `strides`) of such a
+//!   graph's nodes are written for the stand-in sizes its builders computed with, and are
+//!   checked against them on load like any other. A graph without run-time dimensions is
+//!   still written as version 1 or 2.
 //!
 //! A graph is written with the lowest version that has all its ops ([`GraphDef::version`]):
 //! version 2 only when it has a variable, an assignment or a group, version 1 otherwise.
@@ -96,7 +103,7 @@
 //! more bytes)`), and no place or message is longer than 2,000 characters, so a hostile
 //! file's error stays short.
 
-use super::Graph;
+use super::{dims_text, Dim, Graph};
 use crate::device::DeviceSpec;
 use crate::ops::Op;
 use crate::{DType, Error, Result, Shape};
@@ -112,7 +119,10 @@ pub use json::{def_from_json, def_to_json};
 /// The `format` field of every graph file.
 pub const FORMAT: &str = "wgflow.graph";
 /// The newest version this build writes and reads (it reads every version from 1 on).
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
+/// The version of graphs with dimensions known only at run time (a `shape` entry that is a
+/// name, such as `"batch"`, or a product, such as `"784*batch"`).
+pub const RUN_TIME_DIMS_VERSION: u64 = 3;
 /// The version of graphs without state (variables, assignments, groups): such a graph is
 /// written as version 1, so builds that predate version 2 still read it and the version-1
 /// files already written stay byte for byte what a save gives.
@@ -141,11 +151,17 @@ impl GraphDef {
     /// The version a file of this definition is written as: [`STATELESS_VERSION`] (1) unless
     /// a node needs version 2 ([`needs_version`]).
     pub fn version(&self) -> u64 {
-        self.nodes
+        let v = self
+            .nodes
             .iter()
             .map(|n| needs_version(&n.op))
             .max()
-            .unwrap_or(STATELESS_VERSION)
+            .unwrap_or(STATELESS_VERSION);
+        if self.nodes.iter().any(|n| n.dims.is_some()) {
+            v.max(RUN_TIME_DIMS_VERSION)
+        } else {
+            v
+        }
     }
 }
 
@@ -166,7 +182,10 @@ pub struct NodeDef {
     pub op: Op,
     /// Names of earlier nodes, in argument order.
     pub inputs: Vec<String>,
+    /// The output shape; with run-time dimensions (`dims`), a stand-in for the builders.
     pub shape: Shape,
+    /// The output's dimensions when some are known only at run time (version 3).
+    pub dims: Option<Vec<Dim>>,
     pub dtype: DType,
     pub device: Option<DeviceSpec>,
 }
@@ -204,15 +223,6 @@ impl Graph {
     /// ([`Family::unsavable`](crate::ops::Family::unsavable): a raw WGSL kernel whose output
     /// rule is a closure) is an error naming the node.
     pub fn to_def(&self) -> Result<GraphDef> {
-        if self.has_unknown_dims() {
-            return Err(err(
-                "",
-                format!(
-                    "the graph has dimensions known only at run time ({}); graph files hold static shapes only in this version",
-                    self.dim_names().join(", ")
-                ),
-            ));
-        }
         let nodes = self
             .g
             .iter()
@@ -230,6 +240,10 @@ impl Graph {
                         .map(|&i| self.g[i].name.clone())
                         .collect(),
                     shape: node.shape.clone(),
+                    dims: node
+                        .sym
+                        .as_ref()
+                        .map(|_| super::dims::node_dims(&self.syms, node)),
                     dtype: node.dtype,
                     device: node.device,
                 })
@@ -244,7 +258,9 @@ impl Graph {
         let mut g = Graph::new();
         for (i, nd) in def.nodes.iter().enumerate() {
             let at = node_at(i, &nd.name);
-            check_declared(&at, &nd.shape)?;
+            if nd.dims.is_none() {
+                check_declared(&at, &nd.shape)?;
+            }
             if nd.name.is_empty() {
                 return Err(err(
                     format!("nodes[{i}].name"),
@@ -276,7 +292,23 @@ impl Graph {
                     }
                 }
             }
-            let t = rebuild::build_node(&mut g, nd, &inputs).map_err(|e| {
+            let probe;
+            let built = match (&nd.dims, &nd.op) {
+                (Some(dims), Op::Leaf(crate::ops::Leaf::Placeholder)) => {
+                    g.device_scopes.extend(nd.device);
+                    let t = g.placeholder_dyn(&nd.name, dims.iter().cloned(), nd.dtype);
+                    g.device_scopes.clear();
+                    t
+                }
+                (Some(dims), _) => {
+                    probe = g
+                        .probe_def(nd, dims)
+                        .map_err(|m| err(format!("{at}.shape"), m))?;
+                    rebuild::build_node(&mut g, &probe, &inputs)
+                }
+                (None, _) => rebuild::build_node(&mut g, nd, &inputs),
+            };
+            let t = built.map_err(|e| {
                 let message = match e {
                     Error::Build { op, message, .. } => format!("{op}: {message}"),
                     Error::GraphDef { message, .. } => message,
@@ -285,7 +317,19 @@ impl Graph {
                 err(at.clone(), message)
             })?;
             let node = t.node();
-            if g.g[node].shape != nd.shape {
+            if let Some(dims) = &nd.dims {
+                let built = super::dims::node_dims(&g.syms, &g.g[node]);
+                if &built != dims {
+                    return Err(err(
+                        format!("{at}.shape"),
+                        format!(
+                            "declared {} but the op's shape rule gives {}",
+                            dims_text(dims),
+                            dims_text(&built)
+                        ),
+                    ));
+                }
+            } else if g.g[node].shape != nd.shape {
                 return Err(err(
                     format!("{at}.shape"),
                     format!(

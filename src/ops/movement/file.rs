@@ -146,14 +146,14 @@ pub(super) fn rebuild(m: &Movement, g: &mut Graph, node: &NodeDef, x: &[Tensor])
                 g.flip(x[0], axes)
             }
             StridedKind::Slice => {
-                let args = slice_args(g.shape(x[0])?, &node.shape, *offset, strides)?;
+                let args = slice_args(g.probe_shape(x[0])?, &node.shape, *offset, strides)?;
                 g.slice(x[0], &args)
             }
         },
         Movement::Concat(axis) => g.concat(x, *axis as isize),
         Movement::Gather(axis) => g.take(x[0], x[1], *axis as isize),
         Movement::Pad { before, value } => {
-            let pads = pad_widths(g.shape(x[0])?, &node.shape, before)?;
+            let pads = pad_widths(g.probe_shape(x[0])?, &node.shape, before)?;
             let v = match g.dtype(x[0])? {
                 DType::F32 => f64::from(f32::from_bits(*value)),
                 DType::F16 => f64::from(f32::from_bits(crate::dtype::f16_to_f32_word(*value))),

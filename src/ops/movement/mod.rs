@@ -483,7 +483,11 @@ impl Family for Movement {
             (Movement::Strided { strides, .. }, Some((_, dtype))) => {
                 let out = declared.need_shape(self.name())?;
                 if out.rank() != strides.len() {
-                    return Err(format!("{} to {out} with {} strides", self.name(), strides.len()));
+                    return Err(format!(
+                        "{} to {out} with {} strides",
+                        self.name(),
+                        strides.len()
+                    ));
                 }
                 Ok((out.clone(), *dtype))
             }

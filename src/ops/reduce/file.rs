@@ -34,7 +34,7 @@ pub(super) fn read(node: &NodeIn<'_>) -> Option<Result<Reduce>> {
 }
 
 pub(super) fn rebuild(r: &Reduce, g: &mut Graph, node: &NodeDef, x: &[Tensor]) -> Result<Tensor> {
-    let keepdims = node.shape.rank() == g.shape(x[0])?.rank();
+    let keepdims = node.shape.rank() == g.probe_shape(x[0])?.rank();
     let axes: Vec<isize> = r.axes.iter().map(|&a| a as isize).collect();
     match r.op {
         ReduceOp::Sum => g.sum(x[0], axes, keepdims),
