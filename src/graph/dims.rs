@@ -346,7 +346,7 @@ impl Graph {
         })
     }
 
-    fn sym_dim(&self, d: &Dim) -> std::result::Result<SymDim, String> {
+    pub(crate) fn sym_dim(&self, d: &Dim) -> std::result::Result<SymDim, String> {
         let find = |name: &str| {
             self.syms
                 .names
@@ -380,7 +380,7 @@ impl Graph {
                 pows.sort_unstable();
                 Ok(SymDim { factor: *k, pows })
             }
-            Dim::Unknown => Err("an unknown dimension needs a name in a graph file".into()),
+            Dim::Unknown => Err("an unknown dimension needs a name here".into()),
         }
     }
 

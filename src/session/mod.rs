@@ -86,7 +86,8 @@ struct Entry {
 
 /// The graph with one binding's sizes, and the plans compiled for it.
 struct Bound {
-    graph: Graph,
+    /// `None` for a graph without run-time dimensions: the session's own graph.
+    graph: Option<Graph>,
     /// Nodes that need a size this binding lacks (no feed gave it).
     unbound: Vec<bool>,
     plans: HashMap<Signature, Entry>,
@@ -689,9 +690,10 @@ impl Session {
         let now = self.counters.runs;
         if !self.cache.contains_key(binding) {
             let (graph, unbound) = if self.graph.has_unknown_dims() {
-                self.graph.bind(binding)?
+                let (g, unbound) = self.graph.bind(binding)?;
+                (Some(g), unbound)
             } else {
-                (self.graph.clone(), vec![false; self.graph.len()])
+                (None, vec![false; self.graph.len()])
             };
             while self.cache.len() >= self.options.max_bindings.max(1) {
                 let oldest = self
@@ -728,7 +730,8 @@ impl Session {
             .get(binding)
             .ok_or_else(|| Error::Internal("bound graph missing from the cache".into()))?;
         self.check_bound(binding, &bound.unbound, fetches)?;
-        let plan = compile::compile(&bound.graph, fetches, &self.target)?;
+        let graph = bound.graph.as_ref().unwrap_or(&self.graph);
+        let plan = compile::compile(graph, fetches, &self.target)?;
         if self.options.log_device_placement {
             for (name, d) in &plan.placement {
                 log::info!(target: "wgflow::placement", "{name}: {d}");

@@ -458,3 +458,61 @@ fn graph_files_keep_run_time_dimensions() {
     let fixed = m.g.with_dims(&[("batch", 4)]).unwrap();
     assert!(fixed.to_json().unwrap().contains("\"version\": 2"));
 }
+
+/// Two run-time dimensions (`[batch, seq, 8]`, as a transformer's input): flattening to rows,
+/// splitting heads back out by name, attention-style scores; equal to static graphs.
+#[test]
+fn two_run_time_dimensions_flatten_and_split_by_name() {
+    let build = |g: &mut Graph, x: Tensor, named: bool| -> wgflow::Result<Tensor> {
+        let rows = g.reshape(x, &[-1, 8])?;
+        let w = g.constant(HostTensor::new([8, 8], values(64, 3))?)?;
+        let h = g.matmul(rows, w)?;
+        let heads = if named {
+            g.reshape_dims(
+                h,
+                [Dim::named("batch"), Dim::named("seq"), 2.into(), 4.into()],
+            )?
+        } else {
+            let d = g.shape(x)?.dims().to_vec();
+            g.reshape(h, &[d[0] as isize, d[1] as isize, 2, 4])?
+        };
+        let q = g.transpose(heads, &[0, 2, 1, 3])?;
+        let k = g.transpose(heads, &[0, 2, 3, 1])?;
+        let s = g.matmul(q, k)?;
+        g.softmax(s, -1)
+    };
+    for device in devices() {
+        let mut g = Graph::new();
+        let x = g
+            .placeholder_dyn(
+                "x",
+                [Dim::named("batch"), Dim::named("seq"), 8.into()],
+                DType::F32,
+            )
+            .unwrap();
+        let y = build(&mut g, x, true).unwrap();
+        assert_eq!(
+            g.dims(y).unwrap(),
+            [
+                Dim::named("batch"),
+                Dim::Known(2),
+                Dim::named("seq"),
+                Dim::named("seq")
+            ]
+        );
+        let mut s = session_on(&g, device);
+        for (b, t) in [(2usize, 3usize), (1, 5), (2, 3)] {
+            let feed = HostTensor::new([b, t, 8], values(b * t * 8, (b * 10 + t) as u64)).unwrap();
+            let got = s.run(&[(x, feed.clone())], &[y]).unwrap();
+            let mut fixed = Graph::new();
+            let fx = fixed.placeholder("x", [b, t, 8], DType::F32).unwrap();
+            let fy = build(&mut fixed, fx, false).unwrap();
+            let want = session_on(&fixed, device)
+                .run(&[(fx, feed)], &[fy])
+                .unwrap();
+            assert_eq!(got[0].shape(), want[0].shape(), "{device} {b}x{t}");
+            assert_eq!(got[0].words(), want[0].words(), "{device} {b}x{t}");
+        }
+        assert_eq!(s.counters().plans_compiled, 2);
+    }
+}

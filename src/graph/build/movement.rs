@@ -3,7 +3,7 @@
 //! tile, reflect pad).
 
 use super::{Axes, Loc};
-use crate::graph::{Graph, Site, Tensor};
+use crate::graph::{Dim, Graph, Site, Tensor};
 use crate::ops::movement::{self, SliceArg, StridedKind};
 use crate::ops::{Declared, Leaf, Movement, Op};
 use crate::{DType, Error, Result, Shape};
@@ -31,6 +31,54 @@ impl Graph {
         let from = &self.arg(x, "reshape", loc)?.shape;
         let out =
             movement::reshape_shape(from, shape).map_err(|m| Error::build("reshape", loc, m))?;
+        self.view(x, out, "reshape", loc)
+    }
+
+    /// [`Graph::reshape`] to dimensions that may be known only at run time: each a size, a
+    /// run-time dimension's name (one of [`Graph::dim_names`]), a product of those
+    /// (`Dim::Product(1, vec!["batch".into(), "seq".into()])` for a flattened `[batch, seq]`)
+    /// or at most one [`Dim::Unknown`], inferred from the element count like `-1`.
+    ///
+    /// ```
+    /// # fn main() -> wgflow::Result<()> {
+    /// use wgflow::{DType, Dim, Graph};
+    /// let mut g = Graph::new();
+    /// let x = g.placeholder_dyn("x", [Dim::named("batch"), Dim::named("seq"), 8.into()], DType::F32)?;
+    /// let rows = g.reshape(x, &[-1, 8])?;
+    /// let heads = g.reshape_dims(rows, [Dim::named("batch"), Dim::named("seq"), 2.into(), 4.into()])?;
+    /// assert_eq!(g.dims(heads)?[3], Dim::Known(4));
+    /// # Ok(()) }
+    /// ```
+    #[track_caller]
+    pub fn reshape_dims<D: Into<Dim>>(
+        &mut self,
+        x: Tensor,
+        dims: impl IntoIterator<Item = D>,
+    ) -> Result<Tensor> {
+        let loc = Location::caller();
+        let mut target = Vec::new();
+        for d in dims.into_iter().map(Into::into) {
+            target.push(match d {
+                Dim::Known(n) => isize::try_from(n)
+                    .map_err(|_| Error::build("reshape", loc, format!("size {n} is too large")))?,
+                Dim::Unknown => -1,
+                named => {
+                    let sym = self
+                        .sym_dim(&named)
+                        .map_err(|m| Error::build("reshape", loc, m))?;
+                    let probe = self
+                        .syms
+                        .probe_a_shape(std::slice::from_ref(&sym))
+                        .ok_or_else(|| {
+                            Error::build("reshape", loc, format!("{named} is too large"))
+                        })?;
+                    probe.dims()[0] as isize
+                }
+            });
+        }
+        let from = &self.arg(x, "reshape", loc)?.shape;
+        let out =
+            movement::reshape_shape(from, &target).map_err(|m| Error::build("reshape", loc, m))?;
         self.view(x, out, "reshape", loc)
     }
 
