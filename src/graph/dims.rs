@@ -384,6 +384,30 @@ impl Graph {
         }
     }
 
+    /// An error for a builder that turns its inputs' sizes into values (index tables) and so
+    /// cannot take run-time dimensions yet.
+    pub(crate) fn static_only(
+        &self,
+        op: &str,
+        xs: &[Tensor],
+        loc: &'static std::panic::Location<'static>,
+    ) -> Result<()> {
+        for &x in xs {
+            if self.owns(x) && self.g[x.node].sym.is_some() {
+                return Err(Error::build(
+                    op,
+                    loc,
+                    format!(
+                        "does not take tensors with dimensions known only at run time yet ('{}' is {})",
+                        self.g[x.node].name,
+                        dims_text(&node_dims(&self.syms, &self.g[x.node]))
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `t`'s value depends on sizes known only at run time (its shape, or an input's).
     pub(crate) fn is_dynamic(&self, t: Tensor) -> bool {
         self.owns(t) && self.g[t.node].dynamic

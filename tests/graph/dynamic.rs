@@ -311,6 +311,21 @@ fn run_time_sizes_are_checked_with_clear_errors() {
     assert!(e.contains("cannot carry") && e.contains("conv2d"), "{e}");
     assert!(g.to_json().unwrap().contains("\"shape\": [1, 1, \"h\", 8]"));
 
+    // Builders that would turn a run-time size into values refuse it, never guess.
+    let idx = g
+        .constant(HostTensor::new([1, 1], vec![0i32]).unwrap())
+        .unwrap();
+    let e = g.gather_nd(x, idx).unwrap_err().to_string();
+    assert!(e.contains("gather_nd") && e.contains("[batch, 2]"), "{e}");
+    let same = wgflow::Conv2dOptions {
+        padding: [1, 1],
+        ..Default::default()
+    };
+    let c = g.conv2d(img, w, None, same).unwrap();
+    assert_eq!(g.dims(c).unwrap()[2], Dim::named("h"));
+    let l = g.sum(c, Axes::All, false).unwrap();
+    let e = g.gradients(l, &[w]).unwrap_err().to_string();
+    assert!(e.contains("known spatial sizes"), "{e}");
     let mut s = session_on(&g, Device::Cpu);
     let f = |shape: &[usize]| {
         HostTensor::new(shape.to_vec(), vec![1.0f32; shape.iter().product()]).unwrap()

@@ -190,6 +190,7 @@ impl Graph {
     #[track_caller]
     pub fn gather_nd(&mut self, data: Tensor, indices: Tensor) -> Result<Tensor> {
         let loc = Location::caller();
+        self.static_only("gather_nd", &[data, indices], loc)?;
         let (linear, rows, _) = self.nd_rows("gather_nd", data, indices, loc)?;
         let dshape = self.arg(data, "gather_nd", loc)?.shape.clone();
         let k = self
@@ -218,6 +219,7 @@ impl Graph {
         reduce: ScatterReduce,
     ) -> Result<Tensor> {
         let loc = Location::caller();
+        self.static_only("scatter_nd", &[data, indices, updates], loc)?;
         let (linear, rows, m) = self.nd_rows("scatter_nd", data, indices, loc)?;
         let dshape = self.arg(data, "scatter_nd", loc)?.shape.clone();
         let ishape = self.arg(indices, "scatter_nd", loc)?.shape.clone();

@@ -59,7 +59,20 @@ impl Movement {
                     .collect();
                 g.slice(dy, &args)?
             }
-            Movement::Gather(axis) => take(g, dy, cx.inputs[1], &shape, *axis)?,
+            Movement::Gather(axis) => {
+                // The row count becomes index constants: it must be known at build time.
+                if g.dims(x)?[*axis].known().is_none() {
+                    return Err(crate::Error::NotDifferentiable {
+                        op: "take".into(),
+                        node: cx.name.to_string(),
+                        message: format!(
+                            "the gradient needs a known size along axis {axis}, got {}",
+                            crate::graph::dims_text(&g.dims(x)?)
+                        ),
+                    });
+                }
+                take(g, dy, cx.inputs[1], &shape, *axis)?
+            }
             // Several inputs: answered above.
             Movement::Concat(axis) => return concat(g, cx, *axis),
         });

@@ -626,7 +626,22 @@ impl Family for Nn {
     /// conv2d: a transposed convolution for the input, a correlation of the input with `dy`
     /// for the weights; pooling: `dy` spread over each window (avg) or routed to its first
     /// maximum (max). See `nn/grad.rs`.
+    /// The window tables of the backward ops hold the spatial sizes: those must be known
+    /// when the graph is built (a run-time batch is fine).
     fn grad(&self, g: &mut Graph, cx: &GradCx<'_>) -> crate::Result<Vec<Option<Tensor>>> {
+        for &t in cx.inputs.iter().chain([&cx.dy]) {
+            let dims = g.dims(t)?;
+            if dims.iter().skip(2).any(|d| d.known().is_none()) {
+                return Err(crate::Error::NotDifferentiable {
+                    op: self.name().to_string(),
+                    node: cx.name.to_string(),
+                    message: format!(
+                        "the gradient needs known spatial sizes, got {}",
+                        crate::graph::dims_text(&dims)
+                    ),
+                });
+            }
+        }
         self.vjp(g, cx)
     }
 }
