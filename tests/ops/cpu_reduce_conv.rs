@@ -716,6 +716,67 @@ fn convolutions_match_float64_over_random_geometries() {
     }
 }
 
+/// (c, o, kernel, h, wd, stride, padding, dilation) of one convolution.
+type Case = (
+    usize,
+    usize,
+    [usize; 2],
+    usize,
+    usize,
+    [usize; 2],
+    [usize; 2],
+    [usize; 2],
+);
+
+/// One image with many output pixels (a batch-1 network's early layers): tiles of output
+/// columns in parallel, 1x1 stride-1 products read in place, against float64. Sizes reach
+/// past a tile (64K im2col floats) and leave ragged last tiles, on any number of threads.
+#[test]
+fn one_image_column_and_row_tiles_match_float64() {
+    let cases: [Case; 9] = [
+        // (c, o, kernel, h, wd, stride, padding, dilation)
+        (7, 5, [1, 1], 48, 47, [1, 1], [0, 0], [1, 1]),
+        (3, 8, [3, 3], 40, 41, [1, 1], [1, 1], [1, 1]),
+        (16, 4, [3, 3], 61, 50, [2, 2], [1, 1], [2, 2]),
+        (3, 6, [7, 7], 96, 95, [2, 2], [3, 3], [1, 1]),
+        (9, 3, [1, 1], 70, 66, [2, 2], [0, 0], [1, 1]),
+        (40, 2, [3, 3], 45, 45, [1, 1], [1, 1], [1, 1]),
+        // Few pixels, many output channels: row tiles (im2col once, or in place for 1x1).
+        (64, 100, [3, 3], 7, 7, [1, 1], [1, 1], [1, 1]),
+        (200, 72, [1, 1], 9, 8, [1, 1], [0, 0], [1, 1]),
+        (50, 48, [3, 3], 15, 14, [2, 2], [1, 1], [1, 1]),
+    ];
+    for (i, (c, o, kernel, h, wd, stride, padding, dilation)) in cases.into_iter().enumerate() {
+        let window = Window {
+            kernel,
+            stride,
+            padding,
+            dilation,
+        };
+        let [oh, ow] = window.out_hw([h, wd]).unwrap();
+        let k = Conv2dKernel {
+            x: Shape(vec![1, c, h, wd]),
+            w: Shape(vec![o, c, kernel[0], kernel[1]]),
+            window,
+            groups: 1,
+            out: Shape(vec![1, o, oh, ow]),
+            epilogue: None,
+            c_chunk: None,
+        };
+        let x = det(c * h * wd, 40 + i as u32);
+        let w = det(o * c * kernel[0] * kernel[1], 50 + i as u32);
+        let (want, mag) = conv_f64(&k, &x, &w, (0, c));
+        let terms = c * kernel[0] * kernel[1];
+        check_conv(
+            &format!("one image {k:?}"),
+            &run_conv(&k, &x, &w),
+            &want,
+            &mag,
+            terms,
+        );
+    }
+}
+
 /// Images large enough that im2col is built in several pieces, and a kernel split into
 /// channel chunks (`[chunks, N, O, OH, OW]` partial sums), against float64.
 #[test]

@@ -76,6 +76,53 @@ pub(crate) unsafe fn sgemm(
     }
 }
 
+/// [`sgemm`] on the calling thread only, for callers that run several products in
+/// parallel themselves.
+///
+/// # Safety
+/// As [`sgemm`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm_serial(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+    csc: isize,
+) {
+    // SAFETY: the caller's contract is sgemm's (see there for the argument mapping).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            csc,
+            rsc,
+            beta != 0.0,
+            a,
+            csa,
+            rsa,
+            b,
+            csb,
+            rsb,
+            beta,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
 /// Columns of C the direct kernel keeps in registers per row: two AVX vectors of f32.
 const W: usize = 16;
 /// Rows of A the direct kernel handles together, sharing each loaded chunk of B.

@@ -25,6 +25,27 @@ pub(super) const TASK_WORDS: usize = 1 << 14;
 pub(super) const POOL_PARALLEL: usize = 1 << 18;
 /// Output pixels a block of images aims for, so small images still make sgemm worthwhile.
 const BLOCK_COLS: usize = 512;
+/// im2col floats of one column tile (256 KiB: a quarter of this machine's L2 per core).
+const TILE_FLOATS: usize = 1 << 16;
+/// The fewest output columns a tile holds (below, sgemm's packing dominates).
+const TILE_MIN: usize = 64;
+/// Output channels of a row tile are a multiple of this (sgemm's micro-kernel height).
+const ROW_TILE_MIN: usize = 16;
+/// Multiply-adds from which one image's product is split by output channels.
+const ROW_TILES_MACS: usize = 1 << 20;
+
+/// `out`'s base pointer, shared by tasks that write disjoint parts of it.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: only `column_tiles` makes one, for tasks that write disjoint columns of `out`.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
 
 /// Resolves `CpuIn`s to words; an input the output is written over (only an epilogue extra
 /// of the output's shape can be) is read from a copy of `out`, since the kernel overwrites
@@ -105,6 +126,17 @@ impl Conv2dKernel {
         }
         let chunk = self.c_chunk.unwrap_or(cg).max(1);
         let threads = rayon::current_num_threads().max(1);
+        if n_all == 1 && self.groups == 1 && self.c_chunk.is_none() {
+            if p >= 2 * TILE_MIN * threads {
+                self.column_tiles(x, w, out);
+                return;
+            }
+            let macs = o_all.saturating_mul(cg * kh * kw).saturating_mul(p);
+            if threads > 1 && o_all >= 2 * ROW_TILE_MIN && macs >= ROW_TILES_MACS {
+                self.row_tiles(x, w, out);
+                return;
+            }
+        }
         let nb = (BLOCK_COLS / p.max(1))
             .min(n_all.div_ceil(2 * threads))
             .max(1);
@@ -130,6 +162,122 @@ impl Conv2dKernel {
                 region.chunks_mut(nb * image).enumerate().for_each(block);
             }
         }
+    }
+
+    /// One image, one group, many output pixels (a batch-1 network's early layers): tiles of
+    /// output columns in parallel, each im2col'd into a cache-sized buffer (or read in place
+    /// for a 1x1 stride-1 convolution) and multiplied on one thread straight into its
+    /// columns of `out`. Threading inside sgemm splits these products poorly (64 output
+    /// channels by thousands of pixels), and the single-threaded im2col and copy-out of the
+    /// blocked path would serialize around it.
+    fn column_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [o_all, cg, kh, kw] = dims4(&self.w);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let p = oh * ow;
+        let k = cg * kh * kw;
+        let threads = rayon::current_num_threads().max(1);
+        let in_place = kh == 1 && kw == 1 && oh == h && ow == wd;
+        let tile = (TILE_FLOATS / k.max(1))
+            .max(TILE_MIN)
+            .min(p.div_ceil(threads))
+            .next_multiple_of(16);
+        let tiles = p.div_ceil(tile);
+        let dst = SendPtr(out.as_mut_ptr());
+        (0..tiles)
+            .into_par_iter()
+            .for_each_init(Vec::new, |col: &mut Vec<f32>, t| {
+                let q0 = t * tile;
+                let cols = tile.min(p - q0);
+                let (b, rsb) = if in_place {
+                    (x[q0..].as_ptr(), p as isize)
+                } else {
+                    col.resize(k * cols, 0.0);
+                    for c in 0..cg {
+                        for ki in 0..kh {
+                            for kj in 0..kw {
+                                let row = ((c * kh + ki) * kw + kj) * cols;
+                                let dst_row = &mut col[row..row + cols];
+                                self.gather(x, (c_all, h, wd), c, (ki, kj), (0, q0), dst_row);
+                            }
+                        }
+                    }
+                    (col.as_ptr(), cols as isize)
+                };
+                let c = dst.get();
+                // SAFETY: A is `w` ([o_all, k], checked to hold O*cg*kh*kw floats). B is
+                // the input's channel planes from column q0 (row stride p = h*wd, columns
+                // q0..q0+cols < p: inside `x`) or this task's `col` ([k, cols]). C is
+                // columns q0..q0+cols of every row of `out` ([o_all, p]): tiles are
+                // disjoint column ranges, so no two tasks write one element, and `out`
+                // outlives the parallel loop.
+                unsafe {
+                    crate::ops::matmul::cpu::sgemm_serial(
+                        o_all,
+                        k,
+                        cols,
+                        w.as_ptr(),
+                        k as isize,
+                        1,
+                        b,
+                        rsb,
+                        1,
+                        0.0,
+                        c.add(q0),
+                        p as isize,
+                        1,
+                    );
+                }
+            });
+    }
+
+    /// One image, one group, few output pixels and many output channels (a batch-1
+    /// network's late layers): the image's im2col once (rows in parallel), then blocks of
+    /// output channels in parallel, each one product on one thread into its rows of `out`.
+    fn row_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [o_all, cg, kh, kw] = dims4(&self.w);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let p = oh * ow;
+        let k = cg * kh * kw;
+        let threads = rayon::current_num_threads().max(1);
+        let in_place = kh == 1 && kw == 1 && oh == h && ow == wd;
+        let mut col = Vec::new();
+        if !in_place {
+            col = vec![0f32; k * p];
+            col.par_chunks_mut(p).enumerate().for_each(|(row, dst)| {
+                let (c, r) = (row / (kh * kw), row % (kh * kw));
+                self.gather(x, (c_all, h, wd), c, (r / kw, r % kw), (0, 0), dst);
+            });
+        }
+        let b = if in_place { x } else { &col };
+        let rows = o_all.div_ceil(threads).next_multiple_of(ROW_TILE_MIN);
+        out.par_chunks_mut(rows * p)
+            .enumerate()
+            .for_each(|(t, dst)| {
+                let o0 = t * rows;
+                let m = dst.len() / p;
+                // SAFETY: A is rows o0..o0+m of `w` ([o_all, k]); B is `b` ([k, p], the
+                // image's planes or its im2col); C is `dst`, this task's own rows of `out`
+                // ([m, p]). All in bounds and C aliases neither.
+                unsafe {
+                    crate::ops::matmul::cpu::sgemm_serial(
+                        m,
+                        k,
+                        p,
+                        w[o0 * k..].as_ptr(),
+                        k as isize,
+                        1,
+                        b.as_ptr(),
+                        p as isize,
+                        1,
+                        0.0,
+                        dst.as_mut_ptr(),
+                        p as isize,
+                        1,
+                    );
+                }
+            });
     }
 
     /// Images `n0..n0 + dst.len() / image` over input channels `c_lo..c_hi` of each group.
