@@ -100,15 +100,10 @@ impl Conv2dKernel {
             bytemuck::cast_slice_mut(out),
         );
         if let Some(e) = &self.epilogue {
-            let res = e.apply_cpu(out, &ins[2..], &self.out, DType::F32);
-            if res.len() != out.len() {
-                return Err(crate::Error::Internal(format!(
-                    "{}: the epilogue gave {} words",
-                    self.describe(),
-                    res.len()
-                )));
-            }
-            out.copy_from_slice(&res);
+            // In place over the product, in parallel chunks (no second output-sized buffer).
+            let mut args = vec![CpuIn::Output];
+            args.extend(ins[2..].iter().map(|w| CpuIn::Words(w)));
+            e.kernel(&self.out, DType::F32).run_cpu_into(&args, out)?;
         }
         Ok(())
     }
