@@ -516,6 +516,18 @@ impl Session {
             .ok_or_else(|| Error::Internal("compiled plan missing from the cache".into()))
     }
 
+    /// [`Session::plan`] with the run-time dimensions read from `feeds`, as a run with them
+    /// would bind them (the feeds are checked, not copied).
+    pub fn plan_for(
+        &mut self,
+        feeds: &[(Tensor, HostTensor)],
+        fetches: &[Tensor],
+    ) -> Result<Arc<Plan>> {
+        let (_, binding) = self.check_feeds(feeds)?;
+        self.last_binding = binding;
+        self.plan(fetches)
+    }
+
     /// [`Session::plan`] with the run-time dimensions given by name (`[("batch", 64)]`), as
     /// [`Graph::dim_names`] lists them.
     pub fn plan_with_dims(

@@ -334,7 +334,7 @@ fn print_plan(args: &GraphArgs, json: bool, memory: Option<&Path>, force: bool) 
 }
 
 /// A plan has static shapes: a graph with run-time dimensions needs `--dim` for each.
-fn needs_sizes(graph: &Graph) -> wgflow::Result<()> {
+pub(crate) fn needs_sizes(graph: &Graph) -> wgflow::Result<()> {
     if !graph.has_unknown_dims() {
         return Ok(());
     }

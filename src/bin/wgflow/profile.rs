@@ -19,6 +19,8 @@ pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
     }
     let (mut session, fetches) = open(args)?;
     let mut fed = read_feeds(&session, feeds)?;
+    // Unfed placeholders get zeros of the plan's shapes: run-time sizes come from --dim.
+    crate::needs_sizes(session.graph())?;
     let plan = session.plan(&fetches)?;
     zeros_for_unfed(&session, &plan, &mut fed)?;
     let total = u64::from(o.warmup) + 2 * u64::from(o.runs);

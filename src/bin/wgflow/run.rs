@@ -38,7 +38,7 @@ pub(crate) fn run(args: &GraphArgs, r: &RunArgs) -> CliResult {
         )?;
     }
     let start = Instant::now();
-    let plan = session.plan(&fetches)?;
+    let plan = session.plan_for(&fed, &fetches)?;
     check_fed(&session, &plan, &fed)?;
     let values = session.run(&fed, &fetches)?;
     let first = start.elapsed();
