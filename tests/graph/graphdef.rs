@@ -309,7 +309,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "wrong_version.json",
-        ": version: unsupported version 3; this build of wgflow reads versions 1 to 2",
+        ": version: unsupported version 4; this build of wgflow reads versions 1 to 3",
     ),
     (
         "variable_in_v1.json",

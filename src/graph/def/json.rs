@@ -398,12 +398,12 @@ impl<'de> Deserialize<'de> for DimIn {
             Value::Number(n) => match n.as_u64() {
                 Some(v) if v <= MAX_ELEMENTS as u64 => Ok(DimIn::Size(v as usize)),
                 _ => Err(de::Error::custom(format!(
-                    "a dimension is an integer from 0 to {MAX_ELEMENTS} or a run-time dimension's name, found {n}"
+                    "expected an integer in 0..={MAX_ELEMENTS}, found {n} (or a run-time dimension's name)"
                 ))),
             },
             Value::String(s) => parse_dim(&s).map(DimIn::Dim).map_err(de::Error::custom),
             other => Err(de::Error::custom(format!(
-                "a dimension is an integer or a run-time dimension's name, found {}",
+                "expected an integer in 0..={MAX_ELEMENTS}, found {} (or a run-time dimension's name)",
                 short(&other)
             ))),
         }

@@ -165,6 +165,28 @@ pub(super) fn rebuild(m: &Movement, g: &mut Graph, node: &NodeDef, x: &[Tensor])
     }
 }
 
+/// The node rebuilt for a binding of run-time sizes (see `Movement::rebind`): a slice's
+/// arguments are read back from the probe shapes it was built with.
+pub(super) fn rebind(
+    m: &Movement,
+    g: &mut Graph,
+    node: &NodeDef,
+    x: &[Tensor],
+    (probe_in, probe_out): (&Shape, &Shape),
+) -> Result<Tensor> {
+    match m {
+        Movement::Strided {
+            kind: StridedKind::Slice,
+            offset,
+            strides,
+        } => {
+            let args = slice_args(probe_in, probe_out, *offset, strides)?;
+            g.slice(x[0], &args)
+        }
+        _ => rebuild(m, g, node, x),
+    }
+}
+
 /// An error about the node being rebuilt (the caller adds the node's place).
 fn bad(message: String) -> Error {
     Error::GraphDef {

@@ -506,17 +506,7 @@ impl Family for Movement {
         probe_in: &[Shape],
         probe_out: &Shape,
     ) -> crate::Result<Tensor> {
-        match self {
-            Movement::Strided {
-                kind: StridedKind::Slice,
-                offset,
-                strides,
-            } => {
-                let args = file::slice_args(&probe_in[0], probe_out, *offset, strides)?;
-                g.slice(x[0], &args)
-            }
-            _ => file::rebuild(self, g, node, x),
-        }
+        file::rebind(self, g, node, x, (&probe_in[0], probe_out))
     }
 
     fn name(&self) -> &'static str {
