@@ -300,22 +300,7 @@ impl Graph {
     /// with those sizes as a session does for a run. For tools that need static shapes
     /// (ONNX export, a printed plan). Every dimension needs a size.
     pub fn with_dims(&self, dims: &[(&str, usize)]) -> Result<Graph> {
-        let mut b = vec![None; self.syms.names.len()];
-        for &(name, size) in dims {
-            let k = self
-                .syms
-                .names
-                .iter()
-                .position(|n| n == name)
-                .ok_or_else(|| Error::Feed {
-                    name: name.to_string(),
-                    message: format!(
-                        "the graph has no run-time dimension of this name (it has: {})",
-                        self.syms.names.join(", ")
-                    ),
-                })?;
-            b[k] = Some(size);
-        }
+        let Binding(b) = self.binding_named(dims)?;
         if let Some(k) = b.iter().position(Option::is_none) {
             return Err(Error::Feed {
                 name: self.syms.names[k].clone(),
@@ -408,6 +393,27 @@ impl Graph {
         Ok(())
     }
 
+    /// The binding that `dims` names (`[("batch", 64)]`); every name must be one of the
+    /// graph's, and dimensions not named stay unbound.
+    pub(crate) fn binding_named(&self, dims: &[(&str, usize)]) -> Result<Binding> {
+        let names = &self.syms.names;
+        let mut b = vec![None; names.len()];
+        for &(name, size) in dims {
+            let k = names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| Error::Feed {
+                    name: name.to_string(),
+                    message: format!(
+                        "the graph has no run-time dimension of this name (it has: {})",
+                        names.join(", ")
+                    ),
+                })?;
+            b[k] = Some(size);
+        }
+        Ok(Binding(b))
+    }
+
     /// Whether `t`'s value depends on sizes known only at run time (its shape, or an input's).
     pub(crate) fn is_dynamic(&self, t: Tensor) -> bool {
         self.owns(t) && self.g[t.node].dynamic
@@ -490,23 +496,16 @@ impl Graph {
         let mut unbound = vec![false; self.g.len()];
         for (i, node) in self.g.iter().enumerate() {
             let stale = node.inputs.iter().any(|&n| unbound[n.index()]);
-            if !node.dynamic || stale {
-                unbound[i] = stale;
-                let mut copy = node.clone();
-                copy.dynamic = false;
-                copy.sym = None;
-                g.names.insert(copy.name.clone(), NodeId::new(i));
-                g.g.push(copy);
-                continue;
-            }
             let shape = match &node.sym {
+                _ if !node.dynamic || stale => None,
                 Some(sym) => self
                     .syms
                     .eval_shape(sym, |k| binding.0.get(k).copied().flatten()),
                 None => Some(node.shape.clone()),
             };
+            // Static, or needing a size the binding lacks: copied as it is.
             let Some(shape) = shape else {
-                unbound[i] = true;
+                unbound[i] = stale || node.dynamic;
                 let mut copy = node.clone();
                 copy.dynamic = false;
                 copy.sym = None;

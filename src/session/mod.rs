@@ -541,22 +541,7 @@ impl Session {
 
     /// The binding that `dims` names; every name must be one of the graph's.
     fn binding_by_name(&self, dims: &[(&str, usize)]) -> Result<Binding> {
-        let names = self.graph.dim_names();
-        let mut b = vec![None; names.len()];
-        for &(name, size) in dims {
-            let k = names
-                .iter()
-                .position(|n| n == name)
-                .ok_or_else(|| Error::Feed {
-                    name: name.to_string(),
-                    message: format!(
-                        "the graph has no run-time dimension of this name (it has: {})",
-                        names.join(", ")
-                    ),
-                })?;
-            b[k] = Some(size);
-        }
-        Ok(Binding(b))
+        self.graph.binding_named(dims)
     }
 
     /// The plan `fetches` would run, compiled but not prepared: no device buffers, pipelines

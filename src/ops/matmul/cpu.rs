@@ -48,32 +48,8 @@ pub(crate) unsafe fn sgemm(
     } else {
         gemm::Parallelism::None
     };
-    // SAFETY: the caller's contract above is gemm's: it reads A and B and writes C only at
-    // those offsets. gemm computes `dst = alpha·dst + beta·lhs·rhs`, so our `beta` is its
-    // `alpha` (used only when `read_dst`) and its `beta` is 1; no conjugation for reals.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c,
-            csc,
-            rsc,
-            beta != 0.0,
-            a,
-            csa,
-            rsa,
-            b,
-            csb,
-            rsb,
-            beta,
-            1.0,
-            false,
-            false,
-            false,
-            par,
-        );
-    }
+    // SAFETY: the caller's contract is gemm_with's.
+    unsafe { gemm_with(par, m, k, n, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
 }
 
 /// [`sgemm`] on the calling thread only, for callers that run several products in
@@ -97,7 +73,51 @@ pub(crate) unsafe fn sgemm_serial(
     rsc: isize,
     csc: isize,
 ) {
-    // SAFETY: the caller's contract is sgemm's (see there for the argument mapping).
+    // SAFETY: the caller's contract is gemm_with's.
+    unsafe {
+        gemm_with(
+            gemm::Parallelism::None,
+            m,
+            k,
+            n,
+            a,
+            rsa,
+            csa,
+            b,
+            rsb,
+            csb,
+            beta,
+            c,
+            rsc,
+            csc,
+        )
+    }
+}
+
+/// [`sgemm`]'s product with the given threading.
+///
+/// # Safety
+/// As [`sgemm`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_with(
+    par: gemm::Parallelism,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+    csc: isize,
+) {
+    // SAFETY: the caller's contract (sgemm's) is gemm's: it reads A and B and writes C only at
+    // those offsets. gemm computes `dst = alpha·dst + beta·lhs·rhs`, so our `beta` is its
+    // `alpha` (used only when `read_dst`) and its `beta` is 1; no conjugation for reals.
     unsafe {
         gemm::gemm(
             m,
@@ -118,7 +138,7 @@ pub(crate) unsafe fn sgemm_serial(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            par,
         );
     }
 }
