@@ -777,6 +777,66 @@ fn one_image_column_and_row_tiles_match_float64() {
     }
 }
 
+/// Grouped and depthwise convolutions large enough for their parallel paths (group × column
+/// tiles for one image; planes in parallel for depthwise, batched or not), with strides,
+/// paddings and dilations that leave some column taps wholly in the padding.
+#[test]
+fn grouped_and_depthwise_parallel_paths_match_float64() {
+    // (n, groups, cg, og, kernel, h, wd, stride, padding, dilation)
+    type Grouped = (
+        usize,
+        usize,
+        usize,
+        usize,
+        [usize; 2],
+        usize,
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+    );
+    let cases: [Grouped; 7] = [
+        (1, 112, 1, 1, [3, 3], 56, 56, [2, 2], [1, 1], [1, 1]),
+        (1, 272, 1, 1, [3, 3], 14, 13, [1, 1], [1, 1], [1, 1]),
+        (3, 40, 1, 1, [5, 3], 21, 19, [1, 2], [2, 4], [1, 2]),
+        (2, 64, 1, 1, [3, 3], 30, 30, [1, 1], [0, 0], [3, 3]),
+        (1, 4, 6, 28, [1, 1], 56, 56, [1, 1], [0, 0], [1, 1]),
+        (1, 4, 34, 34, [1, 1], 28, 29, [1, 1], [0, 0], [1, 1]),
+        (1, 3, 5, 7, [3, 3], 40, 33, [2, 1], [1, 1], [1, 1]),
+    ];
+    for (i, (n, groups, cg, og, kernel, h, wd, stride, padding, dilation)) in
+        cases.into_iter().enumerate()
+    {
+        let window = Window {
+            kernel,
+            stride,
+            padding,
+            dilation,
+        };
+        let [oh, ow] = window.out_hw([h, wd]).unwrap();
+        let (c, o) = (groups * cg, groups * og);
+        let k = Conv2dKernel {
+            x: Shape(vec![n, c, h, wd]),
+            w: Shape(vec![o, cg, kernel[0], kernel[1]]),
+            window,
+            groups,
+            out: Shape(vec![n, o, oh, ow]),
+            epilogue: None,
+            c_chunk: None,
+        };
+        let x = det(n * c * h * wd, 70 + i as u32);
+        let w = det(o * cg * kernel[0] * kernel[1], 80 + i as u32);
+        let (want, mag) = conv_f64(&k, &x, &w, (0, cg));
+        check_conv(
+            &format!("grouped {k:?}"),
+            &run_conv(&k, &x, &w),
+            &want,
+            &mag,
+            cg * kernel[0] * kernel[1],
+        );
+    }
+}
+
 /// Images large enough that im2col is built in several pieces, and a kernel split into
 /// channel chunks (`[chunks, N, O, OH, OW]` partial sums), against float64.
 #[test]

@@ -33,6 +33,9 @@ const TILE_MIN: usize = 64;
 const ROW_TILE_MIN: usize = 16;
 /// Multiply-adds from which one image's product is split by output channels.
 const ROW_TILES_MACS: usize = 1 << 20;
+/// Multiply-adds from which a depthwise convolution runs on rayon's pool (below, waking a
+/// worker costs more than the second core saves).
+const DEPTHWISE_PARALLEL: usize = 1 << 16;
 
 /// `out`'s base pointer, shared by tasks that write disjoint parts of it.
 #[derive(Clone, Copy)]
@@ -121,8 +124,12 @@ impl Conv2dKernel {
         }
         let chunk = self.c_chunk.unwrap_or(cg).max(1);
         let threads = rayon::current_num_threads().max(1);
-        if n_all == 1 && self.groups == 1 && self.c_chunk.is_none() {
-            if p >= 2 * TILE_MIN * threads {
+        if self.c_chunk.is_none() && cg == 1 && o_all == self.groups && self.groups > 1 {
+            self.depthwise(x, w, out);
+            return;
+        }
+        if n_all == 1 && self.c_chunk.is_none() {
+            if self.groups > 1 || p >= 2 * TILE_MIN * threads {
                 self.column_tiles(x, w, out);
                 return;
             }
@@ -159,33 +166,36 @@ impl Conv2dKernel {
         }
     }
 
-    /// One image, one group, many output pixels (a batch-1 network's early layers): tiles of
-    /// output columns in parallel, each im2col'd into a cache-sized buffer (or read in place
-    /// for a 1x1 stride-1 convolution) and multiplied on one thread straight into its
-    /// columns of `out`. Threading inside sgemm splits these products poorly (64 output
-    /// channels by thousands of pixels), and the single-threaded im2col and copy-out of the
-    /// blocked path would serialize around it.
+    /// One image, many output pixels (a batch-1 network's early layers) or several groups:
+    /// tiles of output columns of each group in parallel, each im2col'd into a cache-sized
+    /// buffer (or read in place for a 1x1 stride-1 convolution) and multiplied on one
+    /// thread straight into its group's rows and columns of `out`. Threading inside sgemm
+    /// splits these products poorly (64 output channels by thousands of pixels), and the
+    /// single-threaded im2col and copy-out of the blocked path would serialize around it.
     fn column_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
         let [_, c_all, h, wd] = dims4(&self.x);
         let [o_all, cg, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
         let p = oh * ow;
         let k = cg * kh * kw;
+        let groups = self.groups.max(1);
+        let og = o_all / groups;
         let threads = rayon::current_num_threads().max(1);
         let in_place = kh == 1 && kw == 1 && oh == h && ow == wd;
         let tile = (TILE_FLOATS / k.max(1))
             .max(TILE_MIN)
-            .min(p.div_ceil(threads))
+            .min(p.div_ceil(threads.div_ceil(groups)))
             .next_multiple_of(16);
         let tiles = p.div_ceil(tile);
         let dst = SendPtr(out.as_mut_ptr());
-        (0..tiles)
+        (0..groups * tiles)
             .into_par_iter()
-            .for_each_init(Vec::new, |col: &mut Vec<f32>, t| {
+            .for_each_init(Vec::new, |col: &mut Vec<f32>, task| {
+                let (g, t) = (task / tiles, task % tiles);
                 let q0 = t * tile;
                 let cols = tile.min(p - q0);
                 let (b, rsb) = if in_place {
-                    (x[q0..].as_ptr(), p as isize)
+                    (x[g * cg * p + q0..].as_ptr(), p as isize)
                 } else {
                     col.resize(k * cols, 0.0);
                     for c in 0..cg {
@@ -193,37 +203,75 @@ impl Conv2dKernel {
                             for kj in 0..kw {
                                 let row = ((c * kh + ki) * kw + kj) * cols;
                                 let dst_row = &mut col[row..row + cols];
-                                self.gather(x, (c_all, h, wd), c, (ki, kj), (0, q0), dst_row);
+                                let plane = g * cg + c;
+                                self.gather(x, (c_all, h, wd), plane, (ki, kj), (0, q0), dst_row);
                             }
                         }
                     }
                     (col.as_ptr(), cols as isize)
                 };
                 let c = dst.get();
-                // SAFETY: A is `w` ([o_all, k], checked to hold O*cg*kh*kw floats). B is
-                // the input's channel planes from column q0 (row stride p = h*wd, columns
-                // q0..q0+cols < p: inside `x`) or this task's `col` ([k, cols]). C is
-                // columns q0..q0+cols of every row of `out` ([o_all, p]): tiles are
-                // disjoint column ranges, so no two tasks write one element, and `out`
-                // outlives the parallel loop.
+                // SAFETY: A is group g's rows of `w` ([og, k] from row g*og of [o_all, k],
+                // checked to hold O*cg*kh*kw floats). B is the group's input channel
+                // planes from column q0 (row stride p = h*wd, channels g*cg..(g+1)*cg,
+                // columns q0..q0+cols < p: inside `x`) or this task's `col` ([k, cols]).
+                // C is columns q0..q0+cols of the group's rows of `out` ([o_all, p]):
+                // tasks are disjoint (group, column range) pairs, so no two write one
+                // element, and `out` outlives the parallel loop.
                 unsafe {
                     crate::ops::matmul::cpu::sgemm_serial(
-                        o_all,
+                        og,
                         k,
                         cols,
-                        w.as_ptr(),
+                        w[g * og * k..].as_ptr(),
                         k as isize,
                         1,
                         b,
                         rsb,
                         1,
                         0.0,
-                        c.add(q0),
+                        c.add(g * og * p + q0),
                         p as isize,
                         1,
                     );
                 }
             });
+    }
+
+    /// Depthwise (one input and one output channel per group, any batch): each plane is
+    /// copied into a zero-bordered scratch plane, so every tap of every output is an
+    /// in-bounds read and each output row is a few vectorizable passes straight into
+    /// `out` (an im2col and sgemm of one output row would spend its time packing).
+    fn depthwise(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [_, _, kh, kw] = dims4(&self.w);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let p = oh * ow;
+        if p == 0 {
+            return;
+        }
+        let geo = Depthwise {
+            hw: [h, wd],
+            out: [oh, ow],
+            kernel: [kh, kw],
+            window: self.window,
+        };
+        let per_task = (TASK_WORDS / (p * kh * kw).max(1)).max(1);
+        let run = |(t, dst): (usize, &mut [f32])| {
+            let mut padded = Vec::new();
+            for (i, d) in dst.chunks_mut(p).enumerate() {
+                let nc = t * per_task + i;
+                let c = nc % c_all;
+                let xs = &x[nc * h * wd..(nc + 1) * h * wd];
+                let wc = &w[c * kh * kw..(c + 1) * kh * kw];
+                geo.plane(xs, wc, &mut padded, d);
+            }
+        };
+        if out.len() * kh * kw >= DEPTHWISE_PARALLEL {
+            out.par_chunks_mut(per_task * p).enumerate().for_each(run);
+        } else {
+            out.chunks_mut(per_task * p).enumerate().for_each(run);
+        }
     }
 
     /// One image, one group, few output pixels and many output channels (a batch-1
@@ -475,6 +523,108 @@ impl Conv2dKernel {
             at += run;
             q += run;
         }
+    }
+}
+
+/// One depthwise plane's geometry (see [`Conv2dKernel::depthwise`]).
+struct Depthwise {
+    hw: [usize; 2],
+    out: [usize; 2],
+    kernel: [usize; 2],
+    window: Window,
+}
+
+impl Depthwise {
+    /// Output plane `dst` from input plane `xs` and its `kh*kw` weights `wc`, through
+    /// `padded` (scratch); on x86_64 from a copy compiled for AVX2 when the CPU has it.
+    fn plane(&self, xs: &[f32], wc: &[f32], padded: &mut Vec<f32>, dst: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            unsafe { self.plane_avx2(xs, wc, padded, dst) };
+            return;
+        }
+        self.plane_body(xs, wc, padded, dst);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn plane_avx2(&self, xs: &[f32], wc: &[f32], padded: &mut Vec<f32>, dst: &mut [f32]) {
+        self.plane_body(xs, wc, padded, dst);
+    }
+
+    #[inline(always)]
+    fn plane_body(&self, xs: &[f32], wc: &[f32], padded: &mut Vec<f32>, dst: &mut [f32]) {
+        let ([h, wd], [_, ow], [kh, kw]) = (self.hw, self.out, self.kernel);
+        let Window {
+            stride: [sy, sx],
+            dilation: [dy, dx],
+            padding: [py, px],
+            ..
+        } = self.window;
+        let pw = wd + 2 * px;
+        padded.clear();
+        padded.resize((h + 2 * py) * pw, 0.0);
+        for y in 0..h {
+            padded[(y + py) * pw + px..][..wd].copy_from_slice(&xs[y * wd..][..wd]);
+        }
+        let tap = |oy: usize, ki: usize, kj: usize| (oy * sy + ki * dy) * pw + kj * dx;
+        for (oy, row) in dst.chunks_exact_mut(ow).enumerate() {
+            if kh == 3 && kw == 3 && (sx == 1 || sx == 2) {
+                // All nine taps in one pass over the row (the stride known to the compiler,
+                // so stride 1 vectorizes).
+                let need = (ow - 1) * sx + 1;
+                let t: [&[f32]; 9] =
+                    std::array::from_fn(|k| &padded[tap(oy, k / 3, k % 3)..][..need]);
+                let wk: [f32; 9] = std::array::from_fn(|k| wc[k]);
+                if sx == 1 {
+                    taps9::<1>(row, &t, &wk);
+                } else {
+                    taps9::<2>(row, &t, &wk);
+                }
+                continue;
+            }
+            row.fill(0.0);
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    let wt = wc[ki * kw + kj];
+                    let src = &padded[tap(oy, ki, kj)..];
+                    if sx == 1 {
+                        for (o, &v) in row.iter_mut().zip(&src[..ow]) {
+                            *o += wt * v;
+                        }
+                    } else {
+                        for (o, &v) in row.iter_mut().zip(src.iter().step_by(sx)) {
+                            *o += wt * v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `row[i] = Σ_k w[k] · t[k][i·S]` (a 3x3 depthwise output row), summed in tap order.
+#[inline(always)]
+fn taps9<const S: usize>(row: &mut [f32], t: &[&[f32]; 9], w: &[f32; 9]) {
+    let need = row.len().saturating_sub(1) * S + 1;
+    if row.is_empty() || t.iter().any(|s| s.len() < need) {
+        return;
+    }
+    for (i, o) in row.iter_mut().enumerate() {
+        let j = i * S;
+        // SAFETY: j ≤ (row.len() - 1)·S < need ≤ every t[k].len(), checked above.
+        let v = |k: usize| unsafe { *t[k].get_unchecked(j) };
+        *o = w[0] * v(0)
+            + w[1] * v(1)
+            + w[2] * v(2)
+            + w[3] * v(3)
+            + w[4] * v(4)
+            + w[5] * v(5)
+            + w[6] * v(6)
+            + w[7] * v(7)
+            + w[8] * v(8);
     }
 }
 
