@@ -9,6 +9,7 @@ pub mod attention;
 pub mod conformance;
 pub mod export;
 pub mod finetune;
+pub mod fold;
 pub mod hostile;
 pub mod light;
 pub mod peers;
