@@ -751,7 +751,7 @@ impl Cx<'_> {
 
     /// The f32 values (with their dims) of constants `names`, those computed in the graph
     /// evaluated in one run on cpu:0; `None` if any is not a constant f32 tensor.
-    fn constant_f32s(&mut self, names: &[&str]) -> Option<Vec<(Vec<usize>, Vec<f32>)>> {
+    pub fn constant_f32s(&mut self, names: &[&str]) -> Option<Vec<(Vec<usize>, Vec<f32>)>> {
         let mut hosts: Vec<Option<HostTensor>> = Vec::new();
         let mut fetch = Vec::new();
         for name in names {

@@ -1,4 +1,4 @@
-//! Matrix products, convolution, pooling, normalisation, softmax, reductions, arg-reductions
+//! Matrix products, convolution, pooling, softmax, reductions, arg-reductions
 //! and `CumSum`.
 
 use super::build::{bad, Cx, Node, Val};
@@ -8,9 +8,6 @@ use crate::ops::ScanOp;
 use crate::{Axes, Conv2dOptions, DType, HostTensor, PadMode, Result, SliceArg, Tensor};
 
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    if n.op == "BatchNormalization" {
-        return Some(batch_norm(cx, n));
-    }
     let r = match n.op {
         "MatMul" => (|| {
             let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
@@ -410,46 +407,6 @@ fn window_reduce(cx: &mut Cx, x: Tensor, w: &WindowNd, max: bool) -> Result<Tens
         acc = r.ok_or_else(|| bad("empty window"))?;
     }
     Ok(acc)
-}
-
-fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
-    let (x, s, b, m, v) = (
-        cx.t(n, 0)?,
-        cx.t(n, 1)?,
-        cx.t(n, 2)?,
-        cx.t(n, 3)?,
-        cx.t(n, 4)?,
-    );
-    let eps = n.float("epsilon", 1e-5);
-    // Training mode (opset 14+: the attribute; before, extra outputs meant training with
-    // saved statistics, which is not supported): normalise with the batch's own mean and
-    // (population) variance over every axis but 1, and return the running statistics
-    // `running·momentum + batch·(1 - momentum)`.
-    let training = n.opset >= 14 && n.int("training_mode", 0) != 0;
-    if !training {
-        if n.n_outputs > 1 {
-            return Err(n.unsupported("BatchNormalization's training outputs before opset 14"));
-        }
-        return Ok(vec![cx.g.batch_norm(x, m, v, s, b, eps)?.into()]);
-    }
-    let r = cx.g.shape(x)?.rank();
-    if r < 2 {
-        return Err(bad(format!("input of rank {r} (want N, C, …)")));
-    }
-    let axes: Vec<isize> = (0..r as isize).filter(|&a| a != 1).collect();
-    let dt = cx.g.dtype(x)?;
-    let bm = cx.g.mean(x, axes.clone(), false)?;
-    let bv = cx.g.var(x, axes, 0, false)?;
-    let y = cx.g.batch_norm(x, bm, bv, s, b, eps)?;
-    let momentum = n.float("momentum", 0.9) as f64;
-    let (keep, take) = (cx.scalar(momentum, dt)?, cx.scalar(1.0 - momentum, dt)?);
-    let mut blend = |run: Tensor, batch: Tensor| -> Result<Tensor> {
-        let a = cx.g.mul(run, keep)?;
-        let c = cx.g.mul(batch, take)?;
-        cx.g.add(a, c)
-    };
-    let (rm, rv) = (blend(m, bm)?, blend(v, bv)?);
-    Ok(vec![y.into(), rm.into(), rv.into()])
 }
 
 fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {

@@ -1,12 +1,14 @@
-//! Normalisations: `LayerNormalization`, `RMSNormalization`, `InstanceNormalization`,
+//! Normalisations: `BatchNormalization`, `LayerNormalization`, `RMSNormalization`, `InstanceNormalization`,
 //! `GroupNormalization`, `LpNormalization`, `LRN`, `MeanVarianceNormalization`, composed from reductions and elementwise ops.
 
 use super::build::{bad, Cx, Node, Val};
 use super::ops_shape::norm_axis;
-use crate::{Result, Tensor};
+use super::tensor::HostValue;
+use crate::{DType, HostTensor, Result, Tensor};
 
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
     Some(match n.op {
+        "BatchNormalization" => batch_norm(cx, n),
         "LayerNormalization" => layer_norm(cx, n),
         "RMSNormalization" => rms_norm(cx, n).map(|t| vec![t.into()]),
         "InstanceNormalization" => instance_norm(cx, n).map(|t| vec![t.into()]),
@@ -225,4 +227,85 @@ fn mvn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let den = g.add(sd, e)?;
     let d = g.sub(x, m)?;
     g.div(d, den)
+}
+
+fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let training = n.opset >= 14 && n.int("training_mode", 0) != 0;
+    if !training && n.n_outputs == 1 {
+        if let Some(y) = affine_batch_norm(cx, n)? {
+            return Ok(vec![y.into()]);
+        }
+    }
+    let (x, s, b, m, v) = (
+        cx.t(n, 0)?,
+        cx.t(n, 1)?,
+        cx.t(n, 2)?,
+        cx.t(n, 3)?,
+        cx.t(n, 4)?,
+    );
+    let eps = n.float("epsilon", 1e-5);
+    // Training mode (opset 14+: the attribute; before, extra outputs meant training with
+    // saved statistics, which is not supported): normalise with the batch's own mean and
+    // (population) variance over every axis but 1, and return the running statistics
+    // `running·momentum + batch·(1 - momentum)`.
+    if !training {
+        if n.n_outputs > 1 {
+            return Err(n.unsupported("BatchNormalization's training outputs before opset 14"));
+        }
+        return Ok(vec![cx.g.batch_norm(x, m, v, s, b, eps)?.into()]);
+    }
+    let r = cx.g.shape(x)?.rank();
+    if r < 2 {
+        return Err(bad(format!("input of rank {r} (want N, C, …)")));
+    }
+    let axes: Vec<isize> = (0..r as isize).filter(|&a| a != 1).collect();
+    let dt = cx.g.dtype(x)?;
+    let bm = cx.g.mean(x, axes.clone(), false)?;
+    let bv = cx.g.var(x, axes, 0, false)?;
+    let y = cx.g.batch_norm(x, bm, bv, s, b, eps)?;
+    let momentum = n.float("momentum", 0.9) as f64;
+    let (keep, take) = (cx.scalar(momentum, dt)?, cx.scalar(1.0 - momentum, dt)?);
+    let mut blend = |run: Tensor, batch: Tensor| -> Result<Tensor> {
+        let a = cx.g.mul(run, keep)?;
+        let c = cx.g.mul(batch, take)?;
+        cx.g.add(a, c)
+    };
+    let (rm, rv) = (blend(m, bm)?, blend(v, bv)?);
+    Ok(vec![y.into(), rm.into(), rv.into()])
+}
+
+/// Inference normalization with constant statistics (one not folded into a convolution,
+/// e.g. DenseNet's before each one) as `x · scale + shift` per channel, the two vectors
+/// computed at import in float64 (as onnxruntime folds it): two elementwise ops instead of
+/// four. `None` when a parameter is not a constant f32 vector of the channel count.
+fn affine_batch_norm(cx: &mut Cx, n: &Node) -> Result<Option<Tensor>> {
+    let dims = cx.shape(n, 0)?;
+    if dims.len() < 2 || cx.dtype(n, 0)? != DType::F32 || (1..5).any(|i| !cx.known(n, i)) {
+        return Ok(None);
+    }
+    let c = dims[1];
+    let names: Vec<&str> = (1..5).map(|i| n.req(i)).collect::<Result<_>>()?;
+    let Some(p) = cx.constant_f32s(&names) else {
+        return Ok(None);
+    };
+    if p.iter().any(|(_, v)| v.len() != c) {
+        return Ok(None);
+    }
+    let eps = n.float("epsilon", 1e-5) as f64;
+    let (s, b, m, v) = (&p[0].1, &p[1].1, &p[2].1, &p[3].1);
+    let scale: Vec<f64> = (0..c)
+        .map(|i| s[i] as f64 / (v[i] as f64 + eps).sqrt())
+        .collect();
+    let shift: Vec<f32> = (0..c)
+        .map(|i| (b[i] as f64 - m[i] as f64 * scale[i]) as f32)
+        .collect();
+    let scale: Vec<f32> = scale.iter().map(|&v| v as f32).collect();
+    let mut shape = vec![1; dims.len() - 1];
+    shape[0] = c;
+    let x = cx.t(n, 0)?;
+    let per_channel = |v: Vec<f32>| HostTensor::new(shape.clone(), v).map(HostValue::Floats);
+    let scale = cx.constant(&per_channel(scale)?, "batch_norm_scale")?;
+    let shift = cx.constant(&per_channel(shift)?, "batch_norm_shift")?;
+    let y = cx.g.mul(x, scale)?;
+    Ok(Some(cx.g.add(y, shift)?))
 }

@@ -503,6 +503,14 @@ fn broadcasting_of_every_kind() {
     // large enough to split across threads, rows not a multiple of the chunk
     fma_like(&[64, 1], &[1, 4099], &[4099], 6);
     fma_like(&[3, 1, 1, 5], &[1, 70, 33, 1], &[70, 1, 5], 7);
+    // Per-channel operands over planes of at least 256 elements (each one word per chunk,
+    // chunks cut at the planes' edges): planes shorter and longer than a chunk, two
+    // operands with different runs (chunks cut at their common divisor), and enough
+    // channels to split across threads.
+    fma_like(&[6, 1, 1], &[2, 6, 37, 29], &[1, 6, 1, 1], 8);
+    fma_like(&[1, 3, 1, 1], &[2, 3, 70, 70], &[3, 1, 1], 9);
+    fma_like(&[3, 1, 1], &[3, 5, 300], &[3, 5, 1], 10);
+    fma_like(&[64, 1, 1], &[1, 64, 56, 56], &[1, 64, 1, 1], 11);
 }
 
 #[test]

@@ -129,6 +129,31 @@ struct Program {
     slots: usize,
     /// Longest gather walk (its multi-index lives in the scratch).
     rank: usize,
+    /// Output elements over which every gathered input that is constant along its innermost
+    /// axis (a per-channel scale over `[N, C, H, W]`) keeps one value, when that is at least
+    /// [`RUN_MIN`]: chunks are cut at these runs' boundaries, so each such input is one
+    /// word per chunk (a splat operand, not a filled buffer).
+    run: Option<usize>,
+}
+
+/// The shortest run worth cutting chunks at (shorter chunks cost more in per-step dispatch
+/// than the fills they save).
+const RUN_MIN: usize = 256;
+
+/// `w`'s run (its innermost axis's size) when that axis is broadcast (stride 0).
+fn splat_run(w: &Walk) -> Option<usize> {
+    match (w.dims.last(), w.strides.last()) {
+        (Some(&d), Some(&0)) => Some(d),
+        _ => None,
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// How input `i` is read.
@@ -266,10 +291,19 @@ impl Program {
                 dst: Dst::Out,
             });
         }
+        let run = steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                Kind::Gather(w) => splat_run(w),
+                _ => None,
+            })
+            .reduce(gcd)
+            .filter(|&r| r >= RUN_MIN);
         Ok(Program {
             steps,
             slots: slots.refs.len(),
             rank,
+            run,
         })
     }
 
@@ -293,6 +327,7 @@ impl Program {
     fn run_block(&self, data: &[&[u32]], start: usize, out: &mut [u32]) {
         let mut scratch = Scratch {
             bufs: vec![vec![0; CHUNK]; self.slots],
+            splats: vec![None; self.slots],
             index: vec![0; self.rank],
         };
         #[cfg(target_arch = "x86_64")]
@@ -331,8 +366,18 @@ impl Program {
     /// The chunks of one block; the feature check is made once per block, not per chunk.
     #[inline(always)]
     fn block(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
-        for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
-            self.chunk(data, start + c * CHUNK, chunk, s);
+        let Some(run) = self.run else {
+            for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
+                self.chunk(data, start + c * CHUNK, chunk, s);
+            }
+            return;
+        };
+        let mut at = 0;
+        while at < out.len() {
+            let pos = start + at;
+            let len = CHUNK.min(run - pos % run).min(out.len() - at);
+            self.chunk(data, pos, &mut out[at..at + len], s);
+            at += len;
         }
     }
 
@@ -341,6 +386,19 @@ impl Program {
     fn chunk(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
         let len = out.len();
         for step in &self.steps {
+            // A broadcast input whose value is one word over this whole chunk: no buffer.
+            let one_word = match (&step.kind, step.dst) {
+                (Kind::Gather(w), Dst::Slot(_)) => splat_run(w)
+                    .filter(|r| start % r + len <= *r)
+                    .map(|_| word_at(w, data[w.input], start)),
+                _ => None,
+            };
+            if let Dst::Slot(i) = step.dst {
+                s.splats[i] = one_word;
+            }
+            if one_word.is_some() {
+                continue;
+            }
             let mut buf = match step.dst {
                 Dst::Slot(i) => Some(std::mem::take(&mut s.bufs[i])),
                 Dst::Out => None,
@@ -350,11 +408,14 @@ impl Program {
                     b[..len].copy_from_slice(out);
                 }
             } else {
-                let bufs = &s.bufs;
+                let (bufs, splats) = (&s.bufs, &s.splats);
                 let src = |v: Val| match v {
                     Val::Splat(w) => Src::Splat(w),
                     Val::Direct(i, off) => Src::Slice(&data[i][off + start..off + start + len]),
-                    Val::Slot(j) => Src::Slice(&bufs[j][..len]),
+                    Val::Slot(j) => match splats[j] {
+                        Some(w) => Src::Splat(w),
+                        None => Src::Slice(&bufs[j][..len]),
+                    },
                 };
                 let dst: &mut [u32] = match &mut buf {
                     Some(b) => &mut b[..len],
@@ -380,10 +441,22 @@ impl Program {
     }
 }
 
-/// Per-thread scratch: one buffer per slot, and a gather's multi-index.
+/// Per-thread scratch: one buffer per slot (or the one word a slot holds throughout this
+/// chunk), and a gather's multi-index.
 struct Scratch {
     bufs: Vec<Vec<u32>>,
+    splats: Vec<Option<u32>>,
     index: Vec<usize>,
+}
+
+/// The word `w` reads for output element `at`.
+fn word_at(w: &Walk, data: &[u32], at: usize) -> u32 {
+    let (mut rem, mut off) = (at, w.offset);
+    for k in (0..w.dims.len()).rev() {
+        off += (rem % w.dims[k]) as i64 * w.strides[k];
+        rem /= w.dims[k];
+    }
+    data[off as usize]
 }
 
 /// How input `i` is read (see [`Source`]); checks that every word it reads lies in `data`.
