@@ -1,6 +1,7 @@
 //! A `BatchNormalization` that reads only a `Conv`'s output is folded into the convolution at
 //! import (scaled weights, shifted bias): the imported graph has no normalization left, and
 //! its outputs match the two ops computed one after the other in float64, on every device.
+//! A normalization on its own with constant statistics becomes a per-channel scale and shift.
 //! A convolution whose output has another reader, or whose weights are trainable, is not
 //! folded and still matches.
 
@@ -164,11 +165,20 @@ fn check(k: &Case, trainable: bool, want_folded: bool) {
         ..Default::default()
     };
     let m = import_bytes(&bytes, None, &opts).expect("import");
-    let normalizes = m.graph.nodes().any(|(_, n)| n.name.contains("batch_norm"));
+    // Folded: at most the convolution's bias add is elementwise; unfolded, the
+    // normalization adds at least a scale and a shift.
+    let elementwise = m
+        .graph
+        .nodes()
+        .filter(|(_, n)| n.op.is_elementwise())
+        .count();
     assert_eq!(
-        normalizes, !want_folded,
+        elementwise <= 1,
+        want_folded,
         "folded: want {want_folded} (groups {}, bias {}, shared {}, trainable {trainable})",
-        k.groups, k.bias, k.shared
+        k.groups,
+        k.bias,
+        k.shared
     );
     let want = reference(k, &p);
     let x = HostTensor::new(vec![k.n, k.c, k.hw[0], k.hw[1]], p.x.clone()).unwrap();
@@ -244,4 +254,76 @@ fn a_shared_or_trainable_convolution_is_not_folded_and_still_matches() {
         true,
         false,
     );
+}
+
+/// A normalization with constant statistics that no convolution precedes (DenseNet's) is
+/// imported as `x · scale + shift` per channel, with no batch-norm composite left.
+#[test]
+fn a_normalization_on_its_own_is_an_affine_map_matching_float64() {
+    let (n, c, h, w) = (2usize, 5usize, 4usize, 3usize);
+    let x = values(n * c * h * w, 11, -2.0, 4.0);
+    let bn = [
+        values(c, 12, 0.5, 1.5),
+        values(c, 13, -1.0, 2.0),
+        values(c, 14, -0.5, 1.0),
+        values(c, 15, 0.1, 2.0),
+    ];
+    let dims = [n as i64, c as i64, h as i64, w as i64];
+    let mut init = Vec::new();
+    for (name, v) in ["gamma", "beta", "mean", "var"].iter().zip(&bn) {
+        init.push(float_init(name, &[c as i64], v.clone()));
+    }
+    let eps = AttributeProto {
+        name: Some("epsilon".into()),
+        r#type: Some(AttributeType::Float as i32),
+        f: Some(EPS),
+        ..Default::default()
+    };
+    let m = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(15),
+        }],
+        graph: Some(GraphProto {
+            node: vec![node(
+                "BatchNormalization",
+                &["x", "gamma", "beta", "mean", "var"],
+                &["y"],
+                vec![eps],
+            )],
+            name: Some("bn".into()),
+            initializer: init,
+            input: vec![value("x", &dims)],
+            output: vec![value("y", &dims)],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let m = import_bytes(&m.encode_to_vec(), None, &ImportOptions::default()).expect("import");
+    let elementwise = m
+        .graph
+        .nodes()
+        .filter(|(_, n)| n.op.is_elementwise())
+        .count();
+    assert_eq!(elementwise, 2, "a scale and a shift");
+    let xt = HostTensor::new(vec![n, c, h, w], x.clone()).unwrap();
+    for device in std::iter::once(Device::Cpu).chain(common::gpus()) {
+        let mut s = common::folding_session_on(&m.graph, device);
+        let got = s
+            .run(&[(m.inputs[0].tensor, xt.clone())], &[m.outputs[0].tensor])
+            .expect("run")
+            .remove(0)
+            .to_f32()
+            .unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            let ch = (i / (h * w)) % c;
+            let [gamma, beta, mean, var] = [0, 1, 2, 3].map(|k| bn[k][ch] as f64);
+            let want = (x[i] as f64 - mean) / (var + EPS as f64).sqrt() * gamma + beta;
+            assert!(
+                (g as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                "{device}: y[{i}] = {g}, float64 {want}"
+            );
+        }
+    }
 }
