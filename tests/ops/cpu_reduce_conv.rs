@@ -961,6 +961,9 @@ fn pooling_matches_the_reference() {
         ([4, 5, 33, 31], [3, 2], [2, 3], [1, 1]),
         ([1, 2, 1, 1], [1, 1], [1, 1], [0, 0]),
         ([64, 16, 8, 8], [2, 2], [2, 2], [0, 0]),
+        // Unpadded 3x3 windows (the row-at-a-time path) at strides 1 and 2.
+        ([2, 3, 29, 29], [3, 3], [1, 1], [0, 0]),
+        ([1, 4, 30, 31], [3, 3], [2, 2], [0, 0]),
     ] {
         let n: usize = dims.iter().product();
         let mut x = det(n, 31);
@@ -968,6 +971,11 @@ fn pooling_matches_the_reference() {
         if n > 3 {
             x[2] = -0.0;
             x[3] = -0.0;
+        }
+        if n > 400 {
+            // Inside a plane, where windows overlap it from every side.
+            x[n / 2 + 7] = f32::NAN;
+            x[n / 3] = f32::INFINITY;
         }
         let words: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let window = Window {
