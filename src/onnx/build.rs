@@ -218,7 +218,7 @@ fn batch_norm_folds(cx: &Cx, graph: &GraphProto) -> HashMap<usize, Fold> {
     let plain = |n: &NodeProto| matches!(n.domain.as_deref().unwrap_or(""), "" | "ai.onnx");
     // Trainable initializers stay variables; whether the rest are constant is known only
     // when the convolution is reached (a weight may be computed, e.g. by ConstantOfShape).
-    let host = |name: &str| !cx.weights.contains(name);
+    let fixed = |name: &str| !cx.weights.contains(name);
     let mut folds = HashMap::new();
     for (i, pair) in graph.node.windows(2).enumerate() {
         let (conv, bn) = (&pair[0], &pair[1]);
@@ -237,9 +237,9 @@ fn batch_norm_folds(cx: &Cx, graph: &GraphProto) -> HashMap<usize, Fold> {
             && bn.input[0] == conv.output[0]
             && readers.get(conv.output[0].as_str()) == Some(&1)
             && conv.input.len() >= 2
-            && conv.input.iter().skip(1).all(|n| n.is_empty() || host(n))
-            && bn.input[1..].iter().all(|n| host(n));
-        if ok && !folds.contains_key(&i) {
+            && conv.input.iter().skip(1).all(|n| n.is_empty() || fixed(n))
+            && bn.input[1..].iter().all(|n| fixed(n));
+        if ok {
             folds.insert(i, Fold::Conv(i + 1));
             folds.insert(i + 1, Fold::Skip);
         }
@@ -259,17 +259,17 @@ fn fold_batch_norm(cx: &mut Cx, conv: &NodeProto, bn: &NodeProto) -> Option<Node
             .map(String::as_str)
             .filter(|n| !n.is_empty()),
     );
-    let values = cx.constant_f32s(&names)?;
-    let get = |i: usize| values.get(i).cloned();
-    let (wd, w) = get(0)?;
+    let mut values = cx.constant_f32s(&names)?.into_iter();
+    let (wd, w) = values.next()?;
     let o = *wd.first()?;
-    let stats: Vec<Vec<f32>> = (1..5)
-        .map(|i| get(i).map(|(_, v)| v).filter(|v| v.len() == o))
-        .collect::<Option<_>>()?;
-    let bias = match names.len() {
-        6 => get(5).map(|(_, v)| v).filter(|v| v.len() == o)?,
-        _ => vec![0.0; o],
-    };
+    // gamma, beta, mean, var, then the bias if the convolution has one.
+    let vectors: Vec<Vec<f32>> = values.map(|(_, v)| v).filter(|v| v.len() == o).collect();
+    if vectors.len() != names.len() - 1 {
+        return None;
+    }
+    let mut vectors = vectors.into_iter();
+    let stats: Vec<Vec<f32>> = vectors.by_ref().take(4).collect();
+    let bias = vectors.next().unwrap_or_else(|| vec![0.0; o]);
     if o == 0 || w.len() % o != 0 {
         return None;
     }
@@ -752,7 +752,11 @@ impl Cx<'_> {
     /// The f32 values (with their dims) of constants `names`, those computed in the graph
     /// evaluated in one run on cpu:0; `None` if any is not a constant f32 tensor.
     pub fn constant_f32s(&mut self, names: &[&str]) -> Option<Vec<(Vec<usize>, Vec<f32>)>> {
-        let mut hosts: Vec<Option<HostTensor>> = Vec::new();
+        let f32s = |h: &HostTensor| {
+            (h.dtype() == DType::F32).then_some(())?;
+            Some((h.dims().to_vec(), h.to_f32().ok()?))
+        };
+        let mut out = Vec::with_capacity(names.len());
         let mut fetch = Vec::new();
         for name in names {
             if !self.is_const(name) {
@@ -760,46 +764,37 @@ impl Cx<'_> {
             }
             match self.vals.get(*name)? {
                 Val::Host(h) => match &**h {
-                    HostValue::Floats(t) => hosts.push(Some(t.clone())),
+                    HostValue::Floats(t) => out.push(Some(f32s(t)?)),
                     HostValue::Ints { .. } => return None,
                 },
                 Val::T(t) => {
-                    fetch.push((hosts.len(), *t));
-                    hosts.push(None);
+                    fetch.push((out.len(), *t));
+                    out.push(None);
                 }
             }
         }
         if !fetch.is_empty() {
-            let opts = SessionOptions {
-                default_device: Some(Device::Cpu),
-                visible_devices: Some(Vec::new()),
-                ..Default::default()
-            };
-            let mut s = Session::new(&self.g, opts).ok()?;
             let ts: Vec<Tensor> = fetch.iter().map(|f| f.1).collect();
-            for ((i, _), v) in fetch.iter().zip(s.run(&[], &ts).ok()?) {
-                hosts[*i] = Some(v);
+            for ((i, _), v) in fetch.iter().zip(self.eval_all(&ts).ok()?) {
+                out[*i] = Some(f32s(&v)?);
             }
         }
-        hosts
-            .into_iter()
-            .map(|h| {
-                let h = h?;
-                (h.dtype() == DType::F32).then_some(())?;
-                Some((h.dims().to_vec(), h.to_f32().ok()?))
-            })
-            .collect()
+        out.into_iter().collect()
     }
 
     fn eval(&mut self, t: Tensor) -> Result<HostTensor> {
+        self.eval_all(&[t])?
+            .pop()
+            .ok_or_else(|| Error::Internal("a run returned no value".into()))
+    }
+
+    /// The values of constant tensors `ts`, in one run of a `cpu:0` session.
+    fn eval_all(&mut self, ts: &[Tensor]) -> Result<Vec<HostTensor>> {
         let opts = SessionOptions {
             default_device: Some(Device::Cpu),
             visible_devices: Some(Vec::new()),
             ..Default::default()
         };
-        let mut s = Session::new(&self.g, opts)?;
-        let mut out = s.run(&[], &[t])?;
-        out.pop()
-            .ok_or_else(|| Error::Internal("a run returned no value".into()))
+        Session::new(&self.g, opts)?.run(&[], ts)
     }
 }

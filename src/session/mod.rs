@@ -535,13 +535,8 @@ impl Session {
         fetches: &[Tensor],
         dims: &[(&str, usize)],
     ) -> Result<Arc<Plan>> {
-        self.last_binding = self.binding_by_name(dims)?;
+        self.last_binding = self.graph.binding_named(dims)?;
         self.plan(fetches)
-    }
-
-    /// The binding that `dims` names; every name must be one of the graph's.
-    fn binding_by_name(&self, dims: &[(&str, usize)]) -> Result<Binding> {
-        self.graph.binding_named(dims)
     }
 
     /// The plan `fetches` would run, compiled but not prepared: no device buffers, pipelines
@@ -564,7 +559,7 @@ impl Session {
         if !self.graph.has_unknown_dims() {
             return compile::compile(&self.graph, fetches, &self.target);
         }
-        let binding = self.binding_by_name(dims)?;
+        let binding = self.graph.binding_named(dims)?;
         let (graph, unbound) = self.graph.bind(&binding)?;
         self.check_bound(&binding, &unbound, fetches)?;
         compile::compile(&graph, fetches, &self.target)

@@ -3,7 +3,7 @@
 //! losses), a few Adam steps lower the loss on every device, and `Session::save` names the
 //! weights as the model does.
 
-use super::protos::{attr_int, attr_ints, value};
+use super::protos::{attr_int, attr_ints, uniform, value};
 use wgflow::onnx::proto::{
     tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
     TensorProto,
@@ -25,15 +25,7 @@ fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<AttributeProto>)
 
 /// Deterministic values in [-0.5, 0.5).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        })
-        .collect()
+    uniform(n, seed, -0.5, 1.0)
 }
 
 fn init(name: &str, dims: &[i64], seed: u64) -> TensorProto {

@@ -6,25 +6,22 @@
 //! folded and still matches.
 
 use super::common;
-use super::protos::{attr_int, attr_ints, float_init, node, value};
-use wgflow::onnx::proto::{
-    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto,
-    OperatorSetIdProto, TensorProto,
-};
+use super::protos::{attr_float, attr_int, attr_ints, float_init, node, uniform, value};
+use wgflow::onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
 use wgflow::onnx::{import_bytes, ImportOptions, Message};
 use wgflow::{Device, HostTensor};
 
-/// Deterministic values in [lo, lo + span).
-fn values(n: usize, seed: u64, lo: f32, span: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + span * ((s >> 40) as f32 / (1u64 << 24) as f32)
-        })
-        .collect()
+/// `graph` as a model of ai.onnx opset 15.
+fn opset15(graph: GraphProto) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(15),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
 }
 
 /// One convolution + normalization case.
@@ -52,14 +49,14 @@ const EPS: f32 = 1e-3;
 fn params(k: &Case) -> Params {
     let cg = k.c / k.groups;
     Params {
-        x: values(k.n * k.c * k.hw[0] * k.hw[1], 1, -1.0, 2.0),
-        w: values(k.o * cg * 9, 2, -0.5, 1.0),
-        b: values(k.o, 3, -0.5, 1.0),
+        x: uniform(k.n * k.c * k.hw[0] * k.hw[1], 1, -1.0, 2.0),
+        w: uniform(k.o * cg * 9, 2, -0.5, 1.0),
+        b: uniform(k.o, 3, -0.5, 1.0),
         bn: [
-            values(k.o, 4, 0.5, 1.5),
-            values(k.o, 5, -1.0, 2.0),
-            values(k.o, 6, -0.5, 1.0),
-            values(k.o, 7, 0.1, 2.0),
+            uniform(k.o, 4, 0.5, 1.5),
+            uniform(k.o, 5, -1.0, 2.0),
+            uniform(k.o, 6, -0.5, 1.0),
+            uniform(k.o, 7, 0.1, 2.0),
         ],
     }
 }
@@ -76,12 +73,6 @@ fn model(k: &Case, p: &Params) -> ModelProto {
     for (name, v) in ["gamma", "beta", "mean", "var"].iter().zip(&p.bn) {
         init.push(float_init(name, &[k.o as i64], v.clone()));
     }
-    let eps = AttributeProto {
-        name: Some("epsilon".into()),
-        r#type: Some(AttributeType::Float as i32),
-        f: Some(EPS),
-        ..Default::default()
-    };
     let nodes: Vec<NodeProto> = vec![
         node(
             "Conv",
@@ -96,7 +87,7 @@ fn model(k: &Case, p: &Params) -> ModelProto {
             "BatchNormalization",
             &["c", "gamma", "beta", "mean", "var"],
             &["y"],
-            vec![eps],
+            vec![attr_float("epsilon", EPS)],
         ),
     ];
     let [h, w] = k.hw;
@@ -104,22 +95,14 @@ fn model(k: &Case, p: &Params) -> ModelProto {
     if k.shared {
         output.push(value("c", &dims(&[k.n, k.o, h, w])));
     }
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(15),
-        }],
-        graph: Some(GraphProto {
-            node: nodes,
-            name: Some("conv_bn".into()),
-            initializer: init,
-            input: vec![value("x", &dims(&[k.n, k.c, h, w]))],
-            output,
-            ..Default::default()
-        }),
+    opset15(GraphProto {
+        node: nodes,
+        name: Some("conv_bn".into()),
+        initializer: init,
+        input: vec![value("x", &dims(&[k.n, k.c, h, w]))],
+        output,
         ..Default::default()
-    }
+    })
 }
 
 /// The convolution (3x3, padding 1, stride 1) then the normalization, in float64.
@@ -261,45 +244,31 @@ fn a_shared_or_trainable_convolution_is_not_folded_and_still_matches() {
 #[test]
 fn a_normalization_on_its_own_is_an_affine_map_matching_float64() {
     let (n, c, h, w) = (2usize, 5usize, 4usize, 3usize);
-    let x = values(n * c * h * w, 11, -2.0, 4.0);
+    let x = uniform(n * c * h * w, 11, -2.0, 4.0);
     let bn = [
-        values(c, 12, 0.5, 1.5),
-        values(c, 13, -1.0, 2.0),
-        values(c, 14, -0.5, 1.0),
-        values(c, 15, 0.1, 2.0),
+        uniform(c, 12, 0.5, 1.5),
+        uniform(c, 13, -1.0, 2.0),
+        uniform(c, 14, -0.5, 1.0),
+        uniform(c, 15, 0.1, 2.0),
     ];
     let dims = [n as i64, c as i64, h as i64, w as i64];
     let mut init = Vec::new();
     for (name, v) in ["gamma", "beta", "mean", "var"].iter().zip(&bn) {
         init.push(float_init(name, &[c as i64], v.clone()));
     }
-    let eps = AttributeProto {
-        name: Some("epsilon".into()),
-        r#type: Some(AttributeType::Float as i32),
-        f: Some(EPS),
+    let m = opset15(GraphProto {
+        node: vec![node(
+            "BatchNormalization",
+            &["x", "gamma", "beta", "mean", "var"],
+            &["y"],
+            vec![attr_float("epsilon", EPS)],
+        )],
+        name: Some("bn".into()),
+        initializer: init,
+        input: vec![value("x", &dims)],
+        output: vec![value("y", &dims)],
         ..Default::default()
-    };
-    let m = ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(15),
-        }],
-        graph: Some(GraphProto {
-            node: vec![node(
-                "BatchNormalization",
-                &["x", "gamma", "beta", "mean", "var"],
-                &["y"],
-                vec![eps],
-            )],
-            name: Some("bn".into()),
-            initializer: init,
-            input: vec![value("x", &dims)],
-            output: vec![value("y", &dims)],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    });
     let m = import_bytes(&m.encode_to_vec(), None, &ImportOptions::default()).expect("import");
     let elementwise = m
         .graph

@@ -173,7 +173,7 @@ impl Conv2dKernel {
     /// splits these products poorly (64 output channels by thousands of pixels), and the
     /// single-threaded im2col and copy-out of the blocked path would serialize around it.
     fn column_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
-        let [_, c_all, h, wd] = dims4(&self.x);
+        let [_, _, h, wd] = dims4(&self.x);
         let [o_all, cg, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
         let p = oh * ow;
@@ -198,16 +198,7 @@ impl Conv2dKernel {
                     (x[g * cg * p + q0..].as_ptr(), p as isize)
                 } else {
                     col.resize(k * cols, 0.0);
-                    for c in 0..cg {
-                        for ki in 0..kh {
-                            for kj in 0..kw {
-                                let row = ((c * kh + ki) * kw + kj) * cols;
-                                let dst_row = &mut col[row..row + cols];
-                                let plane = g * cg + c;
-                                self.gather(x, (c_all, h, wd), plane, (ki, kj), (0, q0), dst_row);
-                            }
-                        }
-                    }
+                    self.im2col(x, g * cg..(g + 1) * cg, (0, q0), col);
                     (col.as_ptr(), cols as isize)
                 };
                 let c = dst.get();
@@ -425,17 +416,12 @@ impl Conv2dKernel {
         while q0 < cols_total {
             let q1 = (q0 + piece).min(cols_total);
             let cols = q1 - q0;
-            // im2col: row (c, ki, kj), column q = (image, oy, ox).
-            for c in 0..c_hi - c_lo {
-                let plane_c = g * cg + c_lo + c;
-                for ki in 0..kh {
-                    for kj in 0..kw {
-                        let row = ((c * kh + ki) * kw + kj) * cols;
-                        let dst_row = &mut col[row..row + cols];
-                        self.gather(x, (c_all, h, wd), plane_c, (ki, kj), (n0, q0), dst_row);
-                    }
-                }
-            }
+            self.im2col(
+                x,
+                g * cg + c_lo..g * cg + c_hi,
+                (n0, q0),
+                &mut col[..k * cols],
+            );
             let a0 = (g * og * cg + c_lo) * kh * kw;
             // SAFETY: A is read at `a0 + i * cg*kh*kw + j` for i < og, j < k: the weights
             // of outputs g*og..(g+1)*og and channels c_lo..c_hi, inside `w` (checked to
@@ -471,6 +457,30 @@ impl Conv2dKernel {
                 }
             }
             q0 = q1;
+        }
+    }
+
+    /// The im2col of input channels `planes` for columns `q0..` of the block starting at
+    /// image `n0`: row `(c, ki, kj)` of `col` (`col.len() / rows` columns each) holds what
+    /// window offset `(ki, kj)` of channel `planes.start + c` reads, or zero.
+    fn im2col(
+        &self,
+        x: &[f32],
+        planes: std::ops::Range<usize>,
+        (n0, q0): (usize, usize),
+        col: &mut [f32],
+    ) {
+        let [_, c_all, h, wd] = dims4(&self.x);
+        let [_, _, kh, kw] = dims4(&self.w);
+        let rows = planes.len() * kh * kw;
+        let cols = col.len() / rows.max(1);
+        if cols == 0 {
+            return;
+        }
+        for (r, dst) in col.chunks_exact_mut(cols).enumerate() {
+            let (c, t) = (r / (kh * kw), r % (kh * kw));
+            let plane = planes.start + c;
+            self.gather(x, (c_all, h, wd), plane, (t / kw, t % kw), (n0, q0), dst);
         }
     }
 
