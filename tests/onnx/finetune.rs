@@ -3,7 +3,8 @@
 //! losses), a few Adam steps lower the loss on every device, and `Session::save` names the
 //! weights as the model does.
 
-use super::protos::{attr_int, attr_ints, uniform, value};
+use super::common::grad::uniform;
+use super::protos::{attr_int, attr_ints, value};
 use wgflow::onnx::proto::{
     tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
     TensorProto,
@@ -25,7 +26,7 @@ fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<AttributeProto>)
 
 /// Deterministic values in [-0.5, 0.5).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    uniform(n, seed, -0.5, 1.0)
+    uniform(n, -0.5, 0.5, seed)
 }
 
 fn init(name: &str, dims: &[i64], seed: u64) -> TensorProto {

@@ -6,7 +6,8 @@
 //! folded and still matches.
 
 use super::common;
-use super::protos::{attr_float, attr_int, attr_ints, float_init, node, uniform, value};
+use super::common::grad::uniform;
+use super::protos::{attr_float, attr_int, attr_ints, float_init, node, value};
 use wgflow::onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
 use wgflow::onnx::{import_bytes, ImportOptions, Message};
 use wgflow::{Device, HostTensor};
@@ -49,14 +50,14 @@ const EPS: f32 = 1e-3;
 fn params(k: &Case) -> Params {
     let cg = k.c / k.groups;
     Params {
-        x: uniform(k.n * k.c * k.hw[0] * k.hw[1], 1, -1.0, 2.0),
-        w: uniform(k.o * cg * 9, 2, -0.5, 1.0),
-        b: uniform(k.o, 3, -0.5, 1.0),
+        x: uniform(k.n * k.c * k.hw[0] * k.hw[1], -1.0, 1.0, 1),
+        w: uniform(k.o * cg * 9, -0.5, 0.5, 2),
+        b: uniform(k.o, -0.5, 0.5, 3),
         bn: [
-            uniform(k.o, 4, 0.5, 1.5),
-            uniform(k.o, 5, -1.0, 2.0),
-            uniform(k.o, 6, -0.5, 1.0),
-            uniform(k.o, 7, 0.1, 2.0),
+            uniform(k.o, 0.5, 2.0, 4),
+            uniform(k.o, -1.0, 1.0, 5),
+            uniform(k.o, -0.5, 0.5, 6),
+            uniform(k.o, 0.1, 2.1, 7),
         ],
     }
 }
@@ -244,12 +245,12 @@ fn a_shared_or_trainable_convolution_is_not_folded_and_still_matches() {
 #[test]
 fn a_normalization_on_its_own_is_an_affine_map_matching_float64() {
     let (n, c, h, w) = (2usize, 5usize, 4usize, 3usize);
-    let x = uniform(n * c * h * w, 11, -2.0, 4.0);
+    let x = uniform(n * c * h * w, -2.0, 2.0, 11);
     let bn = [
-        uniform(c, 12, 0.5, 1.5),
-        uniform(c, 13, -1.0, 2.0),
-        uniform(c, 14, -0.5, 1.0),
-        uniform(c, 15, 0.1, 2.0),
+        uniform(c, 0.5, 2.0, 12),
+        uniform(c, -1.0, 1.0, 13),
+        uniform(c, -0.5, 0.5, 14),
+        uniform(c, 0.1, 2.1, 15),
     ];
     let dims = [n as i64, c as i64, h as i64, w as i64];
     let mut init = Vec::new();

@@ -100,19 +100,6 @@ pub fn node(
     }
 }
 
-/// `n` deterministic values in `[lo, lo + span)` from `seed` (an xorshift stream).
-pub fn uniform(n: usize, seed: u64, lo: f32, span: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + span * ((s >> 40) as f32 / (1u64 << 24) as f32)
-        })
-        .collect()
-}
-
 /// A float attribute.
 pub fn attr_float(name: &str, f: f32) -> AttributeProto {
     AttributeProto {
