@@ -795,8 +795,15 @@ fn grouped_and_depthwise_parallel_paths_match_float64() {
         [usize; 2],
         [usize; 2],
     );
-    let cases: [Grouped; 7] = [
+    let cases: [Grouped; 12] = [
         (1, 112, 1, 1, [3, 3], 56, 56, [2, 2], [1, 1], [1, 1]),
+        // Depthwise on phase planes: odd sizes, stride 3, window sizes without their own
+        // loop, padding wider than the stride, a window as large as the plane.
+        (2, 24, 1, 1, [3, 3], 27, 31, [2, 2], [1, 1], [1, 1]),
+        (1, 40, 1, 1, [5, 5], 23, 20, [2, 2], [2, 2], [1, 1]),
+        (1, 9, 1, 1, [3, 3], 17, 16, [3, 3], [0, 0], [1, 1]),
+        (1, 16, 1, 1, [7, 7], 7, 7, [1, 1], [3, 3], [1, 1]),
+        (1, 8, 1, 1, [2, 2], 9, 12, [2, 2], [0, 0], [1, 1]),
         (1, 272, 1, 1, [3, 3], 14, 13, [1, 1], [1, 1], [1, 1]),
         (3, 40, 1, 1, [5, 3], 21, 19, [1, 2], [2, 4], [1, 2]),
         (2, 64, 1, 1, [3, 3], 30, 30, [1, 1], [0, 0], [3, 3]),
@@ -833,6 +840,55 @@ fn grouped_and_depthwise_parallel_paths_match_float64() {
             &want,
             &mag,
             cg * kernel[0] * kernel[1],
+        );
+    }
+}
+
+/// Convolutions with few taps per output (the direct phase-plane kernel on AVX2 CPUs):
+/// output channels that are not a multiple of its 6-row tile, odd sizes, strides 1–3,
+/// padding, batches, planes of several row bands, 256 taps (its limit) and 1x1 outputs,
+/// against float64.
+#[test]
+fn direct_convolutions_match_float64() {
+    // (n, c, o, kernel, h, wd, stride, padding)
+    type Direct = (usize, usize, usize, [usize; 2], usize, usize, usize, usize);
+    let cases: [Direct; 9] = [
+        (1, 3, 64, [3, 3], 224, 224, 2, 0),
+        (1, 3, 24, [3, 3], 57, 61, 2, 1),
+        (2, 3, 13, [7, 7], 45, 38, 2, 3),
+        (1, 16, 7, [3, 3], 29, 30, 1, 1),
+        (3, 1, 5, [5, 5], 17, 19, 3, 2),
+        (1, 4, 11, [8, 8], 20, 20, 1, 0),
+        (1, 64, 6, [2, 2], 9, 8, 2, 0),
+        (1, 2, 1, [3, 3], 3, 3, 1, 0),
+        (1, 27, 17, [1, 1], 40, 41, 1, 0),
+    ];
+    for (i, (n, c, o, kernel, h, wd, stride, pad)) in cases.into_iter().enumerate() {
+        let window = Window {
+            kernel,
+            stride: [stride; 2],
+            padding: [pad; 2],
+            dilation: [1, 1],
+        };
+        let [oh, ow] = window.out_hw([h, wd]).unwrap();
+        let k = Conv2dKernel {
+            x: Shape(vec![n, c, h, wd]),
+            w: Shape(vec![o, c, kernel[0], kernel[1]]),
+            window,
+            groups: 1,
+            out: Shape(vec![n, o, oh, ow]),
+            epilogue: None,
+            c_chunk: None,
+        };
+        let x = det(n * c * h * wd, 90 + i as u32);
+        let w = det(o * c * kernel[0] * kernel[1], 100 + i as u32);
+        let (want, mag) = conv_f64(&k, &x, &w, (0, c));
+        check_conv(
+            &format!("direct {k:?}"),
+            &run_conv(&k, &x, &w),
+            &want,
+            &mag,
+            c * kernel[0] * kernel[1],
         );
     }
 }
@@ -964,9 +1020,23 @@ fn pooling_matches_the_reference() {
         // Unpadded 3x3 windows (the row-at-a-time path) at strides 1 and 2.
         ([2, 3, 29, 29], [3, 3], [1, 1], [0, 0]),
         ([1, 4, 30, 31], [3, 3], [2, 2], [0, 0]),
+        // Phase-plane paths: padded max pools (-inf borders), odd sizes, stride 3, a window
+        // size without its own loop. Dims with a last axis of 13 hold only ±0 and -1, so
+        // ties decide most windows.
+        ([2, 3, 57, 55], [3, 3], [2, 2], [1, 1]),
+        ([1, 3, 28, 28], [3, 3], [1, 1], [1, 1]),
+        ([1, 2, 11, 13], [3, 3], [2, 2], [1, 1]),
+        ([1, 2, 15, 13], [2, 2], [2, 2], [0, 0]),
+        ([1, 2, 12, 12], [3, 3], [3, 3], [0, 0]),
+        ([1, 2, 9, 10], [7, 7], [1, 1], [0, 0]),
+        ([1, 2, 10, 13], [5, 5], [2, 2], [2, 2]),
     ] {
         let n: usize = dims.iter().product();
-        let mut x = det(n, 31);
+        let mut x = if dims[3] == 13 {
+            (0..n).map(|i| [0.0, -0.0, -1.0][i % 3]).collect()
+        } else {
+            det(n, 31)
+        };
         x[0] = f32::NAN;
         if n > 3 {
             x[2] = -0.0;

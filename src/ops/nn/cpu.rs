@@ -8,8 +8,10 @@
 //! per task whatever the image size, and each piece goes through the `gemm` crate
 //! ([`sgemm`](crate::ops::matmul::cpu::sgemm), which threads a large product itself). It sums over `k` in its own blocked order, so
 //! results differ from the WGSL kernel's in the last bits (tests compare both to float64).
-//! Pooling folds each window in the WGSL kernel's order, one output plane per task.
+//! Pooling folds each window in the WGSL kernel's order, one output plane per task;
+//! depthwise convolutions and most pools run on phase planes ([`super::planes`]).
 
+use super::planes::{Phases, Scratch};
 use super::*;
 use crate::ops::family::CpuIn;
 use rayon::prelude::*;
@@ -124,6 +126,9 @@ impl Conv2dKernel {
         }
         let chunk = self.c_chunk.unwrap_or(cg).max(1);
         let threads = rayon::current_num_threads().max(1);
+        if self.direct(x, w, out) {
+            return;
+        }
         if self.c_chunk.is_none() && cg == 1 && o_all == self.groups && self.groups > 1 {
             self.depthwise(x, w, out);
             return;
@@ -241,6 +246,7 @@ impl Conv2dKernel {
         if p == 0 {
             return;
         }
+        let phases = Phases::new([h, wd], [oh, ow], &self.window);
         let geo = Depthwise {
             hw: [h, wd],
             out: [oh, ow],
@@ -249,13 +255,16 @@ impl Conv2dKernel {
         };
         let per_task = (TASK_WORDS / (p * kh * kw).max(1)).max(1);
         let run = |(t, dst): (usize, &mut [f32])| {
-            let mut padded = Vec::new();
+            let mut scratch = Scratch::default();
             for (i, d) in dst.chunks_mut(p).enumerate() {
                 let nc = t * per_task + i;
                 let c = nc % c_all;
                 let xs = &x[nc * h * wd..(nc + 1) * h * wd];
                 let wc = &w[c * kh * kw..(c + 1) * kh * kw];
-                geo.plane(xs, wc, &mut padded, d);
+                match &phases {
+                    Some(ph) => ph.depthwise(xs, wc, &mut scratch, d),
+                    None => geo.plane(xs, wc, d),
+                }
             }
         };
         if out.len() * kh * kw >= DEPTHWISE_PARALLEL {
@@ -536,7 +545,8 @@ impl Conv2dKernel {
     }
 }
 
-/// One depthwise plane's geometry (see [`Conv2dKernel::depthwise`]).
+/// One depthwise plane's geometry where [`Phases`] does not apply (unequal strides or
+/// dilation; see [`Conv2dKernel::depthwise`]).
 struct Depthwise {
     hw: [usize; 2],
     out: [usize; 2],
@@ -545,27 +555,9 @@ struct Depthwise {
 }
 
 impl Depthwise {
-    /// Output plane `dst` from input plane `xs` and its `kh*kw` weights `wc`, through
-    /// `padded` (scratch); on x86_64 from a copy compiled for AVX2 when the CPU has it.
-    fn plane(&self, xs: &[f32], wc: &[f32], padded: &mut Vec<f32>, dst: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-            unsafe { self.plane_avx2(xs, wc, padded, dst) };
-            return;
-        }
-        self.plane_body(xs, wc, padded, dst);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn plane_avx2(&self, xs: &[f32], wc: &[f32], padded: &mut Vec<f32>, dst: &mut [f32]) {
-        self.plane_body(xs, wc, padded, dst);
-    }
-
-    #[inline(always)]
-    fn plane_body(&self, xs: &[f32], wc: &[f32], padded: &mut Vec<f32>, dst: &mut [f32]) {
+    /// Output plane `dst` from input plane `xs` and its `kh*kw` weights `wc`: one pass per
+    /// tap and output row over a zero-bordered copy of the plane.
+    fn plane(&self, xs: &[f32], wc: &[f32], dst: &mut [f32]) {
         let ([h, wd], [_, ow], [kh, kw]) = (self.hw, self.out, self.kernel);
         let Window {
             stride: [sy, sx],
@@ -574,112 +566,23 @@ impl Depthwise {
             ..
         } = self.window;
         let pw = wd + 2 * px;
-        padded.clear();
-        padded.resize((h + 2 * py) * pw, 0.0);
+        let rows =
+            (h + 2 * py).max((dst.len() / ow.max(1)).saturating_sub(1) * sy + (kh - 1) * dy + 1);
+        let mut padded = vec![0.0; rows * pw + (ow.max(1) - 1) * sx + (kw - 1) * dx + 1];
         for y in 0..h {
             padded[(y + py) * pw + px..][..wd].copy_from_slice(&xs[y * wd..][..wd]);
         }
-        let tap = |oy: usize, ki: usize, kj: usize| (oy * sy + ki * dy) * pw + kj * dx;
         for (oy, row) in dst.chunks_exact_mut(ow).enumerate() {
-            if kh == 3 && kw == 3 && (sx == 1 || sx == 2) {
-                // All nine taps in one pass over the row (the stride known to the compiler,
-                // so stride 1 vectorizes).
-                let need = (ow - 1) * sx + 1;
-                let t: [&[f32]; 9] =
-                    std::array::from_fn(|k| &padded[tap(oy, k / 3, k % 3)..][..need]);
-                let wk: [f32; 9] = std::array::from_fn(|k| wc[k]);
-                if sx == 1 {
-                    taps9::<1>(row, &t, &wk);
-                } else {
-                    taps9::<2>(row, &t, &wk);
-                }
-                continue;
-            }
             row.fill(0.0);
             for ki in 0..kh {
                 for kj in 0..kw {
                     let wt = wc[ki * kw + kj];
-                    let src = &padded[tap(oy, ki, kj)..];
-                    if sx == 1 {
-                        for (o, &v) in row.iter_mut().zip(&src[..ow]) {
-                            *o += wt * v;
-                        }
-                    } else {
-                        for (o, &v) in row.iter_mut().zip(src.iter().step_by(sx)) {
-                            *o += wt * v;
-                        }
+                    let src = &padded[(oy * sy + ki * dy) * pw + kj * dx..];
+                    for (o, &v) in row.iter_mut().zip(src.iter().step_by(sx)) {
+                        *o += wt * v;
                     }
                 }
             }
-        }
-    }
-}
-
-/// `row[i] = Σ_k w[k] · t[k][i·S]` (a 3x3 depthwise output row), summed in tap order.
-#[inline(always)]
-fn taps9<const S: usize>(row: &mut [f32], t: &[&[f32]; 9], w: &[f32; 9]) {
-    let need = row.len().saturating_sub(1) * S + 1;
-    if row.is_empty() || t.iter().any(|s| s.len() < need) {
-        return;
-    }
-    for (i, o) in row.iter_mut().enumerate() {
-        let j = i * S;
-        // SAFETY: j ≤ (row.len() - 1)·S < need ≤ every t[k].len(), checked above.
-        let v = |k: usize| unsafe { *t[k].get_unchecked(j) };
-        *o = w[0] * v(0)
-            + w[1] * v(1)
-            + w[2] * v(2)
-            + w[3] * v(3)
-            + w[4] * v(4)
-            + w[5] * v(5)
-            + w[6] * v(6)
-            + w[7] * v(7)
-            + w[8] * v(8);
-    }
-}
-
-/// `max(a, v)` as `binary_cpu` computes it (NaN wins, the second operand on ties), with
-/// the comparison a select, not a branch (random data mispredicts half of them).
-#[inline(always)]
-pub(super) fn max_rule(a: f32, v: f32) -> f32 {
-    let m = if a > v { a } else { v };
-    if a.is_nan() | v.is_nan() {
-        f32::NAN
-    } else {
-        m
-    }
-}
-
-/// One plane of a pooling whose `KH`x`KW` windows all lie inside it (no padding):
-/// `(width, [oh, ow], stride)`. Folds in the same order as the general path.
-fn pool_full<const KH: usize, const KW: usize>(
-    kind: PoolKind,
-    xs: &[f32],
-    (wd, [oh, ow], [sh, sw]): (usize, [usize; 2], [usize; 2]),
-    dst: &mut [u32],
-) {
-    for oy in 0..oh {
-        for ox in 0..ow {
-            let c0 = oy * sh * wd + ox * sw;
-            let win = &xs[c0..c0 + (KH - 1) * wd + KW];
-            let mut acc = win[0];
-            for ki in 0..KH {
-                for kj in 0..KW {
-                    if ki + kj == 0 {
-                        continue;
-                    }
-                    let v = win[ki * wd + kj];
-                    acc = match kind {
-                        PoolKind::Max => max_rule(acc, v),
-                        PoolKind::Avg => acc + v,
-                    };
-                }
-            }
-            let v = match kind {
-                PoolKind::Max => acc,
-                PoolKind::Avg => acc / (KH * KW) as f32,
-            };
-            dst[oy * ow + ox] = v.to_bits();
         }
     }
 }
@@ -732,16 +635,16 @@ impl PoolKernel {
         let rows: Vec<_> = (0..oh).map(|o| span(o, 0, h)).collect();
         let cols: Vec<_> = (0..ow).map(|o| span(o, 1, wd)).collect();
         let kind = self.kind;
-        let full = win.padding == [0, 0];
-        let plane = |(nc, dst): (usize, &mut [u32])| {
+        // Max pools (padded or not) and unpadded average pools whose windows fit: phase
+        // planes (vectorized, the same bits); others (and global pools, faster on their
+        // own) fold each window in turn.
+        let phases = Phases::new([h, wd], [oh, ow], win).filter(|ph| {
+            ph.windows_fit() && (kind == PoolKind::Max || win.padding == [0, 0]) && oh * ow >= 8
+        });
+        let plane = |(nc, dst): (usize, &mut [u32]), sc: &mut Scratch| {
             let xs = &x[nc * h * wd..(nc + 1) * h * wd];
-            let geo = (wd, [oh, ow], win.stride);
-            // Unpadded 2x2 and 3x3 windows (most CNNs) with the window size known to the
-            // compiler: a few instructions per cell instead of ~30.
-            match (full, win.kernel) {
-                (true, [2, 2]) => return pool_full::<2, 2>(kind, xs, geo, dst),
-                (true, [3, 3]) => return pool_full::<3, 3>(kind, xs, geo, dst),
-                _ => {}
+            if let Some(ph) = &phases {
+                return ph.pool(kind, xs, sc, bytemuck::cast_slice_mut(dst));
             }
             for (oy, ry) in rows.iter().enumerate() {
                 for (ox, rx) in cols.iter().enumerate() {
@@ -787,12 +690,16 @@ impl PoolKernel {
                 .enumerate()
                 .for_each(|(t, dst)| {
                     let first = t * (per_task / plane_len);
+                    let mut sc = Scratch::default();
                     for (i, p) in dst.chunks_mut(plane_len).enumerate() {
-                        plane((first + i, p));
+                        plane((first + i, p), &mut sc);
                     }
                 });
         } else {
-            out.chunks_mut(plane_len).enumerate().for_each(plane);
+            let mut sc = Scratch::default();
+            for (i, p) in out.chunks_mut(plane_len).enumerate() {
+                plane((i, p), &mut sc);
+            }
         }
         Ok(())
     }

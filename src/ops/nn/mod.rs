@@ -17,8 +17,10 @@ use crate::graph::{Graph, Tensor};
 pub mod backward;
 mod backward_cpu;
 mod cpu;
+mod direct;
 pub mod file;
 mod grad;
+mod planes;
 
 mod window;
 
