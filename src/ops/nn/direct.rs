@@ -3,22 +3,29 @@
 //!
 //! im2col would write `Cin·kh·kw` floats per output pixel and the GEMM would pack them
 //! again, for only as many multiply-adds per float as there are output channels. Here
-//! each input plane is split once into phase planes ([`Phases`]), where every tap of every
-//! output is a contiguous read, and an AVX2 micro-kernel multiplies 6 output channels by 16
-//! flattened output positions straight from them: per tap, two loads, six broadcast
-//! weights and twelve fused multiply-adds, with the 6x16 sums in registers.
+//! each input plane is split once into phase planes ([`Phases`]), where every tap of 16
+//! consecutive (flattened) outputs is one contiguous read; a tile's taps are copied into an
+//! aligned panel, and an AVX2 micro-kernel multiplies 6 output channels by it: per tap,
+//! two loads, six broadcast weights and twelve fused multiply-adds, with the 6x16 sums in
+//! registers.
 
 use super::planes::Phases;
 use super::{dims4, Conv2dKernel};
 use rayon::prelude::*;
 
-/// Taps per output above which im2col + GEMM is used instead (its packing pays off).
+/// Taps per output above which im2col + GEMM is used instead: measured on the 2-core
+/// development machine, the direct kernel matched or beat it up to 256 taps (ResNet's 7x7
+/// over RGB: 147 vs 147 GFLOP/s; 1x1 over 16–256 channels: 10% faster) and lost beyond
+/// (3x3 over 512 channels at 7x7: 53 vs 121), where it packs each tile's taps per task.
 pub(super) const MAX_TAPS: usize = 256;
 /// Output channels and flattened positions of one micro-kernel tile.
 const MR: usize = 6;
 const NR: usize = 16;
-/// Flattened output positions one task aims for (whole output rows).
-const BAND: usize = 1024;
+/// Taps summed per pass over the channel blocks: their 16-position slices (16 KiB) stay
+/// in L1 while every block of weights is multiplied by them.
+const KC: usize = 256;
+/// Floats of partial sums one task holds (a band of rows for its channel blocks).
+const ACC_FLOATS: usize = 1 << 16;
 
 /// `out`'s base pointer, shared by tasks that write disjoint rows of it.
 #[derive(Clone, Copy)]
@@ -70,8 +77,19 @@ impl Conv2dKernel {
                 }
             }
             let pw = ph.pw();
-            let rows_per_band = (BAND / pw).max(1);
-            let bands = oh.div_ceil(rows_per_band);
+            // Tasks of (a run of channel blocks, a band of output rows), at least three per
+            // thread, each summing into at most ACC_FLOATS of its own.
+            let threads = rayon::current_num_threads().max(1);
+            let mut group = blocks;
+            let (rows_per_band, bands) = loop {
+                let rows = (ACC_FLOATS / (group * MR) / pw).max(1);
+                let bands = oh.div_ceil(rows);
+                if group == 1 || bands * blocks.div_ceil(group) >= 3 * threads {
+                    break (rows, bands);
+                }
+                group = group.div_ceil(2);
+            };
+            let groups = blocks.div_ceil(group);
             // A tile reads up to NR - 1 positions past the flattened output's end.
             let mut planes = vec![0.0f32; cin * chan + NR];
             for (img, dst) in out.chunks_exact_mut(m * oh * ow).take(n_all).enumerate() {
@@ -82,52 +100,72 @@ impl Conv2dKernel {
                     .for_each(|(buf, plane)| ph.split(plane, 0.0, buf));
                 let base = OutPtr(dst.as_mut_ptr());
                 let (planes, wp, offsets) = (&planes, &wp, &offsets);
-                (0..blocks * bands)
-                    .into_par_iter()
-                    .for_each_init(Vec::new, |acc, task| {
-                        let (b, band) = (task / bands, task % bands);
+                (0..groups * bands).into_par_iter().for_each_init(
+                    Default::default,
+                    |(acc, panel): &mut (Vec<f32>, Vec<Line>), task| {
+                        let (g, band) = (task / bands, task % bands);
+                        let blk = g * group..((g + 1) * group).min(blocks);
                         let oy0 = band * rows_per_band;
                         let oy1 = (oy0 + rows_per_band).min(oh);
                         let j0 = oy0 * pw;
                         let len = (oy1 - oy0 - 1) * pw + ow;
                         let stride = len.next_multiple_of(NR);
-                        acc.resize(MR * stride, 0.0);
-                        let wb = &wp[b * taps * MR..][..taps * MR];
+                        acc.resize(blk.len() * MR * stride, 0.0);
                         for t0 in (0..len).step_by(NR) {
-                            // SAFETY: AVX2 and FMA were detected above. Every read is
-                            // `planes[j0 + t0 + off + i]` for i < NR, with `j0 + t0 < flat` and
-                            // each offset within one channel's phases, where the flattened
-                            // output plus a tap stays inside the phases (see `Phases::new`), so
-                            // the index is below `cin * chan + NR = planes.len()`. Writes are
-                            // `acc[r * stride + t0 + i]`, r < MR, t0 + i < stride.
-                            unsafe {
-                                tile(
-                                    offsets,
-                                    planes.as_ptr().add(j0 + t0),
-                                    wb,
-                                    acc.as_mut_ptr().add(t0),
-                                    stride,
-                                );
-                            }
-                        }
-                        for r in 0..MR.min(m - b * MR) {
-                            let o = b * MR + r;
-                            for oy in oy0..oy1 {
-                                let src = &acc[r * stride + (oy - oy0) * pw..][..ow];
-                                // SAFETY: row `oy` of channel `o` of this image's output
-                                // ([m, oh, ow], o < m, oy < oh): tasks are disjoint (channel
-                                // block, band) pairs, so no two write one element, and `out`
-                                // outlives the parallel loop.
-                                unsafe {
-                                    std::ptr::copy_nonoverlapping(
-                                        src.as_ptr(),
-                                        base.get().add((o * oh + oy) * ow),
-                                        ow,
-                                    );
+                            // This tile's taps as one contiguous, aligned panel, read once
+                            // per channel block.
+                            let at = j0 + t0;
+                            panel.clear();
+                            // SAFETY: `planes[at + off..][..NR]` is in bounds: `at < flat`
+                            // and the flattened output plus a tap stays inside one channel's
+                            // phases (see `Phases::new`), so the last index is below
+                            // `cin * chan + NR = planes.len()`.
+                            panel.extend(offsets.iter().map(|&off| unsafe {
+                                Line(std::ptr::read_unaligned(
+                                    planes.as_ptr().add(at + off).cast::<[f32; NR]>(),
+                                ))
+                            }));
+                            for k0 in (0..taps).step_by(KC) {
+                                let k1 = (k0 + KC).min(taps);
+                                for (i, b) in blk.clone().enumerate() {
+                                    let wb = &wp[(b * taps + k0) * MR..(b * taps + k1) * MR];
+                                    // SAFETY: AVX2 and FMA were detected above; `wb` holds
+                                    // MR weights per line of `panel[k0..k1]`. Writes are
+                                    // `acc[(i·MR + r)·stride + t0 + c]`, r < MR, c < NR,
+                                    // t0 + c < stride, i < blk.len().
+                                    unsafe {
+                                        tile(
+                                            &panel[k0..k1],
+                                            wb,
+                                            acc.as_mut_ptr().add(i * MR * stride + t0),
+                                            stride,
+                                            k0 > 0,
+                                        );
+                                    }
                                 }
                             }
                         }
-                    });
+                        for (i, b) in blk.clone().enumerate() {
+                            for r in 0..MR.min(m - b * MR) {
+                                let o = b * MR + r;
+                                for oy in oy0..oy1 {
+                                    let src = &acc[(i * MR + r) * stride + (oy - oy0) * pw..][..ow];
+                                    // SAFETY: row `oy` of channel `o` of this image's
+                                    // output ([m, oh, ow], o < m, oy < oh): tasks are
+                                    // disjoint (channel blocks, band) pairs, so no two
+                                    // write one element, and `out` outlives the loop.
+                                    unsafe {
+                                        std::ptr::copy_nonoverlapping(
+                                            src.as_ptr(),
+                                            base.get().add((o * oh + oy) * ow),
+                                            ow,
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    },
+                );
             }
             true
         }
@@ -139,23 +177,36 @@ impl Conv2dKernel {
     }
 }
 
-/// `acc[r·stride + i] = Σ_t wb[t·MR + r] · src[offsets[t] + i]` for r < MR, i < NR.
+/// One tap's 16 positions, aligned to a cache line.
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Line([f32; NR]);
+
+/// `acc[r·stride + i] (+)= Σ_t wb[t·MR + r] · panel[t][i]` for r < MR, i < NR (added to
+/// what `acc` holds when `add`).
 ///
 /// # Safety
-/// AVX2 and FMA are available; `src.add(off + i)` is readable for every offset and i < NR;
-/// `acc.add(r * stride + i)` is writable for r < MR, i < NR; `wb.len() ≥ offsets.len()·MR`.
+/// AVX2 and FMA are available; `acc.add(r * stride + i)` is readable and writable for
+/// r < MR, i < NR.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile(offsets: &[usize], src: *const f32, wb: &[f32], acc: *mut f32, stride: usize) {
+unsafe fn tile(panel: &[Line], wb: &[f32], acc: *mut f32, stride: usize, add: bool) {
     use std::arch::x86_64::*;
     let mut c = [[_mm256_setzero_ps(); 2]; MR];
-    for (&off, w) in offsets.iter().zip(wb.chunks_exact(MR)) {
-        // SAFETY: the caller's contract covers these reads.
+    if add {
+        for (r, cr) in c.iter_mut().enumerate() {
+            // SAFETY: the caller's contract covers these reads (the writes below).
+            unsafe {
+                cr[0] = _mm256_loadu_ps(acc.add(r * stride));
+                cr[1] = _mm256_loadu_ps(acc.add(r * stride + 8));
+            }
+        }
+    }
+    for (line, w) in panel.iter().zip(wb.chunks_exact(MR)) {
+        // SAFETY: a Line is 16 floats aligned to 64 bytes.
         let (b0, b1) = unsafe {
-            (
-                _mm256_loadu_ps(src.add(off)),
-                _mm256_loadu_ps(src.add(off + 8)),
-            )
+            let p = line.0.as_ptr();
+            (_mm256_load_ps(p), _mm256_load_ps(p.add(8)))
         };
         for (cr, &wr) in c.iter_mut().zip(w) {
             let a = _mm256_set1_ps(wr);
