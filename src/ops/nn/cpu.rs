@@ -187,10 +187,14 @@ impl Conv2dKernel {
         let og = o_all / groups;
         let threads = rayon::current_num_threads().max(1);
         let in_place = kh == 1 && kw == 1 && oh == h && ow == wd;
-        let tile = (TILE_FLOATS / k.max(1))
+        let target = (TILE_FLOATS / k.max(1))
             .max(TILE_MIN)
-            .min(p.div_ceil(threads.div_ceil(groups)))
-            .next_multiple_of(16);
+            .min(p.div_ceil(threads.div_ceil(groups)));
+        // Equal tiles, as many (over all groups) as a multiple of the threads, so that no
+        // thread is left with a short last tile while the other works (14x14 in tiles of
+        // 64 was 64, 64, 64 and 4).
+        let tiles = (groups * p.div_ceil(target)).next_multiple_of(threads) / groups;
+        let tile = p.div_ceil(tiles.max(1));
         let tiles = p.div_ceil(tile);
         let dst = SendPtr(out.as_mut_ptr());
         (0..groups * tiles)
