@@ -847,23 +847,37 @@ fn grouped_and_depthwise_parallel_paths_match_float64() {
 /// Convolutions with few taps per output (the direct phase-plane kernel on AVX2 CPUs):
 /// output channels that are not a multiple of its 6-row tile, odd sizes, strides 1–3,
 /// padding, batches, planes of several row bands, 256 taps (its limit) and 1x1 outputs,
-/// against float64.
+/// against float64; and grouped layers like ShuffleNet's, which it leaves to im2col + GEMM
+/// (twice as fast on them, measured).
 #[test]
 fn direct_convolutions_match_float64() {
-    // (n, c, o, kernel, h, wd, stride, padding)
-    type Direct = (usize, usize, usize, [usize; 2], usize, usize, usize, usize);
-    let cases: [Direct; 9] = [
-        (1, 3, 64, [3, 3], 224, 224, 2, 0),
-        (1, 3, 24, [3, 3], 57, 61, 2, 1),
-        (2, 3, 13, [7, 7], 45, 38, 2, 3),
-        (1, 16, 7, [3, 3], 29, 30, 1, 1),
-        (3, 1, 5, [5, 5], 17, 19, 3, 2),
-        (1, 4, 11, [8, 8], 20, 20, 1, 0),
-        (1, 64, 6, [2, 2], 9, 8, 2, 0),
-        (1, 2, 1, [3, 3], 3, 3, 1, 0),
-        (1, 27, 17, [1, 1], 40, 41, 1, 0),
+    // (n, c, o, kernel, h, wd, stride, padding, groups)
+    type Direct = (
+        usize,
+        usize,
+        usize,
+        [usize; 2],
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+    );
+    let cases: [Direct; 12] = [
+        (1, 3, 64, [3, 3], 224, 224, 2, 0, 1),
+        (1, 3, 24, [3, 3], 57, 61, 2, 1, 1),
+        (2, 3, 13, [7, 7], 45, 38, 2, 3, 1),
+        (1, 16, 7, [3, 3], 29, 30, 1, 1, 1),
+        (3, 1, 5, [5, 5], 17, 19, 3, 2, 1),
+        (1, 4, 11, [8, 8], 20, 20, 1, 0, 1),
+        (1, 64, 6, [2, 2], 9, 8, 2, 0, 1),
+        (1, 2, 1, [3, 3], 3, 3, 1, 0, 1),
+        (1, 27, 17, [1, 1], 40, 41, 1, 0, 1),
+        (1, 136, 136, [1, 1], 28, 28, 1, 0, 4),
+        (2, 24, 112, [1, 1], 23, 21, 1, 0, 4),
+        (1, 12, 21, [3, 3], 15, 16, 2, 1, 3),
     ];
-    for (i, (n, c, o, kernel, h, wd, stride, pad)) in cases.into_iter().enumerate() {
+    for (i, (n, c, o, kernel, h, wd, stride, pad, groups)) in cases.into_iter().enumerate() {
         let window = Window {
             kernel,
             stride: [stride; 2],
@@ -871,24 +885,25 @@ fn direct_convolutions_match_float64() {
             dilation: [1, 1],
         };
         let [oh, ow] = window.out_hw([h, wd]).unwrap();
+        let cg = c / groups;
         let k = Conv2dKernel {
             x: Shape(vec![n, c, h, wd]),
-            w: Shape(vec![o, c, kernel[0], kernel[1]]),
+            w: Shape(vec![o, cg, kernel[0], kernel[1]]),
             window,
-            groups: 1,
+            groups,
             out: Shape(vec![n, o, oh, ow]),
             epilogue: None,
             c_chunk: None,
         };
         let x = det(n * c * h * wd, 90 + i as u32);
-        let w = det(o * c * kernel[0] * kernel[1], 100 + i as u32);
-        let (want, mag) = conv_f64(&k, &x, &w, (0, c));
+        let w = det(o * cg * kernel[0] * kernel[1], 100 + i as u32);
+        let (want, mag) = conv_f64(&k, &x, &w, (0, cg));
         check_conv(
             &format!("direct {k:?}"),
             &run_conv(&k, &x, &w),
             &want,
             &mag,
-            c * kernel[0] * kernel[1],
+            cg * kernel[0] * kernel[1],
         );
     }
 }

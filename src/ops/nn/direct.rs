@@ -24,8 +24,17 @@ const NR: usize = 16;
 /// Taps summed per pass over the channel blocks: their 16-position slices (16 KiB) stay
 /// in L1 while every block of weights is multiplied by them.
 const KC: usize = 256;
+/// Most floats of phase planes a thread keeps for its next call (16 MiB).
+const KEEP_FLOATS: usize = 1 << 22;
+/// Floats of phase planes from which an image's planes are split in parallel.
+const SPLIT_PARALLEL: usize = 1 << 18;
 /// Floats of partial sums one task holds (a band of rows for its channel blocks).
 const ACC_FLOATS: usize = 1 << 16;
+
+thread_local! {
+    /// The direct kernel's phase planes, reused by the next call on this thread.
+    static PLANES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// `out`'s base pointer, shared by tasks that write disjoint rows of it.
 #[derive(Clone, Copy)]
@@ -91,13 +100,25 @@ impl Conv2dKernel {
             };
             let groups = blocks.div_ceil(group);
             // A tile reads up to NR - 1 positions past the flattened output's end.
-            let mut planes = vec![0.0f32; cin * chan + NR];
+            // Kept across calls on this thread: a fresh buffer of this size is mapped and
+            // faulted in page by page on every call.
+            let mut planes = PLANES.with_borrow_mut(std::mem::take);
+            planes.clear();
+            planes.resize(cin * chan + NR, 0.0);
             for (img, dst) in out.chunks_exact_mut(m * oh * ow).take(n_all).enumerate() {
                 let xs = &x[img * cin * h * wd..][..cin * h * wd];
-                planes[..cin * chan]
-                    .par_chunks_mut(chan)
-                    .zip(xs.par_chunks(h * wd))
-                    .for_each(|(buf, plane)| ph.split(plane, 0.0, buf));
+                let split = |(buf, plane): (&mut [f32], &[f32])| ph.split(plane, 0.0, buf);
+                if cin * chan >= SPLIT_PARALLEL {
+                    planes[..cin * chan]
+                        .par_chunks_mut(chan)
+                        .zip(xs.par_chunks(h * wd))
+                        .for_each(split);
+                } else {
+                    planes[..cin * chan]
+                        .chunks_mut(chan)
+                        .zip(xs.chunks(h * wd))
+                        .for_each(split);
+                }
                 let base = OutPtr(dst.as_mut_ptr());
                 let (planes, wp, offsets) = (&planes, &wp, &offsets);
                 (0..groups * bands).into_par_iter().for_each_init(
@@ -166,6 +187,9 @@ impl Conv2dKernel {
                         }
                     },
                 );
+            }
+            if planes.len() <= KEEP_FLOATS {
+                PLANES.with_borrow_mut(|p| *p = planes);
             }
             true
         }
