@@ -393,8 +393,9 @@ const LAYOUT: [&str; 6] = [
 /// Helpers a family needs beyond the layout, each named in docs/architecture.md: custom's raw
 /// WGSL kernels, elementwise's vectorized math and fused-expression IR (with its derivative
 /// table), the initializers of variables, the movement ops' shape rules, nn's window geometry
-/// and its backward primitives (`NnGradKernel`) with their CPU fast path.
-const EXTRAS: [&str; 9] = [
+/// and its backward primitives (`NnGradKernel`) with their CPU fast path, and cpu:0's
+/// phase-plane and direct convolution kernels.
+const EXTRAS: [&str; 11] = [
     "custom/raw.rs",
     "elementwise/vmath.rs",
     "elementwise/expr/mod.rs",
@@ -404,6 +405,8 @@ const EXTRAS: [&str; 9] = [
     "nn/window.rs",
     "nn/backward.rs",
     "nn/backward_cpu.rs",
+    "nn/planes.rs",
+    "nn/direct.rs",
 ];
 
 /// Every family is a folder of `src/ops/` holding only the layout's files and the documented
