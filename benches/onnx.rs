@@ -185,7 +185,7 @@ fn main() {
         Err(e) => format!("error: {e}"),
     };
     println!(
-        "batch-1 latency, ms (median of {}; {}; ResNet-50 import {parsed:.0} ms, + first plan and run on cpu:0 {first:.0} ms)",
+        "batch-1 latency, ms (median of {}; {}; ResNet-50 import {parsed:.0} ms, {first:.0} ms in all with its first plan and run on cpu:0)",
         if quick() { "3" } else { "7" },
         match &ort {
             Ok((_, v)) => format!("onnxruntime {v} CPU provider via {python}"),
