@@ -38,7 +38,12 @@ impl Phases {
     /// no dilation (otherwise the callers' general loops apply).
     pub fn new(hw: [usize; 2], out: [usize; 2], window: &Window) -> Option<Phases> {
         let [sy, sx] = window.stride;
-        if sy != sx || sy == 0 || window.dilation != [1, 1] || out.contains(&0) {
+        if sy != sx
+            || sy == 0
+            || window.dilation != [1, 1]
+            || window.kernel.contains(&0)
+            || out.contains(&0)
+        {
             return None;
         }
         let s = sy;
