@@ -908,6 +908,41 @@ fn direct_convolutions_match_float64() {
     }
 }
 
+/// A plane with no columns (or rows) but padding: every output reads only padding, so a
+/// convolution gives zeros and the phase-plane and direct kernels step aside without a
+/// panic.
+#[test]
+fn empty_planes_with_padding_convolve_to_zeros() {
+    for (dims, kernel, groups) in [
+        ([1usize, 3usize, 2usize, 0usize], [1usize, 1usize], 1usize),
+        ([1, 4, 0, 3], [3, 3], 4),
+        ([2, 2, 0, 0], [2, 2], 1),
+    ] {
+        let window = Window {
+            kernel,
+            stride: [1, 1],
+            padding: [1, 1],
+            dilation: [1, 1],
+        };
+        let Ok([oh, ow]) = window.out_hw([dims[2], dims[3]]) else {
+            continue;
+        };
+        let o = 4;
+        let k = Conv2dKernel {
+            x: Shape(dims.to_vec()),
+            w: Shape(vec![o, dims[1] / groups, kernel[0], kernel[1]]),
+            window,
+            groups,
+            out: Shape(vec![dims[0], o, oh, ow]),
+            epilogue: None,
+            c_chunk: None,
+        };
+        let w = det(o * dims[1] / groups * kernel[0] * kernel[1], 7);
+        let got = run_conv(&k, &[], &w);
+        assert!(got.iter().all(|&v| v == 0.0), "{dims:?}: {got:?}");
+    }
+}
+
 /// Images large enough that im2col is built in several pieces, and a kernel split into
 /// channel chunks (`[chunks, N, O, OH, OW]` partial sums), against float64.
 #[test]

@@ -42,6 +42,7 @@ impl Phases {
             || sy == 0
             || window.dilation != [1, 1]
             || window.kernel.contains(&0)
+            || hw.contains(&0)
             || out.contains(&0)
         {
             return None;
