@@ -905,6 +905,35 @@ fn direct_convolutions_match_float64() {
             &mag,
             cg * kernel[0] * kernel[1],
         );
+        // The direct kernel itself, wherever it applies (the dispatcher may prefer the
+        // GEMM for this geometry on this CPU): on x86_64 with AVX2, every ungrouped case.
+        let forced = k.run_direct(&x, &w);
+        let avx2 = is_avx2();
+        assert_eq!(
+            forced.is_some(),
+            avx2 && groups == 1,
+            "direct {k:?} applies"
+        );
+        if let Some(got) = forced {
+            check_conv(
+                &format!("forced direct {k:?}"),
+                &got,
+                &want,
+                &mag,
+                cg * kernel[0] * kernel[1],
+            );
+        }
+    }
+}
+
+fn is_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 
@@ -1117,6 +1146,118 @@ fn pooling_matches_the_reference() {
             k.run_cpu_into(&[CpuIn::Words(&words)], &mut got).unwrap();
             assert_eq!(got, want, "{kind:?} pooling of {dims:?}");
             assert!(f32::from_bits(got[0]).is_nan(), "{kind:?}: NaN propagates");
+        }
+    }
+}
+
+/// A fused epilogue (bias, residual, ReLU) is applied exactly once to every element on each
+/// of cpu:0's convolution paths (direct, direct with few channels, depthwise, column tiles
+/// grouped and not, row tiles, batched blocks), some of which apply it to each piece of the
+/// output as it is written: against float64, with the residual given as its own input and
+/// as the output slot itself (written over in place).
+#[test]
+fn epilogues_apply_once_on_every_convolution_path() {
+    use wgflow::ops::{BinaryOp, Epilogue, Expr, UnaryOp};
+    // (n, c, o, kernel, h, wd, stride, padding, groups)
+    type Case = (
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+    );
+    let cases: [Case; 10] = [
+        (1, 16, 64, 1, 55, 55, 1, 0, 1),
+        (1, 3, 24, 3, 57, 61, 2, 1, 1),
+        (1, 128, 32, 3, 14, 14, 1, 1, 1),
+        (2, 3, 13, 3, 9, 11, 1, 1, 1),
+        (2, 8, 13, 3, 9, 11, 1, 1, 1),
+        (1, 24, 24, 3, 28, 27, 1, 1, 24),
+        (1, 136, 136, 1, 28, 28, 1, 0, 4),
+        (1, 64, 48, 3, 40, 40, 1, 1, 1),
+        (1, 512, 256, 3, 7, 7, 1, 1, 1),
+        (2, 64, 40, 3, 9, 9, 1, 1, 1),
+    ];
+    let expr = Expr::unary(
+        UnaryOp::Relu,
+        Expr::binary(
+            BinaryOp::Add,
+            Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
+            Expr::input(2),
+        ),
+    );
+    for (i, (n, c, o, kk, h, wd, stride, pad, groups)) in cases.into_iter().enumerate() {
+        let window = Window {
+            kernel: [kk, kk],
+            stride: [stride; 2],
+            padding: [pad; 2],
+            dilation: [1, 1],
+        };
+        let [oh, ow] = window.out_hw([h, wd]).unwrap();
+        let out = Shape(vec![n, o, oh, ow]);
+        let cg = c / groups;
+        let k = Conv2dKernel {
+            x: Shape(vec![n, c, h, wd]),
+            w: Shape(vec![o, cg, kk, kk]),
+            window,
+            groups,
+            out: out.clone(),
+            epilogue: Some(Epilogue {
+                expr: expr.clone(),
+                extra: vec![
+                    (Shape(vec![o, 1, 1]), DType::F32),
+                    (out.clone(), DType::F32),
+                ],
+            }),
+            c_chunk: None,
+        };
+        let x = det(n * c * h * wd, 300 + i as u32);
+        let w = det(o * cg * kk * kk, 310 + i as u32);
+        let b = det(o, 320 + i as u32);
+        let r = det(out.numel(), 330 + i as u32);
+        let (conv, mag) = conv_f64(&k, &x, &w, (0, cg));
+        let p = oh * ow;
+        let want: Vec<f64> = (0..out.numel())
+            .map(|j| (conv[j] + b[(j / p) % o] as f64 + r[j] as f64).max(0.0))
+            .collect();
+        let mag: Vec<f64> = (0..out.numel())
+            .map(|j| mag[j] + (b[(j / p) % o] as f64).abs() + (r[j] as f64).abs())
+            .collect();
+        let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|v| v.to_bits()).collect() };
+        let (xw, ww, bw, rw) = (bits(&x), bits(&w), bits(&b), bits(&r));
+        for in_place in [false, true] {
+            let mut got = if in_place {
+                rw.clone()
+            } else {
+                vec![0xffff_ffff; out.numel()]
+            };
+            let residual = if in_place {
+                CpuIn::Output
+            } else {
+                CpuIn::Words(&rw)
+            };
+            k.run_cpu_into(
+                &[
+                    CpuIn::Words(&xw),
+                    CpuIn::Words(&ww),
+                    CpuIn::Words(&bw),
+                    residual,
+                ],
+                &mut got,
+            )
+            .unwrap();
+            let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
+            check_conv(
+                &format!("case {i} in place {in_place}"),
+                &got,
+                &want,
+                &mag,
+                cg * kk * kk + 2,
+            );
         }
     }
 }

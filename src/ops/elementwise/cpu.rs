@@ -75,6 +75,66 @@ pub fn run(k: &ElementwiseKernel, inputs: &[CpuIn<'_>], out: &mut [u32]) -> Resu
     Ok(())
 }
 
+/// A kernel compiled once and applied to ranges of its output from another kernel's tasks:
+/// a convolution's epilogue (bias, activation, residual) over the rows it has just written,
+/// while they are in cache, instead of a second pass over the whole output.
+pub(crate) struct RangeProgram<'a> {
+    program: Program,
+    data: Vec<&'a [u32]>,
+}
+
+impl<'a> RangeProgram<'a> {
+    /// The program over `inputs` (as for [`run`]); `None` when an input is the output slot
+    /// read other than as the output is laid out (that needs a whole copy first).
+    pub fn new(k: &ElementwiseKernel, inputs: &[CpuIn<'a>]) -> Result<Option<Self>> {
+        if inputs.len() != k.inputs.len() {
+            return Err(Error::Internal(format!(
+                "{}: {} input(s) given for {}",
+                k.expr.describe(),
+                inputs.len(),
+                k.inputs.len()
+            )));
+        }
+        let plain = |i: usize| k.view(i).is_none() && k.inputs[i].0 == k.out_shape;
+        let mut data = Vec::with_capacity(inputs.len());
+        for (i, x) in inputs.iter().enumerate() {
+            match x {
+                CpuIn::Words(w) => data.push(Some(*w)),
+                CpuIn::Output if plain(i) => data.push(None),
+                CpuIn::Output => return Ok(None),
+            }
+        }
+        let program = Program::new(k, &data)?;
+        let data = data.iter().map(|d| d.unwrap_or_default()).collect();
+        Ok(Some(RangeProgram { program, data }))
+    }
+
+    /// Output words `start..start + out.len()`, on this thread (an output-slot input reads
+    /// `out` as it is on entry).
+    pub fn apply(&self, start: usize, out: &mut [u32]) {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Scratch> = const {
+                std::cell::RefCell::new(Scratch {
+                    bufs: Vec::new(),
+                    splats: Vec::new(),
+                    index: Vec::new(),
+                })
+            };
+        }
+        let p = &self.program;
+        SCRATCH.with_borrow_mut(|s| {
+            if s.bufs.len() < p.slots {
+                s.bufs.resize(p.slots, vec![0; CHUNK]);
+            }
+            s.splats.resize(s.bufs.len(), None);
+            if s.index.len() < p.rank {
+                s.index.resize(p.rank, 0);
+            }
+            p.dispatch_block(&self.data, start, out, s);
+        })
+    }
+}
+
 /// Where a node's value lies in each chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Val {
@@ -330,22 +390,28 @@ impl Program {
             splats: vec![None; self.slots],
             index: vec![0; self.rank],
         };
+        self.dispatch_block(data, start, out, &mut scratch);
+    }
+
+    /// [`Program::block`] in the widest form the CPU runs (`s` holds at least this
+    /// program's slots and index).
+    fn dispatch_block(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 // SAFETY: the CPU supports AVX-512F (and so AVX2 and FMA), checked just above.
-                unsafe { self.block_avx512(data, start, out, &mut scratch) };
+                unsafe { self.block_avx512(data, start, out, s) };
                 return;
             }
             if std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
             {
                 // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-                unsafe { self.block_avx2(data, start, out, &mut scratch) };
+                unsafe { self.block_avx2(data, start, out, s) };
                 return;
             }
         }
-        self.block(data, start, out, &mut scratch);
+        self.block(data, start, out, s);
     }
 
     /// [`Program::block`] compiled for AVX2 and FMA: the same operations on wider registers

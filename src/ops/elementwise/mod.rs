@@ -15,6 +15,7 @@ use crate::{DType, Shape};
 pub use reference::{binary_cpu, cast_cpu, unary_cpu};
 
 mod cpu;
+pub(crate) use cpu::RangeProgram;
 pub mod expr;
 pub mod file;
 pub(crate) mod grad;

@@ -13,6 +13,7 @@
 
 use super::planes::{Phases, Scratch};
 use super::*;
+use crate::ops::elementwise::RangeProgram;
 use crate::ops::family::CpuIn;
 use rayon::prelude::*;
 
@@ -99,49 +100,66 @@ impl Conv2dKernel {
                 out.len()
             )));
         }
-        self.gemm_into(
+        let mut args = vec![CpuIn::Output];
+        args.extend(ins[2..].iter().map(|w| CpuIn::Words(w)));
+        let kernel = self
+            .epilogue
+            .as_ref()
+            .map(|e| e.kernel(&self.out, DType::F32));
+        // The epilogue over each piece of the output as a task finishes it (in cache), where
+        // the path writing it can; otherwise in place over the whole product after it.
+        let ranged = match &kernel {
+            Some(k) => RangeProgram::new(k, &args)?,
+            None => None,
+        };
+        let applied = self.gemm_into(
             bytemuck::cast_slice(x),
             bytemuck::cast_slice(w),
             bytemuck::cast_slice_mut(out),
+            ranged.as_ref(),
         );
-        if let Some(e) = &self.epilogue {
-            // In place over the product, in parallel chunks (no second output-sized buffer).
-            let mut args = vec![CpuIn::Output];
-            args.extend(ins[2..].iter().map(|w| CpuIn::Words(w)));
-            e.kernel(&self.out, DType::F32).run_cpu_into(&args, out)?;
+        if let (Some(k), false) = (&kernel, applied) {
+            k.run_cpu_into(&args, out)?;
         }
         Ok(())
     }
 
     /// The convolution (before the epilogue) into `out`: per channel chunk, per block of
     /// images, per group, per piece of columns: im2col, then sgemm, then scatter.
-    fn gemm_into(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+    /// Returns whether `epi` (the epilogue, when it has one) was applied too.
+    fn gemm_into(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        out: &mut [f32],
+        epi: Option<&RangeProgram<'_>>,
+    ) -> bool {
         let [n_all, _, _, _] = dims4(&self.x);
         let [o_all, cg, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
         let p = oh * ow;
         let image = o_all * p;
         if out.is_empty() || image == 0 {
-            return;
+            return true;
         }
         let chunk = self.c_chunk.unwrap_or(cg).max(1);
         let threads = rayon::current_num_threads().max(1);
-        if self.direct(x, w, out) {
-            return;
+        if self.direct(x, w, out, epi) {
+            return true;
         }
         if self.c_chunk.is_none() && cg == 1 && o_all == self.groups && self.groups > 1 {
-            self.depthwise(x, w, out);
-            return;
+            self.depthwise(x, w, out, epi);
+            return true;
         }
         if n_all == 1 && self.c_chunk.is_none() {
             if self.groups > 1 || p >= 2 * TILE_MIN * threads {
-                self.column_tiles(x, w, out);
-                return;
+                self.column_tiles(x, w, out, epi);
+                return true;
             }
             let macs = o_all.saturating_mul(cg * kh * kw).saturating_mul(p);
             if threads > 1 && o_all >= 2 * ROW_TILE_MIN && macs >= ROW_TILES_MACS {
-                self.row_tiles(x, w, out);
-                return;
+                self.row_tiles(x, w, out, epi);
+                return true;
             }
         }
         let nb = (BLOCK_COLS / p.max(1))
@@ -169,6 +187,7 @@ impl Conv2dKernel {
                 region.chunks_mut(nb * image).enumerate().for_each(block);
             }
         }
+        epi.is_none()
     }
 
     /// One image, many output pixels (a batch-1 network's early layers) or several groups:
@@ -177,7 +196,7 @@ impl Conv2dKernel {
     /// thread straight into its group's rows and columns of `out`. Threading inside sgemm
     /// splits these products poorly (64 output channels by thousands of pixels), and the
     /// single-threaded im2col and copy-out of the blocked path would serialize around it.
-    fn column_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+    fn column_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32], epi: Option<&RangeProgram<'_>>) {
         let [_, _, h, wd] = dims4(&self.x);
         let [o_all, cg, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
@@ -235,6 +254,16 @@ impl Conv2dKernel {
                         1,
                     );
                 }
+                if let Some(e) = epi {
+                    for o in g * og..(g + 1) * og {
+                        // SAFETY: columns q0..q0+cols of row o of `out`, this task's own
+                        // (see above).
+                        let row = unsafe {
+                            std::slice::from_raw_parts_mut(c.add(o * p + q0).cast::<u32>(), cols)
+                        };
+                        e.apply(o * p + q0, row);
+                    }
+                }
             });
     }
 
@@ -242,7 +271,7 @@ impl Conv2dKernel {
     /// copied into a zero-bordered scratch plane, so every tap of every output is an
     /// in-bounds read and each output row is a few vectorizable passes straight into
     /// `out` (an im2col and sgemm of one output row would spend its time packing).
-    fn depthwise(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+    fn depthwise(&self, x: &[f32], w: &[f32], out: &mut [f32], epi: Option<&RangeProgram<'_>>) {
         let [_, c_all, h, wd] = dims4(&self.x);
         let [_, _, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
@@ -269,6 +298,9 @@ impl Conv2dKernel {
                     Some(ph) => ph.depthwise(xs, wc, &mut scratch, d),
                     None => geo.plane(xs, wc, d),
                 }
+                if let Some(e) = epi {
+                    e.apply(nc * p, bytemuck::cast_slice_mut(d));
+                }
             }
         };
         if out.len() * kh * kw >= DEPTHWISE_PARALLEL {
@@ -281,7 +313,7 @@ impl Conv2dKernel {
     /// One image, one group, few output pixels and many output channels (a batch-1
     /// network's late layers): the image's im2col once (rows in parallel), then blocks of
     /// output channels in parallel, each one product on one thread into its rows of `out`.
-    fn row_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
+    fn row_tiles(&self, x: &[f32], w: &[f32], out: &mut [f32], epi: Option<&RangeProgram<'_>>) {
         let [_, c_all, h, wd] = dims4(&self.x);
         let [o_all, cg, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
@@ -323,6 +355,9 @@ impl Conv2dKernel {
                         p as isize,
                         1,
                     );
+                }
+                if let Some(e) = epi {
+                    e.apply(o0 * p, bytemuck::cast_slice_mut(dst));
                 }
             });
     }

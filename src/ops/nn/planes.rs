@@ -87,7 +87,10 @@ impl Phases {
     pub fn split(&self, xs: &[f32], fill: f32, buf: &mut [f32]) {
         let ([h, wd], s, [py, px], pw) = (self.hw, self.stride, self.pad, self.pw);
         let plane = self.rows * pw;
-        buf.fill(fill);
+        // Without a border every float of `buf` is some input's (the map is one to one).
+        if buf.len() != h * wd {
+            buf.fill(fill);
+        }
         for (y, row) in xs.chunks_exact(wd).take(h).enumerate() {
             let yy = y + py;
             let base = (yy % s) * s * plane + (yy / s) * pw;
