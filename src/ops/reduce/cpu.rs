@@ -459,6 +459,42 @@ impl FoldJob<'_> {
             }
             return Ok(());
         }
+        // Reduced elements contiguous (trailing axes): rows are slices, folded ROWS at a
+        // time in lockstep. Each row keeps its own order (the same bits as one at a time);
+        // the independent chains hide the add latency a lone row's fold waits on.
+        let contiguous =
+            rs.last().is_none_or(|&s| s == 1) && (1..rd.len()).all(|k| rs[k - 1] == rs[k] * rd[k]);
+        if contiguous {
+            const ROWS: usize = 8;
+            let row = |oc: usize| {
+                let (lo, hi) = chunk_range(oc % nch, chunk, nch, r);
+                let base = offset(oc / nch, &kd, &ks);
+                &x[base + lo..base + hi]
+            };
+            for_chunks(
+                out,
+                grain.next_multiple_of(ROWS),
+                self.par,
+                |first, part| {
+                    let mut i = 0;
+                    while i < part.len() {
+                        let n = ROWS.min(part.len() - i);
+                        let rows: [&[T]; ROWS] =
+                            std::array::from_fn(|j| row(first + i + j.min(n - 1)));
+                        if rows.iter().all(|w| w.len() == rows[0].len()) {
+                            let v = lockstep(rows, start, id, seed, c);
+                            part[i..i + n].copy_from_slice(&v[..n]);
+                        } else {
+                            for j in 0..n {
+                                part[i + j] = lockstep([rows[j]], start, id, seed, c)[0];
+                            }
+                        }
+                        i += n;
+                    }
+                },
+            );
+            return Ok(());
+        }
         // One output at a time (the reduced axes are not all trailing, or rows are short).
         for_chunks(out, grain, self.par, |first, part| {
             for (i, o) in part.iter_mut().enumerate() {
@@ -489,6 +525,60 @@ impl FoldJob<'_> {
             }
         });
         Ok(())
+    }
+}
+
+/// `N` rows of one length folded side by side, each in the order one output at a time
+/// folds it: sums in [`SUM_BLOCK`] blocks from the identity, products from `seed`, max and
+/// min from the first element (an empty row gives zero).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // `t` indexes all N rows in one step: that is the point
+fn lockstep<T: Pod, F: Fn(T, T) -> T + Copy, const N: usize>(
+    rows: [&[T]; N],
+    start: Start,
+    id: T,
+    seed: T,
+    c: F,
+) -> [T; N] {
+    let len = rows[0].len();
+    match start {
+        Start::SumBlocks => {
+            let mut acc = [id; N];
+            let mut at = 0;
+            while at < len {
+                let n = (len - at).min(SUM_BLOCK);
+                let mut s = [id; N];
+                for t in at..at + n {
+                    for j in 0..N {
+                        s[j] = c(s[j], rows[j][t]);
+                    }
+                }
+                for j in 0..N {
+                    acc[j] = c(acc[j], s[j]);
+                }
+                at += n;
+            }
+            acc
+        }
+        Start::One | Start::First => {
+            if len == 0 {
+                return [if start == Start::One {
+                    seed
+                } else {
+                    T::zeroed()
+                }; N];
+            }
+            let (mut acc, from) = match start {
+                Start::One => ([seed; N], 0),
+                _ => (std::array::from_fn(|j| rows[j][0]), 1),
+            };
+            for t in from..len {
+                for j in 0..N {
+                    acc[j] = c(acc[j], rows[j][t]);
+                }
+            }
+            acc
+        }
     }
 }
 
