@@ -69,6 +69,30 @@ fn row_base(mut r: usize, dims: &[usize], strides: &[i64], offset: i64) -> i64 {
 
 /// `out[i] = input[offset + Σ c_k strides_k]`: contiguous rows are copied whole.
 fn gather_rows(input: &[u32], out: &mut [u32], dims: &[usize], strides: &[i64], offset: i64) {
+    // Neighbouring axes read contiguously one after the other are one axis (a channel
+    // shuffle's [.., 56, 56] planes are rows of 3136 words, not 56 rows of 56), and size-1
+    // axes none: fewer, longer rows to copy whole.
+    let (mut d, mut st): (Vec<usize>, Vec<i64>) = (Vec::new(), Vec::new());
+    for (&n, &s) in dims.iter().zip(strides) {
+        if n == 1 && dims.len() > 1 {
+            continue;
+        }
+        match (d.last_mut(), st.last_mut()) {
+            (Some(pd), Some(ps)) if *ps == s * n as i64 => {
+                *pd *= n;
+                *ps = s;
+            }
+            _ => {
+                d.push(n);
+                st.push(s);
+            }
+        }
+    }
+    if d.is_empty() && !dims.is_empty() {
+        d.push(1);
+        st.push(0);
+    }
+    let (dims, strides) = (&d[..], &st[..]);
     let Some(&n) = dims.last() else {
         out[0] = input[offset as usize];
         return;
