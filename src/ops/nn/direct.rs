@@ -78,27 +78,27 @@ impl Conv2dKernel {
         out: &mut [f32],
         epi: Option<&RangeProgram<'_>>,
     ) -> bool {
+        self.direct_pays() && self.direct_any(x, w, out, epi)
+    }
+
+    /// Whether the direct kernel beats im2col + GEMM on this layer (see [`MAX_TAPS`] and
+    /// [`WIDE_MAX_CIN`]).
+    fn direct_pays(&self) -> bool {
+        let [_, cin, _, _] = dims4(&self.x);
+        let [m, _, kh, kw] = dims4(&self.w);
+        let [_, _, oh, ow] = dims4(&self.out);
+        let taps = cin * kh * kw;
         #[cfg(target_arch = "x86_64")]
-        {
-            let [_, cin, _, _] = dims4(&self.x);
-            let [m, _, kh, kw] = dims4(&self.w);
-            let [_, _, oh, ow] = dims4(&self.out);
-            let taps = cin * kh * kw;
-            let wide = std::arch::is_x86_feature_detected!("avx512f");
-            // With 512-bit registers the GEMM (in place for 1x1) is faster unless the layer
-            // has so few input channels that im2col writes many floats per multiply-add.
-            let fits = if wide {
-                taps <= MAX_TAPS && cin <= WIDE_MAX_CIN
-            } else {
-                taps <= MAX_TAPS
-                    || (m <= SMALL_M && taps <= SMALL_M_TAPS && oh * ow >= SMALL_M_POSITIONS)
-            };
-            fits && self.direct_any(x, w, out, epi)
-        }
+        let wide = std::arch::is_x86_feature_detected!("avx512f");
         #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = (x, w, out, epi);
-            false
+        let wide = false;
+        // With 512-bit registers the GEMM (in place for 1x1) is faster unless the layer
+        // has so few input channels that im2col writes many floats per multiply-add.
+        if wide {
+            taps <= MAX_TAPS && cin <= WIDE_MAX_CIN
+        } else {
+            taps <= MAX_TAPS
+                || (m <= SMALL_M && taps <= SMALL_M_TAPS && oh * ow >= SMALL_M_POSITIONS)
         }
     }
 
