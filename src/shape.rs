@@ -124,6 +124,29 @@ impl<const N: usize> From<[usize; N]> for Shape {
     }
 }
 
+/// `dims` read with `strides` (in elements, signed) as the fewest axes that read the same
+/// elements in the same order: size-1 axes dropped, and each axis merged into the one before
+/// it when that one steps exactly over it. Empty when every axis has size 1.
+pub(crate) fn coalesce(dims: &[usize], strides: &[i64]) -> (Vec<usize>, Vec<i64>) {
+    let (mut d, mut st): (Vec<usize>, Vec<i64>) = (Vec::new(), Vec::new());
+    for (&n, &s) in dims.iter().zip(strides) {
+        if n == 1 {
+            continue;
+        }
+        match (d.last_mut(), st.last_mut()) {
+            (Some(pd), Some(ps)) if *ps == s * n as i64 => {
+                *pd *= n;
+                *ps = s;
+            }
+            _ => {
+                d.push(n);
+                st.push(s);
+            }
+        }
+    }
+    (d, st)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -633,6 +633,22 @@ fn check_conv(what: &str, got: &[f32], want: &[f64], mag: &[f64], terms: usize) 
     }
 }
 
+/// A convolution of `x` (`[n, c, h, w]`) to `o` channels in `groups` over `window`, with
+/// no epilogue.
+fn conv_kernel(x: [usize; 4], o: usize, groups: usize, window: Window) -> Conv2dKernel {
+    let [n, c, h, wd] = x;
+    let [oh, ow] = window.out_hw([h, wd]).unwrap();
+    Conv2dKernel {
+        x: Shape(x.to_vec()),
+        w: Shape(vec![o, c / groups, window.kernel[0], window.kernel[1]]),
+        window,
+        groups,
+        out: Shape(vec![n, o, oh, ow]),
+        epilogue: None,
+        c_chunk: None,
+    }
+}
+
 fn run_conv(k: &Conv2dKernel, x: &[f32], w: &[f32]) -> Vec<f32> {
     let (xw, ww): (Vec<u32>, Vec<u32>) = (
         x.iter().map(|v| v.to_bits()).collect(),
@@ -820,17 +836,8 @@ fn grouped_and_depthwise_parallel_paths_match_float64() {
             padding,
             dilation,
         };
-        let [oh, ow] = window.out_hw([h, wd]).unwrap();
         let (c, o) = (groups * cg, groups * og);
-        let k = Conv2dKernel {
-            x: Shape(vec![n, c, h, wd]),
-            w: Shape(vec![o, cg, kernel[0], kernel[1]]),
-            window,
-            groups,
-            out: Shape(vec![n, o, oh, ow]),
-            epilogue: None,
-            c_chunk: None,
-        };
+        let k = conv_kernel([n, c, h, wd], o, groups, window);
         let x = det(n * c * h * wd, 70 + i as u32);
         let w = det(o * cg * kernel[0] * kernel[1], 80 + i as u32);
         let (want, mag) = conv_f64(&k, &x, &w, (0, cg));
@@ -884,17 +891,8 @@ fn direct_convolutions_match_float64() {
             padding: [pad; 2],
             dilation: [1, 1],
         };
-        let [oh, ow] = window.out_hw([h, wd]).unwrap();
         let cg = c / groups;
-        let k = Conv2dKernel {
-            x: Shape(vec![n, c, h, wd]),
-            w: Shape(vec![o, cg, kernel[0], kernel[1]]),
-            window,
-            groups,
-            out: Shape(vec![n, o, oh, ow]),
-            epilogue: None,
-            c_chunk: None,
-        };
+        let k = conv_kernel([n, c, h, wd], o, groups, window);
         let x = det(n * c * h * wd, 90 + i as u32);
         let w = det(o * cg * kernel[0] * kernel[1], 100 + i as u32);
         let (want, mag) = conv_f64(&k, &x, &w, (0, cg));
@@ -1197,24 +1195,17 @@ fn epilogues_apply_once_on_every_convolution_path() {
             padding: [pad; 2],
             dilation: [1, 1],
         };
-        let [oh, ow] = window.out_hw([h, wd]).unwrap();
-        let out = Shape(vec![n, o, oh, ow]);
         let cg = c / groups;
-        let k = Conv2dKernel {
-            x: Shape(vec![n, c, h, wd]),
-            w: Shape(vec![o, cg, kk, kk]),
-            window,
-            groups,
-            out: out.clone(),
-            epilogue: Some(Epilogue {
-                expr: expr.clone(),
-                extra: vec![
-                    (Shape(vec![o, 1, 1]), DType::F32),
-                    (out.clone(), DType::F32),
-                ],
-            }),
-            c_chunk: None,
-        };
+        let mut k = conv_kernel([n, c, h, wd], o, groups, window);
+        let out = k.out.clone();
+        let [_, _, oh, ow] = [0, 1, 2, 3].map(|a| out.dims()[a]);
+        k.epilogue = Some(Epilogue {
+            expr: expr.clone(),
+            extra: vec![
+                (Shape(vec![o, 1, 1]), DType::F32),
+                (out.clone(), DType::F32),
+            ],
+        });
         let x = det(n * c * h * wd, 300 + i as u32);
         let w = det(o * cg * kk * kk, 310 + i as u32);
         let b = det(o, 320 + i as u32);

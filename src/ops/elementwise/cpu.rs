@@ -574,22 +574,7 @@ fn source(k: &ElementwiseKernel, i: usize, data: Option<&[u32]>) -> Result<Sourc
                 .collect(),
         ),
     };
-    let (mut dims, mut st): (Vec<usize>, Vec<i64>) = (Vec::new(), Vec::new());
-    for (&d, &s) in out.dims().iter().zip(&strides) {
-        if d == 1 {
-            continue;
-        }
-        match (dims.last_mut(), st.last_mut()) {
-            (Some(ld), Some(ls)) if *ls == s * d as i64 => {
-                *ld *= d;
-                *ls = s;
-            }
-            _ => {
-                dims.push(d);
-                st.push(s);
-            }
-        }
-    }
+    let (dims, st) = crate::shape::coalesce(out.dims(), &strides);
     // The lowest and highest words read (i128: no overflow whatever the strides).
     let (mut lo, mut hi) = (offset as i128, offset as i128);
     for (&d, &s) in dims.iter().zip(&st) {

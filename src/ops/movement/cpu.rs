@@ -72,22 +72,7 @@ fn gather_rows(input: &[u32], out: &mut [u32], dims: &[usize], strides: &[i64], 
     // Neighbouring axes read contiguously one after the other are one axis (a channel
     // shuffle's [.., 56, 56] planes are rows of 3136 words, not 56 rows of 56), and size-1
     // axes none: fewer, longer rows to copy whole.
-    let (mut d, mut st): (Vec<usize>, Vec<i64>) = (Vec::new(), Vec::new());
-    for (&n, &s) in dims.iter().zip(strides) {
-        if n == 1 && dims.len() > 1 {
-            continue;
-        }
-        match (d.last_mut(), st.last_mut()) {
-            (Some(pd), Some(ps)) if *ps == s * n as i64 => {
-                *pd *= n;
-                *ps = s;
-            }
-            _ => {
-                d.push(n);
-                st.push(s);
-            }
-        }
-    }
+    let (mut d, mut st) = crate::shape::coalesce(dims, strides);
     if d.is_empty() && !dims.is_empty() {
         d.push(1);
         st.push(0);

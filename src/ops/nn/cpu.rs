@@ -42,13 +42,14 @@ const DEPTHWISE_PARALLEL: usize = 1 << 16;
 
 /// `out`'s base pointer, shared by tasks that write disjoint parts of it.
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-// SAFETY: only `column_tiles` makes one, for tasks that write disjoint columns of `out`.
+pub(super) struct SendPtr(pub(super) *mut f32);
+// SAFETY: only `column_tiles` and `direct` make one, for tasks that write disjoint columns
+// or (channel, row) ranges of `out`.
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
 impl SendPtr {
-    fn get(self) -> *mut f32 {
+    pub(super) fn get(self) -> *mut f32 {
         self.0
     }
 }

@@ -9,6 +9,7 @@
 //! two loads, six broadcast weights and twelve fused multiply-adds, with the 6x16 sums in
 //! registers.
 
+use super::cpu::SendPtr;
 use super::planes::Phases;
 use super::{dims4, Conv2dKernel};
 use crate::ops::elementwise::RangeProgram;
@@ -50,19 +51,6 @@ thread_local! {
     /// fault in fresh pages for them.
     static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<Line>)> =
         const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
-}
-
-/// `out`'s base pointer, shared by tasks that write disjoint rows of it.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: only `direct` makes one, for tasks that write disjoint (channel, row) ranges.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 impl Conv2dKernel {
@@ -201,7 +189,7 @@ impl Conv2dKernel {
                         .zip(xs.chunks(h * wd))
                         .for_each(split);
                 }
-                let base = OutPtr(dst.as_mut_ptr());
+                let base = SendPtr(dst.as_mut_ptr());
                 let src_planes: &[f32] = if in_place { xs } else { &planes };
                 let (wp, offsets) = (&wp, &offsets);
                 (0..groups * bands).into_par_iter().for_each(|task| {
