@@ -65,13 +65,14 @@ impl Lowering {
         &mut self,
         kernel: Kernel,
         shape: crate::Shape,
+        dtype: crate::DType,
         node: &crate::graph::Node,
         device: Device,
         inputs: Vec<ValueId>,
     ) -> ValueId {
         let v = self.value(Value {
             shape,
-            dtype: node.dtype,
+            dtype,
             device,
             source: Source::Step,
             name: format!("{}/partial", node.name),
@@ -99,11 +100,17 @@ struct Emitter<'l, 'a> {
 }
 
 impl Emit for Emitter<'_, '_> {
-    fn partial(&mut self, kernel: Kernel, shape: Shape, inputs: Vec<Arg>) -> Arg {
+    fn partial(
+        &mut self,
+        kernel: Kernel,
+        shape: Shape,
+        dtype: crate::DType,
+        inputs: Vec<Arg>,
+    ) -> Arg {
         let inputs = inputs.into_iter().map(id).collect();
         let v = self
             .l
-            .partial(kernel, shape, self.node, self.device, inputs);
+            .partial(kernel, shape, dtype, self.node, self.device, inputs);
         Arg(v.index())
     }
 }
@@ -159,6 +166,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 dtype: node.dtype,
                 inputs: &descs,
                 args: &args,
+                device,
                 emit: &mut emit,
             };
             node.op.family().lower(&mut cx)?
@@ -225,7 +233,14 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                             out_dtype: node.dtype,
                             views: Vec::new(),
                         });
-                        l.partial(copy, node.shape.clone(), node, device, vec![id(new)])
+                        l.partial(
+                            copy,
+                            node.shape.clone(),
+                            node.dtype,
+                            node,
+                            device,
+                            vec![id(new)],
+                        )
                     }
                     _ => id(new),
                 };

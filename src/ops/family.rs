@@ -92,8 +92,8 @@ pub struct Arg(pub(crate) usize);
 /// What the compiler offers a lowering: partial passes (split-K products, chunked
 /// reductions) whose output the node's last kernel reads.
 pub trait Emit {
-    /// Dispatch `kernel` over `inputs` into a new value of `shape` and the node's dtype.
-    fn partial(&mut self, kernel: Kernel, shape: Shape, inputs: Vec<Arg>) -> Arg;
+    /// Dispatch `kernel` over `inputs` into a new value of `shape` and `dtype`.
+    fn partial(&mut self, kernel: Kernel, shape: Shape, dtype: DType, inputs: Vec<Arg>) -> Arg;
 }
 
 /// One node being lowered.
@@ -107,6 +107,8 @@ pub struct LowerCx<'a> {
     pub inputs: &'a [(Shape, DType)],
     /// The inputs as values, in argument order.
     pub args: &'a [Arg],
+    /// The device the node runs on (a lowering may pick another algorithm for `cpu:0`).
+    pub device: crate::device::Device,
     pub(crate) emit: &'a mut dyn Emit,
 }
 
@@ -121,9 +123,21 @@ impl LowerCx<'_> {
         self.inputs[i].1
     }
 
-    /// Dispatch a partial pass (see [`Emit::partial`]).
+    /// Dispatch a partial pass (see [`Emit::partial`]) into a value of the node's dtype.
     pub fn partial(&mut self, kernel: Kernel, shape: Shape, inputs: Vec<Arg>) -> Arg {
-        self.emit.partial(kernel, shape, inputs)
+        let dtype = self.dtype;
+        self.emit.partial(kernel, shape, dtype, inputs)
+    }
+
+    /// [`LowerCx::partial`] into a value of `dtype` (sort keys, counts).
+    pub fn partial_as(
+        &mut self,
+        kernel: Kernel,
+        shape: Shape,
+        dtype: DType,
+        inputs: Vec<Arg>,
+    ) -> Arg {
+        self.emit.partial(kernel, shape, dtype, inputs)
     }
 
     /// The node's last kernel reading all of the node's inputs.

@@ -15,6 +15,7 @@ pub mod nn;
 pub mod random;
 pub mod reduce;
 pub mod scan;
+pub mod segment;
 pub mod sizes;
 pub mod state;
 pub mod wgsl;
@@ -34,6 +35,7 @@ pub use nn::{Conv2dKernel, Nn, NnGradKernel, NnGradOp, PoolKernel, PoolKind, Win
 pub use random::{Distribution, RandomKernel, RandomSpec};
 pub use reduce::{Pass, Prologue, Reduce, ReduceKernel, ReduceOp, ReduceStrategy};
 pub use scan::{Scan, ScanKernel, ScanOp};
+pub use segment::{Segment, SegmentKernel, SegmentPass};
 pub use state::State;
 
 /// The registry of op families and kernel types: one line each. A family line makes a variant
@@ -125,6 +127,8 @@ registry! {
         /// Gathers and scatters along an axis with a tensor of indices (`ops/index/`).
         Index(index::Index),
         Sizes(sizes::Sizes),
+        /// Sums of slices that share a segment id (`ops/segment/`).
+        Segment(Segment),
     }
     kernels {
         Elementwise(ElementwiseKernel),
@@ -142,6 +146,7 @@ registry! {
         RawWgsl(custom::RawKernel),
         Scan(ScanKernel),
         Index(index::IndexKernel),
+        Segment(SegmentKernel),
     }
 }
 

@@ -247,3 +247,38 @@ fn index_kernels_validate_for_every_reduce_and_dtype() {
         }
     }
 }
+
+#[test]
+fn segment_kernels_validate_for_every_pass_and_dtype() {
+    use wgflow::ops::segment::{SegmentKernel, SegmentPass};
+    for dtype in [DType::F32, DType::I32, DType::U32] {
+        for (pre, positions, post, segments) in [(1, 5, 3, 7), (2, 9000, 1, 1), (3, 1, 4, 2)] {
+            let passes = [
+                SegmentPass::Direct,
+                SegmentPass::Keys,
+                SegmentPass::Sort {
+                    block: 4,
+                    stride: 2,
+                },
+                SegmentPass::Sum {
+                    lo: 0,
+                    hi: positions.min(4096),
+                },
+                SegmentPass::Sum {
+                    lo: positions / 2,
+                    hi: positions,
+                },
+            ];
+            for pass in passes {
+                check(&Kernel::Segment(SegmentKernel {
+                    pass,
+                    pre,
+                    positions,
+                    post,
+                    segments,
+                    dtype,
+                }));
+            }
+        }
+    }
+}

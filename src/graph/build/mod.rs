@@ -19,6 +19,7 @@ mod nn;
 mod random;
 mod reduce;
 mod scan;
+mod segment;
 mod sizes;
 mod state;
 

@@ -8,11 +8,11 @@
 //!   axes with steps above 1, then padded with zeros to the input's shape.
 //! * broadcast_to: `dy` summed over the broadcast axes ([`Graph::sum_to`]).
 //! * concat: `dy` sliced back into the pieces; pad: the interior of `dy`.
-//! * take: a scatter-add of `dy` into the rows the indices select, built as a product with
-//!   the `[n, m]` one-hot matrix of the `m` indices (so repeated indices add up); the
-//!   indices are wrapped and clamped exactly as the forward kernel does, so an out-of-range
-//!   fed index passes its gradient to the row it actually read. The one-hot matrix holds
-//!   `n·m` elements (axis size times index count). The indices get no gradient.
+//! * take: a `segment_sum` of `dy` into the rows the indices select (so repeated indices
+//!   add up, in ascending position, the same bits on every device); the indices are wrapped
+//!   and clamped exactly as the forward kernel does, so an out-of-range fed index passes its
+//!   gradient to the row it actually read. Work and memory are the size of `dy` and of `x`:
+//!   no `[n, m]` one-hot matrix. The indices get no gradient.
 
 use super::{Movement, SliceArg, StridedKind};
 use crate::graph::{Graph, PadMode, Tensor};
@@ -243,7 +243,9 @@ fn decode(input: &Shape, out: &Shape, offset: i64, strides: &[i64]) -> Option<Ve
     (rem == 0).then_some(plan)
 }
 
-/// The gradient of `take(x, indices, axis)` for an `x` of `shape`.
+/// The gradient of `take(x, indices, axis)` for an `x` of `shape`: a segment sum of `dy`
+/// over the rows the gather kernel read (negative indices wrapped once, the rest clamped),
+/// deterministic and without a `[rows, indices]` one-hot matrix.
 fn take(g: &mut Graph, dy: Tensor, indices: Tensor, shape: &Shape, axis: usize) -> Result<Tensor> {
     let dtype = g.dtype(dy)?;
     let m = g.probe_shape(indices)?.numel();
@@ -251,11 +253,8 @@ fn take(g: &mut Graph, dy: Tensor, indices: Tensor, shape: &Shape, axis: usize) 
     if m == 0 {
         return zeros(g, shape, dtype);
     }
-    let pre: usize = shape.0[..axis].iter().product();
-    let post: usize = shape.0[axis + 1..].iter().product();
-    // The row the gather kernel reads: negative indices wrap once, the rest is clamped.
     let i32s = |g: &mut Graph, v: f64| g.full(Shape::scalar(), DType::I32, v);
-    let k = reshape(g, indices, &Shape(vec![1, m]))?;
+    let k = reshape(g, indices, &Shape(vec![m]))?;
     let zero = i32s(g, 0.0)?;
     let size = i32s(g, n as f64)?;
     let last = i32s(g, (n - 1) as f64)?;
@@ -264,19 +263,20 @@ fn take(g: &mut Graph, dy: Tensor, indices: Tensor, shape: &Shape, axis: usize) 
     let k = g.select(negative, wrapped, k)?;
     let k = g.minimum(k, last)?;
     let k = g.maximum(k, zero)?;
-    // hit[r, j] = (row of index j == r): dx[.., r, ..] = Σ_j hit[r, j] · dy[.., j, ..].
-    let rows = g.arange(0.0, n as f64, 1.0, DType::I32)?;
-    let rows = reshape(g, rows, &Shape(vec![n, 1]))?;
-    let hit = g.equal(rows, k)?;
-    let hit = g.cast(hit, dtype)?;
-    let dims = if pre == 1 {
-        vec![m, post]
-    } else {
-        vec![pre, m, post]
-    };
+    // dy as [.., m, ..]: the indices' dimensions flattened into one axis.
+    let mut dims = shape.0[..axis].to_vec();
+    dims.push(m);
+    dims.extend_from_slice(&shape.0[axis + 1..]);
     let d = reshape(g, dy, &Shape(dims))?;
-    let dx = g.matmul(hit, d)?;
-    reshape(g, dx, shape)
+    // Segment sums add f32, i32 and u32; f16 and bool gradients add in f32 and cast back.
+    let native = matches!(dtype, DType::F32 | DType::I32 | DType::U32);
+    let d = if native { d } else { g.cast(d, DType::F32)? };
+    let dx = g.segment_sum(d, k, n, axis as isize)?;
+    if native {
+        Ok(dx)
+    } else {
+        g.cast(dx, dtype)
+    }
 }
 
 /// `t` reshaped to `shape` (no node when it already has it).
