@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+pub mod gpt;
 pub mod grad_custom;
 pub mod grad_elementwise;
 pub mod grad_matmul;
