@@ -42,6 +42,8 @@ struct Args {
     temperature: f32,
     top_k: usize,
     seed: u64,
+    /// Fail (exit 1) when the final validation loss is above this.
+    max_val_loss: Option<f32>,
 }
 
 fn args() -> Result<Args, String> {
@@ -64,6 +66,7 @@ fn args() -> Result<Args, String> {
         temperature: 0.8,
         top_k: 10,
         seed: 1,
+        max_val_loss: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -94,11 +97,12 @@ fn args() -> Result<Args, String> {
             "--temperature" => a.temperature = num(&flag, value()?)?,
             "--top-k" => a.top_k = num(&flag, value()?)?,
             "--seed" => a.seed = num(&flag, value()?)?,
+            "--max-val-loss" => a.max_val_loss = Some(num(&flag, value()?)?),
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (--device SPEC, --steps N, --batch N, --context N, \
                      --width N, --heads N, --layers N, --lr X, --save PATH, --resume PATH, \
-                     --generate PATH, --prompt TEXT, --tokens N, --temperature X, --top-k N, --seed N)"
+                     --generate PATH, --prompt TEXT, --tokens N, --temperature X, --top-k N, --seed N, --max-val-loss X)"
                 ))
             }
         }
@@ -349,5 +353,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (a.tokens + prompt.len()) as f64 / gen_secs
     );
     println!("sample: {out}");
+    if let Some(max) = a.max_val_loss {
+        if val.is_nan() || val > max {
+            return Err(format!("validation loss {val:.3} is above --max-val-loss {max}").into());
+        }
+    }
     Ok(())
 }
