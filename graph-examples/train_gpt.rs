@@ -44,6 +44,8 @@ struct Args {
     seed: u64,
     /// Fail (exit 1) when the final validation loss is above this.
     max_val_loss: Option<f32>,
+    /// Traced training steps to run at the end, printed as a per-op table.
+    profile: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -67,6 +69,7 @@ fn args() -> Result<Args, String> {
         top_k: 10,
         seed: 1,
         max_val_loss: None,
+        profile: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -98,11 +101,12 @@ fn args() -> Result<Args, String> {
             "--top-k" => a.top_k = num(&flag, value()?)?,
             "--seed" => a.seed = num(&flag, value()?)?,
             "--max-val-loss" => a.max_val_loss = Some(num(&flag, value()?)?),
+            "--profile" => a.profile = num(&flag, value()?)?,
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (--device SPEC, --steps N, --batch N, --context N, \
                      --width N, --heads N, --layers N, --lr X, --save PATH, --resume PATH, \
-                     --generate PATH, --prompt TEXT, --tokens N, --temperature X, --top-k N, --seed N, --max-val-loss X)"
+                     --generate PATH, --prompt TEXT, --tokens N, --temperature X, --top-k N, --seed N, --max-val-loss X, --profile N)"
                 ))
             }
         }
@@ -353,6 +357,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (a.tokens + prompt.len()) as f64 / gen_secs
     );
     println!("sample: {out}");
+    if a.profile > 0 {
+        // Traced steps at the end (after the save: they move AdamW's moments), each kernel timed on its own;, one table by node and by kernel kind.
+        let mut runs = Vec::new();
+        for _ in 0..a.profile {
+            let starts: Vec<usize> = (0..b)
+                .map(|_| rng.below(train_text.len() - t - 1))
+                .collect();
+            let (bx, by) = windows(train_text, &starts, t)?;
+            let rate = HostTensor::new(Shape::scalar(), vec![0.0f32])?;
+            let opts = wgflow::trace::RunOptions { trace: true };
+            runs.push(
+                s.run_with(&[(x, bx), (y, by), (lr, rate)], &[train], &opts)?
+                    .1,
+            );
+        }
+        println!("{}", wgflow::trace::Profile::new(&runs).to_table());
+    }
     if let Some(max) = a.max_val_loss {
         if val.is_nan() || val > max {
             return Err(format!("validation loss {val:.3} is above --max-val-loss {max}").into());

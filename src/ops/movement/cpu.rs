@@ -2,7 +2,7 @@
 //! rows in parallel. Each kernel's `reference` (element by element) is the oracle they are
 //! tested against.
 
-use super::{ConcatKernel, PadKernel, PermuteKernel, StridedKernel};
+use super::{ConcatKernel, GatherKernel, PadKernel, PermuteKernel, StridedKernel};
 use crate::ops::family::{missing_inputs, CpuIn, KernelDef};
 use rayon::prelude::*;
 
@@ -237,6 +237,35 @@ pub(super) fn pad_into(k: &PadKernel, inputs: &[CpuIn<'_>], out: &mut [u32]) -> 
             }
             _ => dst.fill(k.value),
         }
+    });
+    Ok(())
+}
+
+/// `take`: each output row (the axis' trailing block) is one input row copied whole.
+pub(super) fn take_into(
+    k: &GatherKernel,
+    inputs: &[CpuIn<'_>],
+    out: &mut [u32],
+) -> crate::Result<()> {
+    check(k, k.out_shape.numel(), out)?;
+    let (Some(CpuIn::Words(x)), Some(CpuIn::Words(idx))) = (inputs.first(), inputs.get(1)) else {
+        // The output written over an input (or too few inputs): the oracle on copies.
+        let own = out.to_vec();
+        let words: Vec<&[u32]> = inputs.iter().map(|i| i.or_out(&own)).collect();
+        let w = k.run_reference(&words)?;
+        out.copy_from_slice(&w);
+        return Ok(());
+    };
+    let (n, inner) = k.split();
+    check(k, k.x_shape.numel(), x)?;
+    check(k, k.indices, idx)?;
+    if inner == 0 {
+        return Ok(());
+    }
+    rows(out, inner, |r, dst| {
+        let (j, outer) = (r % k.indices, r / k.indices);
+        let src = (outer * n + GatherKernel::row(idx[j], n)) * inner;
+        dst.copy_from_slice(&x[src..src + inner]);
     });
     Ok(())
 }

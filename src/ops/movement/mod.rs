@@ -392,7 +392,7 @@ pub struct GatherKernel {
 }
 
 impl GatherKernel {
-    fn split(&self) -> (usize, usize) {
+    pub(super) fn split(&self) -> (usize, usize) {
         let d = self.x_shape.dims();
         (d[self.axis], d[self.axis + 1..].iter().product())
     }
@@ -836,6 +836,11 @@ impl KernelDef for GatherKernel {
             return Err(missing_inputs(self, inputs.len()));
         }
         Ok(GatherKernel::reference(self, inputs[0], inputs[1]))
+    }
+
+    /// Whole rows, in parallel (see `cpu.rs`).
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        cpu::take_into(self, inputs, out)
     }
 
     fn invocations(&self) -> u64 {
