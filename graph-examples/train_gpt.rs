@@ -112,7 +112,12 @@ fn args() -> Result<Args, String> {
         }
     }
     let c = a.cfg;
-    if c.heads == 0 || c.width % c.heads != 0 || c.context < 2 || c.layers == 0 || a.batch == 0 {
+    if c.heads == 0
+        || !c.width.is_multiple_of(c.heads)
+        || c.context < 2
+        || c.layers == 0
+        || a.batch == 0
+    {
         return Err(format!(
             "--width ({}) must be a multiple of --heads ({}), --context at least 2, --layers and --batch at least 1",
             c.width, c.heads
