@@ -58,6 +58,9 @@ pub struct Gpt {
     pub wpe: Tensor,
     pub blocks: Vec<Block>,
     pub lnf: (Tensor, Tensor),
+    /// Attention as the fused primitive (`Graph::attention`, the default) or as the
+    /// composite of matmuls, a mask and a softmax, which stores the `[T, T]` probabilities.
+    pub fused: bool,
 }
 
 impl Gpt {
@@ -96,7 +99,7 @@ impl Gpt {
             });
         }
         let lnf = ln(g, "lnf")?;
-        Ok(Gpt { cfg, wte, wpe, blocks, lnf })
+        Ok(Gpt { cfg, wte, wpe, blocks, lnf, fused: true })
     }
 
     /// Every trainable variable, in a fixed order.
@@ -132,7 +135,7 @@ impl Gpt {
     }
 
     /// Next-token logits `[b·t, VOCAB]` for `tokens` (`[b, t]` i32, `t <= context`), with
-    /// causal multi-head attention (the composite: scores, mask, softmax, weighted sum).
+    /// causal multi-head attention (see [`Gpt::fused`]).
     pub fn forward(&self, g: &mut Graph, tokens: Tensor, b: usize, t: usize) -> wgflow::Result<Tensor> {
         let (d, hd) = (self.cfg.width, self.head_dim());
         let flat = g.reshape(tokens, &[(b * t) as isize])?;
@@ -156,12 +159,16 @@ impl Gpt {
                 self.split_heads(g, k, b, t)?,
                 self.split_heads(g, v, b, t)?,
             );
-            let kt = g.transpose(k, &[0, 1, 3, 2])?;
-            let s = g.matmul(q, kt)?;
-            let s = g.mul(s, scale)?;
-            let s = g.add(s, mask)?;
-            let a = g.softmax(s, -1)?;
-            let y = g.matmul(a, v)?;
+            let y = if self.fused {
+                g.attention(q, k, v, true, None)?
+            } else {
+                let kt = g.transpose(k, &[0, 1, 3, 2])?;
+                let s = g.matmul(q, kt)?;
+                let s = g.mul(s, scale)?;
+                let s = g.add(s, mask)?;
+                let a = g.softmax(s, -1)?;
+                g.matmul(a, v)?
+            };
             let y = g.transpose(y, &[0, 2, 1, 3])?;
             let y = g.reshape(y, &[(b * t) as isize, d as isize])?;
             let y = g.matmul(y, blk.wo)?;

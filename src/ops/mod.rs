@@ -4,6 +4,7 @@
 //! `grad.rs` and `file.rs`, omitting what it lacks (docs/architecture.md, "Op families").
 //! Composites (softmax, mean of several axes…) are graph builders over these, in `graph/build/`.
 
+pub mod attention;
 pub mod custom;
 pub mod elementwise;
 pub mod family;
@@ -129,6 +130,8 @@ registry! {
         Sizes(sizes::Sizes),
         /// Sums of slices that share a segment id (`ops/segment/`).
         Segment(Segment),
+        /// Fused scaled dot-product attention and its gradient's passes (`ops/attention/`).
+        Attention(attention::Attention),
     }
     kernels {
         Elementwise(ElementwiseKernel),
@@ -147,6 +150,7 @@ registry! {
         Scan(ScanKernel),
         Index(index::IndexKernel),
         Segment(SegmentKernel),
+        Attention(attention::AttentionKernel),
     }
 }
 

@@ -45,6 +45,81 @@ fn argmax(v: &[f32]) -> i32 {
 }
 
 #[test]
+fn a_two_layer_models_loss_and_every_gradient_match_jax_float64_on_every_device() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/gpt/reference.json"
+    ))
+    .unwrap();
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let cfg = GptConfig {
+        context: 5,
+        width: 8,
+        heads: 2,
+        layers: 2,
+    };
+    let (b, t) = (2usize, 5usize);
+    let xs: Vec<i32> = (0..b * t)
+        .map(|k| ((7 * (k / t) + 13 * (k % t) + 3) % VOCAB) as i32)
+        .collect();
+    let ys: Vec<i32> = (0..b * t)
+        .map(|k| ((5 * (k / t) + 11 * (k % t) + 1) % VOCAB) as i32)
+        .collect();
+    for fused in [true, false] {
+        let mut g = Graph::new();
+        let mut gpt = Gpt::new(&mut g, cfg, 0).unwrap();
+        gpt.fused = fused;
+        let x = g.placeholder("x", [b, t], DType::I32).unwrap();
+        let y = g.placeholder("y", [b * t], DType::I32).unwrap();
+        let logits = gpt.forward(&mut g, x, b, t).unwrap();
+        let loss = cross_entropy(&mut g, logits, y, b * t).unwrap();
+        let params = gpt.params();
+        let grads: Vec<Tensor> = g
+            .gradients(loss, &params)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.unwrap())
+            .collect();
+        let mut fetches = vec![loss];
+        fetches.extend(&grads);
+        for device in devices() {
+            let mut s = session_on(&g, device);
+            set_params(&mut s, &g, &gpt);
+            let feeds = [
+                (x, HostTensor::new(Shape(vec![b, t]), xs.clone()).unwrap()),
+                (y, HostTensor::new(Shape(vec![b * t]), ys.clone()).unwrap()),
+            ];
+            let out = s.run(&feeds, &fetches).unwrap();
+            let what = format!("{device} fused {fused}");
+            let want_loss = r["loss"].as_f64().unwrap();
+            let got = out[0].item::<f32>().unwrap() as f64;
+            assert!(
+                (got - want_loss).abs() < 1e-5 * want_loss.abs(),
+                "{what}: loss {got} vs {want_loss}"
+            );
+            for (p, &param) in params.iter().enumerate() {
+                let name = &g.node(param).unwrap().name;
+                let want: Vec<f64> = r["grads"][name.as_str()]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{name} in reference.json"))
+                    .iter()
+                    .map(|v| v.as_f64().unwrap())
+                    .collect();
+                let got = out[1 + p].to_vec::<f32>().unwrap();
+                assert_eq!(got.len(), want.len(), "{what} {name}");
+                let top = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                for (i, (&a, &w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a as f64 - w).abs() <= 1e-4 * top + 1e-6,
+                        "{what} d{name}[{i}]: {a} vs {w} (largest {top})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn cached_and_uncached_greedy_decoding_agree_on_every_device() {
     let cfg = GptConfig {
         context: 12,

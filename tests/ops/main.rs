@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod matmul_numpy;
 pub mod matmul_transposed;
 pub mod models;
+pub mod ops_attention;
 pub mod ops_elementwise;
 pub mod ops_f16;
 pub mod ops_golden;

@@ -282,3 +282,23 @@ fn segment_kernels_validate_for_every_pass_and_dtype() {
         }
     }
 }
+
+#[test]
+fn attention_kernels_validate_for_every_pass() {
+    use wgflow::ops::attention::{AttentionKernel, AttentionPass};
+    for pass in AttentionPass::ALL {
+        for (heads, tq, tk, d, causal) in
+            [(2, 5, 7, 4, true), (1, 3, 3, 1, false), (3, 9, 9, 64, true)]
+        {
+            check(&Kernel::Attention(AttentionKernel {
+                pass,
+                heads,
+                tq,
+                tk,
+                d,
+                causal,
+                scale: 0.125,
+            }));
+        }
+    }
+}

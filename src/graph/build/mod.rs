@@ -8,6 +8,7 @@
 //! later passes see through them. `tests/graph/architecture.rs` checks the file names and that
 //! no family file makes another family's op.
 
+mod attention;
 mod composite;
 mod custom;
 mod elementwise;
