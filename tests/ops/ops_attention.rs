@@ -106,7 +106,11 @@ fn composite(
     g.matmul(p, v).unwrap()
 }
 
-const CASES: [(usize, usize, usize, usize, bool); 5] = [
+// Past one 64-row tile of cpu:0's kernels: (2, 70, 70, ..) and (1, 67, 130, ..).
+const CASES: [(usize, usize, usize, usize, bool); 8] = [
+    (2, 70, 70, 8, true),
+    (1, 67, 130, 4, true),
+    (1, 66, 65, 3, false),
     (2, 7, 7, 5, true),
     (3, 5, 9, 8, false),
     (1, 3, 8, 4, true),
