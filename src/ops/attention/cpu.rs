@@ -113,7 +113,7 @@ pub(super) fn run(k: &AttentionKernel, inputs: &[&[u32]], out: &mut [u32]) -> Re
     if out.is_empty() {
         return Ok(());
     }
-    let ins: Vec<&[f32]> = inputs.iter().map(|w| bytemuck::cast_slice(*w)).collect();
+    let ins: Vec<&[f32]> = inputs.iter().map(|w| bytemuck::cast_slice(w)).collect();
     let f = ins.as_slice();
     let out: &mut [f32] = bytemuck::cast_slice_mut(out);
     let per_head = out.len() / h;
