@@ -161,7 +161,13 @@ fn main() {
     let gpu = (std::env::var("WGFLOW_BENCH_ONLY").as_deref() != Ok("cpu"))
         .then(|| wgflow::devices().into_iter().find(|d| d.device.is_gpu()))
         .flatten()
-        .map(|d| (d.device, format!("{}, {}", d.name, d.backend), measure(&bench, d.device, 5)));
+        .map(|d| {
+            (
+                d.device,
+                format!("{}, {}", d.name, d.backend),
+                measure(&bench, d.device, 5),
+            )
+        });
     println!(
         "train_gpt's model: {} layers, width {}, {} heads, context {}, batch {} ({} tokens a step), AdamW",
         CFG.layers,

@@ -30,7 +30,7 @@ mod grad;
 mod wgsl;
 
 use super::family::{Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef};
-use super::family::{CpuIn, LowerCx, Lowered};
+use super::family::{LowerCx, Lowered};
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
@@ -317,23 +317,6 @@ impl KernelDef for AttentionKernel {
         let mut out = vec![0u32; rows * width];
         cpu::run(self, inputs, &mut out)?;
         Ok(out)
-    }
-
-    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        // The output is never written over an input of the same shape while reading it: a
-        // copy of the slot stands in for such an input.
-        let own = inputs
-            .iter()
-            .any(|i| matches!(i, CpuIn::Output))
-            .then(|| out.to_vec());
-        let words: Vec<&[u32]> = inputs
-            .iter()
-            .map(|i| match i {
-                CpuIn::Words(w) => *w,
-                CpuIn::Output => own.as_deref().unwrap_or_default(),
-            })
-            .collect();
-        cpu::run(self, &words, out)
     }
 
     fn invocations(&self) -> u64 {
