@@ -266,6 +266,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let prompt: Vec<i32> = a.prompt.chars().map(encode_char).collect();
+    // What --save writes and --resume reads: the weights, AdamW's moments and step (every
+    // variable but the decoder's caches).
+    let state: Vec<Tensor> = g
+        .variables()
+        .into_iter()
+        .filter(|v| !dec.caches.contains(v))
+        .collect();
     if let Some(path) = &a.generate {
         s.restore_only(path, &params)?;
         let start = Instant::now();
@@ -279,12 +286,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     if let Some(path) = &a.resume {
-        // Weights and AdamW's moments and step (every variable but the decoder's caches).
-        let state: Vec<Tensor> = g
-            .variables()
-            .into_iter()
-            .filter(|v| !dec.caches.contains(v))
-            .collect();
         s.restore_only(path, &state)?;
         println!("resumed from {path}");
     }
@@ -340,11 +341,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     if let Some(path) = &a.save {
-        let state: Vec<Tensor> = g
-            .variables()
-            .into_iter()
-            .filter(|v| !dec.caches.contains(v))
-            .collect();
         s.save(path, Some(&state))?;
         println!("saved weights and optimizer state to {path}");
     }

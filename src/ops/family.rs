@@ -362,6 +362,38 @@ impl<'a> CpuIn<'a> {
     }
 }
 
+/// [`KernelDef::run_cpu_into`]'s default, for fast paths to fall back on: `kernel`'s
+/// reference into a new vector (an input given as [`CpuIn::Output`] read from a copy of the
+/// slot), copied into `out`.
+pub(crate) fn run_via_reference<K: KernelDef + ?Sized>(
+    kernel: &K,
+    inputs: &[CpuIn<'_>],
+    out: &mut [u32],
+) -> crate::Result<()> {
+    let own: Option<Vec<u32>> = inputs
+        .iter()
+        .any(|i| matches!(i, CpuIn::Output))
+        .then(|| out.to_vec());
+    let slices: Vec<&[u32]> = inputs
+        .iter()
+        .map(|i| match i {
+            CpuIn::Words(w) => *w,
+            CpuIn::Output => own.as_deref().unwrap_or_default(),
+        })
+        .collect();
+    let words = kernel.run_reference(&slices)?;
+    if words.len() != out.len() {
+        return Err(crate::Error::Internal(format!(
+            "{} produced {} words for an output of {}",
+            kernel.describe(),
+            words.len(),
+            out.len()
+        )));
+    }
+    out.copy_from_slice(&words);
+    Ok(())
+}
+
 /// The error of a kernel given fewer inputs than it binds.
 pub(crate) fn missing_inputs(kernel: &dyn KernelDef, got: usize) -> crate::Error {
     crate::Error::Internal(format!(
@@ -433,28 +465,7 @@ pub trait KernelDef: fmt::Debug {
     /// override it to write in place, in parallel. Only called when [`KernelDef::has_cpu`]
     /// holds.
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        let own: Option<Vec<u32>> = inputs
-            .iter()
-            .any(|i| matches!(i, CpuIn::Output))
-            .then(|| out.to_vec());
-        let slices: Vec<&[u32]> = inputs
-            .iter()
-            .map(|i| match i {
-                CpuIn::Words(w) => *w,
-                CpuIn::Output => own.as_deref().unwrap_or_default(),
-            })
-            .collect();
-        let words = self.run_reference(&slices)?;
-        if words.len() != out.len() {
-            return Err(crate::Error::Internal(format!(
-                "{} produced {} words for an output of {}",
-                self.describe(),
-                words.len(),
-                out.len()
-            )));
-        }
-        out.copy_from_slice(&words);
-        Ok(())
+        run_via_reference(self, inputs, out)
     }
 
     /// Whether the WGSL declares or computes f16 values, so it needs `enable f16;` and the

@@ -3,7 +3,7 @@
 //! tested against.
 
 use super::{ConcatKernel, GatherKernel, PadKernel, PermuteKernel, StridedKernel};
-use crate::ops::family::{missing_inputs, CpuIn, KernelDef};
+use crate::ops::family::{missing_inputs, run_via_reference, CpuIn, KernelDef};
 use rayon::prelude::*;
 
 /// Rows this short are copied on one thread: splitting them costs more than it saves.
@@ -250,11 +250,7 @@ pub(super) fn take_into(
     check(k, k.out_shape.numel(), out)?;
     let (Some(CpuIn::Words(x)), Some(CpuIn::Words(idx))) = (inputs.first(), inputs.get(1)) else {
         // The output written over an input (or too few inputs): the oracle on copies.
-        let own = out.to_vec();
-        let words: Vec<&[u32]> = inputs.iter().map(|i| i.or_out(&own)).collect();
-        let w = k.run_reference(&words)?;
-        out.copy_from_slice(&w);
-        return Ok(());
+        return run_via_reference(k, inputs, out);
     };
     let (n, inner) = k.split();
     check(k, k.x_shape.numel(), x)?;

@@ -34,8 +34,8 @@ mod grad;
 mod reference;
 mod wgsl;
 
+use super::family::{run_via_reference, CpuIn, LowerCx, Lowered};
 use super::family::{Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef};
-use super::family::{CpuIn, LowerCx, Lowered};
 use super::Kernel;
 use crate::device::Device;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
@@ -289,23 +289,7 @@ impl KernelDef for SegmentKernel {
             (SegmentPass::Direct, [CpuIn::Words(data), CpuIn::Words(ids)]) => {
                 cpu::direct(self, data, ids, out)
             }
-            _ => {
-                let words = {
-                    let own = out.to_vec();
-                    let slices: Vec<&[u32]> = inputs.iter().map(|i| i.or_out(&own)).collect();
-                    reference::run(self, &slices)?
-                };
-                if words.len() != out.len() {
-                    return Err(crate::Error::Internal(format!(
-                        "{} produced {} words for {}",
-                        self.describe(),
-                        words.len(),
-                        out.len()
-                    )));
-                }
-                out.copy_from_slice(&words);
-                Ok(())
-            }
+            _ => run_via_reference(self, inputs, out),
         }
     }
 
