@@ -15,6 +15,7 @@ pub mod movement;
 pub mod nn;
 pub mod random;
 pub mod reduce;
+pub mod rows;
 pub mod scan;
 pub mod segment;
 pub mod sizes;
@@ -132,6 +133,8 @@ registry! {
         Segment(Segment),
         /// Fused scaled dot-product attention and its gradient's passes (`ops/attention/`).
         Attention(attention::Attention),
+        /// Fused layer normalisation and softmax cross-entropy over rows (`ops/rows/`).
+        Rows(rows::Rows),
     }
     kernels {
         Elementwise(ElementwiseKernel),
@@ -151,6 +154,7 @@ registry! {
         Index(index::IndexKernel),
         Segment(SegmentKernel),
         Attention(attention::AttentionKernel),
+        Rows(rows::RowKernel),
     }
 }
 

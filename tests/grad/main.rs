@@ -8,6 +8,7 @@ mod common;
 pub mod gpt;
 pub mod grad_custom;
 pub mod grad_elementwise;
+pub mod grad_fused;
 pub mod grad_matmul;
 pub mod grad_movement;
 pub mod grad_nn;

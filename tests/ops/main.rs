@@ -22,6 +22,7 @@ pub mod ops_golden;
 pub mod ops_index;
 pub mod ops_movement;
 pub mod ops_nn;
+pub mod ops_rows;
 pub mod ops_scan;
 pub mod ops_segment;
 pub mod prop_elementwise;

@@ -302,3 +302,18 @@ fn attention_kernels_validate_for_every_pass() {
         }
     }
 }
+
+#[test]
+fn row_kernels_validate_for_every_pass() {
+    use wgflow::ops::rows::{RowKernel, RowPass};
+    for pass in RowPass::ALL {
+        for (rows, d) in [(1, 1), (3, 7), (5, 64), (2, 50_000)] {
+            check(&Kernel::Rows(RowKernel {
+                pass,
+                rows,
+                d,
+                eps: 1e-5,
+            }));
+        }
+    }
+}

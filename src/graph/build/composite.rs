@@ -4,6 +4,7 @@
 
 use super::{Axes, Loc};
 use crate::graph::{Graph, Site, Tensor};
+use crate::ops::rows::RowPass;
 use crate::ops::{reduce, BinaryOp, Declared, Distribution, Elementwise, Op, RandomSpec};
 use crate::ops::{ReduceOp, UnaryOp};
 use crate::{DType, Error, HostTensor, Result, Shape};
@@ -108,6 +109,10 @@ impl Graph {
 
     /// Layer normalisation over `axis`: `(x - mean) / sqrt(var + eps) * gamma + beta`, biased
     /// variance; `gamma`/`beta` broadcast against `x` (usually shape `[D]` for the last axis).
+    /// For f32 over the last axis with both `gamma` and `beta` of shape `[D]` (a transformer's
+    /// case) it is one fused primitive with its own backward kernels (`ops::rows`), which
+    /// stores nothing but `x` for the gradient; otherwise a composite of reductions and
+    /// elementwise ops (which also has second derivatives).
     #[track_caller]
     pub fn layer_norm(
         &mut self,
@@ -120,6 +125,11 @@ impl Graph {
         let loc = Location::caller();
         let axes = Axes::List(vec![axis]);
         self.float_reduce_shape("layer_norm", x, &axes, true, loc)?;
+        if self.fuses_layer_norm(x, gamma, beta, axis) {
+            if let (Some(s), Some(b)) = (gamma, beta) {
+                return self.rows_at(RowPass::LayerNorm, &[x, s, b], eps, loc);
+            }
+        }
         self.name_scope("layer_norm", |g| {
             let m = g.reduce(ReduceOp::Mean, x, axes.clone(), true, loc)?;
             let d = g.binary(BinaryOp::Sub, x, m, loc)?;

@@ -19,6 +19,7 @@ mod movement;
 mod nn;
 mod random;
 mod reduce;
+mod rows;
 mod scan;
 mod segment;
 mod sizes;

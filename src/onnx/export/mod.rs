@@ -152,7 +152,7 @@ pub fn model(
                 };
                 let r = match op {
                     Op::Elementwise(e) => elementwise::export(&mut ex, &cx, *e),
-                    Op::MatMul(_) | Op::Nn(_) => nn::export(&mut ex, &cx),
+                    Op::MatMul(_) | Op::Nn(_) | Op::Rows(_) => nn::export(&mut ex, &cx),
                     Op::Movement(m) => movement::export(&mut ex, &cx, m),
                     Op::Reduce(_) | Op::Scan(_) | Op::Index(_) => reduce::export(&mut ex, &cx),
                     _ => Err(unsupported(op.name())),
@@ -369,6 +369,26 @@ pub(super) fn attr_i(name: &str, i: i64) -> AttributeProto {
         name: Some(name.into()),
         r#type: Some(super::proto::attribute_proto::AttributeType::Int as i32),
         i: Some(i),
+        ..Default::default()
+    }
+}
+
+/// A float attribute.
+pub(super) fn attr_f(name: &str, f: f32) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(super::proto::attribute_proto::AttributeType::Float as i32),
+        f: Some(f),
+        ..Default::default()
+    }
+}
+
+/// A string attribute.
+pub(super) fn attr_s(name: &str, s: &str) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(super::proto::attribute_proto::AttributeType::String as i32),
+        s: Some(s.as_bytes().to_vec()),
         ..Default::default()
     }
 }

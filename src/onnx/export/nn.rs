@@ -1,6 +1,8 @@
-//! Matmul, convolution and pooling.
+//! Matmul, convolution, pooling, and the fused row ops (layer normalisation, softmax
+//! cross-entropy).
 
-use super::{attr_i, attr_ints, i64s, unsupported, Cx, Ex};
+use super::{attr_f, attr_i, attr_ints, attr_s, i64s, unsupported, Cx, Ex};
+use crate::ops::rows::{RowPass, Rows};
 use crate::ops::{Nn, Op, PoolKind, Window};
 use crate::Result;
 
@@ -25,6 +27,36 @@ pub(super) fn export(ex: &mut Ex, cx: &Cx) -> Result<String> {
                 }
             };
             Ok(ex.op(op, vec![cx.x(0)], attrs))
+        }
+        Op::Rows(Rows {
+            pass: RowPass::LayerNorm,
+            eps_bits,
+        }) => Ok(ex.op(
+            "LayerNormalization",
+            vec![cx.x(0), cx.x(1), cx.x(2)],
+            vec![
+                attr_i("axis", -1),
+                attr_f("epsilon", f32::from_bits(*eps_bits)),
+            ],
+        )),
+        // ONNX's class axis is 1: the rows are flattened to [N, C], and the losses reshaped
+        // back to the labels' shape.
+        Op::Rows(Rows {
+            pass: RowPass::SoftmaxXent,
+            ..
+        }) => {
+            let c = cx.input(0).shape.dims().last().copied().unwrap_or(1) as i64;
+            let rows = ex.i64_vec("shape", &[-1, c]);
+            let logits = ex.op("Reshape", vec![cx.x(0), rows], vec![]);
+            let flat = ex.i64_vec("shape", &[-1]);
+            let labels = ex.op("Reshape", vec![cx.x(1), flat], vec![]);
+            let loss = ex.op(
+                "SoftmaxCrossEntropyLoss",
+                vec![logits, labels],
+                vec![attr_s("reduction", "none")],
+            );
+            let shape = ex.i64_vec("shape", &i64s(cx.node.shape.dims()));
+            Ok(ex.op("Reshape", vec![loss, shape], vec![]))
         }
         op => Err(unsupported(op.name())),
     }
