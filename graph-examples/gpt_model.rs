@@ -58,8 +58,10 @@ pub struct Gpt {
     pub wpe: Tensor,
     pub blocks: Vec<Block>,
     pub lnf: (Tensor, Tensor),
-    /// Attention as the fused primitive (`Graph::attention`, the default) or as the
-    /// composite of matmuls, a mask and a softmax, which stores the `[T, T]` probabilities.
+    /// Attention, layer normalisation and the loss as fused primitives
+    /// (`Graph::attention`, `Graph::layer_norm`, `Graph::sparse_softmax_cross_entropy`; the
+    /// default) or as composites of primitives: matmuls, a mask and a softmax, which store
+    /// the `[T, T]` probabilities; means and elementwise ops; a log-softmax and a gather.
     pub fused: bool,
 }
 
@@ -125,9 +127,40 @@ impl Gpt {
         g.transpose(x, &[0, 2, 1, 3])
     }
 
+    /// Layer normalisation of `[rows, width]` with `(γ, β)`, fused or written out.
+    fn norm(&self, g: &mut Graph, x: Tensor, (gamma, beta): (Tensor, Tensor)) -> wgflow::Result<Tensor> {
+        if self.fused {
+            return g.layer_norm(x, Some(gamma), Some(beta), -1, 1e-5);
+        }
+        let m = g.mean(x, [-1], true)?;
+        let c = g.sub(x, m)?;
+        let sq = g.mul(c, c)?;
+        let v = g.mean(sq, [-1], true)?;
+        let eps = scalar(g, 1e-5)?;
+        let v = g.add(v, eps)?;
+        let r = g.rsqrt(v)?;
+        let y = g.mul(c, r)?;
+        let y = g.mul(y, gamma)?;
+        g.add(y, beta)
+    }
+
+    /// Mean next-token cross-entropy (nats) of `logits` (`[rows, VOCAB]`) against
+    /// `targets` (`[rows]` i32), fused or as a log-softmax and a gather.
+    pub fn loss(&self, g: &mut Graph, logits: Tensor, targets: Tensor, rows: usize) -> wgflow::Result<Tensor> {
+        if self.fused {
+            let l = g.sparse_softmax_cross_entropy(logits, targets)?;
+            return g.mean(l, Axes::All, false);
+        }
+        let logp = g.log_softmax(logits, -1)?;
+        let t = g.reshape(targets, &[rows as isize, 1])?;
+        let picked = g.gather_elements(logp, t, -1)?;
+        let mean = g.mean(picked, Axes::All, false)?;
+        g.neg(mean)
+    }
+
     /// The MLP half of a block, on `[rows, width]`.
     fn mlp(&self, g: &mut Graph, blk: &Block, x: Tensor) -> wgflow::Result<Tensor> {
-        let h = g.layer_norm(x, Some(blk.ln2.0), Some(blk.ln2.1), -1, 1e-5)?;
+        let h = self.norm(g, x, blk.ln2)?;
         let h = g.linear(h, blk.w1, Some(blk.b1))?;
         let h = g.gelu(h, true)?;
         let h = g.linear(h, blk.w2, Some(blk.b2))?;
@@ -150,7 +183,7 @@ impl Gpt {
         let mask = g.constant(HostTensor::new(Shape(vec![t, t]), mask)?)?;
         let scale = scalar(g, 1.0 / (hd as f64).sqrt())?;
         for blk in &self.blocks {
-            let h = g.layer_norm(x, Some(blk.ln1.0), Some(blk.ln1.1), -1, 1e-5)?;
+            let h = self.norm(g, x, blk.ln1)?;
             let q = g.matmul(h, blk.wq)?;
             let k = g.matmul(h, blk.wk)?;
             let v = g.matmul(h, blk.wv)?;
@@ -175,7 +208,7 @@ impl Gpt {
             x = g.add(x, y)?;
             x = self.mlp(g, blk, x)?;
         }
-        let x = g.layer_norm(x, Some(self.lnf.0), Some(self.lnf.1), -1, 1e-5)?;
+        let x = self.norm(g, x, self.lnf)?;
         let wt = g.transpose(self.wte, &[1, 0])?;
         g.matmul(x, wt)
     }
@@ -202,7 +235,7 @@ impl Gpt {
         let mut caches = Vec::new();
         let mut writes = Vec::new();
         for (l, blk) in self.blocks.iter().enumerate() {
-            let hn = g.layer_norm(x, Some(blk.ln1.0), Some(blk.ln1.1), -1, 1e-5)?;
+            let hn = self.norm(g, x, blk.ln1)?;
             let heads = |g: &mut Graph, w: Tensor| -> wgflow::Result<Tensor> {
                 let y = g.matmul(hn, w)?;
                 let y = g.reshape(y, &[h as isize, 1, hd as isize])?;
@@ -234,7 +267,7 @@ impl Gpt {
             x = g.add(x, y)?;
             x = self.mlp(g, blk, x)?;
         }
-        let x = g.layer_norm(x, Some(self.lnf.0), Some(self.lnf.1), -1, 1e-5)?;
+        let x = self.norm(g, x, self.lnf)?;
         let wt = g.transpose(self.wte, &[1, 0])?;
         let logits = g.matmul(x, wt)?;
         let update = g.group(&writes)?;
@@ -255,14 +288,4 @@ pub struct Decoder {
 /// An f32 scalar constant.
 fn scalar(g: &mut Graph, v: f64) -> wgflow::Result<Tensor> {
     g.full(Shape::scalar(), DType::F32, v)
-}
-
-/// Mean next-token cross-entropy (nats) of `logits` (`[rows, VOCAB]`) against `targets`
-/// (`[rows]` i32).
-pub fn cross_entropy(g: &mut Graph, logits: Tensor, targets: Tensor, rows: usize) -> wgflow::Result<Tensor> {
-    let logp = g.log_softmax(logits, -1)?;
-    let t = g.reshape(targets, &[rows as isize, 1])?;
-    let picked = g.gather_elements(logp, t, -1)?;
-    let mean = g.mean(picked, Axes::All, false)?;
-    g.neg(mean)
 }

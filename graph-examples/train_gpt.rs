@@ -245,7 +245,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let y = g.placeholder("targets", [b * t], DType::I32)?;
     let lr = g.placeholder("lr", Shape::scalar(), DType::F32)?;
     let logits = gpt.forward(&mut g, x, b, t)?;
-    let loss = cross_entropy(&mut g, logits, y, b * t)?;
+    let loss = gpt.loss(&mut g, logits, y, b * t)?;
     let params = gpt.params();
     let train = Adam::adamw(lr, 0.01).minimize(&mut g, loss, &params)?;
     let dec = gpt.decoder(&mut g)?;

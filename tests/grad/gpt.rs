@@ -72,7 +72,7 @@ fn a_two_layer_models_loss_and_every_gradient_match_jax_float64_on_every_device(
         let x = g.placeholder("x", [b, t], DType::I32).unwrap();
         let y = g.placeholder("y", [b * t], DType::I32).unwrap();
         let logits = gpt.forward(&mut g, x, b, t).unwrap();
-        let loss = cross_entropy(&mut g, logits, y, b * t).unwrap();
+        let loss = gpt.loss(&mut g, logits, y, b * t).unwrap();
         let params = gpt.params();
         let grads: Vec<Tensor> = g
             .gradients(loss, &params)

@@ -174,7 +174,7 @@ fn trained_digits_models_round_trip() {
 }
 
 /// Slices, flips, broadcasts, pads, concat, take, reductions, cumsum, comparisons, casts,
-/// `where`, floor division and remainders.
+/// `where`, floor division and remainders, fused layer norm and cross-entropy.
 #[test]
 fn other_mappings_round_trip() {
     let mut g = Graph::new();
@@ -221,6 +221,18 @@ fn other_mappings_round_trip() {
         .unwrap();
     outs.push(g.floor_divide(seven, three_i).unwrap());
     outs.push(g.remainder(seven, three_i).unwrap());
+    // The fused row ops: LayerNormalization, SoftmaxCrossEntropyLoss over [.., C] rows.
+    let gamma = g
+        .constant(HostTensor::new([4], vec![1.0f32, 0.5, 2.0, -1.0]).unwrap())
+        .unwrap();
+    let beta = g
+        .constant(HostTensor::new([4], vec![0.0f32, 0.25, -0.5, 1.0]).unwrap())
+        .unwrap();
+    outs.push(g.layer_norm(x, Some(gamma), Some(beta), -1, 1e-3).unwrap());
+    let labels = g
+        .constant(HostTensor::new([2, 3], vec![0i32, 3, 1, 2, 2, 0]).unwrap())
+        .unwrap();
+    outs.push(g.sparse_softmax_cross_entropy(x, labels).unwrap());
     let xv = input(&[2, 3, 4], 5);
     let iv = HostTensor::new([3], vec![3, 0, 1]).unwrap();
     round_trip("mappings", &g, &outs, &[(x, xv), (i, iv)], None);

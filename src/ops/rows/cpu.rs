@@ -14,34 +14,51 @@ const PARALLEL_MIN: usize = 1 << 15;
 /// Lanes of the partial sums.
 const L: usize = 16;
 
-/// `Σ f(i)` over `0..n` in [`L`] interleaved partial sums.
+/// `Σ f(a[i])` in [`L`] interleaved partial sums.
 #[inline(always)]
-fn lanes(n: usize, f: impl Fn(usize) -> f32) -> f32 {
+fn sum1(a: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let (ca, ta) = a.as_chunks::<L>();
     let mut acc = [0.0f32; L];
-    let full = n / L * L;
-    for c in (0..full).step_by(L) {
-        for (l, a) in acc.iter_mut().enumerate() {
-            *a += f(c + l);
+    for c in ca {
+        for l in 0..L {
+            acc[l] += f(c[l]);
         }
     }
-    let tail: f32 = (full..n).map(f).sum();
+    acc.iter().sum::<f32>() + ta.iter().map(|&v| f(v)).sum::<f32>()
+}
+
+/// `Σ f(a[i], b[i], c[i])` in [`L`] interleaved partial sums (slices of one length).
+#[inline(always)]
+fn sum3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) -> f32 {
+    let (ca, ta) = a.as_chunks::<L>();
+    let (cb, tb) = b.as_chunks::<L>();
+    let (cc, tc) = c.as_chunks::<L>();
+    let mut acc = [0.0f32; L];
+    for ((x, y), z) in ca.iter().zip(cb).zip(cc) {
+        for l in 0..L {
+            acc[l] += f(x[l], y[l], z[l]);
+        }
+    }
+    let tail: f32 = ta
+        .iter()
+        .zip(tb)
+        .zip(tc)
+        .map(|((&x, &y), &z)| f(x, y, z))
+        .sum();
     acc.iter().sum::<f32>() + tail
 }
 
 /// The largest element (NaN ignored; `-inf` for a row of NaN, whose sum is NaN anyway).
 #[inline(always)]
 fn lane_max(x: &[f32]) -> f32 {
+    let (cx, tx) = x.as_chunks::<L>();
     let mut acc = [f32::NEG_INFINITY; L];
-    let chunks = x.chunks_exact(L);
-    let tail = chunks
-        .remainder()
-        .iter()
-        .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    for c in chunks {
+    for c in cx {
         for l in 0..L {
             acc[l] = acc[l].max(c[l]);
         }
     }
+    let tail = tx.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     acc.iter().fold(tail, |m, &v| m.max(v))
 }
 
@@ -49,8 +66,8 @@ fn lane_max(x: &[f32]) -> f32 {
 #[inline(always)]
 fn moments(x: &[f32], eps: f32) -> (f32, f32) {
     let n = x.len() as f32;
-    let mean = lanes(x.len(), |i| x[i]) / n;
-    let var = lanes(x.len(), |i| (x[i] - mean) * (x[i] - mean)) / n;
+    let mean = sum1(x, |v| v) / n;
+    let var = sum1(x, |v| (v - mean) * (v - mean)) / n;
     (mean, 1.0 / (var + eps).sqrt())
 }
 
@@ -59,7 +76,7 @@ fn moments(x: &[f32], eps: f32) -> (f32, f32) {
 fn exp_sum(x: &[f32]) -> (f32, f32) {
     let m = lane_max(x);
     let shift = if m.is_finite() { m } else { 0.0 };
-    (shift, lanes(x.len(), |i| vmath::exp(x[i] - shift)))
+    (shift, sum1(x, |v| vmath::exp(v - shift)))
 }
 
 /// The label of a row as an index into its `c` classes, if it is one.
@@ -139,8 +156,8 @@ fn rows_body(k: &RowKernel, inputs: &[&[u32]], r0: usize, o: &mut [f32]) {
             for (j, y) in o.chunks_exact_mut(d).enumerate() {
                 let x = row(0, r0 + j);
                 let (mean, r) = moments(x, k.eps);
-                for e in 0..d {
-                    y[e] = (x[e] - mean) * r * gamma[e] + beta[e];
+                for (((y, &x), &g), &b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
+                    *y = (x - mean) * r * g + b;
                 }
             }
         }
@@ -148,8 +165,8 @@ fn rows_body(k: &RowKernel, inputs: &[&[u32]], r0: usize, o: &mut [f32]) {
             for (j, y) in o.chunks_exact_mut(d).enumerate() {
                 let x = row(0, r0 + j);
                 let (mean, r) = moments(x, k.eps);
-                for e in 0..d {
-                    y[e] = (x[e] - mean) * r;
+                for (y, &x) in y.iter_mut().zip(x) {
+                    *y = (x - mean) * r;
                 }
             }
         }
@@ -160,10 +177,10 @@ fn rows_body(k: &RowKernel, inputs: &[&[u32]], r0: usize, o: &mut [f32]) {
                 let (x, dy) = (row(0, r0 + j), row(2, r0 + j));
                 let (mean, r) = moments(x, k.eps);
                 // mean(g) and mean(g x̂) with g = dy γ.
-                let a = lanes(d, |e| dy[e] * gamma[e]) / n;
-                let b = lanes(d, |e| dy[e] * gamma[e] * (x[e] - mean)) * r / n;
-                for e in 0..d {
-                    dx[e] = r * (dy[e] * gamma[e] - a - (x[e] - mean) * r * b);
+                let a = sum3(dy, gamma, x, |dy, g, _| dy * g) / n;
+                let b = sum3(dy, gamma, x, |dy, g, x| dy * g * (x - mean)) * r / n;
+                for (((dx, &dy), &g), &x) in dx.iter_mut().zip(dy).zip(gamma).zip(x) {
+                    *dx = r * (dy * g - a - (x - mean) * r * b);
                 }
             }
         }
@@ -189,8 +206,8 @@ fn rows_body(k: &RowKernel, inputs: &[&[u32]], r0: usize, o: &mut [f32]) {
                 let (shift, s) = exp_sum(x);
                 let g = dloss[r0 + j];
                 let scale = g / s;
-                for e in 0..d {
-                    dx[e] = vmath::exp(x[e] - shift) * scale;
+                for (dx, &x) in dx.iter_mut().zip(x) {
+                    *dx = vmath::exp(x - shift) * scale;
                 }
                 dx[l] -= g;
             }
