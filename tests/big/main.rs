@@ -10,6 +10,7 @@ mod common;
 
 pub mod binding_limit;
 pub mod concurrency;
+pub mod fused_boundary;
 pub mod graph_stress;
 pub mod grid_boundary;
 pub mod loop_limit;
