@@ -200,6 +200,24 @@ fn family_cases() -> Vec<(&'static str, Build)> {
             let c = g.conv2d(img, w, None, Default::default())?;
             g.max_pool2d(c, [2, 2], [1, 1], [0, 0])
         }),
+        ("fused layer norm and cross-entropy", |g, x| {
+            let gamma = g.constant(HostTensor::new([6], values(6, 3))?)?;
+            let beta = g.constant(HostTensor::new([6], values(6, 4))?)?;
+            let y = g.layer_norm(x, Some(gamma), Some(beta), -1, 1e-5)?;
+            let labels = g.argmax(x, Some(2), false)?;
+            let l = g.sparse_softmax_cross_entropy(y, labels)?;
+            let l = g.expand_dims(l, -1)?;
+            let out = g.add(y, l)?;
+            let total = g.sum(out, Axes::All, false)?;
+            let dx = g.gradients(total, &[x])?[0].expect("a gradient");
+            g.add(out, dx)
+        }),
+        ("fused attention and its gradient", |g, x| {
+            let y = g.attention(x, x, x, true, None)?;
+            let total = g.sum(y, Axes::All, false)?;
+            let dx = g.gradients(total, &[x])?[0].expect("a gradient");
+            g.add(y, dx)
+        }),
         ("cumsum and layer norm", |g, x| {
             let c = g.cumsum(x, 0)?;
             g.layer_norm(c, None, None, -1, 1e-5)

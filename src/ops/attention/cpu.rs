@@ -59,6 +59,21 @@ fn lane_sum(x: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// The largest element in 16 interleaved lanes (a serial `max` chain is latency-bound).
+#[inline(always)]
+fn lane_max(x: &[f32]) -> f32 {
+    let (chunks, tail) = x.as_chunks::<16>();
+    let mut acc = [f32::NEG_INFINITY; 16];
+    for c in chunks {
+        for l in 0..16 {
+            acc[l] = acc[l].max(c[l]);
+        }
+    }
+    acc.iter()
+        .chain(tail)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+}
+
 /// `dst[e·n + j] = src[j·d + e]`: rows `0..n` of a `[n, d]` block transposed.
 #[inline(always)]
 fn transpose(src: &[f32], n: usize, d: usize, dst: &mut Vec<f32>) {
@@ -238,11 +253,10 @@ fn query_block(
         row_times(&q[i * d..(i + 1) * d], a, tk, seen, row);
         match k.pass {
             AttentionPass::Forward | AttentionPass::Lse => {
-                let m = row[..seen]
-                    .iter()
-                    .fold(f32::NEG_INFINITY, |m, &x| m.max(scale * x));
+                row[..seen].iter_mut().for_each(|x| *x *= scale);
+                let m = lane_max(&row[..seen]);
                 for x in row[..seen].iter_mut() {
-                    *x = vmath::exp(scale * *x - m);
+                    *x = vmath::exp(*x - m);
                 }
                 let l = lane_sum(&row[..seen]);
                 if k.pass == AttentionPass::Lse {

@@ -18,7 +18,7 @@ pub(super) fn grad(op: Rows, g: &mut Graph, cx: &GradCx<'_>) -> Result<Vec<Optio
             } else {
                 None
             };
-            let lead: Vec<isize> = (0..g.shape(x)?.rank() as isize - 1).collect();
+            let lead: Vec<isize> = (0..g.node(x)?.shape.rank() as isize - 1).collect();
             // Over the leading axes (none for a single row).
             let over = |g: &mut Graph, t: Tensor| -> Result<Tensor> {
                 if lead.is_empty() {
