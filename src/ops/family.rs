@@ -362,6 +362,18 @@ impl<'a> CpuIn<'a> {
     }
 }
 
+/// The inputs' words when none of them is the output's own slot (what a kernel that writes
+/// its output as it goes needs).
+pub(crate) fn disjoint_words<'a>(inputs: &[CpuIn<'a>]) -> Option<Vec<&'a [u32]>> {
+    inputs
+        .iter()
+        .map(|i| match i {
+            CpuIn::Words(w) => Some(*w),
+            CpuIn::Output => None,
+        })
+        .collect()
+}
+
 /// [`KernelDef::run_cpu_into`]'s default, for fast paths to fall back on: `kernel`'s
 /// reference into a new vector (an input given as [`CpuIn::Output`] read from a copy of the
 /// slot), copied into `out`.

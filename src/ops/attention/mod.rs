@@ -29,7 +29,8 @@ mod file;
 mod grad;
 mod wgsl;
 
-use super::family::{Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef};
+use super::family::{disjoint_words, run_via_reference, Arity, CpuIn, Declared, EmptyInput};
+use super::family::{Family, GradCx, KernelClass, KernelDef};
 use super::family::{LowerCx, Lowered};
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
@@ -317,6 +318,15 @@ impl KernelDef for AttentionKernel {
         let mut out = vec![0u32; rows * width];
         cpu::run(self, inputs, &mut out)?;
         Ok(out)
+    }
+
+    /// Straight into the output slot (the reference writes a new vector); an input in the
+    /// output's own slot goes through the reference.
+    fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        match disjoint_words(inputs) {
+            Some(w) => cpu::run(self, &w, out),
+            None => run_via_reference(self, inputs, out),
+        }
     }
 
     fn invocations(&self) -> u64 {

@@ -178,14 +178,9 @@ impl MatMulKernel {
     /// in place over them; other dtypes (and an input aliasing the output, which the memory
     /// plan does not make for matmuls) through [`MatMulKernel::run_fast`] and a copy.
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        let words: Option<Vec<&[u32]>> = inputs
-            .iter()
-            .map(|i| match i {
-                CpuIn::Words(w) => Some(*w),
-                CpuIn::Output => None,
-            })
-            .collect();
-        if let Some(w) = words.filter(|w| w.len() >= 2 && self.dtype == DType::F32) {
+        if let Some(w) = crate::ops::family::disjoint_words(inputs)
+            .filter(|w| w.len() >= 2 && self.dtype == DType::F32)
+        {
             if out.len() == self.out_shape().numel() && self.product_f32_into(w[0], w[1], out) {
                 if let Some(e) = &self.epilogue {
                     let mut ins = vec![CpuIn::Output];

@@ -37,7 +37,8 @@ mod file;
 mod grad;
 mod wgsl;
 
-use super::family::{run_via_reference, Arity, CpuIn, Declared, EmptyInput, Family, GradCx};
+use super::family::{disjoint_words, run_via_reference, Arity, CpuIn, Declared, EmptyInput};
+use super::family::{Family, GradCx};
 use super::family::{KernelClass, KernelDef};
 use super::family::{LowerCx, Lowered};
 use super::Kernel;
@@ -294,14 +295,7 @@ impl KernelDef for RowKernel {
     /// Straight into the output slot (the reference writes a new vector); an input in the
     /// output's own slot goes through the reference.
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        let words: Option<Vec<&[u32]>> = inputs
-            .iter()
-            .map(|i| match i {
-                CpuIn::Words(w) => Some(*w),
-                CpuIn::Output => None,
-            })
-            .collect();
-        match words {
+        match disjoint_words(inputs) {
             Some(w) => cpu::run(self, &w, out),
             None => run_via_reference(self, inputs, out),
         }
