@@ -374,6 +374,26 @@ pub(crate) fn disjoint_words<'a>(inputs: &[CpuIn<'a>]) -> Option<Vec<&'a [u32]>>
         .collect()
 }
 
+/// A copy of the output slot when an input is the slot itself ([`CpuIn::Output`]): a kernel
+/// that overwrites the slot reads that input from the copy (see [`input_words`]).
+pub(crate) fn own_copy(inputs: &[CpuIn<'_>], out: &[u32]) -> Option<Vec<u32>> {
+    inputs
+        .iter()
+        .any(|i| matches!(i, CpuIn::Output))
+        .then(|| out.to_vec())
+}
+
+/// Every input's words, the output's own slot read from [`own_copy`]'s copy.
+pub(crate) fn input_words<'a>(inputs: &[CpuIn<'a>], own: &'a Option<Vec<u32>>) -> Vec<&'a [u32]> {
+    inputs
+        .iter()
+        .map(|i| match i {
+            CpuIn::Words(w) => *w,
+            CpuIn::Output => own.as_deref().unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// [`KernelDef::run_cpu_into`]'s default, for fast paths to fall back on: `kernel`'s
 /// reference into a new vector (an input given as [`CpuIn::Output`] read from a copy of the
 /// slot), copied into `out`.
@@ -382,18 +402,8 @@ pub(crate) fn run_via_reference<K: KernelDef + ?Sized>(
     inputs: &[CpuIn<'_>],
     out: &mut [u32],
 ) -> crate::Result<()> {
-    let own: Option<Vec<u32>> = inputs
-        .iter()
-        .any(|i| matches!(i, CpuIn::Output))
-        .then(|| out.to_vec());
-    let slices: Vec<&[u32]> = inputs
-        .iter()
-        .map(|i| match i {
-            CpuIn::Words(w) => *w,
-            CpuIn::Output => own.as_deref().unwrap_or_default(),
-        })
-        .collect();
-    let words = kernel.run_reference(&slices)?;
+    let own = own_copy(inputs, out);
+    let words = kernel.run_reference(&input_words(inputs, &own))?;
     if words.len() != out.len() {
         return Err(crate::Error::Internal(format!(
             "{} produced {} words for an output of {}",

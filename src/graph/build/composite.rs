@@ -125,10 +125,8 @@ impl Graph {
         let loc = Location::caller();
         let axes = Axes::List(vec![axis]);
         self.float_reduce_shape("layer_norm", x, &axes, true, loc)?;
-        if self.fuses_layer_norm(x, gamma, beta, axis) {
-            if let (Some(s), Some(b)) = (gamma, beta) {
-                return self.rows_at(RowPass::LayerNorm, &[x, s, b], eps, loc);
-            }
+        if let Some((s, b)) = self.fused_layer_norm_params(x, gamma, beta, axis) {
+            return self.rows_at(RowPass::LayerNorm, &[x, s, b], eps, loc);
         }
         self.name_scope("layer_norm", |g| {
             let m = g.reduce(ReduceOp::Mean, x, axes.clone(), true, loc)?;

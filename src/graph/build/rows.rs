@@ -37,27 +37,28 @@ impl Graph {
         self.rows_at(pass, inputs, eps, Location::caller())
     }
 
-    /// Whether `layer_norm(x, gamma, beta)` over `axis` can run as the fused primitive: f32,
-    /// the last axis, and both parameters f32 of shape `[D]`.
-    pub(super) fn fuses_layer_norm(
+    /// `(gamma, beta)` when `layer_norm(x, gamma, beta)` over `axis` can run as the fused
+    /// primitive: f32, the last axis, and both parameters f32 of shape `[D]`.
+    pub(super) fn fused_layer_norm_params(
         &self,
         x: Tensor,
         gamma: Option<Tensor>,
         beta: Option<Tensor>,
         axis: isize,
-    ) -> bool {
-        let (Ok(node), Some(gamma), Some(beta)) = (self.node(x), gamma, beta) else {
-            return false;
-        };
+    ) -> Option<(Tensor, Tensor)> {
+        let (node, gamma, beta) = (self.node(x).ok()?, gamma?, beta?);
         let (shape, r) = (&node.shape, node.shape.rank());
         if node.dtype != DType::F32 || r == 0 || shape.axis(axis) != Some(r - 1) {
-            return false;
+            return None;
         }
         let row = [shape.dims()[r - 1]];
-        [gamma, beta].iter().all(|&p| {
-            self.node(p)
-                .is_ok_and(|n| n.dtype == DType::F32 && n.shape.dims() == row)
-        })
+        [gamma, beta]
+            .iter()
+            .all(|&p| {
+                self.node(p)
+                    .is_ok_and(|n| n.dtype == DType::F32 && n.shape.dims() == row)
+            })
+            .then_some((gamma, beta))
     }
 
     pub(super) fn rows_at(

@@ -44,36 +44,6 @@ fn row_times(a: &[f32], b: &[f32], rs: usize, n: usize, out: &mut [f32]) {
     }
 }
 
-/// The sum of `x` in 16 interleaved partial sums (vectorizable; a fixed order, so the same
-/// bits on every run).
-#[inline(always)]
-fn lane_sum(x: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 16];
-    let chunks = x.chunks_exact(16);
-    let tail: f32 = chunks.remainder().iter().sum();
-    for c in chunks {
-        for l in 0..16 {
-            acc[l] += c[l];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
-/// The largest element in 16 interleaved lanes (a serial `max` chain is latency-bound).
-#[inline(always)]
-fn lane_max(x: &[f32]) -> f32 {
-    let (chunks, tail) = x.as_chunks::<16>();
-    let mut acc = [f32::NEG_INFINITY; 16];
-    for c in chunks {
-        for l in 0..16 {
-            acc[l] = acc[l].max(c[l]);
-        }
-    }
-    acc.iter()
-        .chain(tail)
-        .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
-}
-
 /// `dst[e·n + j] = src[j·d + e]`: rows `0..n` of a `[n, d]` block transposed.
 #[inline(always)]
 fn transpose(src: &[f32], n: usize, d: usize, dst: &mut Vec<f32>) {
@@ -254,11 +224,11 @@ fn query_block(
         match k.pass {
             AttentionPass::Forward | AttentionPass::Lse => {
                 row[..seen].iter_mut().for_each(|x| *x *= scale);
-                let m = lane_max(&row[..seen]);
+                let m = vmath::lane_max(&row[..seen]);
                 for x in row[..seen].iter_mut() {
                     *x = vmath::exp(*x - m);
                 }
-                let l = lane_sum(&row[..seen]);
+                let l = vmath::lane_sum(&row[..seen]);
                 if k.pass == AttentionPass::Lse {
                     o[i0 + r] = m + l.ln();
                     continue;

@@ -181,3 +181,42 @@ pub fn log(x: f32) -> f32 {
         y
     }
 }
+
+/// Lanes of [`lane_sum_map`] and [`lane_max`].
+const LANES: usize = 16;
+
+/// `Σ f(x[i])` in 16 interleaved partial sums, then the tail: vectorizable, and a fixed order,
+/// so the same bits on every run (the row kernels of attention and `ops/rows`).
+#[inline(always)]
+pub fn lane_sum_map(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let (chunks, tail) = x.as_chunks::<LANES>();
+    let mut acc = [0.0f32; LANES];
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] += f(c[l]);
+        }
+    }
+    acc.iter().sum::<f32>() + tail.iter().map(|&v| f(v)).sum::<f32>()
+}
+
+/// `Σ x[i]` as [`lane_sum_map`] adds.
+#[inline(always)]
+pub fn lane_sum(x: &[f32]) -> f32 {
+    lane_sum_map(x, |v| v)
+}
+
+/// The largest element in 16 interleaved lanes (a serial `max` chain is latency-bound); NaN
+/// is ignored, and an empty or all-NaN slice gives `-inf`.
+#[inline(always)]
+pub fn lane_max(x: &[f32]) -> f32 {
+    let (chunks, tail) = x.as_chunks::<LANES>();
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] = acc[l].max(c[l]);
+        }
+    }
+    acc.iter()
+        .chain(tail)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+}

@@ -190,17 +190,8 @@ impl MatMulKernel {
                 return Ok(());
             }
         }
-        let own: Option<Vec<u32>> = inputs
-            .iter()
-            .any(|i| matches!(i, CpuIn::Output))
-            .then(|| out.to_vec());
-        let slices: Vec<&[u32]> = inputs
-            .iter()
-            .map(|i| match i {
-                CpuIn::Words(w) => *w,
-                CpuIn::Output => own.as_deref().unwrap_or_default(),
-            })
-            .collect();
+        let own = crate::ops::family::own_copy(inputs, out);
+        let slices = crate::ops::family::input_words(inputs, &own);
         let result = self.run_fast(&slices);
         if result.len() != out.len() {
             return Err(crate::Error::Internal(format!(

@@ -41,17 +41,8 @@ impl ReduceKernel {
         let internal = |m: String| crate::Error::Internal(format!("{}: {m}", self.describe()));
         // An input the output is written over (only an epilogue extra can be) is read from a
         // copy, since the fold overwrites the slot before the epilogue reads it.
-        let own = inputs
-            .iter()
-            .any(|i| matches!(i, CpuIn::Output))
-            .then(|| out.to_vec());
-        let words: Vec<&[u32]> = inputs
-            .iter()
-            .map(|i| match i {
-                CpuIn::Words(w) => *w,
-                CpuIn::Output => own.as_deref().unwrap_or_default(),
-            })
-            .collect();
+        let own = crate::ops::family::own_copy(inputs, out);
+        let words = crate::ops::family::input_words(inputs, &own);
         let n = self.sources();
         if words.len() < n || out.len() != self.out_shape.numel() {
             return Err(internal(format!(

@@ -11,21 +11,8 @@ use rayon::prelude::*;
 /// Elements below which a pass runs on one thread.
 const PARALLEL_MIN: usize = 1 << 15;
 
-/// Lanes of the partial sums.
+/// Lanes of [`sum3`]'s partial sums (as `vmath::lane_sum`'s).
 const L: usize = 16;
-
-/// `Σ f(a[i])` in [`L`] interleaved partial sums.
-#[inline(always)]
-fn sum1(a: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let (ca, ta) = a.as_chunks::<L>();
-    let mut acc = [0.0f32; L];
-    for c in ca {
-        for l in 0..L {
-            acc[l] += f(c[l]);
-        }
-    }
-    acc.iter().sum::<f32>() + ta.iter().map(|&v| f(v)).sum::<f32>()
-}
 
 /// `Σ f(a[i], b[i], c[i])` in [`L`] interleaved partial sums (slices of one length).
 #[inline(always)]
@@ -48,35 +35,21 @@ fn sum3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) -> f3
     acc.iter().sum::<f32>() + tail
 }
 
-/// The largest element (NaN ignored; `-inf` for a row of NaN, whose sum is NaN anyway).
-#[inline(always)]
-fn lane_max(x: &[f32]) -> f32 {
-    let (cx, tx) = x.as_chunks::<L>();
-    let mut acc = [f32::NEG_INFINITY; L];
-    for c in cx {
-        for l in 0..L {
-            acc[l] = acc[l].max(c[l]);
-        }
-    }
-    let tail = tx.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    acc.iter().fold(tail, |m, &v| m.max(v))
-}
-
 /// A row's mean and `1/sqrt(σ² + ε)` (two passes, as the composite).
 #[inline(always)]
 fn moments(x: &[f32], eps: f32) -> (f32, f32) {
     let n = x.len() as f32;
-    let mean = sum1(x, |v| v) / n;
-    let var = sum1(x, |v| (v - mean) * (v - mean)) / n;
+    let mean = vmath::lane_sum(x) / n;
+    let var = vmath::lane_sum_map(x, |v| (v - mean) * (v - mean)) / n;
     (mean, 1.0 / (var + eps).sqrt())
 }
 
 /// The row's shift (its maximum, or 0 where that is infinite) and `Σ exp(x - shift)`.
 #[inline(always)]
 fn exp_sum(x: &[f32]) -> (f32, f32) {
-    let m = lane_max(x);
+    let m = vmath::lane_max(x);
     let shift = if m.is_finite() { m } else { 0.0 };
-    (shift, sum1(x, |v| vmath::exp(v - shift)))
+    (shift, vmath::lane_sum_map(x, |v| vmath::exp(v - shift)))
 }
 
 /// The label of a row as an index into its `c` classes, if it is one.
