@@ -870,7 +870,7 @@ fn direct_convolutions_match_float64() {
         usize,
         usize,
     );
-    let cases: [Direct; 12] = [
+    let cases: [Direct; 14] = [
         (1, 3, 64, [3, 3], 224, 224, 2, 0, 1),
         (1, 3, 24, [3, 3], 57, 61, 2, 1, 1),
         (2, 3, 13, [7, 7], 45, 38, 2, 3, 1),
@@ -883,6 +883,10 @@ fn direct_convolutions_match_float64() {
         (1, 136, 136, [1, 1], 28, 28, 1, 0, 4),
         (2, 24, 112, [1, 1], 23, 21, 1, 0, 4),
         (1, 12, 21, [3, 3], 15, 16, 2, 1, 3),
+        // More taps than one pass sums (128 on AVX-512): in place into the output (1x1),
+        // and through partial sums (3x3), over two images.
+        (1, 160, 19, [1, 1], 23, 25, 1, 0, 1),
+        (2, 20, 9, [3, 3], 31, 30, 1, 1, 1),
     ];
     for (i, (n, c, o, kernel, h, wd, stride, pad, groups)) in cases.into_iter().enumerate() {
         let window = Window {
@@ -903,24 +907,38 @@ fn direct_convolutions_match_float64() {
             &mag,
             cg * kernel[0] * kernel[1],
         );
-        // The direct kernel itself, wherever it applies (the dispatcher may prefer the
-        // GEMM for this geometry on this CPU): on x86_64 with AVX2, every ungrouped case.
-        let forced = k.run_direct(&x, &w);
-        let avx2 = is_avx2();
-        assert_eq!(
-            forced.is_some(),
-            avx2 && groups == 1,
-            "direct {k:?} applies"
-        );
-        if let Some(got) = forced {
-            check_conv(
-                &format!("forced direct {k:?}"),
-                &got,
-                &want,
-                &mag,
-                cg * kernel[0] * kernel[1],
+        // Both direct kernels themselves, wherever they apply (the dispatcher may prefer
+        // the GEMM for this geometry on this CPU): on x86_64 with AVX2 (the AVX-512 one
+        // with AVX-512F too), every ungrouped case.
+        for wide in [false, true] {
+            let forced = k.run_direct(&x, &w, wide);
+            let runs = if wide { is_avx512() } else { is_avx2() };
+            assert_eq!(
+                forced.is_some(),
+                runs && groups == 1,
+                "direct {k:?} (wide: {wide}) applies"
             );
+            if let Some(got) = forced {
+                check_conv(
+                    &format!("forced direct {k:?} (wide: {wide})"),
+                    &got,
+                    &want,
+                    &mag,
+                    cg * kernel[0] * kernel[1],
+                );
+            }
         }
+    }
+}
+
+fn is_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_avx2() && std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 

@@ -1,14 +1,17 @@
-//! cpu:0's direct convolution for layers with few taps per output (`Cin·kh·kw`, a
-//! network's first layer: 27 for a 3x3 over RGB, 147 for ResNet's 7x7).
+//! cpu:0's direct convolution: no im2col, each tap of a tile of outputs read where it lies.
 //!
-//! im2col would write `Cin·kh·kw` floats per output pixel and the GEMM would pack them
-//! again, for only as many multiply-adds per float as there are output channels. Here
-//! each input plane is split once into phase planes ([`Phases`]), where every tap of 16
-//! consecutive (flattened) outputs is one contiguous read; a tile's taps are copied into an
-//! aligned panel, and an AVX2 micro-kernel multiplies 6 output channels by it: per tap,
-//! two loads, six broadcast weights and twelve fused multiply-adds, with the 6x16 sums in
-//! registers.
-
+//! Each input plane is split once into phase planes ([`Phases`]; the plane itself for a
+//! 1x1 at stride 1), where every tap of consecutive (flattened) outputs is one contiguous
+//! read. Two micro-kernels multiply blocks of output channels by those reads:
+//!
+//! - **AVX-512** (`tile_wide`): 8 output channels by 48 positions, the sums in 24 registers;
+//!   per tap three unaligned loads straight from the planes, eight weights broadcast from
+//!   `w`'s rows in place and 24 fused multiply-adds. Nothing is packed per call, so it pays
+//!   on any layer whose flattened output wastes few positions ([`WIDE_MIN_USE`]): the 3x3s
+//!   of ResNet, DenseNet and Inception at 14x14 and more, and first layers over RGB.
+//! - **AVX2** (`tile`): for layers with few taps per output (`Cin·kh·kw`), a tile's taps are
+//!   copied into an aligned panel, and 6 output channels by 16 positions are summed in
+//!   registers: per tap two loads, six broadcast weights and twelve fused multiply-adds.
 use super::cpu::SendPtr;
 use super::planes::Phases;
 use super::{dims4, Conv2dKernel};
@@ -21,10 +24,13 @@ use rayon::prelude::*;
 /// (3x3 over 512 channels at 7x7: 53 vs 121), where it packs each tile's taps per task.
 pub(super) const MAX_TAPS: usize = 256;
 /// On a CPU with AVX-512 (where the GEMM uses it too), the most input channels for which
-/// the direct kernel is used: measured on the development machine (Xeon, AVX-512), it beat
-/// the GEMM on ResNet's 7x7 over RGB (1.25 vs 1.82 ms) and tied on a 3x3 over RGB, but lost
-/// from 16 channels on (3x3 over 16 to 64 at 55x55: 0.33 vs 0.28 ms; 1x1: half the speed).
+/// the direct kernel is used whatever its waste (a first layer over RGB).
 const WIDE_MAX_CIN: usize = 4;
+/// The least share of computed positions that are outputs for which the AVX-512 kernel
+/// beats im2col + GEMM. Measured on the development machine (Xeon, AVX-512, 2 cores) by
+/// `wgflow profile` of the light models: 0.70–0.89x the GEMM's time on 3x3s with outputs of
+/// 14x14 and more (0.81 to 0.98 used), 1.05–1.5x at 13x13 and 7x7 (0.70 and less).
+const WIDE_MIN_USE: f64 = 0.8;
 /// Without AVX-512: with at most this many output channels (DenseNet's 3x3 growth layers make 32) the GEMM
 /// packs 1,152 taps per column for little reuse, and the direct kernel was 10–28% faster
 /// on 14x14 to 56x56 outputs, slower at 7x7 and at 13x13 (1x1 over 384 channels to 48).
@@ -34,6 +40,15 @@ const SMALL_M_POSITIONS: usize = 196;
 /// Output channels and flattened positions of one micro-kernel tile.
 const MR: usize = 6;
 const NR: usize = 16;
+/// Output channels and flattened positions of one AVX-512 tile (24 of the 32 registers
+/// hold its sums), and the taps summed per pass (a tile's 128 x 48 inputs fill a third of
+/// L1 and serve every block of its run; 64 was 5% slower on a 3x3 over 64 channels at
+/// 56x56, 256 no faster).
+const WMR: usize = 8;
+const WNR: usize = 48;
+const WKC: usize = 128;
+/// Floats of partial sums one AVX-512 task holds (1 MiB, half this machine's L2).
+const WIDE_ACC_FLOATS: usize = 1 << 18;
 /// Taps summed per pass over the channel blocks: their 16-position slices (16 KiB) stay
 /// in L1 while every block of weights is multiplied by them.
 const KC: usize = 256;
@@ -53,6 +68,63 @@ thread_local! {
         const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
+/// The AVX-512 kernel's tasks: (channel blocks per run, output rows per band, bands), at
+/// least two per thread. A run of channel blocks reads the whole band's inputs once, and a
+/// band reads the run's weights once; a band also ends in a partial tile. So the split
+/// that costs least in multiply-adds computed (32 per cycle) plus floats read (4 per cycle)
+/// wins: a 1x1 over 256 channels at 56x56 splits rows (its inputs are the bulk), a 3x3
+/// over 512 at 7x7 splits channels. A task's sums (when it has dropped columns) stay
+/// within [`WIDE_ACC_FLOATS`].
+fn wide_tasks(
+    blocks: usize,
+    taps: usize,
+    [oh, ow, pw]: [usize; 3],
+    threads: usize,
+) -> (usize, usize, usize) {
+    let want = 2 * threads;
+    let mut best = (f64::INFINITY, 1, 1, oh);
+    for runs in 1..=blocks.min(4 * want) {
+        let group = blocks.div_ceil(runs);
+        let runs = blocks.div_ceil(group);
+        let mut rows_cap = oh;
+        if pw != ow {
+            rows_cap = (WIDE_ACC_FLOATS / (group * WMR * pw)).max(1);
+        }
+        let fewest = oh.div_ceil(rows_cap);
+        for bands in fewest..=oh.min(4 * want).max(fewest) {
+            let rows = oh.div_ceil(bands);
+            let bands = oh.div_ceil(rows);
+            if runs * bands < want.min(blocks * oh) {
+                continue;
+            }
+            let last = oh - (bands - 1) * rows;
+            let tiles = |r: usize| ((r - 1) * pw + ow).div_ceil(WNR) as f64;
+            let computed = ((bands - 1) as f64 * tiles(rows) + tiles(last)) * WNR as f64;
+            let macs = computed * (blocks * WMR * taps) as f64;
+            let reads = (taps * (runs * oh * pw + bands * blocks * WMR)) as f64;
+            let cost = macs / 32.0 + reads / 4.0;
+            if cost < best.0 {
+                best = (cost, group, rows, bands);
+            }
+        }
+    }
+    (best.1, best.2, best.3)
+}
+
+/// Whether this CPU runs the AVX-512 kernel.
+fn wide_cpu() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 impl Conv2dKernel {
     /// The convolution (before the epilogue) into `out` by the direct kernel; `false`
     /// (nothing written) when it does not apply: grouped, channel-chunked, dilated or
@@ -66,24 +138,30 @@ impl Conv2dKernel {
         out: &mut [f32],
         epi: Option<&RangeProgram<'_>>,
     ) -> bool {
-        self.direct_pays() && self.direct_any(x, w, out, epi)
+        self.direct_pays() && self.direct_any(x, w, out, epi, wide_cpu())
     }
 
-    /// Whether the direct kernel beats im2col + GEMM on this layer (see [`MAX_TAPS`] and
-    /// [`WIDE_MAX_CIN`]).
+    /// Whether the direct kernel beats im2col + GEMM on this layer (see [`MAX_TAPS`],
+    /// [`WIDE_MIN_USE`] and [`WIDE_MAX_CIN`]).
     fn direct_pays(&self) -> bool {
         let [_, cin, _, _] = dims4(&self.x);
         let [m, _, kh, kw] = dims4(&self.w);
         let [_, _, oh, ow] = dims4(&self.out);
         let taps = cin * kh * kw;
-        #[cfg(target_arch = "x86_64")]
-        let wide = std::arch::is_x86_feature_detected!("avx512f");
-        #[cfg(not(target_arch = "x86_64"))]
-        let wide = false;
-        // With 512-bit registers the GEMM (in place for 1x1) is faster unless the layer
-        // has so few input channels that im2col writes many floats per multiply-add.
-        if wide {
-            taps <= MAX_TAPS && cin <= WIDE_MAX_CIN
+        if wide_cpu() {
+            // The AVX-512 kernel computes whole tiles of the flattened output, dropped
+            // columns included: it wins where few are wasted. A 1x1 (in place) stays with
+            // the GEMM, which packs its inputs for the cache.
+            let Some(ph) = Phases::new(
+                dims4(&self.x)[2..].try_into().unwrap_or([0, 0]),
+                [oh, ow],
+                &self.window,
+            ) else {
+                return false;
+            };
+            let flat = (oh - 1) * ph.pw() + ow;
+            let used = (oh * ow) as f64 / (flat.next_multiple_of(WNR)) as f64;
+            (kh * kw > 1 && used >= WIDE_MIN_USE) || (taps <= MAX_TAPS && cin <= WIDE_MAX_CIN)
         } else {
             taps <= MAX_TAPS
                 || (m <= SMALL_M && taps <= SMALL_M_TAPS && oh * ow >= SMALL_M_POSITIONS)
@@ -91,14 +169,15 @@ impl Conv2dKernel {
     }
 
     /// The direct convolution of `x` by `w` (no epilogue) whenever it applies, whatever
-    /// the GEMM would do: `None` when it does not (see [`Conv2dKernel::direct`]). For tests
-    /// of the kernel on every geometry.
+    /// the GEMM would do: `None` when it does not (see [`Conv2dKernel::direct`]). `wide`
+    /// picks the AVX-512 kernel (`None` on a CPU without it), else the AVX2 one. For tests
+    /// of both kernels on every geometry.
     #[doc(hidden)]
-    pub fn run_direct(&self, x: &[f32], w: &[f32]) -> Option<Vec<f32>> {
+    pub fn run_direct(&self, x: &[f32], w: &[f32], wide: bool) -> Option<Vec<f32>> {
         let mut out = vec![0.0; self.out.numel()];
-        (x.len() >= self.x.numel() && w.len() >= self.w.numel())
+        (x.len() >= self.x.numel() && w.len() >= self.w.numel() && (!wide || wide_cpu()))
             .then_some(())
-            .filter(|_| self.direct_any(x, w, &mut out, None))
+            .filter(|_| self.direct_any(x, w, &mut out, None, wide))
             .map(|_| out)
     }
 
@@ -108,6 +187,7 @@ impl Conv2dKernel {
         w: &[f32],
         out: &mut [f32],
         epi: Option<&RangeProgram<'_>>,
+        wide: bool,
     ) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
@@ -115,7 +195,6 @@ impl Conv2dKernel {
             let [m, _, kh, kw] = dims4(&self.w);
             let [_, _, oh, ow] = dims4(&self.out);
             let taps = cin * kh * kw;
-            let wide = std::arch::is_x86_feature_detected!("avx512f");
             if self.groups != 1
                 || self.c_chunk.is_some()
                 || taps == 0
@@ -131,13 +210,19 @@ impl Conv2dKernel {
             let offsets: Vec<usize> = (0..taps)
                 .map(|t| (t / (kh * kw)) * chan + ph.tap(t % (kh * kw)))
                 .collect();
-            // Weights as [block][tap][MR], zero rows past `m`.
-            let blocks = m.div_ceil(MR);
-            let mut wp = vec![0.0f32; blocks * taps * MR];
-            for (o, row) in w.chunks_exact(taps).take(m).enumerate() {
-                let (b, r) = (o / MR, o % MR);
-                for (t, &v) in row.iter().enumerate() {
-                    wp[(b * taps + t) * MR + r] = v;
+            // The AVX2 kernel reads weights packed as [block][tap][MR] (zero rows past `m`);
+            // the AVX-512 one broadcasts them from `w`'s rows in place (packing a late
+            // layer's weights on every call would cost a tenth of its multiply-adds).
+            let (mr, nr, kc) = if wide { (WMR, WNR, WKC) } else { (MR, NR, KC) };
+            let blocks = m.div_ceil(mr);
+            let mut wp = Vec::new();
+            if !wide {
+                wp = vec![0.0f32; blocks * taps * MR];
+                for (o, row) in w.chunks_exact(taps).take(m).enumerate() {
+                    let (b, r) = (o / MR, o % MR);
+                    for (t, &v) in row.iter().enumerate() {
+                        wp[(b * taps + t) * MR + r] = v;
+                    }
                 }
             }
             let pw = ph.pw();
@@ -145,20 +230,24 @@ impl Conv2dKernel {
             let sup = (2048 / taps).clamp(1, 16);
             // Tasks of (a run of channel blocks, a band of output rows), at least three per
             // thread, each summing into at most ACC_FLOATS of its own. Rows are split
-            // before channel blocks: a tile's gathered panel serves every block of its run,
-            // and with few output channels (a 1x1 squeeze to 16) a run of one block would
-            // pay the gather for 6 channels' work.
+            // before channel blocks: a tile's taps (gathered, or in L1) serve every block
+            // of its run, and with few output channels (a 1x1 squeeze to 16) a run of one
+            // block would pay for them for a few channels' work.
             let threads = rayon::current_num_threads().max(1);
-            let mut group = blocks;
-            let (rows_per_band, bands) = loop {
-                let runs = blocks.div_ceil(group);
-                let fit = (ACC_FLOATS / (group * MR) / pw).max(1);
-                let rows = fit.min(oh.div_ceil((3 * threads).div_ceil(runs))).max(1);
-                let bands = oh.div_ceil(rows);
-                if group == 1 || bands * runs >= 3 * threads {
-                    break (rows, bands);
+            let (group, rows_per_band, bands) = if wide {
+                wide_tasks(blocks, taps, [oh, ow, pw], threads)
+            } else {
+                let mut group = blocks;
+                loop {
+                    let runs = blocks.div_ceil(group);
+                    let fit = (ACC_FLOATS / (group * mr) / pw).max(1);
+                    let rows = fit.min(oh.div_ceil((3 * threads).div_ceil(runs))).max(1);
+                    let bands = oh.div_ceil(rows);
+                    if group == 1 || bands * runs >= 3 * threads {
+                        break (group, rows, bands);
+                    }
+                    group = group.div_ceil(2);
                 }
-                group = group.div_ceil(2);
             };
             let groups = blocks.div_ceil(group);
             // A tile reads up to NR - 1 positions past the flattened output's end.
@@ -175,6 +264,10 @@ impl Conv2dKernel {
             if !in_place && planes.len() < cin * chan + NR {
                 planes.resize(cin * chan + NR, 0.0);
             }
+            let signed: Vec<isize> = offsets.iter().map(|&o| o as isize).collect();
+            // Without dropped columns (a 1x1 at stride 1 without padding) the flattened
+            // output is `out`'s own layout: the AVX-512 tiles sum into it in place.
+            let straight = wide && pw == ow;
             for (img, dst) in out.chunks_exact_mut(m * oh * ow).take(n_all).enumerate() {
                 let xs = &x[img * cin * h * wd..][..cin * h * wd];
                 let split = |(buf, plane): (&mut [f32], &[f32])| ph.split(plane, 0.0, buf);
@@ -191,7 +284,7 @@ impl Conv2dKernel {
                 }
                 let base = SendPtr(dst.as_mut_ptr());
                 let src_planes: &[f32] = if in_place { xs } else { &planes };
-                let (wp, offsets) = (&wp, &offsets);
+                let (wp, offsets, signed) = (&wp, &offsets, &signed);
                 (0..groups * bands).into_par_iter().for_each(|task| {
                     SCRATCH.with_borrow_mut(|(acc, panel)| {
                         let (g, band) = (task / bands, task % bands);
@@ -200,70 +293,101 @@ impl Conv2dKernel {
                         let oy1 = (oy0 + rows_per_band).min(oh);
                         let j0 = oy0 * pw;
                         let len = (oy1 - oy0 - 1) * pw + ow;
-                        let stride = len.next_multiple_of(NR);
+                        let stride = len.next_multiple_of(nr);
                         // Every element is written before it is read (k0 = 0 stores).
-                        if acc.len() < blk.len() * MR * stride {
-                            acc.resize(blk.len() * MR * stride, 0.0);
+                        if !straight && acc.len() < blk.len() * mr * stride {
+                            acc.resize(blk.len() * mr * stride, 0.0);
                         }
-                        for s0 in (0..len).step_by(NR * sup) {
-                            let nt = (len - s0).div_ceil(NR).min(sup);
-                            // These tiles' taps, tap-major so that each plane is read
-                            // along a row (a few sequential streams, not one line of
-                            // each of `taps` planes per tile), stored tile-major so that
-                            // each tile's panel is contiguous and aligned.
-                            panel.clear();
-                            panel.resize(nt * taps, Line([0.0; NR]));
-                            for (t, &off) in offsets.iter().enumerate() {
-                                let src = j0 + s0 + off;
-                                for j in 0..nt {
-                                    panel[j * taps + t] = line(src_planes, src + j * NR);
-                                }
-                            }
-                            // Two tiles at a time in 512-bit registers where the CPU has
-                            // them (the 16-position halves are adjacent in `acc`).
-                            let pair = if wide { 2 } else { 1 };
-                            let mut j = 0;
-                            while j < nt {
-                                let two = pair == 2 && j + 1 < nt;
-                                let t0 = s0 + j * NR;
-                                let lines = &panel[j * taps..][..taps];
-                                let next = &panel[(j + two as usize) * taps..][..taps];
-                                for k0 in (0..taps).step_by(KC) {
-                                    let k1 = (k0 + KC).min(taps);
+                        if wide {
+                            for k0 in (0..taps).step_by(kc) {
+                                let k1 = (k0 + kc).min(taps);
+                                for t0 in (0..len).step_by(nr) {
+                                    let valid = (len - t0).min(nr);
                                     for (i, b) in blk.clone().enumerate() {
-                                        let wb = &wp[(b * taps + k0) * MR..(b * taps + k1) * MR];
-                                        let at =
-                                            acc.as_mut_ptr().wrapping_add(i * MR * stride + t0);
-                                        // SAFETY: AVX2 and FMA (and AVX-512F for `tile2`)
-                                        // were detected above; `wb` holds MR weights per
-                                        // line of `lines[k0..k1]`. Writes are
-                                        // `acc[(i·MR + r)·stride + t0 + c]`, r < MR,
-                                        // c < NR (2·NR for two tiles, both inside the band:
-                                        // t0 + c < stride), i < blk.len().
+                                        // Rows past `m` repeat the last (computed, never
+                                        // stored).
+                                        let rows: [*const f32; WMR] = std::array::from_fn(|r| {
+                                            w[(b * WMR + r).min(m - 1) * taps + k0..].as_ptr()
+                                        });
+                                        let nrows = WMR.min(m - b * WMR);
+                                        let (at, stride) = if straight {
+                                            let at = (b * WMR * oh * ow + j0 + t0) as isize;
+                                            (base.get().wrapping_offset(at), oh * ow)
+                                        } else {
+                                            let at = (i * WMR * stride + t0) as isize;
+                                            (acc.as_mut_ptr().wrapping_offset(at), stride)
+                                        };
+                                        // SAFETY: AVX-512F was detected (`wide`); each row
+                                        // pointer reads k1 - k0 weights of one row of `w`
+                                        // ([m, taps]). Reads are `src_planes[j0 + t0 + off
+                                        // + c]` for c < valid: inside this image's phase
+                                        // planes (or `xs`), as a flattened output position
+                                        // (< oh·pw) plus a tap's offset stays in its plane.
+                                        // Writes are `acc[(i·WMR + r)·stride + t0 + c]`,
+                                        // r < WMR, c < WNR ≤ stride - t0; or, `straight`,
+                                        // this task's own channels b·WMR + r < m and
+                                        // positions j0 + t0 + c < j0 + len of `out`, as
+                                        // a partial tile stores c < valid only.
                                         unsafe {
-                                            if two {
-                                                tile2(
-                                                    &lines[k0..k1],
-                                                    &next[k0..k1],
-                                                    wb,
-                                                    at,
-                                                    stride,
-                                                    k0 > 0,
+                                            let src = src_planes.as_ptr().add(j0 + t0);
+                                            let off = &signed[k0..k1];
+                                            let add = k0 > 0;
+                                            if valid == WNR {
+                                                tile_wide::<false>(
+                                                    &rows, src, off, at, stride, add, valid, nrows,
                                                 );
                                             } else {
+                                                tile_wide::<true>(
+                                                    &rows, src, off, at, stride, add, valid, nrows,
+                                                );
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        } else {
+                            for s0 in (0..len).step_by(NR * sup) {
+                                let nt = (len - s0).div_ceil(NR).min(sup);
+                                // These tiles' taps, tap-major so that each plane is read
+                                // along a row (a few sequential streams, not one line of
+                                // each of `taps` planes per tile), stored tile-major so that
+                                // each tile's panel is contiguous and aligned.
+                                panel.clear();
+                                panel.resize(nt * taps, Line([0.0; NR]));
+                                for (t, &off) in offsets.iter().enumerate() {
+                                    let src = j0 + s0 + off;
+                                    for j in 0..nt {
+                                        panel[j * taps + t] = line(src_planes, src + j * NR);
+                                    }
+                                }
+                                for j in 0..nt {
+                                    let t0 = s0 + j * NR;
+                                    let lines = &panel[j * taps..][..taps];
+                                    for k0 in (0..taps).step_by(KC) {
+                                        let k1 = (k0 + KC).min(taps);
+                                        for (i, b) in blk.clone().enumerate() {
+                                            let wb =
+                                                &wp[(b * taps + k0) * MR..(b * taps + k1) * MR];
+                                            let at =
+                                                acc.as_mut_ptr().wrapping_add(i * MR * stride + t0);
+                                            // SAFETY: AVX2 and FMA were detected above;
+                                            // `wb` holds MR weights per line of
+                                            // `lines[k0..k1]`. Writes are
+                                            // `acc[(i·MR + r)·stride + t0 + c]`, r < MR,
+                                            // c < NR ≤ stride - t0, i < blk.len().
+                                            unsafe {
                                                 tile(&lines[k0..k1], wb, at, stride, k0 > 0);
                                             }
                                         }
                                     }
                                 }
-                                j += 1 + two as usize;
                             }
                         }
                         for (i, b) in blk.clone().enumerate() {
-                            for r in 0..MR.min(m - b * MR) {
-                                let o = b * MR + r;
-                                for oy in oy0..oy1 {
-                                    let src = &acc[(i * MR + r) * stride + (oy - oy0) * pw..][..ow];
+                            for r in 0..mr.min(m - b * mr) {
+                                let o = b * mr + r;
+                                for oy in (oy0..oy1).filter(|_| !straight) {
+                                    let src = &acc[(i * mr + r) * stride + (oy - oy0) * pw..][..ow];
                                     // SAFETY: row `oy` of channel `o` of this image's
                                     // output ([m, oh, ow], o < m, oy < oh): tasks are
                                     // disjoint (channel blocks, band) pairs, so no two
@@ -306,41 +430,79 @@ impl Conv2dKernel {
     }
 }
 
-/// [`tile`] over two tiles (`a`'s positions, then `b`'s 16 after them in `acc`), in
-/// 512-bit registers: per tap two loads, six broadcasts and twelve fused multiply-adds of
-/// 16 lanes.
+/// `acc[r·stride + c] (+)= Σ_t rows[r][t] · src[off[t] + c]` for r < WMR and c < WNR (added
+/// to what `acc` holds when `add`), touching only c < `valid` when `MASKED`: per tap three
+/// loads of 16 positions, eight broadcast weights and 24 fused multiply-adds, with the 8x48
+/// sums in registers.
 ///
 /// # Safety
-/// AVX-512F is available; `acc.add(r * stride + i)` is readable and writable for r < MR,
-/// i < 2·NR.
+/// AVX-512F is available; `rows[r].add(t)` is readable for t < off.len();
+/// `src.offset(off[t] + c)` is readable for c < WNR (c < `valid` when `MASKED`);
+/// `acc.add(r * stride + c)` is readable and writable for r < `nrows` ≤ WMR and c < WNR
+/// (c < `valid` when `MASKED`). Rows from `nrows` on are summed and dropped.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile2(a: &[Line], b: &[Line], wb: &[f32], acc: *mut f32, stride: usize, add: bool) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_wide<const MASKED: bool>(
+    rows: &[*const f32; WMR],
+    src: *const f32,
+    off: &[isize],
+    acc: *mut f32,
+    stride: usize,
+    add: bool,
+    valid: usize,
+    nrows: usize,
+) {
     use std::arch::x86_64::*;
-    let mut c = [[_mm512_setzero_ps(); 2]; MR];
+    const V: usize = WNR / 16;
+    let mask: [u16; V] = std::array::from_fn(|v| {
+        let n = valid.saturating_sub(16 * v).min(16);
+        ((1u32 << n) - 1) as u16
+    });
+    let mut c = [[_mm512_setzero_ps(); V]; WMR];
     if add {
-        for (r, cr) in c.iter_mut().enumerate() {
-            // SAFETY: the caller's contract covers these reads (the writes below).
-            unsafe {
-                cr[0] = _mm512_loadu_ps(acc.add(r * stride));
-                cr[1] = _mm512_loadu_ps(acc.add(r * stride + NR));
+        for (r, cr) in c.iter_mut().enumerate().take(nrows) {
+            for (v, cv) in cr.iter_mut().enumerate() {
+                // SAFETY: the caller's contract covers these reads (the writes below).
+                *cv = unsafe {
+                    if MASKED {
+                        _mm512_maskz_loadu_ps(mask[v], acc.add(r * stride + 16 * v))
+                    } else {
+                        _mm512_loadu_ps(acc.add(r * stride + 16 * v))
+                    }
+                };
             }
         }
     }
-    for ((la, lb), w) in a.iter().zip(b).zip(wb.chunks_exact(MR)) {
-        // SAFETY: a Line is 16 floats aligned to 64 bytes.
-        let (b0, b1) = unsafe { (_mm512_load_ps(la.0.as_ptr()), _mm512_load_ps(lb.0.as_ptr())) };
-        for (cr, &wr) in c.iter_mut().zip(w) {
-            let s = _mm512_set1_ps(wr);
-            cr[0] = _mm512_fmadd_ps(s, b0, cr[0]);
-            cr[1] = _mm512_fmadd_ps(s, b1, cr[1]);
+    for (t, &o) in off.iter().enumerate() {
+        // SAFETY: the caller's contract covers these reads.
+        unsafe {
+            let p = src.offset(o);
+            let b: [__m512; V] = std::array::from_fn(|v| {
+                if MASKED {
+                    _mm512_maskz_loadu_ps(mask[v], p.add(16 * v))
+                } else {
+                    _mm512_loadu_ps(p.add(16 * v))
+                }
+            });
+            for (cr, row) in c.iter_mut().zip(rows) {
+                let s = _mm512_set1_ps(*row.add(t));
+                for (cv, bv) in cr.iter_mut().zip(&b) {
+                    *cv = _mm512_fmadd_ps(s, *bv, *cv);
+                }
+            }
         }
     }
-    for (r, cr) in c.iter().enumerate() {
-        // SAFETY: the caller's contract covers these writes.
-        unsafe {
-            _mm512_storeu_ps(acc.add(r * stride), cr[0]);
-            _mm512_storeu_ps(acc.add(r * stride + NR), cr[1]);
+    for (r, cr) in c.iter().enumerate().take(nrows) {
+        for (v, cv) in cr.iter().enumerate() {
+            // SAFETY: the caller's contract covers these writes.
+            unsafe {
+                if MASKED {
+                    _mm512_mask_storeu_ps(acc.add(r * stride + 16 * v), mask[v], *cv);
+                } else {
+                    _mm512_storeu_ps(acc.add(r * stride + 16 * v), *cv);
+                }
+            }
         }
     }
 }
