@@ -126,11 +126,10 @@ fn wide_cpu() -> bool {
 }
 
 impl Conv2dKernel {
-    /// The convolution (before the epilogue) into `out` by the direct kernel; `false`
-    /// (nothing written) when it does not apply: grouped, channel-chunked, dilated or
-    /// unequally strided, more than [`MAX_TAPS`] taps (unless few channels over many
-    /// positions), more than [`WIDE_MAX_CIN`] input channels on a CPU with AVX-512, or a
-    /// CPU without AVX2 and FMA.
+    /// The convolution (before the epilogue) into `out` by a direct kernel; `false`
+    /// (nothing written) when none applies (grouped, channel-chunked, dilated or unequally
+    /// strided, or a CPU without AVX2 and FMA) or when the GEMM is faster
+    /// ([`Conv2dKernel::direct_pays`]).
     pub(super) fn direct(
         &self,
         x: &[f32],
