@@ -12,9 +12,10 @@
 //!   row-major order: the same additions, in the same order, as the WGSL kernels.
 
 use super::backward::{NnGradKernel, NnGradOp};
-use super::cpu::{copy_of_out, tap_range, words, COL_BUDGET, POOL_PARALLEL, TASK_WORDS};
+use super::cpu::{tap_range, COL_BUDGET, POOL_PARALLEL, TASK_WORDS};
 use super::*;
 use crate::ops::family::CpuIn;
+use crate::ops::family::{input_words, own_copy};
 use rayon::prelude::*;
 
 /// Output pixels a block of images aims for (as the forward convolution).
@@ -39,8 +40,8 @@ impl NnGradKernel {
 
     /// The kernel writing into `out` (see [`KernelDef::run_cpu_into`]).
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        let own = copy_of_out(inputs, out);
-        let ins = words(inputs, &own);
+        let own = own_copy(inputs, out);
+        let ins = input_words(inputs, &own);
         let need: Vec<usize> = match self.op {
             NnGradOp::ConvInput => vec![self.y.numel(), self.w.numel()],
             NnGradOp::ConvFilter | NnGradOp::MaxPool => vec![self.x.numel(), self.y.numel()],

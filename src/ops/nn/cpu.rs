@@ -14,7 +14,7 @@
 use super::planes::{Phases, Scratch};
 use super::*;
 use crate::ops::elementwise::RangeProgram;
-use crate::ops::family::CpuIn;
+use crate::ops::family::{input_words, own_copy, CpuIn};
 use rayon::prelude::*;
 
 /// Floats of im2col columns (and of product tiles) one task holds at a time.
@@ -54,26 +54,6 @@ impl SendPtr {
     }
 }
 
-/// Resolves `CpuIn`s to words; an input the output is written over (only an epilogue extra
-/// of the output's shape can be) is read from a copy of `out`, since the kernel overwrites
-/// the slot before the epilogue reads it.
-pub(super) fn words<'a>(inputs: &[CpuIn<'a>], own: &'a Option<Vec<u32>>) -> Vec<&'a [u32]> {
-    inputs
-        .iter()
-        .map(|i| match i {
-            CpuIn::Words(w) => *w,
-            CpuIn::Output => own.as_deref().unwrap_or_default(),
-        })
-        .collect()
-}
-
-pub(super) fn copy_of_out(inputs: &[CpuIn<'_>], out: &[u32]) -> Option<Vec<u32>> {
-    inputs
-        .iter()
-        .any(|i| matches!(i, CpuIn::Output))
-        .then(|| out.to_vec())
-}
-
 impl Conv2dKernel {
     /// `inputs`: x, w, then the epilogue's extra inputs; an error when they do not match the
     /// kernel's shapes.
@@ -86,8 +66,10 @@ impl Conv2dKernel {
 
     /// The im2col + sgemm kernel writing into `out` (see [`KernelDef::run_cpu_into`]).
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        let own = copy_of_out(inputs, out);
-        let ins = words(inputs, &own);
+        // An input the output is written over (only an epilogue extra of the output's
+        // shape can be) is read from a copy: the kernel overwrites the slot first.
+        let own = own_copy(inputs, out);
+        let ins = input_words(inputs, &own);
         let [x, w] = [ins.first(), ins.get(1)].map(|s| s.copied().unwrap_or_default());
         if x.len() < self.x.numel()
             || w.len() < self.w.numel()
@@ -647,8 +629,8 @@ impl PoolKernel {
     /// Pooling into `out`, one output plane per task, each window folded in the WGSL
     /// kernel's order (so results match the reference bit for bit).
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        let own = copy_of_out(inputs, out);
-        let ins = words(inputs, &own);
+        let own = own_copy(inputs, out);
+        let ins = input_words(inputs, &own);
         let x = ins.first().copied().unwrap_or_default();
         let [_, _, h, wd] = dims4(&self.x);
         let [_, _, oh, ow] = dims4(&self.out);

@@ -263,7 +263,6 @@ impl Conv2dKernel {
             if !in_place && planes.len() < cin * chan + NR {
                 planes.resize(cin * chan + NR, 0.0);
             }
-            let signed: Vec<isize> = offsets.iter().map(|&o| o as isize).collect();
             // Without dropped columns (a 1x1 at stride 1 without padding) the flattened
             // output is `out`'s own layout: the AVX-512 tiles sum into it in place.
             let straight = wide && pw == ow;
@@ -283,7 +282,7 @@ impl Conv2dKernel {
                 }
                 let base = SendPtr(dst.as_mut_ptr());
                 let src_planes: &[f32] = if in_place { xs } else { &planes };
-                let (wp, offsets, signed) = (&wp, &offsets, &signed);
+                let (wp, offsets) = (&wp, &offsets);
                 (0..groups * bands).into_par_iter().for_each(|task| {
                     SCRATCH.with_borrow_mut(|(acc, panel)| {
                         let (g, band) = (task / bands, task % bands);
@@ -329,7 +328,7 @@ impl Conv2dKernel {
                                         // a partial tile stores c < valid only.
                                         unsafe {
                                             let src = src_planes.as_ptr().add(j0 + t0);
-                                            let off = &signed[k0..k1];
+                                            let off = &offsets[k0..k1];
                                             let add = k0 > 0;
                                             if valid == WNR {
                                                 tile_wide::<false>(
@@ -436,7 +435,7 @@ impl Conv2dKernel {
 ///
 /// # Safety
 /// AVX-512F is available; `rows[r].add(t)` is readable for t < off.len();
-/// `src.offset(off[t] + c)` is readable for c < WNR (c < `valid` when `MASKED`);
+/// `src.add(off[t] + c)` is readable for c < WNR (c < `valid` when `MASKED`);
 /// `acc.add(r * stride + c)` is readable and writable for r < `nrows` ≤ WMR and c < WNR
 /// (c < `valid` when `MASKED`). Rows from `nrows` on are summed and dropped.
 #[cfg(target_arch = "x86_64")]
@@ -445,7 +444,7 @@ impl Conv2dKernel {
 unsafe fn tile_wide<const MASKED: bool>(
     rows: &[*const f32; WMR],
     src: *const f32,
-    off: &[isize],
+    off: &[usize],
     acc: *mut f32,
     stride: usize,
     add: bool,
@@ -476,7 +475,7 @@ unsafe fn tile_wide<const MASKED: bool>(
     for (t, &o) in off.iter().enumerate() {
         // SAFETY: the caller's contract covers these reads.
         unsafe {
-            let p = src.offset(o);
+            let p = src.add(o);
             let b: [__m512; V] = std::array::from_fn(|v| {
                 if MASKED {
                     _mm512_maskz_loadu_ps(mask[v], p.add(16 * v))
