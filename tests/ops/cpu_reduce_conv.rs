@@ -1268,5 +1268,94 @@ fn epilogues_apply_once_on_every_convolution_path() {
                 cg * kk * kk + 2,
             );
         }
+        // A bias alone, with and without ReLU, in either operand order: the one-pass
+        // per-channel form of the epilogue (runs of oh·ow outputs, shorter than a chunk
+        // at 9x11).
+        for (relu, bias_first) in [(true, false), (false, true), (true, true)] {
+            let (x0, x1) = if bias_first {
+                (Expr::input(1), Expr::input(0))
+            } else {
+                (Expr::input(0), Expr::input(1))
+            };
+            let sum = Expr::binary(BinaryOp::Add, x0, x1);
+            let mut kb = k.clone();
+            kb.epilogue = Some(Epilogue {
+                expr: if relu {
+                    Expr::unary(UnaryOp::Relu, sum)
+                } else {
+                    sum
+                },
+                extra: vec![(Shape(vec![o, 1, 1]), DType::F32)],
+            });
+            let want: Vec<f64> = (0..out.numel())
+                .map(|j| conv[j] + b[(j / p) % o] as f64)
+                .map(|v| if relu { v.max(0.0) } else { v })
+                .collect();
+            let mut got = vec![0xffff_ffff; out.numel()];
+            kb.run_cpu_into(
+                &[CpuIn::Words(&xw), CpuIn::Words(&ww), CpuIn::Words(&bw)],
+                &mut got,
+            )
+            .unwrap();
+            let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
+            check_conv(
+                &format!("case {i} bias, relu {relu}"),
+                &got,
+                &want,
+                &mag,
+                cg * kk * kk + 2,
+            );
+        }
+    }
+}
+
+/// The per-channel bias + ReLU epilogue on special values: NaN and infinities in the
+/// convolution's output and in the bias, `inf + -inf`, and sums that round to -0 (ReLU
+/// gives +0), against values worked out by hand, bit for bit.
+#[test]
+fn bias_relu_epilogue_special_values() {
+    use wgflow::ops::{BinaryOp, Epilogue, Expr, UnaryOp};
+    let window = Window {
+        kernel: [1, 1],
+        stride: [1, 1],
+        padding: [0, 0],
+        dilation: [1, 1],
+    };
+    // One input channel times weight 1 into four channels: each channel's convolution is
+    // the input itself, exactly.
+    let mut k = conv_kernel([1, 1, 2, 4], 4, 1, window);
+    k.epilogue = Some(Epilogue {
+        expr: Expr::unary(
+            UnaryOp::Relu,
+            Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
+        ),
+        extra: vec![(Shape(vec![4, 1, 1]), DType::F32)],
+    });
+    let inf = f32::INFINITY;
+    let x = [f32::NAN, inf, -inf, -0.0, 0.0, 1.5, -2.0, 0.25];
+    let w = [1.0f32; 4];
+    let b = [f32::NAN, -inf, 0.5, -0.0];
+    let relu = |v: f32| if v > 0.0 || v.is_nan() { v } else { 0.0 };
+    let want: Vec<f32> = (0..32).map(|j| relu(x[j % 8] + b[j / 8])).collect();
+    // The hand-worked cases this covers.
+    assert!(want[8 + 1].is_nan(), "inf + -inf");
+    assert_eq!(want[8 + 2].to_bits(), 0, "relu(-inf)");
+    assert_eq!(want[24 + 3].to_bits(), 0, "relu(-0 + -0) is +0");
+    assert_eq!(want[16 + 6], 0.0);
+    assert_eq!(want[16 + 7], 0.75);
+    let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|v| v.to_bits()).collect() };
+    let (xw, ww, bw) = (bits(&x), bits(&w), bits(&b));
+    let mut got = vec![0xffff_ffff; 32];
+    k.run_cpu_into(
+        &[CpuIn::Words(&xw), CpuIn::Words(&ww), CpuIn::Words(&bw)],
+        &mut got,
+    )
+    .unwrap();
+    for (j, (&g, &e)) in got.iter().zip(&want).enumerate() {
+        let g = f32::from_bits(g);
+        assert!(
+            (g.is_nan() && e.is_nan()) || g.to_bits() == e.to_bits(),
+            "element {j}: {g} vs {e}"
+        );
     }
 }

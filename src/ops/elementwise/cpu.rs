@@ -25,6 +25,9 @@ use crate::ops::CpuIn;
 use crate::{DType, Error, Result};
 use rayon::prelude::*;
 
+mod bias;
+use bias::BiasAct;
+
 /// Words per chunk: a chain's live buffers (8 KiB each) stay in L1/L2.
 pub const CHUNK: usize = 2048;
 
@@ -194,6 +197,9 @@ struct Program {
     /// [`RUN_MIN`]: chunks are cut at these runs' boundaries, so each such input is one
     /// word per chunk (a splat operand, not a filled buffer).
     run: Option<usize>,
+    /// The expression is `x + bias` or `relu(x + bias)` over the output slot in place, with
+    /// a bias that is one word per run (a convolution's epilogue): one pass per run.
+    bias_act: Option<BiasAct>,
 }
 
 /// The shortest run worth cutting chunks at (shorter chunks cost more in per-step dispatch
@@ -359,11 +365,13 @@ impl Program {
             })
             .reduce(gcd)
             .filter(|&r| r >= RUN_MIN);
+        let bias_act = BiasAct::find(nodes, root, &types, &sources);
         Ok(Program {
             steps,
             slots: slots.refs.len(),
             rank,
             run,
+            bias_act,
         })
     }
 
@@ -432,6 +440,10 @@ impl Program {
     /// The chunks of one block; the feature check is made once per block, not per chunk.
     #[inline(always)]
     fn block(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
+        if let Some(b) = &self.bias_act {
+            b.apply(data, start, out);
+            return;
+        }
         let Some(run) = self.run else {
             for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
                 self.chunk(data, start + c * CHUNK, chunk, s);

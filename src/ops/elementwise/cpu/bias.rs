@@ -1,0 +1,71 @@
+//! The one-pass form of the commonest epilogue: a per-channel bias, then maybe ReLU.
+use super::{splat_run, word_at, Source, Walk};
+use crate::ops::elementwise::reference::relu_f32;
+use crate::ops::elementwise::{BinaryOp, Node, UnaryOp};
+use crate::DType;
+
+/// `out = out + bias` (then `relu` when `relu`), the bias read by `walk` and constant over
+/// runs of `run` outputs.
+#[derive(Debug)]
+pub(super) struct BiasAct {
+    walk: Walk,
+    run: usize,
+    relu: bool,
+}
+
+impl BiasAct {
+    /// The form of `nodes` (rooted at `root`) when it is one.
+    pub(super) fn find(
+        nodes: &[Node],
+        root: usize,
+        types: &[DType],
+        sources: &[Source],
+    ) -> Option<Self> {
+        let (relu, sum) = match nodes[root] {
+            Node::Unary(UnaryOp::Relu, a) => (true, a),
+            _ => (false, root),
+        };
+        let Node::Binary(BinaryOp::Add, a, b) = nodes[sum] else {
+            return None;
+        };
+        if types.get(sum) != Some(&DType::F32) {
+            return None;
+        }
+        let source = |n: usize| match nodes[n] {
+            Node::Input(i) => sources.get(i),
+            _ => None,
+        };
+        let walk = match (source(a)?, source(b)?) {
+            (Source::Entry, Source::Walk(w)) | (Source::Walk(w), Source::Entry) => w,
+            _ => return None,
+        };
+        let run = splat_run(walk)?;
+        Some(BiasAct {
+            walk: walk.clone(),
+            run,
+            relu,
+        })
+    }
+
+    /// Output words `start..start + out.len()`, in place.
+    #[inline(always)]
+    pub(super) fn apply(&self, data: &[&[u32]], start: usize, out: &mut [u32]) {
+        let mut at = 0;
+        while at < out.len() {
+            let pos = start + at;
+            let len = (self.run - pos % self.run).min(out.len() - at);
+            let b = f32::from_bits(word_at(&self.walk, data[self.walk.input], pos));
+            let seg = &mut out[at..at + len];
+            if self.relu {
+                for w in seg {
+                    *w = relu_f32((f32::from_bits(*w) + b).to_bits());
+                }
+            } else {
+                for w in seg {
+                    *w = (f32::from_bits(*w) + b).to_bits();
+                }
+            }
+            at += len;
+        }
+    }
+}
