@@ -1125,9 +1125,15 @@ fn pooling_matches_the_reference() {
         ([1, 2, 12, 12], [3, 3], [3, 3], [0, 0]),
         ([1, 2, 9, 10], [7, 7], [1, 1], [0, 0]),
         ([1, 2, 10, 13], [5, 5], [2, 2], [2, 2]),
+        // Rows of 16 maxima at a time (AVX-512, stride 2, windows of 3 and 2) and their
+        // scalar tails; ±0 ties (`% 13` below) and NaN within the vector steps.
+        ([1, 3, 9, 78], [3, 3], [2, 2], [0, 0]),
+        ([1, 2, 7, 78], [3, 3], [2, 2], [1, 1]),
+        ([1, 2, 6, 78], [2, 2], [2, 2], [0, 0]),
+        ([1, 64, 111, 111], [3, 3], [2, 2], [0, 0]),
     ] {
         let n: usize = dims.iter().product();
-        let mut x = if dims[3] == 13 {
+        let mut x = if dims[3] == 13 || dims[3] == 78 {
             (0..n).map(|i| [0.0, -0.0, -1.0][i % 3]).collect()
         } else {
             det(n, 31)
@@ -1141,6 +1147,11 @@ fn pooling_matches_the_reference() {
             // Inside a plane, where windows overlap it from every side.
             x[n / 2 + 7] = f32::NAN;
             x[n / 3] = f32::INFINITY;
+        }
+        if dims[3] == 78 {
+            // Inside the first vector step of a row, and in its scalar tail.
+            x[78 + 9] = f32::NAN;
+            x[2 * 78 + 75] = f32::NAN;
         }
         let words: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let window = Window {

@@ -11,6 +11,7 @@
 //! Pooling folds each window in the WGSL kernel's order, one output plane per task;
 //! depthwise convolutions and most pools run on phase planes ([`super::planes`]).
 
+use super::maxpool::{max_plane, RowScratch};
 use super::planes::{Phases, Scratch};
 use super::*;
 use crate::ops::elementwise::RangeProgram;
@@ -663,10 +664,14 @@ impl PoolKernel {
         let phases = Phases::new([h, wd], [oh, ow], win).filter(|ph| {
             ph.windows_fit() && (kind == PoolKind::Max || win.padding == [0, 0]) && oh * ow >= 8
         });
-        let plane = |(nc, dst): (usize, &mut [u32]), sc: &mut Scratch| {
+        let plane = |(nc, dst): (usize, &mut [u32]), sc: &mut (Scratch, RowScratch)| {
             let xs = &x[nc * h * wd..(nc + 1) * h * wd];
+            if phases.is_some() && kind == PoolKind::Max {
+                let dst = bytemuck::cast_slice_mut(dst);
+                return max_plane(xs, [h, wd], [oh, ow], win, &mut sc.1, dst);
+            }
             if let Some(ph) = &phases {
-                return ph.pool(kind, xs, sc, bytemuck::cast_slice_mut(dst));
+                return ph.pool(kind, xs, &mut sc.0, bytemuck::cast_slice_mut(dst));
             }
             for (oy, ry) in rows.iter().enumerate() {
                 for (ox, rx) in cols.iter().enumerate() {
@@ -707,18 +712,18 @@ impl PoolKernel {
         // Tasks of whole planes, each reading at least TASK_WORDS input words: a task per
         // small plane would cost more in rayon's bookkeeping than its work.
         let per_task = plane_len * (TASK_WORDS / (h * wd).max(1)).max(1);
-        if self.x.numel() >= POOL_PARALLEL {
+        if self.x.numel() >= 2 * TASK_WORDS {
             out.par_chunks_mut(per_task)
                 .enumerate()
                 .for_each(|(t, dst)| {
                     let first = t * (per_task / plane_len);
-                    let mut sc = Scratch::default();
+                    let mut sc = Default::default();
                     for (i, p) in dst.chunks_mut(plane_len).enumerate() {
                         plane((first + i, p), &mut sc);
                     }
                 });
         } else {
-            let mut sc = Scratch::default();
+            let mut sc = Default::default();
             for (i, p) in out.chunks_mut(plane_len).enumerate() {
                 plane((i, p), &mut sc);
             }

@@ -20,6 +20,7 @@ mod cpu;
 mod direct;
 pub mod file;
 mod grad;
+mod maxpool;
 mod planes;
 
 mod window;
