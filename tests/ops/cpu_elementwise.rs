@@ -936,3 +936,63 @@ fn inconsistent_inputs_are_errors_not_panics() {
     let k = kernel(Expr::input(0), &[(&[3], f)], &[4]);
     assert!(k.run_cpu_into(&[CpuIn::Words(&a[..3])], &mut out).is_err());
 }
+
+/// `relu(x + b)` and `x + b` with a per-channel bias `b` (`[C, 1, 1]` over `[N, C, H, W]`),
+/// as a kernel of its own and as the prologue of `mean` over `[H, W]` (a global average
+/// pool after a convolution's bias): the one-pass bias form, over channel runs shorter and
+/// longer than a chunk, with NaN, infinities and sums that round to -0, against float64.
+#[test]
+fn per_channel_bias_relu_matches_float64() {
+    for (n, c, h, w) in [(1, 1000, 13, 13), (2, 5, 3, 7), (1, 3, 50, 50)] {
+        let mut rng = Rng((n * 7 + c) as _);
+        let mut xs = rng.f32s(n * c * h * w);
+        let mut bs = rng.f32s(c);
+        xs[1] = f32::NAN;
+        xs[2] = f32::INFINITY;
+        xs[3] = -0.0;
+        bs[c - 1] = f32::NEG_INFINITY;
+        let last = xs.len() - 1;
+        xs[last] = f32::INFINITY;
+        bs[0] = -0.0;
+        let mut g = Graph::new();
+        let x = g.placeholder("x", [n, c, h, w], DType::F32).unwrap();
+        let b = g.placeholder("b", [c, 1, 1], DType::F32).unwrap();
+        let sum = g.add(x, b).unwrap();
+        let r = g.relu(sum).unwrap();
+        let m = g.mean(r, [2, 3], false).unwrap();
+        let feeds = [
+            (x, HostTensor::new([n, c, h, w], xs.clone()).unwrap()),
+            (b, HostTensor::new([c, 1, 1], bs.clone()).unwrap()),
+        ];
+        let mut out = session(&g, true).run(&feeds, &[sum, r]).unwrap();
+        // Fetched alone, `mean` takes `relu(x + b)` as its prologue.
+        let mut s = session(&g, true);
+        let plan = s.plan(&[m]).unwrap();
+        assert_eq!(plan.dispatch_count(), 1, "{}", plan.describe());
+        out.extend(s.run(&feeds, &[m]).unwrap());
+        let p = h * w;
+        let want: Vec<f64> = (0..xs.len())
+            .map(|i| f64::from(xs[i]) + f64::from(bs[(i / p) % c]))
+            .collect();
+        let relu = |v: f64| if v > 0.0 || v.is_nan() { v } else { 0.0 };
+        let same = |g: f32, w: f64| (g.is_nan() && w.is_nan()) || g as f64 == w;
+        for (i, (&g, &w)) in f32s_of(&out[0]).iter().zip(&want).enumerate() {
+            assert!(same(g, (w as f32) as f64), "x + b [{i}]: {g} vs {w}");
+        }
+        for (i, (&g, &w)) in f32s_of(&out[1]).iter().zip(&want).enumerate() {
+            assert!(same(g, relu((w as f32) as f64)), "relu [{i}]: {g} vs {w}");
+            if !(w as f32 > 0.0) && !w.is_nan() {
+                assert_eq!(g.to_bits(), 0, "relu [{i}] of {w} is +0");
+            }
+        }
+        for (o, &g) in f32s_of(&out[2]).iter().enumerate() {
+            let terms = &want[o * p..(o + 1) * p];
+            let mean = terms.iter().map(|&v| relu((v as f32) as f64)).sum::<f64>() / p as f64;
+            let tol = 1e-6 * terms.iter().map(|v| v.abs()).sum::<f64>() / p as f64 + 1e-30;
+            assert!(
+                (g.is_nan() && mean.is_nan()) || (g as f64 - mean).abs() <= tol || g as f64 == mean,
+                "mean [{o}]: {g} vs {mean}"
+            );
+        }
+    }
+}

@@ -1,13 +1,16 @@
-//! The one-pass form of the commonest epilogue: a per-channel bias, then maybe ReLU.
+//! The one-pass form of the commonest epilogue (and reduction prologue): a per-channel
+//! bias, then maybe ReLU.
 use super::{splat_run, word_at, Source, Walk};
 use crate::ops::elementwise::reference::relu_f32;
 use crate::ops::elementwise::{BinaryOp, Node, UnaryOp};
 use crate::DType;
 
-/// `out = out + bias` (then `relu` when `relu`), the bias read by `walk` and constant over
-/// runs of `run` outputs.
+/// `out = x + bias` (then `relu` when `relu`), `x` the output slot itself or an input read
+/// in the output's order, the bias read by `walk` and constant over runs of `run` outputs.
 #[derive(Debug)]
 pub(super) struct BiasAct {
+    /// `x`: `None` for the output slot (in place), else (input, offset of its first word).
+    x: Option<(usize, usize)>,
     walk: Walk,
     run: usize,
     relu: bool,
@@ -35,12 +38,19 @@ impl BiasAct {
             Node::Input(i) => sources.get(i),
             _ => None,
         };
-        let walk = match (source(a)?, source(b)?) {
-            (Source::Entry, Source::Walk(w)) | (Source::Walk(w), Source::Entry) => w,
+        let input = |n: usize| match nodes[n] {
+            Node::Input(i) => i,
+            _ => 0,
+        };
+        let (x, walk) = match (source(a)?, source(b)?) {
+            (Source::Entry, Source::Walk(w)) | (Source::Walk(w), Source::Entry) => (None, w),
+            (Source::Direct(off), Source::Walk(w)) => (Some((input(a), *off)), w),
+            (Source::Walk(w), Source::Direct(off)) => (Some((input(b), *off)), w),
             _ => return None,
         };
         let run = splat_run(walk)?;
         Some(BiasAct {
+            x,
             walk: walk.clone(),
             run,
             relu,
@@ -56,7 +66,18 @@ impl BiasAct {
             let len = (self.run - pos % self.run).min(out.len() - at);
             let b = f32::from_bits(word_at(&self.walk, data[self.walk.input], pos));
             let seg = &mut out[at..at + len];
-            if self.relu {
+            if let Some((i, off)) = self.x {
+                let xs = &data[i][off + pos..][..len];
+                if self.relu {
+                    for (w, &x) in seg.iter_mut().zip(xs) {
+                        *w = relu_f32((f32::from_bits(x) + b).to_bits());
+                    }
+                } else {
+                    for (w, &x) in seg.iter_mut().zip(xs) {
+                        *w = (f32::from_bits(x) + b).to_bits();
+                    }
+                }
+            } else if self.relu {
                 for w in seg {
                     *w = relu_f32((f32::from_bits(*w) + b).to_bits());
                 }
