@@ -100,7 +100,22 @@ fn max_plane_body(
     for (oy, d) in dst.chunks_exact_mut(ow).enumerate().take(oh) {
         let r0 = (oy * sy).saturating_sub(py);
         let r1 = (oy * sy + kh).saturating_sub(py).min(h);
-        d.copy_from_slice(&hmax[r0 * ow..][..ow]);
+        let at = |r: usize| &hmax[r * ow..][..ow];
+        // Windows of two and three rows fold in registers (a copy into `d` and loads of
+        // it straight after stall on store forwarding).
+        if r1 - r0 == 3 {
+            for (((a, &u), &v), &w) in d.iter_mut().zip(at(r0)).zip(at(r0 + 1)).zip(at(r0 + 2)) {
+                *a = max_rule(max_rule(u, v), w);
+            }
+            continue;
+        }
+        if r1 - r0 == 2 {
+            for ((a, &u), &v) in d.iter_mut().zip(at(r0)).zip(at(r0 + 1)) {
+                *a = max_rule(u, v);
+            }
+            continue;
+        }
+        d.copy_from_slice(at(r0));
         for r in r0 + 1..r1 {
             for (a, &v) in d.iter_mut().zip(&hmax[r * ow..][..ow]) {
                 *a = max_rule(*a, v);
@@ -150,6 +165,10 @@ unsafe fn hrow_s2(src: &[f32], px: usize, hm: &mut [f32], three: bool) {
     // The 16 cells from bordered position `at` (src index at - px), -inf outside `src`.
     let load = |at: isize| {
         let first = at - px as isize;
+        if first >= 0 && first + 16 <= wd {
+            // SAFETY: src[first .. first + 16] is inside `src`.
+            return unsafe { _mm512_loadu_ps(src.as_ptr().offset(first)) };
+        }
         let lo = (-first).clamp(0, 16);
         let hi = (wd - first).clamp(0, 16);
         let keep = if hi > lo {
