@@ -296,11 +296,21 @@ impl Conv2dKernel {
                         if !straight && acc.len() < blk.len() * mr * stride {
                             acc.resize(blk.len() * mr * stride, 0.0);
                         }
+                        #[cfg(target_arch = "x86_64")]
+                        let mut scatter = Scatter {
+                            out: base.get(),
+                            plane: 0,
+                            runs: Default::default(),
+                        };
                         if wide {
                             for k0 in (0..taps).step_by(kc) {
                                 let k1 = (k0 + kc).min(taps);
                                 for t0 in (0..len).step_by(nr) {
                                     let valid = (len - t0).min(nr);
+                                    let last = k1 == taps && !straight;
+                                    if last {
+                                        scatter.set(j0 + t0, valid, [pw, ow]);
+                                    }
                                     for (i, b) in blk.clone().enumerate() {
                                         // Rows past `m` repeat the last (computed, never
                                         // stored).
@@ -325,18 +335,31 @@ impl Conv2dKernel {
                                         // r < WMR, c < WNR ≤ stride - t0; or, `straight`,
                                         // this task's own channels b·WMR + r < m and
                                         // positions j0 + t0 + c < j0 + len of `out`, as
-                                        // a partial tile stores c < valid only.
+                                        // a partial tile stores c < valid only. The
+                                        // final pass of a layer with dropped columns
+                                        // (`last`) writes instead, through `scatter`, the
+                                        // positions among j0 + t0 + c, c < valid, that are
+                                        // outputs, to channels b·WMR + r < m of `out`:
+                                        // this task's own (channel block, rows) again.
                                         unsafe {
                                             let src = src_planes.as_ptr().add(j0 + t0);
                                             let off = &offsets[k0..k1];
                                             let add = k0 > 0;
+                                            let sc = last.then(|| {
+                                                scatter.out =
+                                                    base.get().wrapping_add(b * WMR * oh * ow);
+                                                scatter.plane = oh * ow;
+                                                &scatter
+                                            });
                                             if valid == WNR {
                                                 tile_wide::<false>(
                                                     &rows, src, off, at, stride, add, valid, nrows,
+                                                    sc,
                                                 );
                                             } else {
                                                 tile_wide::<true>(
                                                     &rows, src, off, at, stride, add, valid, nrows,
+                                                    sc,
                                                 );
                                             }
                                         }
@@ -384,7 +407,7 @@ impl Conv2dKernel {
                         for (i, b) in blk.clone().enumerate() {
                             for r in 0..mr.min(m - b * mr) {
                                 let o = b * mr + r;
-                                for oy in (oy0..oy1).filter(|_| !straight) {
+                                for oy in (oy0..oy1).filter(|_| !straight && !wide) {
                                     let src = &acc[(i * mr + r) * stride + (oy - oy0) * pw..][..ow];
                                     // SAFETY: row `oy` of channel `o` of this image's
                                     // output ([m, oh, ow], o < m, oy < oh): tasks are
@@ -428,6 +451,42 @@ impl Conv2dKernel {
     }
 }
 
+/// Where an AVX-512 tile's final sums go in the output itself: for each of its three
+/// 16-lane vectors, runs of lanes `(at, keep)`, one per output row the vector touches,
+/// lanes of `keep` to `out + r·plane + at + lane` (the dropped columns between rows in no
+/// run). Saves a copy of the whole output out of the partial sums.
+#[cfg(target_arch = "x86_64")]
+struct Scatter {
+    out: *mut f32,
+    plane: usize,
+    runs: [Vec<(isize, u16)>; WNR / 16],
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Scatter {
+    /// The runs of a tile from flattened position `j` (rows of `pw`, `ow` kept), its
+    /// first `valid` lanes computed.
+    fn set(&mut self, j: usize, valid: usize, [pw, ow]: [usize; 2]) {
+        for (v, runs) in self.runs.iter_mut().enumerate() {
+            runs.clear();
+            let lanes = valid.saturating_sub(16 * v).min(16);
+            let j = j + 16 * v;
+            let (mut oy, mut ox, mut l) = (j / pw, j % pw, 0);
+            while l < lanes {
+                let in_row = (pw - ox).min(lanes - l);
+                let kept = ow.saturating_sub(ox).min(in_row);
+                if kept > 0 {
+                    let keep = (((1u32 << kept) - 1) << l) as u16;
+                    runs.push(((oy * ow + ox) as isize - l as isize, keep));
+                }
+                l += in_row;
+                oy += 1;
+                ox = 0;
+            }
+        }
+    }
+}
+
 /// `acc[r·stride + c] (+)= Σ_t rows[r][t] · src[off[t] + c]` for r < WMR and c < WNR (added
 /// to what `acc` holds when `add`), touching only c < `valid` when `MASKED`: per tap three
 /// loads of 16 positions, eight broadcast weights and 24 fused multiply-adds, with the 8x48
@@ -437,7 +496,10 @@ impl Conv2dKernel {
 /// AVX-512F is available; `rows[r].add(t)` is readable for t < off.len();
 /// `src.add(off[t] + c)` is readable for c < WNR (c < `valid` when `MASKED`);
 /// `acc.add(r * stride + c)` is readable and writable for r < `nrows` ≤ WMR and c < WNR
-/// (c < `valid` when `MASKED`). Rows from `nrows` on are summed and dropped.
+/// (c < `valid` when `MASKED`). Rows from `nrows` on are summed and dropped. With
+/// `scatter`, the sums go to its lanes' output positions instead of `acc` (which is then
+/// only read, when `add`): row r's lane runs `(at, keep)` are written at
+/// `out + r·plane + at + lane` for the lanes of `keep`, which must be writable.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -450,6 +512,7 @@ unsafe fn tile_wide<const MASKED: bool>(
     add: bool,
     valid: usize,
     nrows: usize,
+    scatter: Option<&Scatter>,
 ) {
     use std::arch::x86_64::*;
     const V: usize = WNR / 16;
@@ -490,6 +553,20 @@ unsafe fn tile_wide<const MASKED: bool>(
                 }
             }
         }
+    }
+    if let Some(sc) = scatter {
+        for (r, cr) in c.iter().enumerate().take(nrows) {
+            for (v, cv) in cr.iter().enumerate() {
+                for &(at, keep) in &sc.runs[v] {
+                    // SAFETY: the caller's contract (`Scatter`) covers these writes.
+                    unsafe {
+                        let p = sc.out.wrapping_add(r * sc.plane).wrapping_offset(at);
+                        _mm512_mask_storeu_ps(p, keep, *cv);
+                    }
+                }
+            }
+        }
+        return;
     }
     for (r, cr) in c.iter().enumerate().take(nrows) {
         for (v, cv) in cr.iter().enumerate() {
