@@ -6,7 +6,8 @@
 //!
 //! - **AVX-512** (`tile_wide`): 8 output channels by 48 positions, the sums in 24 registers;
 //!   per tap three unaligned loads straight from the planes, eight weights broadcast from
-//!   `w`'s rows in place and 24 fused multiply-adds. Nothing is packed per call, so it pays
+//!   `w`'s rows in place and 24 fused multiply-adds; the last pass over the taps stores the
+//!   sums straight into the output's rows. Nothing is packed per call, so it pays
 //!   on any layer whose flattened output wastes few positions ([`WIDE_MIN_USE`]): the 3x3s
 //!   of ResNet, DenseNet and Inception at 14x14 and more, and first layers over RGB.
 //! - **AVX2** (`tile`): for layers with few taps per output (`Cin·kh·kw`), a tile's taps are
@@ -41,12 +42,14 @@ const SMALL_M_POSITIONS: usize = 196;
 const MR: usize = 6;
 const NR: usize = 16;
 /// Output channels and flattened positions of one AVX-512 tile (24 of the 32 registers
-/// hold its sums), and the taps summed per pass (a tile's 128 x 48 inputs fill a third of
-/// L1 and serve every block of its run; 64 was 5% slower on a 3x3 over 64 channels at
-/// 56x56, 256 no faster).
+/// hold its sums), and the taps summed per pass (a tile's 144 x 48 inputs fill 40% of L1
+/// and serve every block of its run; 64 was 5% slower on a 3x3 over 64 channels at 56x56,
+/// 256 no faster). 144 is 16 channels of 3x3 taps: a 3x3 over 16 channels (SqueezeNet's)
+/// takes one pass, with no partial sums stored and reloaded, and 3-5% less time than 128
+/// on SqueezeNet's 3x3s.
 const WMR: usize = 8;
 const WNR: usize = 48;
-const WKC: usize = 128;
+const WKC: usize = 144;
 /// Floats of partial sums one AVX-512 task holds (1 MiB, half this machine's L2).
 const WIDE_ACC_FLOATS: usize = 1 << 18;
 /// Taps summed per pass over the channel blocks: their 16-position slices (16 KiB) stay
