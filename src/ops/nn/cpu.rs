@@ -671,7 +671,7 @@ impl PoolKernel {
                 return max_plane(xs, [h, wd], [oh, ow], win, &mut sc.1, dst);
             }
             if let Some(ph) = &phases {
-                return ph.pool(kind, xs, &mut sc.0, bytemuck::cast_slice_mut(dst));
+                return ph.avg_pool(xs, &mut sc.0, bytemuck::cast_slice_mut(dst));
             }
             for (oy, ry) in rows.iter().enumerate() {
                 for (ox, rx) in cols.iter().enumerate() {

@@ -12,7 +12,6 @@
 //! returns that same cell. Cells outside the plane are -inf, which `max_rule` passes over
 //! bit-exactly as the reference skips them (every window holds an in-bounds cell).
 
-use super::planes::max_rule;
 use super::Window;
 
 /// A task's scratch: one bordered input row and the horizontal maxima of every input row.
@@ -198,5 +197,17 @@ unsafe fn hrow_s2(src: &[f32], px: usize, hm: &mut [f32], three: bool) {
         // SAFETY: stores hm[o + j] for the lanes j of `keep`, all below n.
         unsafe { _mm512_mask_storeu_ps(hm.as_mut_ptr().add(o), keep, m) };
         o += 16;
+    }
+}
+
+/// `max(a, v)` as `binary_cpu` computes it (NaN wins, the second operand on ties), with
+/// the comparison a select, not a branch (random data mispredicts half of them).
+#[inline(always)]
+pub(super) fn max_rule(a: f32, v: f32) -> f32 {
+    let m = if a > v { a } else { v };
+    if a.is_nan() | v.is_nan() {
+        f32::NAN
+    } else {
+        m
     }
 }

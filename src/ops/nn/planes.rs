@@ -1,6 +1,7 @@
-//! cpu:0's window-per-plane kernels (depthwise convolution, pooling) on *phase planes*.
+//! cpu:0's window-per-plane kernels (depthwise convolution, average pooling) on *phase
+//! planes* (max pooling is by rows, [`super::maxpool`]).
 //!
-//! A plane is copied once, bordered (zeros for a convolution, -inf for a max pool), into
+//! A plane is copied once, bordered with zeros, into
 //! `s·s` phase planes for stride `s`: phase `(a, b)` holds bordered cell `(y·s + a, x·s + b)`
 //! at `y·pw + x`. Then tap `(ki, kj)` of output `(oy, ox)` is element `oy·pw + ox` of phase
 //! `(ki % s, kj % s)` shifted by `(ki / s)·pw + kj / s`, so each tap is one contiguous read
@@ -9,10 +10,9 @@
 //! row is 3 vectors and 4 scalar steps) or scalar strided reads at stride 2.
 //!
 //! Every output folds its taps in row-major order, as the reference kernels do, so the
-//! results are the same bits (a max over -inf borders equals the max over the in-bounds
-//! cells: a window always holds one, and ties keep the later cell in both).
+//! results are the same bits.
 
-use super::{PoolKind, Window};
+use super::Window;
 
 /// A plane's window geometry on phase planes.
 pub(super) struct Phases {
@@ -182,62 +182,42 @@ impl Phases {
         self.gather_out(acc, dst);
     }
 
-    /// One pooled output plane (a max pool may be padded; an average pool is not, see
-    /// [`windows_fit`](Self::windows_fit) and the callers).
-    pub fn pool(&self, kind: PoolKind, xs: &[f32], sc: &mut Scratch, dst: &mut [f32]) {
+    /// One unpadded average-pooled output plane (see
+    /// [`windows_fit`](Self::windows_fit) and the caller).
+    pub fn avg_pool(&self, xs: &[f32], sc: &mut Scratch, dst: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if avx2() {
             // SAFETY: the CPU supports AVX2 and FMA (checked by `avx2`).
-            unsafe { self.pool_avx2(kind, xs, sc, dst) };
+            unsafe { self.avg_pool_avx2(xs, sc, dst) };
             return;
         }
-        self.pool_body(kind, xs, sc, dst);
+        self.avg_pool_body(xs, sc, dst);
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn pool_avx2(&self, kind: PoolKind, xs: &[f32], sc: &mut Scratch, dst: &mut [f32]) {
-        self.pool_body(kind, xs, sc, dst);
+    unsafe fn avg_pool_avx2(&self, xs: &[f32], sc: &mut Scratch, dst: &mut [f32]) {
+        self.avg_pool_body(xs, sc, dst);
     }
 
     #[inline(always)]
-    fn pool_body(&self, kind: PoolKind, xs: &[f32], sc: &mut Scratch, dst: &mut [f32]) {
-        let fill = match kind {
-            PoolKind::Max => f32::NEG_INFINITY,
-            PoolKind::Avg => 0.0,
-        };
+    fn avg_pool_body(&self, xs: &[f32], sc: &mut Scratch, dst: &mut [f32]) {
         sc.phases.resize(self.len(), 0.0);
-        self.split(xs, fill, &mut sc.phases);
+        self.split(xs, 0.0, &mut sc.phases);
         let n = self.flat();
         sc.acc.resize(n, 0.0);
         let (buf, acc) = (&sc.phases, &mut sc.acc[..n]);
         let taps = self.kernel[0] * self.kernel[1];
-        let first = |v: f32| v;
-        match (kind, self.kernel) {
-            (PoolKind::Max, [3, 3]) => {
-                let t: [&[f32]; 9] = std::array::from_fn(|k| &buf[self.tap(k)..][..n]);
-                fold(acc, &t, first, |a, _, v| max_rule(a, v));
-            }
-            (PoolKind::Max, [2, 2]) => {
+        match self.kernel {
+            [2, 2] => {
                 let t: [&[f32]; 4] = std::array::from_fn(|k| &buf[self.tap(k)..][..n]);
-                fold(acc, &t, first, |a, _, v| max_rule(a, v));
+                fold(acc, &t, |v| v, |a, _, v| a + v);
             }
-            (PoolKind::Avg, [2, 2]) => {
-                let t: [&[f32]; 4] = std::array::from_fn(|k| &buf[self.tap(k)..][..n]);
-                fold(acc, &t, first, |a, _, v| a + v);
-            }
-            (PoolKind::Avg, [3, 3]) => {
+            [3, 3] => {
                 let t: [&[f32]; 9] = std::array::from_fn(|k| &buf[self.tap(k)..][..n]);
-                fold(acc, &t, first, |a, _, v| a + v);
+                fold(acc, &t, |v| v, |a, _, v| a + v);
             }
-            (PoolKind::Max, _) => passes(acc, buf, (0..taps).map(|k| self.tap(k)), |k, a, v| {
-                if k == 0 {
-                    v
-                } else {
-                    max_rule(a, v)
-                }
-            }),
-            (PoolKind::Avg, _) => passes(acc, buf, (0..taps).map(|k| self.tap(k)), |k, a, v| {
+            _ => passes(acc, buf, (0..taps).map(|k| self.tap(k)), |k, a, v| {
                 if k == 0 {
                     v
                 } else {
@@ -245,10 +225,8 @@ impl Phases {
                 }
             }),
         }
-        if kind == PoolKind::Avg {
-            let count = taps as f32;
-            acc.iter_mut().for_each(|a| *a /= count);
-        }
+        let count = taps as f32;
+        acc.iter_mut().for_each(|a| *a /= count);
         self.gather_out(acc, dst);
     }
 }
@@ -256,18 +234,6 @@ impl Phases {
 #[cfg(target_arch = "x86_64")]
 fn avx2() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-}
-
-/// `max(a, v)` as `binary_cpu` computes it (NaN wins, the second operand on ties), with
-/// the comparison a select, not a branch (random data mispredicts half of them).
-#[inline(always)]
-pub(super) fn max_rule(a: f32, v: f32) -> f32 {
-    let m = if a > v { a } else { v };
-    if a.is_nan() | v.is_nan() {
-        f32::NAN
-    } else {
-        m
-    }
 }
 
 /// `acc[i] = step(…step(first(t[0][i]), 1, t[1][i])…, N-1, t[N-1][i])`: all `N` taps in
