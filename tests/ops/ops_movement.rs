@@ -293,3 +293,49 @@ mod props {
         }
     }
 }
+
+/// Concats with few output rows and large blocks (a batch-1 concat along channels is one
+/// row), whose copies are split in pieces across threads: 1, 2 and 3 rows of blocks that
+/// are not multiples of the piece size, against indexing by hand.
+#[test]
+fn large_concats_with_few_rows_match_indexing() {
+    for (outer, sizes) in [
+        (1usize, vec![64usize * 3025, 64 * 3025]),
+        (2, vec![40_000, 7, 33_000]),
+        (3, vec![1, 70_001]),
+    ] {
+        let mut g = Graph::new();
+        let mut parts = Vec::new();
+        let mut data = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let v: Vec<i32> = (0..outer * n)
+                .map(|j| (j as i32).wrapping_mul(7) ^ (i as i32) << 28)
+                .collect();
+            let t = g
+                .placeholder(&format!("p{i}"), [outer, n], wgflow::DType::I32)
+                .unwrap();
+            parts.push(t);
+            data.push(v);
+        }
+        let c = g.concat(&parts, 1).unwrap();
+        let feeds: Vec<(Tensor, HostTensor)> = parts
+            .iter()
+            .zip(&data)
+            .zip(&sizes)
+            .map(|((&t, v), &n)| (t, HostTensor::new([outer, n], v.clone()).unwrap()))
+            .collect();
+        let got = common::session_on(&g, wgflow::Device::Cpu)
+            .run(&feeds, &[c])
+            .unwrap()[0]
+            .to_vec::<i32>()
+            .unwrap();
+        let mut want = Vec::new();
+        for o in 0..outer {
+            for (v, &n) in data.iter().zip(&sizes) {
+                want.extend_from_slice(&v[o * n..(o + 1) * n]);
+            }
+        }
+        assert_eq!(got.len(), want.len(), "{outer} rows of {sizes:?}");
+        assert!(got == want, "{outer} rows of {sizes:?}");
+    }
+}

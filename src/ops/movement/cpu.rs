@@ -186,6 +186,25 @@ pub(super) fn concat_into(
         .iter()
         .map(|s| s.dims()[k.axis] * inner)
         .collect();
+    let outers = out.len() / total.max(1);
+    if out.len() > SERIAL_WORDS && outers < 4 * rayon::current_num_threads() {
+        // Few output rows (a batch-1 concat along channels is one): the copies themselves
+        // are split, in pieces of SERIAL_WORDS, so that every thread copies.
+        let mut pieces: Vec<(&[u32], &mut [u32])> = Vec::new();
+        let mut rest = &mut out[..];
+        for outer in 0..outers {
+            for (w, &b) in words.iter().zip(&blocks) {
+                let (dst, tail) = std::mem::take(&mut rest).split_at_mut(b);
+                rest = tail;
+                let src = &w[outer * b..(outer + 1) * b];
+                pieces.extend(src.chunks(SERIAL_WORDS).zip(dst.chunks_mut(SERIAL_WORDS)));
+            }
+        }
+        pieces
+            .into_par_iter()
+            .for_each(|(src, dst)| dst.copy_from_slice(src));
+        return Ok(());
+    }
     rows(out, total, |outer, dst| {
         let mut at = 0;
         for (w, &b) in words.iter().zip(&blocks) {
