@@ -1197,8 +1197,10 @@ fn epilogues_apply_once_on_every_convolution_path() {
         usize,
         usize,
     );
-    let cases: [Case; 10] = [
+    let cases: [Case; 11] = [
         (1, 16, 64, 1, 55, 55, 1, 0, 1),
+        // Few taps, a small plane, many channels: row tiles before column tiles.
+        (1, 32, 128, 1, 27, 27, 1, 0, 1),
         (1, 3, 24, 3, 57, 61, 2, 1, 1),
         (1, 128, 32, 3, 14, 14, 1, 1, 1),
         (2, 3, 13, 3, 9, 11, 1, 1, 1),

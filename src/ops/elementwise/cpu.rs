@@ -115,6 +115,12 @@ impl<'a> RangeProgram<'a> {
     /// Output words `start..start + out.len()`, on this thread (an output-slot input reads
     /// `out` as it is on entry).
     pub fn apply(&self, start: usize, out: &mut [u32]) {
+        if let Some(b) = &self.program.bias_act {
+            // No scratch: a convolution applies this to each row piece it writes, often a
+            // few hundred words, where the scratch's bookkeeping was most of the cost.
+            b.apply_wide(&self.data, start, out);
+            return;
+        }
         thread_local! {
             static SCRATCH: std::cell::RefCell<Scratch> = const {
                 std::cell::RefCell::new(Scratch {

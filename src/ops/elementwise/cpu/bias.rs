@@ -57,6 +57,23 @@ impl BiasAct {
         })
     }
 
+    /// [`BiasAct::apply`] compiled for AVX-512 where the CPU has it.
+    pub(super) fn apply_wide(&self, data: &[&[u32]], start: usize, out: &mut [u32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            unsafe { self.apply_avx512(data, start, out) };
+            return;
+        }
+        self.apply(data, start, out);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn apply_avx512(&self, data: &[&[u32]], start: usize, out: &mut [u32]) {
+        self.apply(data, start, out);
+    }
+
     /// Output words `start..start + out.len()`, in place.
     #[inline(always)]
     pub(super) fn apply(&self, data: &[&[u32]], start: usize, out: &mut [u32]) {
