@@ -37,6 +37,13 @@ const TILE_MIN: usize = 64;
 const ROW_TILE_MIN: usize = 16;
 /// Multiply-adds from which one image's product is split by output channels.
 const ROW_TILES_MACS: usize = 1 << 20;
+/// Most floats of im2col columns `row_tiles` keeps for its thread's next call (8 MiB).
+const KEEP_COL: usize = 1 << 21;
+
+thread_local! {
+    static ROW_COL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Planes below which a convolution with few taps per output and many output channels is
 /// split by output channels before columns (see `gemm_into`).
 const ROWS_FIRST_PLANE: usize = 1024;
@@ -320,7 +327,11 @@ impl Conv2dKernel {
         let in_place = kh == 1 && kw == 1 && oh == h && ow == wd;
         let mut col = Vec::new();
         if !in_place {
-            col = vec![0f32; k * p];
+            // Kept for the next call on this thread: a fresh buffer this size is mapped,
+            // zeroed and faulted in page by page on every call. `gather` writes every
+            // element, so only growth is initialised.
+            col = ROW_COL.with_borrow_mut(std::mem::take);
+            col.resize(k * p, 0.0);
             col.par_chunks_mut(p).enumerate().for_each(|(row, dst)| {
                 let (c, r) = (row / (kh * kw), row % (kh * kw));
                 self.gather(x, (c_all, h, wd), c, (r / kw, r % kw), (0, 0), dst);
@@ -357,6 +368,9 @@ impl Conv2dKernel {
                     e.apply(o0 * p, bytemuck::cast_slice_mut(dst));
                 }
             });
+        if col.len() <= KEEP_COL {
+            ROW_COL.with_borrow_mut(|c| *c = col);
+        }
     }
 
     /// Images `n0..n0 + dst.len() / image` over input channels `c_lo..c_hi` of each group.

@@ -9,7 +9,8 @@
 //!   `w`'s rows in place and 24 fused multiply-adds; the last pass over the taps stores the
 //!   sums straight into the output's rows. Nothing is packed per call, so it pays
 //!   on any layer whose flattened output wastes few positions ([`WIDE_MIN_USE`]): the 3x3s
-//!   of ResNet, DenseNet and Inception at 14x14 and more, and first layers over RGB.
+//!   of ResNet, DenseNet and Inception at 14x14 and more, SqueezeNet's at 13x13, and first
+//!   layers over RGB.
 //! - **AVX2** (`tile`): for layers with few taps per output (`Cin·kh·kw`), a tile's taps are
 //!   copied into an aligned panel, and 6 output channels by 16 positions are summed in
 //!   registers: per tap two loads, six broadcast weights and twelve fused multiply-adds.
@@ -30,8 +31,10 @@ const WIDE_MAX_CIN: usize = 4;
 /// The least share of computed positions that are outputs for which the AVX-512 kernel
 /// beats im2col + GEMM. Measured on the development machine (Xeon, AVX-512, 2 cores) by
 /// `wgflow profile` of the light models: 0.70–0.89x the GEMM's time on 3x3s with outputs of
-/// 14x14 and more (0.81 to 0.98 used), 1.05–1.5x at 13x13 and 7x7 (0.70 and less).
-const WIDE_MIN_USE: f64 = 0.8;
+/// 14x14 and more (0.81 to 0.98 used); at 13x13 (0.704 used) 0.88x in SqueezeNet once the
+/// kernel stored its sums straight into the output (1.05x before); 7x7 (0.51) stays with
+/// the GEMM.
+const WIDE_MIN_USE: f64 = 0.7;
 /// Without AVX-512: with at most this many output channels (DenseNet's 3x3 growth layers make 32) the GEMM
 /// packs 1,152 taps per column for little reuse, and the direct kernel was 10–28% faster
 /// on 14x14 to 56x56 outputs, slower at 7x7 and at 13x13 (1x1 over 384 channels to 48).
