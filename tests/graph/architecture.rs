@@ -393,11 +393,13 @@ const LAYOUT: [&str; 6] = [
 /// Helpers a family needs beyond the layout, each named in docs/architecture.md: custom's raw
 /// WGSL kernels, elementwise's vectorized math and fused-expression IR (with its derivative
 /// table), the initializers of variables, the movement ops' shape rules, nn's window geometry
-/// and its backward primitives (`NnGradKernel`) with their CPU fast path, and cpu:0's
-/// phase-plane and direct convolution kernels.
-const EXTRAS: [&str; 11] = [
+/// and its backward primitives (`NnGradKernel`) with their CPU fast path, cpu:0's
+/// phase-plane, direct convolution and by-rows max pool kernels, and the one-pass
+/// per-channel bias form of cpu:0's elementwise programs.
+const EXTRAS: [&str; 13] = [
     "custom/raw.rs",
     "elementwise/vmath.rs",
+    "elementwise/cpu/bias.rs",
     "elementwise/expr/mod.rs",
     "elementwise/expr/vjp.rs",
     "leaf/init.rs",
@@ -407,6 +409,7 @@ const EXTRAS: [&str; 11] = [
     "nn/backward_cpu.rs",
     "nn/planes.rs",
     "nn/direct.rs",
+    "nn/maxpool.rs",
 ];
 
 /// Every family is a folder of `src/ops/` holding only the layout's files and the documented

@@ -1173,6 +1173,10 @@ fn pooling_matches_the_reference() {
             k.run_cpu_into(&[CpuIn::Words(&words)], &mut got).unwrap();
             assert_eq!(got, want, "{kind:?} pooling of {dims:?}");
             assert!(f32::from_bits(got[0]).is_nan(), "{kind:?}: NaN propagates");
+            // The path a CPU without AVX-512 runs, where the max pool goes by rows.
+            if let Some(portable) = k.run_max_portable(&words) {
+                assert_eq!(portable, want, "portable max pooling of {dims:?}");
+            }
         }
     }
 }

@@ -654,6 +654,24 @@ pub(super) fn tap_range(
 }
 
 impl PoolKernel {
+    /// A max pool by rows on the portable path (what a CPU without AVX-512 runs), when the
+    /// fast kernel takes rows for this window: `None` otherwise. For tests.
+    #[doc(hidden)]
+    pub fn run_max_portable(&self, x: &[u32]) -> Option<Vec<u32>> {
+        let [n, c, h, wd] = dims4(&self.x);
+        let [_, _, oh, ow] = dims4(&self.out);
+        Phases::new([h, wd], [oh, ow], &self.window)
+            .filter(|ph| ph.windows_fit() && oh * ow >= 8 && self.kind == PoolKind::Max)?;
+        let x: &[f32] = bytemuck::try_cast_slice(x.get(..self.x.numel())?).ok()?;
+        let mut out = vec![0f32; n * c * oh * ow];
+        let mut sc = RowScratch::default();
+        for (i, d) in out.chunks_mut(oh * ow).enumerate() {
+            let xs = &x[i * h * wd..(i + 1) * h * wd];
+            max_plane(xs, [h, wd], [oh, ow], &self.window, &mut sc, d, false);
+        }
+        Some(out.into_iter().map(f32::to_bits).collect())
+    }
+
     /// Pooling into `out`, one output plane per task, each window folded in the WGSL
     /// kernel's order (so results match the reference bit for bit).
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
@@ -695,7 +713,7 @@ impl PoolKernel {
             let xs = &x[nc * h * wd..(nc + 1) * h * wd];
             if phases.is_some() && kind == PoolKind::Max {
                 let dst = bytemuck::cast_slice_mut(dst);
-                return max_plane(xs, [h, wd], [oh, ow], win, &mut sc.1, dst);
+                return max_plane(xs, [h, wd], [oh, ow], win, &mut sc.1, dst, true);
             }
             if let Some(ph) = &phases {
                 return ph.avg_pool(xs, &mut sc.0, bytemuck::cast_slice_mut(dst));

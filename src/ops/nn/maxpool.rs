@@ -22,7 +22,8 @@ pub(super) struct RowScratch {
 }
 
 /// The max pool of one `[h, w]` plane `xs` into `dst` (`[oh, ow]`) over `win` (no
-/// dilation; every window holds at least one cell of the plane).
+/// dilation; every window holds at least one cell of the plane), with AVX-512 where the
+/// CPU has it and `wide` (tests clear it to run the portable path).
 pub(super) fn max_plane(
     xs: &[f32],
     [h, wd]: [usize; 2],
@@ -30,14 +31,15 @@ pub(super) fn max_plane(
     win: &Window,
     sc: &mut RowScratch,
     dst: &mut [f32],
+    wide: bool,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if wide && std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU supports AVX-512F (checked just above).
         unsafe { max_plane_avx512(xs, [h, wd], [oh, ow], win, sc, dst) };
         return;
     }
-    max_plane_body(xs, [h, wd], [oh, ow], win, sc, dst);
+    max_plane_body(xs, [h, wd], [oh, ow], win, sc, dst, false);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -50,7 +52,7 @@ unsafe fn max_plane_avx512(
     sc: &mut RowScratch,
     dst: &mut [f32],
 ) {
-    max_plane_body(xs, hw, out, win, sc, dst);
+    max_plane_body(xs, hw, out, win, sc, dst, true);
 }
 
 #[inline(always)]
@@ -61,6 +63,7 @@ fn max_plane_body(
     win: &Window,
     sc: &mut RowScratch,
     dst: &mut [f32],
+    wide: bool,
 ) {
     let ([kh, kw], [sy, sx], [py, px]) = (win.kernel, win.stride, win.padding);
     // The bordered row: -inf left of the plane (padding) and right of it (padding, or
@@ -71,9 +74,9 @@ fn max_plane_body(
     sc.hmax.resize(h * ow, 0.0);
     let (row, hmax) = (&mut sc.row, &mut sc.hmax);
     #[cfg(target_arch = "x86_64")]
-    let s2 = sx == 2 && (kw == 2 || kw == 3) && std::arch::is_x86_feature_detected!("avx512f");
+    let s2 = wide && sx == 2 && (kw == 2 || kw == 3);
     #[cfg(not(target_arch = "x86_64"))]
-    let s2 = false;
+    let s2 = wide && false;
     for (src, hm) in xs.chunks_exact(wd).zip(hmax.chunks_exact_mut(ow)).take(h) {
         if s2 {
             #[cfg(target_arch = "x86_64")]
