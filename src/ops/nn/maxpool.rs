@@ -76,7 +76,10 @@ fn max_plane_body(
     #[cfg(target_arch = "x86_64")]
     let s2 = wide && sx == 2 && (kw == 2 || kw == 3);
     #[cfg(not(target_arch = "x86_64"))]
-    let s2 = wide && false;
+    let s2 = {
+        let _ = wide;
+        false
+    };
     for (src, hm) in xs.chunks_exact(wd).zip(hmax.chunks_exact_mut(ow)).take(h) {
         if s2 {
             #[cfg(target_arch = "x86_64")]
