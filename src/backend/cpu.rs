@@ -360,15 +360,17 @@ fn warm<R>(f: impl FnOnce() -> R) -> R {
             }
         }
     });
-    OWNER.set(true);
-    struct Stop(Arc<AtomicBool>);
+    // A run started on a worker that is waiting inside another run's steps (it stole the
+    // job) leaves that worker the owner it was.
+    let was = OWNER.replace(true);
+    struct Stop(Arc<AtomicBool>, bool);
     impl Drop for Stop {
         fn drop(&mut self) {
-            OWNER.set(false);
+            OWNER.set(self.1);
             self.0.store(true, Ordering::Release);
         }
     }
-    let _stop = Stop(done);
+    let _stop = Stop(done, was);
     f()
 }
 
