@@ -339,12 +339,15 @@ thread_local! {
 /// interrupt per step: SqueezeNet's 41 steps took 42 context switches per run and 7.4 ms
 /// median on the 2-core development machine, against 6 and 6.0 ms spinning
 /// (`wgflow profile light_squeezenet.onnx --runs 200`). onnxruntime's pool spins the same
-/// way. `WGFLOW_NO_SPIN` (set to anything) turns it off, for a machine shared with other
-/// work that a spinning core would slow.
+/// way. `WGFLOW_NO_SPIN` (set to anything, read at the first run) turns it off, for a
+/// machine shared with other work that a spinning core would slow.
 fn warm<R>(f: impl FnOnce() -> R) -> R {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    if rayon::current_num_threads() < 2 || std::env::var_os("WGFLOW_NO_SPIN").is_some() {
+    // Read once: an environment lookup locks and allocates, and this runs per run.
+    static NO_SPIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let no_spin = *NO_SPIN.get_or_init(|| std::env::var_os("WGFLOW_NO_SPIN").is_some());
+    if rayon::current_num_threads() < 2 || no_spin {
         return f();
     }
     let done = Arc::new(AtomicBool::new(false));

@@ -299,13 +299,15 @@ impl Conv2dKernel {
                         let len = (oy1 - oy0 - 1) * pw + ow;
                         let stride = len.next_multiple_of(nr);
                         // Every element is written before it is read (k0 = 0 stores).
-                        if !straight && acc.len() < blk.len() * mr * stride {
+                        // An AVX-512 layer in one pass stores straight into `out`.
+                        let partial = !straight && (!wide || taps > kc);
+                        if partial && acc.len() < blk.len() * mr * stride {
                             acc.resize(blk.len() * mr * stride, 0.0);
                         }
                         #[cfg(target_arch = "x86_64")]
                         let mut scatter = Scatter {
                             out: base.get(),
-                            plane: 0,
+                            plane: oh * ow,
                             runs: Default::default(),
                         };
                         if wide {
@@ -354,7 +356,6 @@ impl Conv2dKernel {
                                             let sc = last.then(|| {
                                                 scatter.out =
                                                     base.get().wrapping_add(b * WMR * oh * ow);
-                                                scatter.plane = oh * ow;
                                                 &scatter
                                             });
                                             if valid == WNR {

@@ -69,10 +69,6 @@ fn max_plane_body(
     // The bordered row: -inf left of the plane (padding) and right of it (padding, or
     // a ceil-mode window's cells past the end), the row itself from `px`.
     let len = ((ow - 1) * sx + kw).max(px + wd);
-    sc.row.clear();
-    sc.row.resize(len, f32::NEG_INFINITY);
-    sc.hmax.resize(h * ow, 0.0);
-    let (row, hmax) = (&mut sc.row, &mut sc.hmax);
     #[cfg(target_arch = "x86_64")]
     let s2 = wide && sx == 2 && (kw == 2 || kw == 3);
     #[cfg(not(target_arch = "x86_64"))]
@@ -80,6 +76,13 @@ fn max_plane_body(
         let _ = wide;
         false
     };
+    // `hrow_s2` reads the plane's rows in place: only the other paths use the row.
+    sc.row.clear();
+    if !s2 {
+        sc.row.resize(len, f32::NEG_INFINITY);
+    }
+    sc.hmax.resize(h * ow, 0.0);
+    let (row, hmax) = (&mut sc.row, &mut sc.hmax);
     for (src, hm) in xs.chunks_exact(wd).zip(hmax.chunks_exact_mut(ow)).take(h) {
         if s2 {
             #[cfg(target_arch = "x86_64")]
