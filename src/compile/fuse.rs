@@ -19,6 +19,10 @@
 //! `log(sum(..)) + max`), under the same single-consumer rule: the intermediate result never
 //! reaches memory.
 //!
+//! Last, on cpu:0, a kernel may take the single reader of its output as a final stage
+//! ([`crate::ops::family::KernelDef::absorb`]): a convolution (with its epilogue) computes
+//! its rows band by band and max-pools each band while it is in cache.
+//!
 //! First of all, a transpose of the last two axes that feeds a matmul is read in place by the
 //! matmul (see `fuse/transpose.rs`).
 
@@ -43,7 +47,8 @@ pub fn fuse(plan: Plan, target: &Target) -> Plan {
     let plan = fuse_elementwise(plan, target);
     let plan = fuse_prologues(plan, target);
     let plan = drop_unused(plan);
-    fuse_epilogues(plan, target)
+    let plan = fuse_epilogues(plan, target);
+    fuse_consumers(plan)
 }
 
 /// An elementwise kernel cheap enough to recompute in each consumer (see the module docs).
@@ -555,6 +560,54 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
             dead[c] = true;
             break;
         }
+    }
+    drop_dead(&mut plan, &dead);
+    plan
+}
+
+/// A cpu:0 kernel whose input is the single-use output of another cpu:0 kernel that takes it
+/// as a final stage ([`crate::ops::family::KernelDef::absorb`]) disappears into that kernel,
+/// and so does the output between them.
+fn fuse_consumers(mut plan: Plan) -> Plan {
+    let (mut producer, consumers) = usage(&plan);
+    let mut dead = vec![false; plan.steps.len()];
+    for c in 0..plan.steps.len() {
+        let StepKind::Dispatch {
+            kernel: consumer,
+            inputs,
+        } = &plan.steps[c].kind
+        else {
+            continue;
+        };
+        let (&[v], crate::device::Device::Cpu) = (inputs.as_slice(), plan.steps[c].device) else {
+            continue;
+        };
+        let Some(&p) = producer.get(&v) else { continue };
+        if dead[p]
+            || consumers.get(&v).copied().unwrap_or(0) != 1
+            || plan.steps[p].device != plan.steps[c].device
+        {
+            continue;
+        }
+        let StepKind::Dispatch { kernel, inputs } = &plan.steps[p].kind else {
+            continue;
+        };
+        let mut fused = kernel.clone();
+        if !fused.as_dyn_mut().absorb(consumer) {
+            continue;
+        }
+        let inputs = inputs.clone();
+        let output = plan.steps[c].output;
+        let mut nodes = plan.steps[c].nodes.clone();
+        let step = &mut plan.steps[p];
+        step.nodes.append(&mut nodes);
+        step.kind = StepKind::Dispatch {
+            kernel: fused,
+            inputs,
+        };
+        step.output = output;
+        producer.insert(output, p);
+        dead[c] = true;
     }
     drop_dead(&mut plan, &dead);
     plan

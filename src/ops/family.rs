@@ -473,6 +473,16 @@ pub trait KernelDef: fmt::Debug {
         let _ = epilogue;
     }
 
+    /// Take `consumer`, the only reader of this kernel's output, as a final stage on
+    /// cpu:0 (a convolution takes the max pool after it: the pool reads each band of the
+    /// convolution's rows while they are in cache, and the full-size output is never
+    /// stored). `true` when it did; the kernel then writes the consumer's output. Only asked
+    /// for steps on cpu:0: a kernel that took a consumer has no WGSL for it.
+    fn absorb(&mut self, consumer: &Kernel) -> bool {
+        let _ = consumer;
+        false
+    }
+
     /// The generated WGSL (before f16 support is switched on).
     fn wgsl(&self) -> String;
 

@@ -15,7 +15,7 @@ use wgflow::ops::{
 use wgflow::{f16, Axes, Conv2dOptions, DType, Device, Graph, HostTensor, Shape};
 
 /// xorshift32 values in [-1, 1) with three decimals (so sums are exact in f64).
-fn det(n: usize, seed: u32) -> Vec<f32> {
+pub(crate) fn det(n: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2_654_435_761).max(1);
     (0..n)
         .map(|_| {
@@ -577,7 +577,7 @@ fn empty_reductions() {
 
 /// Float64 direct convolution (and the sum of |x·w| per output, for the tolerance) over
 /// channels `c_lo..c_hi` of each group.
-fn conv_f64(
+pub(crate) fn conv_f64(
     k: &Conv2dKernel,
     x: &[f32],
     w: &[f32],
@@ -622,7 +622,7 @@ fn conv_f64(
 }
 
 /// Compares `got` to float64 within `(K + 2) * eps * Σ|x·w|` per output (K terms summed).
-fn check_conv(what: &str, got: &[f32], want: &[f64], mag: &[f64], terms: usize) {
+pub(crate) fn check_conv(what: &str, got: &[f32], want: &[f64], mag: &[f64], terms: usize) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(mag).enumerate() {
         let tol = (terms as f64 + 2.0) * f32::EPSILON as f64 * m + 1e-30;
@@ -635,7 +635,7 @@ fn check_conv(what: &str, got: &[f32], want: &[f64], mag: &[f64], terms: usize) 
 
 /// A convolution of `x` (`[n, c, h, w]`) to `o` channels in `groups` over `window`, with
 /// no epilogue.
-fn conv_kernel(x: [usize; 4], o: usize, groups: usize, window: Window) -> Conv2dKernel {
+pub(crate) fn conv_kernel(x: [usize; 4], o: usize, groups: usize, window: Window) -> Conv2dKernel {
     let [n, c, h, wd] = x;
     let [oh, ow] = window.out_hw([h, wd]).unwrap();
     Conv2dKernel {
@@ -646,6 +646,7 @@ fn conv_kernel(x: [usize; 4], o: usize, groups: usize, window: Window) -> Conv2d
         out: Shape(vec![n, o, oh, ow]),
         epilogue: None,
         c_chunk: None,
+        pool: None,
     }
 }
 
@@ -713,6 +714,7 @@ fn convolutions_match_float64_over_random_geometries() {
             out: Shape(vec![n, o_all, oh, ow]),
             epilogue: None,
             c_chunk: None,
+            pool: None,
         };
         let x = det(n * c_all * h * wd, tried as u32);
         let w = det(o_all * cg * kernel[0] * kernel[1], 1000 + tried as u32);
@@ -778,6 +780,7 @@ fn one_image_column_and_row_tiles_match_float64() {
             out: Shape(vec![1, o, oh, ow]),
             epilogue: None,
             c_chunk: None,
+            pool: None,
         };
         let x = det(c * h * wd, 40 + i as u32);
         let w = det(o * c * kernel[0] * kernel[1], 50 + i as u32);
@@ -931,7 +934,7 @@ fn direct_convolutions_match_float64() {
     }
 }
 
-fn is_avx512() -> bool {
+pub(crate) fn is_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         is_avx2() && std::arch::is_x86_feature_detected!("avx512f")
@@ -942,7 +945,7 @@ fn is_avx512() -> bool {
     }
 }
 
-fn is_avx2() -> bool {
+pub(crate) fn is_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -981,6 +984,7 @@ fn empty_planes_with_padding_convolve_to_zeros() {
             out: Shape(vec![dims[0], o, oh, ow]),
             epilogue: None,
             c_chunk: None,
+            pool: None,
         };
         let w = det(o * dims[1] / groups * kernel[0] * kernel[1], 7);
         let got = run_conv(&k, &[], &w);
@@ -1008,6 +1012,7 @@ fn blocked_columns_and_channel_chunks_match_float64() {
         out: Shape(vec![n, o, h, wd]),
         epilogue: None,
         c_chunk: None,
+        pool: None,
     };
     let x = det(n * c * h * wd, 5);
     let w = det(o * c * 9, 6);
@@ -1020,6 +1025,7 @@ fn blocked_columns_and_channel_chunks_match_float64() {
         groups: 2,
         out: Shape(vec![3, 4, 7, 5]),
         c_chunk: Some(3),
+        pool: None,
         ..k
     };
     let x = det(3 * 16 * 35, 8);
@@ -1080,6 +1086,7 @@ fn fused_bias_and_relu_still_apply() {
         out: Shape(dims.clone()),
         epilogue: None,
         c_chunk: None,
+        pool: None,
     };
     let (conv, mag) = conv_f64(&k, &x, &w, (0, 2));
     let p = dims[2] * dims[3];

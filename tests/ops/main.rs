@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+pub mod cpu_conv_pool;
 pub mod cpu_elementwise;
 pub mod cpu_matmul;
 pub mod cpu_reduce_conv;

@@ -135,6 +135,7 @@ fn nn_kernels_validate() {
         out: Shape::new(vec![2, 6, 4, 4]),
         epilogue: None,
         c_chunk: None,
+        pool: None,
     }));
     // bias per channel, a scalar, a residual and a bool mask as a fused epilogue.
     use wgflow::ops::{BinaryOp, Epilogue, Expr, UnaryOp};
@@ -166,6 +167,7 @@ fn nn_kernels_validate() {
             ],
         }),
         c_chunk: None,
+        pool: None,
     }));
     // Channels split into chunks (partial convolutions, then a sum).
     let (first, sum) = Conv2dKernel {
@@ -176,6 +178,7 @@ fn nn_kernels_validate() {
         out: Shape::new(vec![1, 4, 3, 3]),
         epilogue: None,
         c_chunk: None,
+        pool: None,
     }
     .passes();
     assert!(first.c_chunk.is_some() && first.loop_iterations() <= 32768);

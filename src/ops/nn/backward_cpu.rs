@@ -35,6 +35,7 @@ impl NnGradKernel {
             out: self.y.clone(),
             epilogue: None,
             c_chunk: None,
+            pool: None,
         }
     }
 

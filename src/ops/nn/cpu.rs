@@ -106,6 +106,35 @@ impl Conv2dKernel {
             Some(k) => RangeProgram::new(k, &args)?,
             None => None,
         };
+        if let Some(pool) = &self.pool {
+            // The direct kernel pools each band of rows as it computes them; otherwise the
+            // convolution whole, then the pool.
+            if kernel.is_none() == ranged.is_none()
+                && self.direct_pooled(
+                    bytemuck::cast_slice(x),
+                    bytemuck::cast_slice(w),
+                    bytemuck::cast_slice_mut(out),
+                    ranged.as_ref(),
+                )
+            {
+                return Ok(());
+            }
+            let conv = Conv2dKernel {
+                pool: None,
+                ..self.clone()
+            };
+            let numel = conv.out_shape().numel();
+            let mut full: Vec<u32> = crate::host::fresh_vec(numel).ok_or_else(|| {
+                crate::Error::Internal(format!(
+                    "{}: no memory for its convolution",
+                    self.describe()
+                ))
+            })?;
+            full.resize(numel, 0);
+            let ins: Vec<CpuIn<'_>> = ins.iter().map(|w| CpuIn::Words(w)).collect();
+            conv.run_cpu_into(&ins, &mut full)?;
+            return pool.run_cpu_into(&[CpuIn::Words(&full)], out);
+        }
         let applied = self.gemm_into(
             bytemuck::cast_slice(x),
             bytemuck::cast_slice(w),

@@ -15,8 +15,9 @@
 //!   copied into an aligned panel, and 6 output channels by 16 positions are summed in
 //!   registers: per tap two loads, six broadcast weights and twelve fused multiply-adds.
 use super::cpu::SendPtr;
+use super::maxpool::{max_band, RowScratch};
 use super::planes::Phases;
-use super::{dims4, Conv2dKernel};
+use super::{dims4, Conv2dKernel, PoolKernel};
 use crate::ops::elementwise::RangeProgram;
 use rayon::prelude::*;
 
@@ -64,6 +65,11 @@ const KEEP_FLOATS: usize = 1 << 22;
 const SPLIT_PARALLEL: usize = 1 << 18;
 /// Floats of partial sums one task holds (a band of rows for its channel blocks).
 const ACC_FLOATS: usize = 1 << 16;
+/// Floats of a task's band of convolution rows that it pools (1 MiB, half this machine's
+/// L2). Smaller bands cost more than they save: SqueezeNet's first layer with its pool,
+/// alone on 2 threads, took 0.41 ms in bands of 256 KiB, 0.52 in 128 KiB and 0.37 in
+/// 1 MiB (its tasks' whole ranges), against 0.37 for the convolution without the pool.
+const BAND_FLOATS: usize = 1 << 18;
 
 thread_local! {
     /// The direct kernel's phase planes, reused by the next call on this thread.
@@ -72,6 +78,9 @@ thread_local! {
     /// fault in fresh pages for them.
     static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<Line>)> =
         const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    /// A pooled convolution task's band of rows and the pool's scratch.
+    static BAND: std::cell::RefCell<(Vec<f32>, RowScratch)> =
+        std::cell::RefCell::new(Default::default());
 }
 
 /// The AVX-512 kernel's tasks: (channel blocks per run, output rows per band, bands), at
@@ -146,6 +155,18 @@ impl Conv2dKernel {
         self.direct_pays() && self.direct_any(x, w, out, epi, wide_cpu())
     }
 
+    /// The convolution and its max pool (`self.pool`, after `epi`) into `out` by a direct
+    /// kernel, band of rows by band; `false` (nothing written) when none applies.
+    pub(super) fn direct_pooled(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        out: &mut [f32],
+        epi: Option<&RangeProgram<'_>>,
+    ) -> bool {
+        self.pool.is_some() && self.direct_any(x, w, out, epi, wide_cpu())
+    }
+
     /// Whether the direct kernel beats im2col + GEMM on this layer (see [`MAX_TAPS`],
     /// [`WIDE_MIN_USE`] and [`WIDE_MAX_CIN`]).
     fn direct_pays(&self) -> bool {
@@ -179,11 +200,24 @@ impl Conv2dKernel {
     /// of both kernels on every geometry.
     #[doc(hidden)]
     pub fn run_direct(&self, x: &[f32], w: &[f32], wide: bool) -> Option<Vec<f32>> {
-        let mut out = vec![0.0; self.out.numel()];
+        let mut out = vec![0.0; self.out_shape().numel()];
         (x.len() >= self.x.numel() && w.len() >= self.w.numel() && (!wide || wide_cpu()))
             .then_some(())
             .filter(|_| self.direct_any(x, w, &mut out, None, wide))
             .map(|_| out)
+    }
+
+    /// Whether the CPU computes this convolution by a direct kernel, band of rows by band,
+    /// so that a max pool after it reads each band while it is in cache (see
+    /// [`KernelDef::absorb`](crate::ops::family::KernelDef::absorb)).
+    pub(super) fn pools_by_bands(&self) -> bool {
+        let [_, _, h, wd] = dims4(&self.x);
+        let [_, _, oh, ow] = dims4(&self.out);
+        self.groups == 1
+            && self.c_chunk.is_none()
+            && direct_cpu()
+            && Phases::new([h, wd], [oh, ow], &self.window).is_some()
+            && self.direct_pays()
     }
 
     fn direct_any(
@@ -200,12 +234,7 @@ impl Conv2dKernel {
             let [m, _, kh, kw] = dims4(&self.w);
             let [_, _, oh, ow] = dims4(&self.out);
             let taps = cin * kh * kw;
-            if self.groups != 1
-                || self.c_chunk.is_some()
-                || taps == 0
-                || !(std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma"))
-            {
+            if self.groups != 1 || self.c_chunk.is_some() || taps == 0 || !direct_cpu() {
                 return false;
             }
             let Some(ph) = Phases::new([h, wd], [oh, ow], &self.window) else {
@@ -218,7 +247,7 @@ impl Conv2dKernel {
             // The AVX2 kernel reads weights packed as [block][tap][MR] (zero rows past `m`);
             // the AVX-512 one broadcasts them from `w`'s rows in place (packing a late
             // layer's weights on every call would cost a tenth of its multiply-adds).
-            let (mr, nr, kc) = if wide { (WMR, WNR, WKC) } else { (MR, NR, KC) };
+            let mr = if wide { WMR } else { MR };
             let blocks = m.div_ceil(mr);
             let mut wp = Vec::new();
             if !wide {
@@ -231,8 +260,6 @@ impl Conv2dKernel {
                 }
             }
             let pw = ph.pw();
-            // Tiles whose panels are gathered together (at most 128 KiB of lines).
-            let sup = (2048 / taps).clamp(1, 16);
             // Tasks of (a run of channel blocks, a band of output rows), at least three per
             // thread, each summing into at most ACC_FLOATS of its own. Rows are split
             // before channel blocks: a tile's taps (gathered, or in L1) serve every block
@@ -255,7 +282,6 @@ impl Conv2dKernel {
                 }
             };
             let groups = blocks.div_ceil(group);
-            // A tile reads up to NR - 1 positions past the flattened output's end.
             // Kept across calls on this thread: a fresh buffer of this size is mapped and
             // faulted in page by page on every call.
             // Stride 1 without padding: the phase plane is the input plane itself.
@@ -265,14 +291,13 @@ impl Conv2dKernel {
             } else {
                 PLANES.with_borrow_mut(std::mem::take)
             };
+            // A tile reads up to NR - 1 positions past the flattened output's end.
             // `split` writes every float of its planes; only growth needs initialising.
             if !in_place && planes.len() < cin * chan + NR {
                 planes.resize(cin * chan + NR, 0.0);
             }
-            // Without dropped columns (a 1x1 at stride 1 without padding) the flattened
-            // output is `out`'s own layout: the AVX-512 tiles sum into it in place.
-            let straight = wide && pw == ow;
-            for (img, dst) in out.chunks_exact_mut(m * oh * ow).take(n_all).enumerate() {
+            let image = self.out_shape().numel() / n_all.max(1);
+            for (img, dst) in out.chunks_exact_mut(image).take(n_all).enumerate() {
                 let xs = &x[img * cin * h * wd..][..cin * h * wd];
                 let split = |(buf, plane): (&mut [f32], &[f32])| ph.split(plane, 0.0, buf);
                 if !in_place && cin * chan >= SPLIT_PARALLEL {
@@ -286,163 +311,42 @@ impl Conv2dKernel {
                         .zip(xs.chunks(h * wd))
                         .for_each(split);
                 }
+                let layer = Layer {
+                    src: if in_place { xs } else { &planes },
+                    w,
+                    wp: &wp,
+                    offsets: &offsets,
+                    taps,
+                    m,
+                    out: [oh, ow, pw],
+                    wide,
+                    // Without dropped columns (a 1x1 at stride 1 without padding) the
+                    // flattened output is `out`'s own layout: the AVX-512 tiles sum into it
+                    // in place.
+                    straight: wide && pw == ow,
+                    // Tiles whose panels are gathered together (at most 128 KiB of lines).
+                    sup: (2048 / taps).clamp(1, 16),
+                    epi,
+                    image: img * m * oh * ow,
+                };
                 let base = SendPtr(dst.as_mut_ptr());
-                let src_planes: &[f32] = if in_place { xs } else { &planes };
-                let (wp, offsets) = (&wp, &offsets);
+                if let Some(pool) = &self.pool {
+                    layer.pooled(pool, base, group, threads);
+                    continue;
+                }
                 (0..groups * bands).into_par_iter().for_each(|task| {
-                    SCRATCH.with_borrow_mut(|(acc, panel)| {
-                        let (g, band) = (task / bands, task % bands);
-                        let blk = g * group..((g + 1) * group).min(blocks);
-                        let oy0 = band * rows_per_band;
-                        let oy1 = (oy0 + rows_per_band).min(oh);
-                        let j0 = oy0 * pw;
-                        let len = (oy1 - oy0 - 1) * pw + ow;
-                        let stride = len.next_multiple_of(nr);
-                        // Every element is written before it is read (k0 = 0 stores).
-                        // An AVX-512 layer in one pass stores straight into `out`.
-                        let partial = !straight && (!wide || taps > kc);
-                        if partial && acc.len() < blk.len() * mr * stride {
-                            acc.resize(blk.len() * mr * stride, 0.0);
-                        }
-                        #[cfg(target_arch = "x86_64")]
-                        let mut scatter = Scatter {
-                            out: base.get(),
-                            plane: oh * ow,
-                            runs: Default::default(),
-                        };
-                        if wide {
-                            for k0 in (0..taps).step_by(kc) {
-                                let k1 = (k0 + kc).min(taps);
-                                for t0 in (0..len).step_by(nr) {
-                                    let valid = (len - t0).min(nr);
-                                    let last = k1 == taps && !straight;
-                                    if last {
-                                        scatter.set(j0 + t0, valid, [pw, ow]);
-                                    }
-                                    for (i, b) in blk.clone().enumerate() {
-                                        // Rows past `m` repeat the last (computed, never
-                                        // stored).
-                                        let rows: [*const f32; WMR] = std::array::from_fn(|r| {
-                                            w[(b * WMR + r).min(m - 1) * taps + k0..].as_ptr()
-                                        });
-                                        let nrows = WMR.min(m - b * WMR);
-                                        let (at, stride) = if straight {
-                                            let at = (b * WMR * oh * ow + j0 + t0) as isize;
-                                            (base.get().wrapping_offset(at), oh * ow)
-                                        } else {
-                                            let at = (i * WMR * stride + t0) as isize;
-                                            (acc.as_mut_ptr().wrapping_offset(at), stride)
-                                        };
-                                        // SAFETY: AVX-512F was detected (`wide`); each row
-                                        // pointer reads k1 - k0 weights of one row of `w`
-                                        // ([m, taps]). Reads are `src_planes[j0 + t0 + off
-                                        // + c]` for c < valid: inside this image's phase
-                                        // planes (or `xs`), as a flattened output position
-                                        // (< oh·pw) plus a tap's offset stays in its plane.
-                                        // Writes are `acc[(i·WMR + r)·stride + t0 + c]`,
-                                        // r < WMR, c < WNR ≤ stride - t0; or, `straight`,
-                                        // this task's own channels b·WMR + r < m and
-                                        // positions j0 + t0 + c < j0 + len of `out`, as
-                                        // a partial tile stores c < valid only. The
-                                        // final pass of a layer with dropped columns
-                                        // (`last`) writes instead, through `scatter`, the
-                                        // positions among j0 + t0 + c, c < valid, that are
-                                        // outputs, to channels b·WMR + r < m of `out`:
-                                        // this task's own (channel block, rows) again.
-                                        unsafe {
-                                            let src = src_planes.as_ptr().add(j0 + t0);
-                                            let off = &offsets[k0..k1];
-                                            let add = k0 > 0;
-                                            let sc = last.then(|| {
-                                                scatter.out =
-                                                    base.get().wrapping_add(b * WMR * oh * ow);
-                                                &scatter
-                                            });
-                                            if valid == WNR {
-                                                tile_wide::<false>(
-                                                    &rows, src, off, at, stride, add, valid, nrows,
-                                                    sc,
-                                                );
-                                            } else {
-                                                tile_wide::<true>(
-                                                    &rows, src, off, at, stride, add, valid, nrows,
-                                                    sc,
-                                                );
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        } else {
-                            for s0 in (0..len).step_by(NR * sup) {
-                                let nt = (len - s0).div_ceil(NR).min(sup);
-                                // These tiles' taps, tap-major so that each plane is read
-                                // along a row (a few sequential streams, not one line of
-                                // each of `taps` planes per tile), stored tile-major so that
-                                // each tile's panel is contiguous and aligned.
-                                panel.clear();
-                                panel.resize(nt * taps, Line([0.0; NR]));
-                                for (t, &off) in offsets.iter().enumerate() {
-                                    let src = j0 + s0 + off;
-                                    for j in 0..nt {
-                                        panel[j * taps + t] = line(src_planes, src + j * NR);
-                                    }
-                                }
-                                for j in 0..nt {
-                                    let t0 = s0 + j * NR;
-                                    let lines = &panel[j * taps..][..taps];
-                                    for k0 in (0..taps).step_by(KC) {
-                                        let k1 = (k0 + KC).min(taps);
-                                        for (i, b) in blk.clone().enumerate() {
-                                            let wb =
-                                                &wp[(b * taps + k0) * MR..(b * taps + k1) * MR];
-                                            let at =
-                                                acc.as_mut_ptr().wrapping_add(i * MR * stride + t0);
-                                            // SAFETY: AVX2 and FMA were detected above;
-                                            // `wb` holds MR weights per line of
-                                            // `lines[k0..k1]`. Writes are
-                                            // `acc[(i·MR + r)·stride + t0 + c]`, r < MR,
-                                            // c < NR ≤ stride - t0, i < blk.len().
-                                            unsafe {
-                                                tile(&lines[k0..k1], wb, at, stride, k0 > 0);
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        for (i, b) in blk.clone().enumerate() {
-                            for r in 0..mr.min(m - b * mr) {
-                                let o = b * mr + r;
-                                for oy in (oy0..oy1).filter(|_| !straight && !wide) {
-                                    let src = &acc[(i * mr + r) * stride + (oy - oy0) * pw..][..ow];
-                                    // SAFETY: row `oy` of channel `o` of this image's
-                                    // output ([m, oh, ow], o < m, oy < oh): tasks are
-                                    // disjoint (channel blocks, band) pairs, so no two
-                                    // write one element, and `out` outlives the loop.
-                                    unsafe {
-                                        std::ptr::copy_nonoverlapping(
-                                            src.as_ptr(),
-                                            base.get().add((o * oh + oy) * ow),
-                                            ow,
-                                        );
-                                    }
-                                }
-                                if let Some(e) = epi {
-                                    let at = (o * oh + oy0) * ow;
-                                    // SAFETY: rows oy0..oy1 of channel o, just written
-                                    // by this task alone (see above).
-                                    let rows = unsafe {
-                                        std::slice::from_raw_parts_mut(
-                                            base.get().add(at).cast::<u32>(),
-                                            (oy1 - oy0) * ow,
-                                        )
-                                    };
-                                    e.apply(img * m * oh * ow + at, rows);
-                                }
-                            }
-                        }
-                    })
+                    let (g, band) = (task / bands, task % bands);
+                    let blk = g * group..((g + 1) * group).min(blocks);
+                    let oy0 = band * rows_per_band;
+                    let oy1 = (oy0 + rows_per_band).min(oh);
+                    let dest = Dest {
+                        base,
+                        plane: oh * ow,
+                        row0: 0,
+                    };
+                    // SAFETY: `dest` is this image's output, `[m, oh, ow]`; tasks are
+                    // disjoint (channel blocks, band) pairs, so no two write one element.
+                    unsafe { layer.rows(blk, [oy0, oy1], dest) };
                 });
             }
             if !in_place && planes.len() <= KEEP_FLOATS {
@@ -452,9 +356,293 @@ impl Conv2dKernel {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (x, w, out, epi);
+            let _ = (x, w, out, epi, wide);
             false
         }
+    }
+}
+
+/// Whether this CPU runs a direct kernel at all (AVX2 and FMA).
+fn direct_cpu() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+/// Where a task's rows of the convolution go: row `oy` of channel `o` at
+/// `base + o·plane + (oy - row0)·ow` (the output itself, or a band's scratch).
+#[derive(Clone, Copy)]
+struct Dest {
+    base: SendPtr,
+    plane: usize,
+    row0: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Dest {
+    /// Row `oy` of channel `o` (the pointer is only computed here, with wrapping arithmetic,
+    /// as a scratch's base sits before its first channel's rows).
+    fn at(&self, o: usize, oy: usize, ow: usize) -> *mut f32 {
+        self.base
+            .get()
+            .wrapping_add(o * self.plane + oy * ow)
+            .wrapping_sub(self.row0 * ow)
+    }
+}
+
+/// One image of a layer, as the direct kernels read it.
+#[cfg(target_arch = "x86_64")]
+struct Layer<'a, 'p> {
+    /// The phase planes (or the input planes, read in place).
+    src: &'a [f32],
+    w: &'a [f32],
+    /// `w` packed for the AVX2 kernel (empty for the AVX-512 one).
+    wp: &'a [f32],
+    /// Each tap's offset into `src` from a flattened output position.
+    offsets: &'a [usize],
+    taps: usize,
+    /// Output channels.
+    m: usize,
+    /// Output rows and columns, and the phase planes' row length.
+    out: [usize; 3],
+    wide: bool,
+    straight: bool,
+    sup: usize,
+    epi: Option<&'a RangeProgram<'p>>,
+    /// This image's first word in the convolution's output (where the epilogue reads).
+    image: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Layer<'_, '_> {
+    /// Rows `oy0..oy1` of channel blocks `blk` into `dest`, the epilogue applied.
+    ///
+    /// # Safety
+    /// `dest` holds rows `oy0..oy1` of every channel of `blk` below `m`, writable, and no
+    /// other thread touches them meanwhile.
+    unsafe fn rows(&self, blk: std::ops::Range<usize>, [oy0, oy1]: [usize; 2], dest: Dest) {
+        let (mr, nr, kc) = if self.wide {
+            (WMR, WNR, WKC)
+        } else {
+            (MR, NR, KC)
+        };
+        let (w, taps, m, straight) = (self.w, self.taps, self.m, self.straight);
+        let [oh, ow, pw] = self.out;
+        SCRATCH.with_borrow_mut(|(acc, panel)| {
+            let j0 = oy0 * pw;
+            let len = (oy1 - oy0 - 1) * pw + ow;
+            let stride = len.next_multiple_of(nr);
+            // Every element is written before it is read (k0 = 0 stores).
+            // An AVX-512 layer in one pass stores straight into `dest`.
+            let partial = !straight && (!self.wide || taps > kc);
+            if partial && acc.len() < blk.len() * mr * stride {
+                acc.resize(blk.len() * mr * stride, 0.0);
+            }
+            let mut scatter = Scatter {
+                out: dest.base.get(),
+                plane: dest.plane,
+                runs: Default::default(),
+            };
+            if self.wide {
+                for k0 in (0..taps).step_by(kc) {
+                    let k1 = (k0 + kc).min(taps);
+                    for t0 in (0..len).step_by(nr) {
+                        let valid = (len - t0).min(nr);
+                        let last = k1 == taps && !straight;
+                        if last {
+                            scatter.set(j0 + t0, valid, [pw, ow]);
+                        }
+                        for (i, b) in blk.clone().enumerate() {
+                            // Rows past `m` repeat the last (computed, never stored).
+                            let rows: [*const f32; WMR] = std::array::from_fn(|r| {
+                                w[(b * WMR + r).min(m - 1) * taps + k0..].as_ptr()
+                            });
+                            let nrows = WMR.min(m - b * WMR);
+                            let (at, stride) = if straight {
+                                (dest.at(b * WMR, oy0, ow).wrapping_add(t0), dest.plane)
+                            } else {
+                                let at = (i * WMR * stride + t0) as isize;
+                                (acc.as_mut_ptr().wrapping_offset(at), stride)
+                            };
+                            // SAFETY: AVX-512F was detected (`wide`); each row pointer
+                            // reads k1 - k0 weights of one row of `w` ([m, taps]). Reads
+                            // are `src[j0 + t0 + off + c]` for c < valid: inside this
+                            // image's phase planes (or input), as a flattened output
+                            // position (< oh·pw) plus a tap's offset stays in its plane.
+                            // Writes are `acc[(i·WMR + r)·stride + t0 + c]`, r < WMR,
+                            // c < WNR ≤ stride - t0; or, `straight`, this task's own
+                            // channels b·WMR + r < m and positions j0 + t0 + c < j0 + len
+                            // of `dest` (pw = ow), as a partial tile stores c < valid
+                            // only. The final pass of a layer with dropped columns (`last`)
+                            // writes instead, through `scatter`, the positions among
+                            // j0 + t0 + c, c < valid, that are outputs, rows oy0..oy1 of
+                            // channels b·WMR + r < m of `dest`: this task's own again.
+                            unsafe {
+                                let src = self.src.as_ptr().add(j0 + t0);
+                                let off = &self.offsets[k0..k1];
+                                let add = k0 > 0;
+                                let sc = last.then(|| {
+                                    scatter.out = dest.at(b * WMR, 0, ow);
+                                    &scatter
+                                });
+                                if valid == WNR {
+                                    tile_wide::<false>(
+                                        &rows, src, off, at, stride, add, valid, nrows, sc,
+                                    );
+                                } else {
+                                    tile_wide::<true>(
+                                        &rows, src, off, at, stride, add, valid, nrows, sc,
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            } else {
+                for s0 in (0..len).step_by(NR * self.sup) {
+                    let nt = (len - s0).div_ceil(NR).min(self.sup);
+                    // These tiles' taps, tap-major so that each plane is read along a row (a
+                    // few sequential streams, not one line of each of `taps` planes per
+                    // tile), stored tile-major so that each tile's panel is contiguous and
+                    // aligned.
+                    panel.clear();
+                    panel.resize(nt * taps, Line([0.0; NR]));
+                    for (t, &off) in self.offsets.iter().enumerate() {
+                        let src = j0 + s0 + off;
+                        for j in 0..nt {
+                            panel[j * taps + t] = line(self.src, src + j * NR);
+                        }
+                    }
+                    for j in 0..nt {
+                        let t0 = s0 + j * NR;
+                        let lines = &panel[j * taps..][..taps];
+                        for k0 in (0..taps).step_by(KC) {
+                            let k1 = (k0 + KC).min(taps);
+                            for (i, b) in blk.clone().enumerate() {
+                                let wb = &self.wp[(b * taps + k0) * MR..(b * taps + k1) * MR];
+                                let at = acc.as_mut_ptr().wrapping_add(i * MR * stride + t0);
+                                // SAFETY: AVX2 and FMA were detected (`direct_cpu`); `wb`
+                                // holds MR weights per line of `lines[k0..k1]`. Writes are
+                                // `acc[(i·MR + r)·stride + t0 + c]`, r < MR,
+                                // c < NR ≤ stride - t0, i < blk.len().
+                                unsafe {
+                                    tile(&lines[k0..k1], wb, at, stride, k0 > 0);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for (i, b) in blk.clone().enumerate() {
+                for r in 0..mr.min(m - b * mr) {
+                    let o = b * mr + r;
+                    for oy in (oy0..oy1).filter(|_| !self.wide) {
+                        let src = &acc[(i * mr + r) * stride + (oy - oy0) * pw..][..ow];
+                        // SAFETY: row `oy` of channel `o` of `dest` (the caller's).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(src.as_ptr(), dest.at(o, oy, ow), ow);
+                        }
+                    }
+                    if let Some(e) = self.epi {
+                        // SAFETY: rows oy0..oy1 of channel o of `dest`, just written by
+                        // this task alone (the caller's).
+                        let rows = unsafe {
+                            std::slice::from_raw_parts_mut(
+                                dest.at(o, oy0, ow).cast::<u32>(),
+                                (oy1 - oy0) * ow,
+                            )
+                        };
+                        e.apply(self.image + (o * oh + oy0) * ow, rows);
+                    }
+                }
+            }
+        })
+    }
+
+    /// The convolution's rows band by band into each task's scratch, each band max-pooled
+    /// into `out` (this image's pool output, `[m, poh, pow]`) while it is in cache. A task
+    /// takes a run of `group` channel blocks and a range of the pool's rows, and moves the
+    /// rows its next band shares with the last to the front of its scratch: only where two
+    /// tasks' ranges meet are rows computed twice.
+    fn pooled(&self, pool: &PoolKernel, out: SendPtr, group: usize, threads: usize) {
+        let mr = if self.wide { WMR } else { MR };
+        let blocks = self.m.div_ceil(mr);
+        let groups = blocks.div_ceil(group);
+        let [oh, ow, _] = self.out;
+        let [_, _, poh, pow] = dims4(&pool.out);
+        let win = &pool.window;
+        let (kh, sy, py) = (win.kernel[0], win.stride[0], win.padding[0]);
+        // The convolution's rows pool row r reads.
+        let lo = |r: usize| (r * sy).saturating_sub(py).min(oh);
+        let hi = |r: usize| (r * sy + kh).saturating_sub(py).min(oh);
+        let per = poh.div_ceil((2 * threads).div_ceil(groups)).max(1);
+        let chunks = poh.div_ceil(per);
+        (0..groups * chunks).into_par_iter().for_each(|task| {
+            let (g, c) = (task / chunks, task % chunks);
+            let blk = g * group..((g + 1) * group).min(blocks);
+            let (c0, c1) = (blk.start * mr, (blk.end * mr).min(self.m));
+            let chans = c1 - c0;
+            let cap = (BAND_FLOATS / (chans * ow).max(1)).max(kh);
+            let plane = cap * ow;
+            BAND.with_borrow_mut(|(scratch, rs)| {
+                if scratch.len() < chans * plane {
+                    scratch.resize(chans * plane, 0.0);
+                }
+                let (a, b) = (c * per, ((c + 1) * per).min(poh));
+                let mut have = 0..0;
+                let mut r = a;
+                while r < b {
+                    let first = lo(r);
+                    let mut q = r + 1;
+                    while q < b && hi(q) - first <= cap {
+                        q += 1;
+                    }
+                    let end = hi(q - 1);
+                    let mut from = first;
+                    if have.start <= first && first < have.end {
+                        let keep = (have.end - first) * ow;
+                        for ch in 0..chans {
+                            let at = ch * plane + (first - have.start) * ow;
+                            scratch.copy_within(at..at + keep, ch * plane);
+                        }
+                        from = have.end;
+                    }
+                    if from < end {
+                        let dest = Dest {
+                            base: SendPtr(scratch.as_mut_ptr().wrapping_sub(c0 * plane)),
+                            plane,
+                            row0: first,
+                        };
+                        // SAFETY: channel c0 + ch's rows first..end are scratch's
+                        // ch·plane + (row - first)·ow, within its chans·plane floats
+                        // (end - first ≤ cap); the scratch is this thread's own.
+                        unsafe { self.rows(blk.clone(), [from, end], dest) };
+                    }
+                    for ch in 0..chans {
+                        let o = c0 + ch;
+                        let xs = &scratch[ch * plane..][..(end - first) * ow];
+                        // SAFETY: rows r..q of channel o of `out` ([m, poh, pow]): this
+                        // task's own (channel run, pool rows).
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(
+                                out.get().add((o * poh + r) * pow),
+                                (q - r) * pow,
+                            )
+                        };
+                        let geometry = [[oh, ow], [poh, pow], [first, r]];
+                        max_band(xs, geometry, win, rs, dst, true);
+                    }
+                    have = first..end;
+                    r = q;
+                }
+            })
+        });
     }
 }
 

@@ -33,33 +33,46 @@ pub(super) fn max_plane(
     dst: &mut [f32],
     wide: bool,
 ) {
+    max_band(xs, [[h, wd], [oh, ow], [0, 0]], win, sc, dst, wide);
+}
+
+/// Output rows from `first[1]` (as many as `dst` holds) of the max pool of a `[h, w]` plane
+/// of which `xs` holds the rows from `first[0]` on, every row those windows read:
+/// `geometry` is `[[h, w], [oh, ow], first]`. A pooled convolution passes each band of
+/// its rows as it computes them.
+pub(super) fn max_band(
+    xs: &[f32],
+    geometry: [[usize; 2]; 3],
+    win: &Window,
+    sc: &mut RowScratch,
+    dst: &mut [f32],
+    wide: bool,
+) {
     #[cfg(target_arch = "x86_64")]
     if wide && std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU supports AVX-512F (checked just above).
-        unsafe { max_plane_avx512(xs, [h, wd], [oh, ow], win, sc, dst) };
+        unsafe { max_band_avx512(xs, geometry, win, sc, dst) };
         return;
     }
-    max_plane_body(xs, [h, wd], [oh, ow], win, sc, dst, false);
+    max_band_body(xs, geometry, win, sc, dst, false);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn max_plane_avx512(
+unsafe fn max_band_avx512(
     xs: &[f32],
-    hw: [usize; 2],
-    out: [usize; 2],
+    geometry: [[usize; 2]; 3],
     win: &Window,
     sc: &mut RowScratch,
     dst: &mut [f32],
 ) {
-    max_plane_body(xs, hw, out, win, sc, dst, true);
+    max_band_body(xs, geometry, win, sc, dst, true);
 }
 
 #[inline(always)]
-fn max_plane_body(
+fn max_band_body(
     xs: &[f32],
-    [h, wd]: [usize; 2],
-    [oh, ow]: [usize; 2],
+    [[h, wd], [oh, ow], [in0, out0]]: [[usize; 2]; 3],
     win: &Window,
     sc: &mut RowScratch,
     dst: &mut [f32],
@@ -81,9 +94,14 @@ fn max_plane_body(
     if !s2 {
         sc.row.resize(len, f32::NEG_INFINITY);
     }
-    sc.hmax.resize(h * ow, 0.0);
+    let rows = (xs.len() / wd.max(1)).min(h.saturating_sub(in0));
+    sc.hmax.resize(rows * ow, 0.0);
     let (row, hmax) = (&mut sc.row, &mut sc.hmax);
-    for (src, hm) in xs.chunks_exact(wd).zip(hmax.chunks_exact_mut(ow)).take(h) {
+    for (src, hm) in xs
+        .chunks_exact(wd)
+        .zip(hmax.chunks_exact_mut(ow))
+        .take(rows)
+    {
         if s2 {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: AVX-512F was detected above.
@@ -105,9 +123,14 @@ fn max_plane_body(
             }
         }
     }
-    for (oy, d) in dst.chunks_exact_mut(ow).enumerate().take(oh) {
-        let r0 = (oy * sy).saturating_sub(py);
-        let r1 = (oy * sy + kh).saturating_sub(py).min(h);
+    for (i, d) in dst.chunks_exact_mut(ow).enumerate() {
+        let oy = out0 + i;
+        if oy >= oh {
+            break;
+        }
+        // This band's rows of the window, counted from `in0`.
+        let r0 = (oy * sy).saturating_sub(py).max(in0) - in0;
+        let r1 = (oy * sy + kh).saturating_sub(py).min(h).min(in0 + rows) - in0;
         let at = |r: usize| &hmax[r * ow..][..ow];
         // Windows of two and three rows fold in registers (a copy into `d` and loads of
         // it straight after stall on store forwarding).

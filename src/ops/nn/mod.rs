@@ -47,6 +47,9 @@ pub struct Conv2dKernel {
     /// shorter) and writes `[chunks, ..out]`, summed by a reduction after it (set by
     /// lowering, see [`Conv2dKernel::passes`]).
     pub c_chunk: Option<usize>,
+    /// A max pool over `out` (after the epilogue) whose result the kernel writes instead
+    /// (set by fusion on cpu:0 only, see [`KernelDef::absorb`]): its `x` is `out`.
+    pub pool: Option<Box<PoolKernel>>,
 }
 
 /// Loop iterations one invocation may run before a kernel is split: half of
@@ -75,6 +78,9 @@ impl Conv2dKernel {
 
     /// The shape the kernel writes: the output's, after the chunk axis when split.
     pub fn out_shape(&self) -> Shape {
+        if let Some(p) = &self.pool {
+            return p.out.clone();
+        }
         match self.c_chunk {
             None => self.out.clone(),
             Some(_) => {
@@ -118,9 +124,13 @@ impl Conv2dKernel {
     #[doc(hidden)]
     pub fn reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let out = self.conv_cpu(inputs[0], inputs[1]);
-        match &self.epilogue {
+        let out = match &self.epilogue {
             None => out,
             Some(e) => e.apply_cpu(&out, &inputs[2..], &self.out, DType::F32),
+        };
+        match &self.pool {
+            None => out,
+            Some(p) => p.reference(&out),
         }
     }
 
@@ -554,6 +564,7 @@ impl Family for Nn {
                     out: cx.shape.clone(),
                     epilogue: None,
                     c_chunk: None,
+                    pool: None,
                 }
                 .passes();
                 Ok(match sum {
@@ -692,19 +703,43 @@ impl KernelDef for Conv2dKernel {
     }
 
     fn epilogue_host(&self, _extra: &[&Shape]) -> Option<(&Shape, DType, bool)> {
-        Some((&self.out, DType::F32, self.epilogue.is_none()))
+        Some((
+            &self.out,
+            DType::F32,
+            self.epilogue.is_none() && self.pool.is_none(),
+        ))
     }
 
     fn set_epilogue(&mut self, epilogue: Option<Epilogue>) {
         self.epilogue = epilogue;
     }
 
-    fn describe(&self) -> String {
-        let base = format!("conv2d {} * {}", self.x, self.w);
-        match &self.epilogue {
-            None => base,
-            Some(e) => format!("{base} then {}", e.expr.describe()),
+    /// A max pool over this convolution's whole output, where the CPU runs the convolution
+    /// by a direct kernel (which computes it by bands of rows).
+    fn absorb(&mut self, consumer: &Kernel) -> bool {
+        let Kernel::Pool(p) = consumer else {
+            return false;
+        };
+        let fits = p.kind == PoolKind::Max
+            && p.x == self.out
+            && p.window.dilation == [1, 1]
+            && self.pool.is_none()
+            && self.pools_by_bands();
+        if fits {
+            self.pool = Some(Box::new(p.clone()));
         }
+        fits
+    }
+
+    fn describe(&self) -> String {
+        let mut text = format!("conv2d {} * {}", self.x, self.w);
+        if let Some(e) = &self.epilogue {
+            text = format!("{text} then {}", e.expr.describe());
+        }
+        if let Some(p) = &self.pool {
+            text = format!("{text} then {}", p.describe());
+        }
+        text
     }
 
     fn wgsl(&self) -> String {

@@ -1,0 +1,353 @@
+//! cpu:0's convolutions with the max pool after them fused in (`KernelDef::absorb`): the
+//! convolution's rows computed band by band and pooled while in cache. Against float64
+//! (convolution, bias + ReLU and pool computed here); bit for bit against the same direct
+//! kernel run unfused and then pooled by the reference, with NaN and infinities in the
+//! input, on both direct kernels; the fallback when no direct kernel applies; and through a
+//! session, whose plan must run conv + bias + ReLU + pool as one step only when nothing else
+//! reads the convolution.
+
+use super::cpu_reduce_conv::{conv_f64, conv_kernel, det, is_avx2, is_avx512};
+use wgflow::ops::{
+    BinaryOp, Conv2dKernel, CpuIn, Epilogue, Expr, PoolKernel, PoolKind, UnaryOp, Window,
+};
+use wgflow::{Conv2dOptions, DType, Device, Graph, HostTensor, Session, SessionOptions, Shape};
+
+fn window(kernel: usize, stride: usize, pad: usize) -> Window {
+    Window {
+        kernel: [kernel; 2],
+        stride: [stride; 2],
+        padding: [pad; 2],
+        dilation: [1, 1],
+    }
+}
+
+/// `k` with a max pool over `win` after it.
+fn with_pool(mut k: Conv2dKernel, win: Window) -> Conv2dKernel {
+    let d = k.out.dims().to_vec();
+    let [ph, pw] = win.out_hw([d[2], d[3]]).unwrap();
+    k.pool = Some(Box::new(PoolKernel {
+        kind: PoolKind::Max,
+        x: k.out.clone(),
+        window: win,
+        out: Shape(vec![d[0], d[1], ph, pw]),
+    }));
+    k
+}
+
+/// Float64 max pool of `vals` (`[planes, h, w]`), with each output's tolerance the largest
+/// of its window's (the pool itself is exact).
+fn pool_f64(
+    vals: &[f64],
+    tol: &[f64],
+    [h, w]: [usize; 2],
+    win: &Window,
+    [oh, ow]: [usize; 2],
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut out, mut t) = (Vec::new(), Vec::new());
+    for (plane, tp) in vals.chunks(h * w).zip(tol.chunks(h * w)) {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let (mut m, mut mt) = (f64::NEG_INFINITY, 0f64);
+                for ky in 0..win.kernel[0] {
+                    for kx in 0..win.kernel[1] {
+                        let y = (oy * win.stride[0] + ky) as isize - win.padding[0] as isize;
+                        let x = (ox * win.stride[1] + kx) as isize - win.padding[1] as isize;
+                        if y < 0 || x < 0 || y >= h as isize || x >= w as isize {
+                            continue;
+                        }
+                        let i = y as usize * w + x as usize;
+                        m = m.max(plane[i]);
+                        mt = mt.max(tp[i]);
+                    }
+                }
+                out.push(m);
+                t.push(mt);
+            }
+        }
+    }
+    (out, t)
+}
+
+fn words(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// (images, channels in, channels out, kernel, h, w, stride, padding; pool kernel, stride,
+/// padding)
+type Case = (
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    [usize; 3],
+);
+
+const CASES: [Case; 9] = [
+    // SqueezeNet's first layer and pool, smaller.
+    (1, 3, 64, 3, 71, 69, 2, 0, [3, 2, 0]),
+    // ResNet's: 147 taps, more than the AVX-512 kernel sums in one pass; a padded pool.
+    (1, 3, 16, 7, 64, 60, 2, 3, [3, 2, 1]),
+    // Two images, a channel tail, 2x2 windows.
+    (2, 5, 13, 3, 33, 35, 1, 1, [2, 2, 0]),
+    // A stride-1 pool whose windows overlap by two rows.
+    (1, 8, 20, 3, 30, 29, 1, 1, [3, 1, 1]),
+    // A 1x1 over RGB-like input (summed in place on AVX-512).
+    (1, 4, 24, 1, 40, 37, 1, 0, [3, 2, 1]),
+    // Rows so wide that a task's band holds a few rows: bands carry rows to the next.
+    (1, 3, 64, 3, 23, 2100, 1, 1, [3, 2, 1]),
+    (1, 3, 128, 3, 19, 1500, 1, 1, [2, 2, 0]),
+    // Many channels and rows: several channel runs and ranges of pool rows.
+    (1, 3, 128, 3, 150, 150, 2, 0, [3, 2, 0]),
+    // A pool as large as the output.
+    (1, 2, 9, 3, 12, 11, 1, 0, [5, 3, 0]),
+];
+
+/// Every case through `run_cpu_into` with an epilogue fused in (the dispatcher's choice of
+/// path), against float64: bias + ReLU (read per channel), and a full-size residual added
+/// before the ReLU (read at each output's own index, so a band's rows misplaced show).
+#[test]
+fn pooled_convolutions_match_float64() {
+    for (i, &(n, c, o, kk, h, wd, s, p, [pk, ps, pp])) in CASES.iter().enumerate() {
+        let base = conv_kernel([n, c, h, wd], o, 1, window(kk, s, p));
+        let d = base.out.dims().to_vec();
+        let (oh, ow) = (d[2], d[3]);
+        let x = det(n * c * h * wd, 300 + i as u32);
+        let w = det(o * c * kk * kk, 400 + i as u32);
+        let (conv, mag) = conv_f64(&base, &x, &w, (0, c));
+        let terms = (c * kk * kk) as f64;
+        for residual in [false, true] {
+            let extra = if residual {
+                det(base.out.numel(), 500 + i as u32)
+            } else {
+                det(o, 500 + i as u32)
+            };
+            let at = |j: usize| {
+                if residual {
+                    j
+                } else {
+                    (j / (oh * ow)) % o
+                }
+            };
+            let mut k = with_pool(base.clone(), window(pk, ps, pp));
+            k.epilogue = Some(Epilogue {
+                expr: Expr::unary(
+                    UnaryOp::Relu,
+                    Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
+                ),
+                extra: vec![(
+                    if residual {
+                        base.out.clone()
+                    } else {
+                        Shape(vec![o, 1, 1])
+                    },
+                    DType::F32,
+                )],
+            });
+            let mut out = vec![0xffff_ffff; k.out_shape().numel()];
+            let (xw, ww, ew) = (words(&x), words(&w), words(&extra));
+            k.run_cpu_into(
+                &[CpuIn::Words(&xw), CpuIn::Words(&ww), CpuIn::Words(&ew)],
+                &mut out,
+            )
+            .unwrap();
+            let act: Vec<f64> = conv
+                .iter()
+                .enumerate()
+                .map(|(j, &v)| (v + extra[at(j)] as f64).max(0.0))
+                .collect();
+            let tol: Vec<f64> = mag
+                .iter()
+                .enumerate()
+                .map(|(j, &m)| {
+                    (terms + 3.0) * f32::EPSILON as f64 * (m + extra[at(j)].abs() as f64) + 1e-30
+                })
+                .collect();
+            let pd = k.out_shape().dims().to_vec();
+            let win = window(pk, ps, pp);
+            let (want, wtol) = pool_f64(&act, &tol, [oh, ow], &win, [pd[2], pd[3]]);
+            assert_eq!(out.len(), want.len(), "case {i}: length");
+            for (j, ((&g, &w), &t)) in out.iter().zip(&want).zip(&wtol).enumerate() {
+                let g = f32::from_bits(g) as f64;
+                assert!(
+                    (g - w).abs() <= t,
+                    "case {i} (residual: {residual}) {k:?}: [{j}] {g} vs float64 {w} \
+                     (tolerance {t:.2e})"
+                );
+            }
+        }
+    }
+}
+
+/// Each direct kernel (AVX2 and, with AVX-512F, AVX-512), forced, pooled by bands against
+/// the same kernel unfused and then pooled by the reference: the same sums in the same
+/// order, so the same bits, with NaN, infinities and -0 in the input.
+#[test]
+fn pooled_convolutions_match_the_unfused_kernel_bit_for_bit() {
+    for (i, &(n, c, o, kk, h, wd, s, p, [pk, ps, pp])) in CASES.iter().enumerate() {
+        let base = conv_kernel([n, c, h, wd], o, 1, window(kk, s, p));
+        let k = with_pool(base.clone(), window(pk, ps, pp));
+        let pool = k.pool.clone().unwrap();
+        let mut x = det(n * c * h * wd, 600 + i as u32);
+        let w = det(o * c * kk * kk, 700 + i as u32);
+        // Special values where some windows see them and others do not.
+        for (j, v) in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0]
+            .into_iter()
+            .enumerate()
+        {
+            let at = (j * 7919 + 13) % x.len();
+            x[at] = v;
+        }
+        for wide in [false, true] {
+            let fused = k.run_direct(&x, &w, wide);
+            let runs = if wide { is_avx512() } else { is_avx2() };
+            assert_eq!(fused.is_some(), runs, "case {i} (wide: {wide}) applies");
+            let Some(fused) = fused else { continue };
+            let plain = base.run_direct(&x, &w, wide).unwrap();
+            let want: Vec<u32> = pool.reference(&words(&plain));
+            let got = words(&fused);
+            assert!(
+                got.iter().any(|v| f32::from_bits(*v).is_nan()),
+                "case {i}: some window sees the NaN"
+            );
+            for (j, (&g, &e)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    g,
+                    e,
+                    "case {i} (wide: {wide}) [{j}]: {} vs unfused {}",
+                    f32::from_bits(g),
+                    f32::from_bits(e)
+                );
+            }
+        }
+    }
+}
+
+/// A kernel given a pool where no direct kernel runs (a grouped convolution) computes the
+/// whole convolution and then pools it.
+#[test]
+fn a_pool_without_a_direct_kernel_still_applies() {
+    let (n, c, o, h, wd) = (2, 6, 8, 17, 19);
+    let base = conv_kernel([n, c, h, wd], o, 2, window(3, 1, 1));
+    let k = with_pool(base.clone(), window(3, 2, 1));
+    let x = det(n * c * h * wd, 31);
+    let w = det(o * 3 * 9, 32);
+    let mut out = vec![0xffff_ffff; k.out_shape().numel()];
+    k.run_cpu_into(
+        &[CpuIn::Words(&words(&x)), CpuIn::Words(&words(&w))],
+        &mut out,
+    )
+    .unwrap();
+    let (conv, mag) = conv_f64(&base, &x, &w, (0, 3));
+    let tol: Vec<f64> = mag.iter().map(|m| 30.0 * f32::EPSILON as f64 * m).collect();
+    let d = k.out_shape().dims().to_vec();
+    let (want, wtol) = pool_f64(&conv, &tol, [h, wd], &window(3, 2, 1), [d[2], d[3]]);
+    for (j, ((&g, &w), &t)) in out.iter().zip(&want).zip(&wtol).enumerate() {
+        let g = f32::from_bits(g) as f64;
+        assert!((g - w).abs() <= t + 1e-30, "[{j}] {g} vs float64 {w}");
+    }
+}
+
+fn cpu_session(g: &Graph) -> Session {
+    Session::new(
+        g,
+        SessionOptions {
+            default_device: Some(Device::Cpu),
+            visible_devices: Some(Vec::new()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Through a session: conv2d + bias + ReLU + max_pool2d is one step on a CPU with a direct
+/// kernel (its value against float64), two when the ReLU's output is fetched too, and an
+/// average pool is never taken in.
+#[test]
+fn sessions_fuse_the_pool_only_when_nothing_else_reads_the_convolution() {
+    let (c, h, wd, o) = (3, 45, 47, 32);
+    let x = det(c * h * wd, 41);
+    let w = det(o * c * 9, 42);
+    let bias = det(o, 43);
+    let mut g = Graph::new();
+    let tx = g
+        .constant(HostTensor::new([1, c, h, wd], x.clone()).unwrap())
+        .unwrap();
+    let tw = g
+        .constant(HostTensor::new([o, c, 3, 3], w.clone()).unwrap())
+        .unwrap();
+    let tb = g
+        .constant(HostTensor::new([o], bias.clone()).unwrap())
+        .unwrap();
+    let opts = Conv2dOptions {
+        stride: [2, 2],
+        ..Default::default()
+    };
+    let y = g.conv2d(tx, tw, Some(tb), opts).unwrap();
+    let r = g.relu(y).unwrap();
+    let pooled = g.max_pool2d(r, [3, 3], [2, 2], [0, 0]).unwrap();
+    let avg = g.avg_pool2d(r, [3, 3], [2, 2], [0, 0]).unwrap();
+
+    let mut s = cpu_session(&g);
+    let plan = s.plan(&[pooled]).unwrap();
+    let fused = plan.steps.iter().any(|st| {
+        let names = st.nodes.join("+");
+        names.contains("conv2d") && names.contains("max_pool2d")
+    });
+    assert_eq!(
+        fused,
+        is_avx2(),
+        "conv + pool in one step exactly where a direct kernel runs:\n{}",
+        plan.describe()
+    );
+    let got = s.run(&[], &[pooled]).unwrap()[0].to_f32().unwrap();
+    let base = conv_kernel([1, c, h, wd], o, 1, window(3, 2, 0));
+    let (conv, mag) = conv_f64(&base, &x, &w, (0, c));
+    let d = base.out.dims().to_vec();
+    let p = d[2] * d[3];
+    let act: Vec<f64> = conv
+        .iter()
+        .enumerate()
+        .map(|(j, &v)| (v + bias[j / p] as f64).max(0.0))
+        .collect();
+    let tol: Vec<f64> = mag
+        .iter()
+        .enumerate()
+        .map(|(j, &m)| 32.0 * f32::EPSILON as f64 * (m + bias[j / p].abs() as f64) + 1e-30)
+        .collect();
+    let [ph, pw] = window(3, 2, 0).out_hw([d[2], d[3]]).unwrap();
+    let (want, wtol) = pool_f64(&act, &tol, [d[2], d[3]], &window(3, 2, 0), [ph, pw]);
+    assert_eq!(got.len(), want.len());
+    for (j, ((&g, &w), &t)) in got.iter().zip(&want).zip(&wtol).enumerate() {
+        assert!((g as f64 - w).abs() <= t, "[{j}] {g} vs float64 {w}");
+    }
+
+    // The ReLU fetched too: the convolution's output must be stored, so the pool stays
+    // apart, and gives the same values.
+    let plan = s.plan(&[pooled, r]).unwrap();
+    assert!(
+        !plan
+            .steps
+            .iter()
+            .any(|st| st.nodes.join("+").contains("max_pool2d")
+                && st.nodes.join("+").contains("conv2d")),
+        "{}",
+        plan.describe()
+    );
+    let both = s.run(&[], &[pooled, r]).unwrap();
+    assert_eq!(both[0].to_f32().unwrap(), got);
+    // An average pool reads it as the only consumer in its own plan, but is not fused.
+    let plan = s.plan(&[avg]).unwrap();
+    assert!(
+        !plan
+            .steps
+            .iter()
+            .any(|st| st.nodes.join("+").contains("conv2d")
+                && st.nodes.join("+").contains("avg_pool2d")),
+        "{}",
+        plan.describe()
+    );
+}
