@@ -4,7 +4,8 @@
 //! kernel run unfused and then pooled by the reference, with NaN and infinities in the
 //! input, on both direct kernels; the fallback when no direct kernel applies; and through a
 //! session, whose plan must run conv + bias + ReLU + pool as one step only when nothing else
-//! reads the convolution.
+//! reads the convolution. And a mean after a convolution, which leaves the bias and ReLU to
+//! the convolution's epilogue.
 
 use super::cpu_reduce_conv::{conv_f64, conv_kernel, det, is_avx2, is_avx512};
 use wgflow::ops::{
@@ -350,4 +351,58 @@ fn sessions_fuse_the_pool_only_when_nothing_else_reads_the_convolution() {
         "{}",
         plan.describe()
     );
+}
+
+/// A global average pool of `relu(conv + bias)` (SqueezeNet's and ResNet's heads): on a
+/// cpu:0 session the bias and ReLU stay the convolution's epilogue (applied in cache) and
+/// the mean folds plain values, rather than the mean recomputing them as its prologue;
+/// against float64 either way.
+#[test]
+fn a_mean_after_a_convolution_leaves_bias_and_relu_to_the_convolution() {
+    let (c, h, wd, o) = (24, 13, 13, 40);
+    let x = det(c * h * wd, 51);
+    let w = det(o * c, 52);
+    let bias = det(o, 53);
+    let mut g = Graph::new();
+    let tx = g
+        .constant(HostTensor::new([1, c, h, wd], x.clone()).unwrap())
+        .unwrap();
+    let tw = g
+        .constant(HostTensor::new([o, c, 1, 1], w.clone()).unwrap())
+        .unwrap();
+    let tb = g
+        .constant(HostTensor::new([o], bias.clone()).unwrap())
+        .unwrap();
+    let y = g
+        .conv2d(tx, tw, Some(tb), Conv2dOptions::default())
+        .unwrap();
+    let r = g.relu(y).unwrap();
+    let m = g.mean(r, [2, 3], false).unwrap();
+    let mut s = cpu_session(&g);
+    let plan = s.plan(&[m]).unwrap();
+    let names: Vec<String> = plan.steps.iter().map(|st| st.nodes.join("+")).collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("conv2d") && n.contains("relu") && !n.contains("mean")),
+        "bias and ReLU in the convolution's step: {names:?}"
+    );
+    let got = s.run(&[], &[m]).unwrap()[0].to_f32().unwrap();
+    let base = conv_kernel([1, c, h, wd], o, 1, window(1, 1, 0));
+    let (conv, mag) = conv_f64(&base, &x, &w, (0, c));
+    let p = h * wd;
+    for (ch, &g) in got.iter().enumerate() {
+        let vals = (0..p).map(|i| (conv[ch * p + i] + bias[ch] as f64).max(0.0));
+        let want = vals.sum::<f64>() / p as f64;
+        let tol: f64 = (0..p)
+            .map(|i| (c as f64 + 3.0) * f32::EPSILON as f64 * (mag[ch * p + i] + 1.0))
+            .sum::<f64>()
+            / p as f64
+            + p as f64 * f32::EPSILON as f64 * want.abs();
+        assert!(
+            (g as f64 - want).abs() <= tol,
+            "channel {ch}: {g} vs float64 {want}"
+        );
+    }
+    assert_eq!(got.len(), o);
 }
