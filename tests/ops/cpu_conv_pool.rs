@@ -406,3 +406,73 @@ fn a_mean_after_a_convolution_leaves_bias_and_relu_to_the_convolution() {
     }
     assert_eq!(got.len(), o);
 }
+
+/// A max pool after a concatenation along channels (SqueezeNet's and Inception's modules)
+/// pools each plane from the input that holds it: bit for bit the concatenation pooled by
+/// the reference, NaN, infinities and -0 included, over two images and inputs of 1, 5 and
+/// 10 channels; one step in a cpu:0 session's plan, none when the concatenation is fetched.
+#[test]
+fn a_pool_after_a_concatenation_reads_the_inputs_in_place() {
+    let (n, h, wd) = (2, 23, 21);
+    let chans = [1usize, 5, 10];
+    let mut g = Graph::new();
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for (i, &c) in chans.iter().enumerate() {
+        let mut v = det(n * c * h * wd, 60 + i as u32);
+        for (j, s) in [f32::NAN, f32::INFINITY, -0.0, f32::NEG_INFINITY]
+            .into_iter()
+            .enumerate()
+        {
+            v[(j * 131 + 7 * i) % (n * c * h * wd)] = s;
+        }
+        parts.push(
+            g.constant(HostTensor::new([n, c, h, wd], v.clone()).unwrap())
+                .unwrap(),
+        );
+        values.push(v);
+    }
+    let cat = g.concat(&parts, 1).unwrap();
+    let pooled = g.max_pool2d(cat, [3, 3], [2, 2], [1, 1]).unwrap();
+    let mut s = cpu_session(&g);
+    let plan = s.plan(&[pooled]).unwrap();
+    assert_eq!(plan.dispatch_count(), 1, "{}", plan.describe());
+    let got = s.run(&[], &[pooled]).unwrap()[0].words().to_vec();
+
+    // The reference: the concatenation (per image, each input's planes in turn), then the
+    // scalar pool.
+    let total: usize = chans.iter().sum();
+    let mut cat_words = Vec::new();
+    for img in 0..n {
+        for (v, &c) in values.iter().zip(&chans) {
+            cat_words.extend(words(&v[img * c * h * wd..(img + 1) * c * h * wd]));
+        }
+    }
+    let win = window(3, 2, 1);
+    let [ph, pw] = win.out_hw([h, wd]).unwrap();
+    let pool = PoolKernel {
+        kind: PoolKind::Max,
+        x: Shape(vec![n, total, h, wd]),
+        window: win,
+        out: Shape(vec![n, total, ph, pw]),
+    };
+    let want = pool.reference(&cat_words);
+    assert_eq!(got.len(), want.len());
+    for (j, (&a, &b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            a,
+            b,
+            "[{j}]: {} vs {}",
+            f32::from_bits(a),
+            f32::from_bits(b)
+        );
+    }
+    assert!(got.iter().any(|&v| f32::from_bits(v).is_nan()));
+
+    // Fetching the concatenation too keeps it a step of its own, with the same pool.
+    let plan = s.plan(&[pooled, cat]).unwrap();
+    assert_eq!(plan.dispatch_count(), 2, "{}", plan.describe());
+    let both = s.run(&[], &[pooled, cat]).unwrap();
+    assert_eq!(both[0].words(), &got[..]);
+    assert_eq!(both[1].words(), &cat_words[..]);
+}

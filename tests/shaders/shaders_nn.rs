@@ -94,6 +94,7 @@ fn movement_kernels_validate_for(dtype: DType) {
             axis: 1,
             out_shape: Shape::new(vec![2, n * (n + 1) / 2]),
             dtype,
+            pool: None,
         }));
     }
     check(&Kernel::Pad(PadKernel {

@@ -145,6 +145,58 @@ pub(super) fn strided_into(
     Ok(())
 }
 
+/// A concatenation along channels of `[N, C, H, W]` f32 inputs, max-pooled (`pool`, after
+/// fusion's absorb): each output plane pooled straight from the input plane it would have
+/// copied.
+pub(super) fn pooled_concat_into(
+    k: &ConcatKernel,
+    pool: &crate::ops::PoolKernel,
+    inputs: &[CpuIn<'_>],
+    out: &mut [u32],
+) -> crate::Result<()> {
+    check(k, pool.out.numel(), out)?;
+    let mut words = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.iter().enumerate() {
+        let CpuIn::Words(w) = input else {
+            // The output's own slot as an input: from a copy, by the reference.
+            let own = out.to_vec();
+            let slices: Vec<&[u32]> = inputs
+                .iter()
+                .map(|x| match x {
+                    CpuIn::Words(w) => *w,
+                    CpuIn::Output => &own[..],
+                })
+                .collect();
+            out.copy_from_slice(&k.reference(&slices));
+            return Ok(());
+        };
+        check(k, k.in_shapes.get(i).map_or(0, |s| s.numel()), w)?;
+        words.push(bytemuck::cast_slice::<u32, f32>(
+            &w[..k.in_shapes[i].numel()],
+        ));
+    }
+    if words.len() != k.in_shapes.len() {
+        return Err(missing_inputs(k, words.len()));
+    }
+    let d = k.out_shape.dims();
+    let (c, plane) = (d[1], d[2] * d[3]);
+    // Each input's first channel in the output.
+    let mut first = Vec::with_capacity(words.len());
+    let mut at = 0;
+    for s in &k.in_shapes {
+        first.push(at);
+        at += s.dims()[1];
+    }
+    let plane_of = |i: usize| {
+        let (img, ch) = (i / c, i % c);
+        let j = first.partition_point(|&f| f <= ch) - 1;
+        let cj = k.in_shapes[j].dims()[1];
+        &words[j][(img * cj + ch - first[j]) * plane..][..plane]
+    };
+    pool.run_planes_into(&plane_of, out);
+    Ok(())
+}
+
 pub(super) fn concat_into(
     k: &ConcatKernel,
     inputs: &[CpuIn<'_>],

@@ -10,7 +10,7 @@ use crate::ops::family::{
     missing_inputs, Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
     LowerCx, Lowered,
 };
-use crate::ops::wgsl::{self, Writer};
+use crate::ops::wgsl::{self as shader, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
 
@@ -21,6 +21,7 @@ mod cpu;
 pub mod file;
 mod grad;
 mod shape;
+mod wgsl;
 
 use shape::{concat_shape, gather_shape, pad_shape, strided_shape};
 pub use shape::{permute_shape, reshape_shape, slice_plan};
@@ -58,22 +59,22 @@ impl PermuteKernel {
 
     pub fn wgsl(&self) -> String {
         let mut bindings = Writer::new();
-        wgsl::storage_binding(&mut bindings, 0, "in0", self.dtype);
-        wgsl::storage_binding(&mut bindings, 1, "out", self.dtype);
+        shader::storage_binding(&mut bindings, 0, "in0", self.dtype);
+        shader::storage_binding(&mut bindings, 1, "out", self.dtype);
         let mut body = Writer::new();
         body.indent(1);
-        wgsl::strided_index(
+        shader::strided_index(
             &mut body,
             "src",
             "i",
             self.out_shape.dims(),
             &self.src_strides(),
         );
-        wgsl::fill_template(
+        shader::fill_template(
             include_str!("../../../shaders/permute.wgsl"),
             &[
                 ("BINDINGS", bindings.finish()),
-                ("WG", wgsl::WORKGROUP.to_string()),
+                ("WG", shader::WORKGROUP.to_string()),
                 ("N", format!("{}u", self.out_shape.numel())),
                 ("BODY", body.finish()),
             ],
@@ -185,14 +186,14 @@ fn copy_kernel(inputs: &[DType], dtype: DType, n: usize, body: Writer) -> String
     let untyped = |d: DType| if d == DType::F16 { d } else { DType::U32 };
     let mut bindings = Writer::new();
     for (i, d) in inputs.iter().enumerate() {
-        wgsl::storage_binding(&mut bindings, i, &format!("in{i}"), untyped(*d));
+        shader::storage_binding(&mut bindings, i, &format!("in{i}"), untyped(*d));
     }
-    wgsl::storage_binding(&mut bindings, inputs.len(), "out", untyped(dtype));
-    wgsl::fill_template(
+    shader::storage_binding(&mut bindings, inputs.len(), "out", untyped(dtype));
+    shader::fill_template(
         include_str!("../../../shaders/gather.wgsl"),
         &[
             ("BINDINGS", bindings.finish()),
-            ("WG", wgsl::WORKGROUP.to_string()),
+            ("WG", shader::WORKGROUP.to_string()),
             ("N", format!("{n}u")),
             ("BODY", body.finish()),
         ],
@@ -259,6 +260,10 @@ pub struct ConcatKernel {
     pub axis: usize,
     pub out_shape: Shape,
     pub dtype: DType,
+    /// A max pool over `out_shape` (channels of `[N, C, H, W]` f32) whose result the kernel
+    /// writes instead, each plane pooled from the input plane it would have copied (set by
+    /// fusion on cpu:0 only, see [`KernelDef::absorb`]).
+    pub pool: Option<Box<crate::ops::PoolKernel>>,
 }
 
 impl ConcatKernel {
@@ -276,41 +281,10 @@ impl ConcatKernel {
                 out.extend_from_slice(&input[outer * block..(outer + 1) * block]);
             }
         }
-        out
-    }
-
-    pub fn wgsl(&self) -> String {
-        let inner = self.inner();
-        let total = self.out_shape.dims()[self.axis];
-        let mut body = Writer::new();
-        body.indent(1);
-        body.line(&format!("let inn = i % {inner}u;"));
-        body.line(&format!("let a = (i / {inner}u) % {total}u;"));
-        body.line(&format!("let outer = i / {}u;", inner * total));
-        let mut start = 0;
-        let last = self.in_shapes.len() - 1;
-        for (k, shape) in self.in_shapes.iter().enumerate() {
-            let d = shape.dims()[self.axis];
-            let cond = if k == 0 {
-                format!("if (a < {}u) {{", start + d)
-            } else if k < last {
-                format!("}} else if (a < {}u) {{", start + d)
-            } else {
-                "} else {".to_string()
-            };
-            if last == 0 {
-                body.line("{");
-            } else {
-                body.line(&cond);
-            }
-            body.line(&format!(
-                "    out[i] = in{k}[(outer * {d}u + a - {start}u) * {inner}u + inn];"
-            ));
-            start += d;
+        match &self.pool {
+            None => out,
+            Some(p) => p.reference(&out),
         }
-        body.line("}");
-        let ins = vec![self.dtype; self.in_shapes.len()];
-        copy_kernel(&ins, self.dtype, self.out_shape.numel(), body)
     }
 }
 
@@ -344,38 +318,6 @@ impl PadKernel {
                 input[src]
             })
             .collect()
-    }
-
-    pub fn wgsl(&self) -> String {
-        let (od, id, st) = (
-            self.out_shape.dims(),
-            self.in_shape.dims(),
-            self.in_shape.strides(),
-        );
-        let mut body = Writer::new();
-        body.indent(1);
-        body.line("var ok = true;");
-        body.line("var src = 0u;");
-        let mut inner = 1usize;
-        for k in (0..od.len()).rev() {
-            body.line(&format!(
-                "let c{k} = i32((i / {inner}u) % {}u) - {};",
-                od[k], self.before[k]
-            ));
-            body.line(&format!("ok = ok && c{k} >= 0 && c{k} < {};", id[k]));
-            body.line(&format!("src = src + u32(max(c{k}, 0)) * {}u;", st[k]));
-            inner *= od[k];
-        }
-        let value = if self.dtype == DType::F16 {
-            // naga types `bitcast<vec2<f16>>` wrongly; unpack gives the same exact value.
-            format!("f16(unpack2x16float({}u).x)", self.value)
-        } else {
-            format!("{}u", self.value)
-        };
-        body.line(&format!(
-            "out[i] = select({value}, in0[select(0u, src, ok)], ok);"
-        ));
-        copy_kernel(&[self.dtype], self.dtype, self.out_shape.numel(), body)
     }
 }
 
@@ -415,29 +357,6 @@ impl GatherKernel {
                 x[(outer * n + Self::row(idx[j], n)) * inner + inn]
             })
             .collect()
-    }
-
-    pub fn wgsl(&self) -> String {
-        let (n, inner) = self.split();
-        let mut body = Writer::new();
-        body.indent(1);
-        body.line(&format!("let inn = i % {inner}u;"));
-        body.line(&format!("let j = (i / {inner}u) % {}u;", self.indices));
-        body.line(&format!("let outer = i / {}u;", inner * self.indices));
-        body.line("let k0 = bitcast<i32>(in1[j]);");
-        body.line(&format!(
-            "let k = clamp(select(k0, k0 + {n}, k0 < 0), 0, {});",
-            n - 1
-        ));
-        body.line(&format!(
-            "out[i] = in0[(outer * {n}u + u32(k)) * {inner}u + inn];"
-        ));
-        copy_kernel(
-            &[self.dtype, DType::I32],
-            self.dtype,
-            self.out_shape.numel(),
-            body,
-        )
     }
 }
 
@@ -616,6 +535,7 @@ impl Family for Movement {
                         axis: *axis,
                         out_shape,
                         dtype,
+                        pool: None,
                     }),
                     inputs: kept.iter().map(|&i| cx.args[i]).collect(),
                 });
@@ -744,7 +664,30 @@ impl KernelDef for ConcatKernel {
     }
 
     fn describe(&self) -> String {
-        format!("concat axis {} to {}", self.axis, self.out_shape)
+        let text = format!("concat axis {} to {}", self.axis, self.out_shape);
+        match &self.pool {
+            None => text,
+            Some(p) => format!("{text} then {}", p.describe()),
+        }
+    }
+
+    /// A max pool over the concatenation along channels: each plane is pooled from its
+    /// input, and the full-size concatenation is never stored.
+    fn absorb(&mut self, consumer: &Kernel) -> bool {
+        let Kernel::Pool(p) = consumer else {
+            return false;
+        };
+        let fits = p.kind == crate::ops::PoolKind::Max
+            && self.pool.is_none()
+            && self.axis == 1
+            && self.out_shape.rank() == 4
+            && self.dtype == DType::F32
+            && p.x == self.out_shape
+            && p.window.dilation == [1, 1];
+        if fits {
+            self.pool = Some(Box::new(p.clone()));
+        }
+        fits
     }
 
     fn wgsl(&self) -> String {
@@ -760,13 +703,18 @@ impl KernelDef for ConcatKernel {
         Ok(ConcatKernel::reference(self, inputs))
     }
 
-    /// Row by row, in parallel (see `cpu.rs`).
+    /// Row by row, in parallel (see `cpu.rs`); pooled plane by plane.
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
-        cpu::concat_into(self, inputs, out)
+        match &self.pool {
+            None => cpu::concat_into(self, inputs, out),
+            Some(p) => cpu::pooled_concat_into(self, p, inputs, out),
+        }
     }
 
     fn invocations(&self) -> u64 {
-        self.out_shape.numel() as u64
+        self.pool
+            .as_ref()
+            .map_or(self.out_shape.numel(), |p| p.out.numel()) as u64
     }
 }
 

@@ -708,7 +708,6 @@ impl PoolKernel {
         let ins = input_words(inputs, &own);
         let x = ins.first().copied().unwrap_or_default();
         let [_, _, h, wd] = dims4(&self.x);
-        let [_, _, oh, ow] = dims4(&self.out);
         if x.len() < self.x.numel() || out.len() != self.out.numel() {
             return Err(crate::Error::Internal(format!(
                 "{}: an input of {} words, output of {}",
@@ -721,6 +720,19 @@ impl PoolKernel {
             return Ok(());
         }
         let x: &[f32] = bytemuck::cast_slice(x);
+        self.run_planes_into(&|nc| &x[nc * h * wd..(nc + 1) * h * wd], out);
+        Ok(())
+    }
+
+    /// The pool of input planes `plane_of(i)` (each `[h, w]`, `i` over the output's planes)
+    /// into `out`: a pooled concatenation reads its inputs' planes where they lie.
+    pub(crate) fn run_planes_into<'a>(
+        &self,
+        plane_of: &(dyn Fn(usize) -> &'a [f32] + Sync),
+        out: &mut [u32],
+    ) {
+        let [_, _, h, wd] = dims4(&self.x);
+        let [_, _, oh, ow] = dims4(&self.out);
         // Pools have no dilation: each window's in-bounds cells are a rectangle, found once
         // per output row and column rather than per tap.
         let win = &self.window;
@@ -739,7 +751,7 @@ impl PoolKernel {
             ph.windows_fit() && (kind == PoolKind::Max || win.padding == [0, 0]) && oh * ow >= 8
         });
         let plane = |(nc, dst): (usize, &mut [u32]), sc: &mut (Scratch, RowScratch)| {
-            let xs = &x[nc * h * wd..(nc + 1) * h * wd];
+            let xs = plane_of(nc);
             if phases.is_some() && kind == PoolKind::Max {
                 let dst = bytemuck::cast_slice_mut(dst);
                 return max_plane(xs, [h, wd], [oh, ow], win, &mut sc.1, dst, true);
@@ -802,6 +814,5 @@ impl PoolKernel {
                 plane((i, p), &mut sc);
             }
         }
-        Ok(())
     }
 }
