@@ -134,6 +134,13 @@ fn max_band_body(
         let at = |r: usize| &hmax[r * ow..][..ow];
         // Windows of two and three rows fold in registers (a copy into `d` and loads of
         // it straight after stall on store forwarding).
+        #[cfg(target_arch = "x86_64")]
+        if wide && (r1 - r0 == 2 || r1 - r0 == 3) {
+            let third = (r1 - r0 == 3).then(|| at(r0 + 2));
+            // SAFETY: `wide` is only set on the AVX-512 path (`max_band_avx512`).
+            unsafe { vfold(at(r0), at(r0 + 1), third, d) };
+            continue;
+        }
         if r1 - r0 == 3 {
             for (((a, &u), &v), &w) in d.iter_mut().zip(at(r0)).zip(at(r0 + 1)).zip(at(r0 + 2)) {
                 *a = max_rule(max_rule(u, v), w);
@@ -152,6 +159,45 @@ fn max_band_body(
                 *a = max_rule(*a, v);
             }
         }
+    }
+}
+
+/// `d[i] = max_rule(max_rule(u[i], v[i]), w[i])` (or of `u` and `v` alone), 16 lanes a
+/// step with a masked tail: the compiler's own loop ran 4 lanes wide with a scalar tail.
+///
+/// # Safety
+/// AVX-512F is available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn vfold(u: &[f32], v: &[f32], w: Option<&[f32]>, d: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = d
+        .len()
+        .min(u.len())
+        .min(v.len())
+        .min(w.map_or(usize::MAX, <[f32]>::len));
+    let nan = _mm512_set1_ps(f32::NAN);
+    let step = |a: __m512, b: __m512| {
+        let m = _mm512_max_ps(a, b);
+        _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b), nan)
+    };
+    let mut i = 0;
+    while i < n {
+        let keep = if i + 16 <= n {
+            u16::MAX
+        } else {
+            ((1u32 << (n - i)) - 1) as u16
+        };
+        // SAFETY: lanes of `keep` are below n, within every slice.
+        unsafe {
+            let load = |s: &[f32]| _mm512_maskz_loadu_ps(keep, s.as_ptr().add(i));
+            let mut m = step(load(u), load(v));
+            if let Some(w) = w {
+                m = step(m, load(w));
+            }
+            _mm512_mask_storeu_ps(d.as_mut_ptr().add(i), keep, m);
+        }
+        i += 16;
     }
 }
 
@@ -213,6 +259,26 @@ unsafe fn hrow_s2(src: &[f32], px: usize, hm: &mut [f32], three: bool) {
     let mut o = 0;
     while o < n {
         let at = 2 * o as isize;
+        let first = at - px as isize;
+        if first >= 0 && first + 34 <= wd && o + 16 <= n {
+            // Inside the row: plain loads, no border lanes, all 16 outputs stored.
+            // SAFETY: src[first .. first + 34] is inside `src`; hm[o .. o + 16] inside `hm`.
+            unsafe {
+                let p = src.as_ptr().offset(first);
+                let (a, b) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+                let mut m = step(
+                    _mm512_permutex2var_ps(a, even, b),
+                    _mm512_permutex2var_ps(a, odd, b),
+                );
+                if three {
+                    let (c, d) = (_mm512_loadu_ps(p.add(2)), _mm512_loadu_ps(p.add(18)));
+                    m = step(m, _mm512_permutex2var_ps(c, even, d));
+                }
+                _mm512_storeu_ps(hm.as_mut_ptr().add(o), m);
+            }
+            o += 16;
+            continue;
+        }
         let mut m = step(
             _mm512_permutex2var_ps(load(at), even, load(at + 16)),
             _mm512_permutex2var_ps(load(at), odd, load(at + 16)),
