@@ -556,16 +556,8 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
             let fused = with_epilogue(producer_kernel.clone(), epilogue);
             let mut new_inputs = pins.clone();
             new_inputs.extend(others);
-            let output = plan.steps[c].output;
-            let mut nodes = plan.steps[c].nodes.clone();
-            let step = &mut plan.steps[p];
-            step.nodes.append(&mut nodes);
-            step.kind = StepKind::Dispatch {
-                kernel: fused,
-                inputs: new_inputs,
-            };
-            step.output = output;
-            producer.insert(output, p);
+            merge_into(&mut plan, p, c, fused, new_inputs);
+            producer.insert(plan.steps[c].output, p);
             dead[c] = true;
             break;
         }
@@ -606,16 +598,8 @@ fn fuse_consumers(mut plan: Plan) -> Plan {
             continue;
         }
         let inputs = inputs.clone();
-        let output = plan.steps[c].output;
-        let mut nodes = plan.steps[c].nodes.clone();
-        let step = &mut plan.steps[p];
-        step.nodes.append(&mut nodes);
-        step.kind = StepKind::Dispatch {
-            kernel: fused,
-            inputs,
-        };
-        step.output = output;
-        producer.insert(output, p);
+        merge_into(&mut plan, p, c, fused, inputs);
+        producer.insert(plan.steps[c].output, p);
         dead[c] = true;
     }
     drop_dead(&mut plan, &dead);
@@ -652,6 +636,17 @@ fn epilogue_instead(
                 fits && out == &ek.out_shape && dtype == ek.out_dtype
             })
     })
+}
+
+/// Step `p` becomes `kernel` over `inputs`, writing step `c`'s output and naming both
+/// steps' nodes (`c` is then dropped by the caller).
+fn merge_into(plan: &mut Plan, p: usize, c: usize, kernel: Kernel, inputs: Vec<ValueId>) {
+    let output = plan.steps[c].output;
+    let mut nodes = plan.steps[c].nodes.clone();
+    let step = &mut plan.steps[p];
+    step.nodes.append(&mut nodes);
+    step.kind = StepKind::Dispatch { kernel, inputs };
+    step.output = output;
 }
 
 /// A kernel that can take an elementwise epilogue: its output shape and dtype, and whether

@@ -145,6 +145,20 @@ pub(super) fn strided_into(
     Ok(())
 }
 
+/// The concatenation (pooled, when it took a pool) by the reference, for an input that is
+/// the output's own slot: read from a copy of it.
+fn concat_by_reference(k: &ConcatKernel, inputs: &[CpuIn<'_>], out: &mut [u32]) {
+    let own = out.to_vec();
+    let slices: Vec<&[u32]> = inputs
+        .iter()
+        .map(|x| match x {
+            CpuIn::Words(w) => *w,
+            CpuIn::Output => &own[..],
+        })
+        .collect();
+    out.copy_from_slice(&k.reference(&slices));
+}
+
 /// A concatenation along channels of `[N, C, H, W]` f32 inputs, max-pooled (`pool`, after
 /// fusion's absorb): each output plane pooled straight from the input plane it would have
 /// copied.
@@ -158,16 +172,7 @@ pub(super) fn pooled_concat_into(
     let mut words = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.iter().enumerate() {
         let CpuIn::Words(w) = input else {
-            // The output's own slot as an input: from a copy, by the reference.
-            let own = out.to_vec();
-            let slices: Vec<&[u32]> = inputs
-                .iter()
-                .map(|x| match x {
-                    CpuIn::Words(w) => *w,
-                    CpuIn::Output => &own[..],
-                })
-                .collect();
-            out.copy_from_slice(&k.reference(&slices));
+            concat_by_reference(k, inputs, out);
             return Ok(());
         };
         check(k, k.in_shapes.get(i).map_or(0, |s| s.numel()), w)?;
@@ -208,16 +213,7 @@ pub(super) fn concat_into(
         match input {
             CpuIn::Words(w) => words.push(*w),
             CpuIn::Output => {
-                let own = out.to_vec();
-                let slices: Vec<&[u32]> = inputs
-                    .iter()
-                    .map(|x| match x {
-                        CpuIn::Words(w) => *w,
-                        CpuIn::Output => &own[..],
-                    })
-                    .collect();
-                let r = k.reference(&slices);
-                out.copy_from_slice(&r);
+                concat_by_reference(k, inputs, out);
                 return Ok(());
             }
         }
