@@ -459,9 +459,13 @@ fn fuse_prologues(mut plan: Plan, target: &Target) -> Plan {
         if ek.out_shape != rk.in_shape || pins.len() + inputs.len() > max_bindings(target, device) {
             continue;
         }
+        // On cpu:0 an epilogue runs over each piece of output while the producer has it in
+        // cache, and the reduction then folds plain values.
         if single
             && device == crate::device::Device::Cpu
-            && epilogue_instead(&plan, pins, ek, &producer, &consumers)
+            && (0..pins.len()).any(|j| {
+                epilogue_of(&plan, target, (ek, pins, device), j, &producer, &consumers).is_some()
+            })
         {
             continue;
         }
@@ -505,16 +509,18 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
             continue;
         };
         let (k, inputs) = (k.clone(), inputs.clone());
-        // Epilogue inputs are read at the output's indices (no views).
-        if k.has_views() {
-            continue;
-        }
-        for (j, &v) in inputs.iter().enumerate() {
-            let Some(&p) = producer.get(&v) else { continue };
-            if dead[p]
-                || consumers.get(&v).copied().unwrap_or(0) != 1
-                || plan.steps[p].device != device
-            {
+        for j in 0..inputs.len() {
+            let Some((p, others)) = epilogue_of(
+                &plan,
+                target,
+                (&k, &inputs, device),
+                j,
+                &producer,
+                &consumers,
+            ) else {
+                continue;
+            };
+            if dead[p] {
                 continue;
             }
             let StepKind::Dispatch {
@@ -524,23 +530,6 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
             else {
                 continue;
             };
-            let others: Vec<ValueId> = inputs
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != j)
-                .map(|(_, &x)| x)
-                .collect();
-            let Some((out, dtype, fits_kind)) = epilogue_host(producer_kernel, &others, &plan)
-            else {
-                continue;
-            };
-            let fits = fits_kind
-                && out == &k.out_shape
-                && dtype == k.out_dtype
-                && pins.len() + others.len() < max_bindings(target, device);
-            if !fits {
-                continue;
-            }
             let expr = k.expr.substitute(&mut |i| match i.cmp(&j) {
                 std::cmp::Ordering::Equal => Expr::input(0),
                 std::cmp::Ordering::Less => Expr::input(i + 1),
@@ -606,36 +595,45 @@ fn fuse_consumers(mut plan: Plan) -> Plan {
     plan
 }
 
-/// Whether the elementwise kernel `ek` (over `pins`) is better left as the epilogue of the
-/// kernel that produces one of its inputs for it alone (see [`fuse_epilogues`]) than made a
-/// reduction's prologue: on cpu:0 an epilogue runs over each piece of output while the
-/// producer has it in cache, and the reduction then folds plain values.
-fn epilogue_instead(
+/// The step producing `inputs[j]` of the elementwise kernel `k` (on `device`) when `k` can
+/// be that step's epilogue, with `k`'s other inputs: `k` reads no views (epilogue inputs are
+/// read at the output's indices), `inputs[j]` has no other reader and sits on `device`, and
+/// the producer takes an epilogue of this shape, dtype and bindings.
+fn epilogue_of(
     plan: &Plan,
-    pins: &[ValueId],
-    ek: &ElementwiseKernel,
+    target: &Target,
+    (k, inputs, device): (&ElementwiseKernel, &[ValueId], crate::device::Device),
+    j: usize,
     producer: &HashMap<ValueId, usize>,
     consumers: &HashMap<ValueId, usize>,
-) -> bool {
-    pins.iter().enumerate().any(|(j, &u)| {
-        let Some(&q) = producer.get(&u) else {
-            return false;
-        };
-        let StepKind::Dispatch { kernel, .. } = &plan.steps[q].kind else {
-            return false;
-        };
-        let others: Vec<ValueId> = pins
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != j)
-            .map(|(_, &x)| x)
-            .collect();
-        consumers.get(&u).copied().unwrap_or(0) == 1
-            && plan.steps[q].device == plan.values[u].device
-            && epilogue_host(kernel, &others, plan).is_some_and(|(out, dtype, fits)| {
-                fits && out == &ek.out_shape && dtype == ek.out_dtype
-            })
-    })
+) -> Option<(usize, Vec<ValueId>)> {
+    let v = inputs[j];
+    let &p = producer.get(&v)?;
+    if k.has_views()
+        || consumers.get(&v).copied().unwrap_or(0) != 1
+        || plan.steps[p].device != device
+    {
+        return None;
+    }
+    let StepKind::Dispatch {
+        kernel,
+        inputs: pins,
+    } = &plan.steps[p].kind
+    else {
+        return None;
+    };
+    let others: Vec<ValueId> = inputs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != j)
+        .map(|(_, &x)| x)
+        .collect();
+    let (out, dtype, fits) = epilogue_host(kernel, &others, plan)?;
+    (fits
+        && out == &k.out_shape
+        && dtype == k.out_dtype
+        && pins.len() + others.len() < max_bindings(target, device))
+    .then_some((p, others))
 }
 
 /// Step `p` becomes `kernel` over `inputs`, writing step `c`'s output and naming both

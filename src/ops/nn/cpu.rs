@@ -110,7 +110,7 @@ impl Conv2dKernel {
             // The direct kernel pools each band of rows as it computes them; otherwise the
             // convolution whole, then the pool.
             if kernel.is_none() == ranged.is_none()
-                && self.direct_pooled(
+                && self.direct(
                     bytemuck::cast_slice(x),
                     bytemuck::cast_slice(w),
                     bytemuck::cast_slice_mut(out),

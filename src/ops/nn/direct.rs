@@ -144,7 +144,8 @@ impl Conv2dKernel {
     /// The convolution (before the epilogue) into `out` by a direct kernel; `false`
     /// (nothing written) when none applies (grouped, channel-chunked, dilated or unequally
     /// strided, or a CPU without AVX2 and FMA) or when the GEMM is faster
-    /// ([`Conv2dKernel::direct_pays`]).
+    /// ([`Conv2dKernel::direct_pays`]). With a pool (`self.pool`), whatever the GEMM would
+    /// do: the convolution band of rows by band, each pooled after `epi` into `out`.
     pub(super) fn direct(
         &self,
         x: &[f32],
@@ -152,19 +153,7 @@ impl Conv2dKernel {
         out: &mut [f32],
         epi: Option<&RangeProgram<'_>>,
     ) -> bool {
-        self.direct_pays() && self.direct_any(x, w, out, epi, wide_cpu())
-    }
-
-    /// The convolution and its max pool (`self.pool`, after `epi`) into `out` by a direct
-    /// kernel, band of rows by band; `false` (nothing written) when none applies.
-    pub(super) fn direct_pooled(
-        &self,
-        x: &[f32],
-        w: &[f32],
-        out: &mut [f32],
-        epi: Option<&RangeProgram<'_>>,
-    ) -> bool {
-        self.pool.is_some() && self.direct_any(x, w, out, epi, wide_cpu())
+        (self.pool.is_some() || self.direct_pays()) && self.direct_any(x, w, out, epi, wide_cpu())
     }
 
     /// Whether the direct kernel beats im2col + GEMM on this layer (see [`MAX_TAPS`],
