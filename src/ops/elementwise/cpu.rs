@@ -112,6 +112,15 @@ impl<'a> RangeProgram<'a> {
         Ok(Some(RangeProgram { program, data }))
     }
 
+    /// When the program is `out + b` (then maybe ReLU) over the output slot in place, with
+    /// `b` one value per run of output words: the run's length, whether ReLU follows, and
+    /// `b` at an output word. A producer can then apply it to its sums in registers.
+    pub fn bias_in_place(&self) -> Option<(usize, bool, impl Fn(usize) -> f32 + '_)> {
+        let b = self.program.bias_act.as_ref()?;
+        let (run, relu) = b.in_place()?;
+        Some((run, relu, move |pos| b.bias_at(&self.data, pos)))
+    }
+
     /// Output words `start..start + out.len()`, on this thread (an output-slot input reads
     /// `out` as it is on entry).
     pub fn apply(&self, start: usize, out: &mut [u32]) {

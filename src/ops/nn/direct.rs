@@ -438,6 +438,24 @@ impl Layer<'_, '_> {
                 plane: dest.plane,
                 runs: Default::default(),
             };
+            // An epilogue that adds one bias per channel (then maybe ReLU), the commonest,
+            // is applied to the AVX-512 tiles' sums in registers as they are stored: no
+            // second pass over the rows (5% of a 3x3 over 16 channels at 55x55).
+            let fin = self
+                .epi
+                .and_then(|e| e.bias_in_place())
+                .filter(|&(run, _, _)| self.wide && oh * ow > 0 && run % (oh * ow) == 0)
+                .map(|(_, relu, at)| {
+                    let bias: Vec<[f32; WMR]> = blk
+                        .clone()
+                        .map(|b| {
+                            std::array::from_fn(|r| {
+                                at(self.image + (b * WMR + r).min(m - 1) * oh * ow)
+                            })
+                        })
+                        .collect();
+                    (bias, relu)
+                });
             if self.wide {
                 for k0 in (0..taps).step_by(kc) {
                     let k1 = (k0 + kc).min(taps);
@@ -480,13 +498,17 @@ impl Layer<'_, '_> {
                                     scatter.out = dest.at(b * WMR, 0, ow);
                                     &scatter
                                 });
+                                let f = fin
+                                    .as_ref()
+                                    .filter(|_| k1 == taps)
+                                    .map(|(bias, relu)| (&bias[i], *relu));
                                 if valid == WNR {
                                     tile_wide::<false>(
-                                        &rows, src, off, at, stride, add, valid, nrows, sc,
+                                        &rows, src, off, at, stride, add, valid, nrows, sc, f,
                                     );
                                 } else {
                                     tile_wide::<true>(
-                                        &rows, src, off, at, stride, add, valid, nrows, sc,
+                                        &rows, src, off, at, stride, add, valid, nrows, sc, f,
                                     );
                                 }
                             }
@@ -538,7 +560,7 @@ impl Layer<'_, '_> {
                             std::ptr::copy_nonoverlapping(src.as_ptr(), dest.at(o, oy, ow), ow);
                         }
                     }
-                    if let Some(e) = self.epi {
+                    if let Some(e) = self.epi.filter(|_| fin.is_none()) {
                         // SAFETY: rows oy0..oy1 of channel o of `dest`, just written by
                         // this task alone (the caller's).
                         let rows = unsafe {
@@ -686,7 +708,9 @@ impl Scatter {
 /// (c < `valid` when `MASKED`). Rows from `nrows` on are summed and dropped. With
 /// `scatter`, the sums go to its lanes' output positions instead of `acc` (which is then
 /// only read, when `add`): row r's lane runs `(at, keep)` are written at
-/// `out + r·plane + at + lane` for the lanes of `keep`, which must be writable.
+/// `out + r·plane + at + lane` for the lanes of `keep`, which must be writable. With `fin`
+/// (`bias`, `relu`), row r's sums get `bias[r]` added (then ReLU: NaN kept, -0 to +0, as
+/// the reference's) before they are stored.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -700,6 +724,7 @@ unsafe fn tile_wide<const MASKED: bool>(
     valid: usize,
     nrows: usize,
     scatter: Option<&Scatter>,
+    fin: Option<(&[f32; WMR], bool)>,
 ) {
     use std::arch::x86_64::*;
     const V: usize = WNR / 16;
@@ -737,6 +762,19 @@ unsafe fn tile_wide<const MASKED: bool>(
                 let s = _mm512_set1_ps(*row.add(t));
                 for (cv, bv) in cr.iter_mut().zip(&b) {
                     *cv = _mm512_fmadd_ps(s, *bv, *cv);
+                }
+            }
+        }
+    }
+    if let Some((bias, relu)) = fin {
+        let zero = _mm512_setzero_ps();
+        for (cr, &b) in c.iter_mut().zip(bias) {
+            let b = _mm512_set1_ps(b);
+            for cv in cr.iter_mut() {
+                *cv = _mm512_add_ps(*cv, b);
+                if relu {
+                    // Kept where x > 0 or x is NaN (unordered), else +0.
+                    *cv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(*cv, zero), *cv);
                 }
             }
         }

@@ -57,6 +57,17 @@ impl BiasAct {
         })
     }
 
+    /// `(run, relu)` when `x` is the output slot itself (the form a producer can apply to
+    /// its own sums).
+    pub(super) fn in_place(&self) -> Option<(usize, bool)> {
+        self.x.is_none().then_some((self.run, self.relu))
+    }
+
+    /// The bias added to output word `pos`.
+    pub(super) fn bias_at(&self, data: &[&[u32]], pos: usize) -> f32 {
+        f32::from_bits(word_at(&self.walk, data[self.walk.input], pos))
+    }
+
     /// [`BiasAct::apply`] compiled for AVX-512 where the CPU has it.
     pub(super) fn apply_wide(&self, data: &[&[u32]], start: usize, out: &mut [u32]) {
         #[cfg(target_arch = "x86_64")]
