@@ -485,14 +485,15 @@ fn a_pool_after_a_concatenation_reads_the_inputs_in_place() {
 /// summed in place; stride 2 over RGB.
 #[test]
 fn bias_and_relu_in_registers_match_the_separate_pass() {
-    let cases: [(usize, usize, usize, usize, usize, usize, usize, usize); 5] = [
-        (1, 16, 64, 3, 55, 55, 1, 1),
-        (1, 32, 20, 3, 14, 13, 1, 1),
-        (2, 5, 13, 3, 33, 35, 1, 1),
-        (1, 4, 24, 1, 40, 37, 1, 0),
-        (1, 3, 64, 3, 71, 69, 2, 0),
+    // (images, channels in, channels out, kernel, h, w, stride, padding)
+    let cases: [[usize; 8]; 5] = [
+        [1, 16, 64, 3, 55, 55, 1, 1],
+        [1, 32, 20, 3, 14, 13, 1, 1],
+        [2, 5, 13, 3, 33, 35, 1, 1],
+        [1, 4, 24, 1, 40, 37, 1, 0],
+        [1, 3, 64, 3, 71, 69, 2, 0],
     ];
-    for (i, &(n, c, o, kk, h, wd, s, p)) in cases.iter().enumerate() {
+    for (i, &[n, c, o, kk, h, wd, s, p]) in cases.iter().enumerate() {
         let base = conv_kernel([n, c, h, wd], o, 1, window(kk, s, p));
         let plane = base.out.dims()[2] * base.out.dims()[3];
         let mut x = det(n * c * h * wd, 900 + i as u32);
