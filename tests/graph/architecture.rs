@@ -394,12 +394,14 @@ const LAYOUT: [&str; 6] = [
 /// WGSL kernels, elementwise's vectorized math and fused-expression IR (with its derivative
 /// table), the initializers of variables, the movement ops' shape rules, nn's window geometry
 /// and its backward primitives (`NnGradKernel`) with their CPU fast path, cpu:0's
-/// phase-plane, direct convolution and by-rows max pool kernels, and the one-pass
-/// per-channel bias form of cpu:0's elementwise programs.
-const EXTRAS: [&str; 13] = [
+/// phase-plane, direct convolution (with its micro-kernels) and by-rows max pool kernels,
+/// and the one-pass per-channel bias form and scratch buffers of cpu:0's elementwise
+/// programs.
+const EXTRAS: [&str; 15] = [
     "custom/raw.rs",
     "elementwise/vmath.rs",
     "elementwise/cpu/bias.rs",
+    "elementwise/cpu/slots.rs",
     "elementwise/expr/mod.rs",
     "elementwise/expr/vjp.rs",
     "leaf/init.rs",
@@ -409,6 +411,7 @@ const EXTRAS: [&str; 13] = [
     "nn/backward_cpu.rs",
     "nn/planes.rs",
     "nn/direct.rs",
+    "nn/tiles.rs",
     "nn/maxpool.rs",
 ];
 

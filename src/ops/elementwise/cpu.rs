@@ -26,7 +26,9 @@ use crate::{DType, Error, Result};
 use rayon::prelude::*;
 
 mod bias;
+mod slots;
 use bias::BiasAct;
+use slots::Slots;
 
 /// Words per chunk: a chain's live buffers (8 KiB each) stay in L1/L2.
 pub const CHUNK: usize = 2048;
@@ -244,41 +246,6 @@ enum Source {
     Walk(Walk),
     /// The output's own slot, laid out as the output (in place).
     Entry,
-}
-
-/// Scratch buffers handed out by reference count (uses still to come), so a value used
-/// twice keeps its buffer and a dead one frees it for the next node.
-#[derive(Default)]
-struct Slots {
-    refs: Vec<usize>,
-    free: Vec<usize>,
-}
-
-impl Slots {
-    fn alloc(&mut self, uses: usize) -> usize {
-        let s = self.free.pop().unwrap_or_else(|| {
-            self.refs.push(0);
-            self.refs.len() - 1
-        });
-        self.refs[s] = uses;
-        s
-    }
-
-    /// A node that passes an operand's buffer on (`where` with a constant condition).
-    fn hold(&mut self, v: Val, uses: usize) {
-        if let Val::Slot(s) = v {
-            self.refs[s] += uses;
-        }
-    }
-
-    fn release(&mut self, v: Val) {
-        if let Val::Slot(s) = v {
-            self.refs[s] = self.refs[s].saturating_sub(1);
-            if self.refs[s] == 0 {
-                self.free.push(s);
-            }
-        }
-    }
 }
 
 impl Program {

@@ -22,6 +22,7 @@ pub mod file;
 mod grad;
 mod maxpool;
 mod planes;
+mod tiles;
 
 mod window;
 

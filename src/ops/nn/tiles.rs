@@ -1,0 +1,212 @@
+//! The direct convolution's micro-kernels (see `direct.rs`): the AVX-512 tile of 8 output
+//! channels by 48 positions and where its sums go, and the AVX2 tile of 6 by 16 over a
+//! gathered panel.
+use super::direct::{MR, NR, WMR, WNR};
+
+/// Where an AVX-512 tile's final sums go in the output itself: for each of its three
+/// 16-lane vectors, runs of lanes `(at, keep)`, one per output row the vector touches,
+/// lanes of `keep` to `out + r·plane + at + lane` (the dropped columns between rows in no
+/// run). Saves a copy of the whole output out of the partial sums.
+#[cfg(target_arch = "x86_64")]
+pub(super) struct Scatter {
+    pub(super) out: *mut f32,
+    pub(super) plane: usize,
+    pub(super) runs: [Vec<(isize, u16)>; WNR / 16],
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Scatter {
+    /// The runs of a tile from flattened position `j` (rows of `pw`, `ow` kept), its
+    /// first `valid` lanes computed.
+    pub(super) fn set(&mut self, j: usize, valid: usize, [pw, ow]: [usize; 2]) {
+        for (v, runs) in self.runs.iter_mut().enumerate() {
+            runs.clear();
+            let lanes = valid.saturating_sub(16 * v).min(16);
+            let j = j + 16 * v;
+            let (mut oy, mut ox, mut l) = (j / pw, j % pw, 0);
+            while l < lanes {
+                let in_row = (pw - ox).min(lanes - l);
+                let kept = ow.saturating_sub(ox).min(in_row);
+                if kept > 0 {
+                    let keep = (((1u32 << kept) - 1) << l) as u16;
+                    runs.push(((oy * ow + ox) as isize - l as isize, keep));
+                }
+                l += in_row;
+                oy += 1;
+                ox = 0;
+            }
+        }
+    }
+}
+
+/// `acc[r·stride + c] (+)= Σ_t rows[r][t] · src[off[t] + c]` for r < WMR and c < WNR (added
+/// to what `acc` holds when `add`), touching only c < `valid` when `MASKED`: per tap three
+/// loads of 16 positions, eight broadcast weights and 24 fused multiply-adds, with the 8x48
+/// sums in registers.
+///
+/// # Safety
+/// AVX-512F is available; `rows[r].add(t)` is readable for t < off.len();
+/// `src.add(off[t] + c)` is readable for c < WNR (c < `valid` when `MASKED`);
+/// `acc.add(r * stride + c)` is readable and writable for r < `nrows` ≤ WMR and c < WNR
+/// (c < `valid` when `MASKED`). Rows from `nrows` on are summed and dropped. With
+/// `scatter`, the sums go to its lanes' output positions instead of `acc` (which is then
+/// only read, when `add`): row r's lane runs `(at, keep)` are written at
+/// `out + r·plane + at + lane` for the lanes of `keep`, which must be writable. With `fin`
+/// (`bias`, `relu`), row r's sums get `bias[r]` added (then ReLU: NaN kept, -0 to +0, as
+/// the reference's) before they are stored.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn tile_wide<const MASKED: bool>(
+    rows: &[*const f32; WMR],
+    src: *const f32,
+    off: &[usize],
+    acc: *mut f32,
+    stride: usize,
+    add: bool,
+    valid: usize,
+    nrows: usize,
+    scatter: Option<&Scatter>,
+    fin: Option<(&[f32; WMR], bool)>,
+) {
+    use std::arch::x86_64::*;
+    const V: usize = WNR / 16;
+    let mask: [u16; V] = std::array::from_fn(|v| {
+        let n = valid.saturating_sub(16 * v).min(16);
+        ((1u32 << n) - 1) as u16
+    });
+    let mut c = [[_mm512_setzero_ps(); V]; WMR];
+    if add {
+        for (r, cr) in c.iter_mut().enumerate().take(nrows) {
+            for (v, cv) in cr.iter_mut().enumerate() {
+                // SAFETY: the caller's contract covers these reads (the writes below).
+                *cv = unsafe {
+                    if MASKED {
+                        _mm512_maskz_loadu_ps(mask[v], acc.add(r * stride + 16 * v))
+                    } else {
+                        _mm512_loadu_ps(acc.add(r * stride + 16 * v))
+                    }
+                };
+            }
+        }
+    }
+    for (t, &o) in off.iter().enumerate() {
+        // SAFETY: the caller's contract covers these reads.
+        unsafe {
+            let p = src.add(o);
+            let b: [__m512; V] = std::array::from_fn(|v| {
+                if MASKED {
+                    _mm512_maskz_loadu_ps(mask[v], p.add(16 * v))
+                } else {
+                    _mm512_loadu_ps(p.add(16 * v))
+                }
+            });
+            for (cr, row) in c.iter_mut().zip(rows) {
+                let s = _mm512_set1_ps(*row.add(t));
+                for (cv, bv) in cr.iter_mut().zip(&b) {
+                    *cv = _mm512_fmadd_ps(s, *bv, *cv);
+                }
+            }
+        }
+    }
+    if let Some((bias, relu)) = fin {
+        let zero = _mm512_setzero_ps();
+        for (cr, &b) in c.iter_mut().zip(bias) {
+            let b = _mm512_set1_ps(b);
+            for cv in cr.iter_mut() {
+                *cv = _mm512_add_ps(*cv, b);
+                if relu {
+                    // Kept where x > 0 or x is NaN (unordered), else +0.
+                    *cv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(*cv, zero), *cv);
+                }
+            }
+        }
+    }
+    if let Some(sc) = scatter {
+        for (r, cr) in c.iter().enumerate().take(nrows) {
+            for (v, cv) in cr.iter().enumerate() {
+                for &(at, keep) in &sc.runs[v] {
+                    // SAFETY: the caller's contract (`Scatter`) covers these writes.
+                    unsafe {
+                        let p = sc.out.wrapping_add(r * sc.plane).wrapping_offset(at);
+                        _mm512_mask_storeu_ps(p, keep, *cv);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for (r, cr) in c.iter().enumerate().take(nrows) {
+        for (v, cv) in cr.iter().enumerate() {
+            // SAFETY: the caller's contract covers these writes.
+            unsafe {
+                if MASKED {
+                    _mm512_mask_storeu_ps(acc.add(r * stride + 16 * v), mask[v], *cv);
+                } else {
+                    _mm512_storeu_ps(acc.add(r * stride + 16 * v), *cv);
+                }
+            }
+        }
+    }
+}
+
+/// One tap's 16 positions, aligned to a cache line.
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+pub(super) struct Line(pub(super) [f32; NR]);
+
+/// `src[at..at + NR]`, zeros past the end of `src`: the positions past the flattened
+/// output's end (never stored) of the last plane read in place.
+#[inline(always)]
+pub(super) fn line(src: &[f32], at: usize) -> Line {
+    if at + NR <= src.len() {
+        // SAFETY: `src[at..at + NR]` is in bounds (checked above).
+        Line(unsafe { std::ptr::read_unaligned(src.as_ptr().add(at).cast::<[f32; NR]>()) })
+    } else {
+        let mut l = Line([0.0; NR]);
+        let tail = src.get(at..).unwrap_or(&[]);
+        l.0[..tail.len()].copy_from_slice(tail);
+        l
+    }
+}
+
+/// `acc[r·stride + i] (+)= Σ_t wb[t·MR + r] · panel[t][i]` for r < MR, i < NR (added to
+/// what `acc` holds when `add`).
+///
+/// # Safety
+/// AVX2 and FMA are available; `acc.add(r * stride + i)` is readable and writable for
+/// r < MR, i < NR.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn tile(panel: &[Line], wb: &[f32], acc: *mut f32, stride: usize, add: bool) {
+    use std::arch::x86_64::*;
+    let mut c = [[_mm256_setzero_ps(); 2]; MR];
+    if add {
+        for (r, cr) in c.iter_mut().enumerate() {
+            // SAFETY: the caller's contract covers these reads (the writes below).
+            unsafe {
+                cr[0] = _mm256_loadu_ps(acc.add(r * stride));
+                cr[1] = _mm256_loadu_ps(acc.add(r * stride + 8));
+            }
+        }
+    }
+    for (line, w) in panel.iter().zip(wb.chunks_exact(MR)) {
+        // SAFETY: a Line is 16 floats aligned to 64 bytes.
+        let (b0, b1) = unsafe {
+            let p = line.0.as_ptr();
+            (_mm256_load_ps(p), _mm256_load_ps(p.add(8)))
+        };
+        for (cr, &wr) in c.iter_mut().zip(w) {
+            let a = _mm256_set1_ps(wr);
+            cr[0] = _mm256_fmadd_ps(a, b0, cr[0]);
+            cr[1] = _mm256_fmadd_ps(a, b1, cr[1]);
+        }
+    }
+    for (r, cr) in c.iter().enumerate() {
+        // SAFETY: the caller's contract covers these writes.
+        unsafe {
+            _mm256_storeu_ps(acc.add(r * stride), cr[0]);
+            _mm256_storeu_ps(acc.add(r * stride + 8), cr[1]);
+        }
+    }
+}
