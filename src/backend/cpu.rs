@@ -35,6 +35,10 @@ struct StepAt {
     inputs: Vec<InAt>,
     /// Reserve the output's size before running (see [`RESERVE_FROM`]).
     reserve: bool,
+    /// A concatenation some of whose inputs the memory plan placed in their run of its
+    /// output (`MemoryPlan::placed`): the others' (input, first word in the output, words)
+    /// to copy instead of running the kernel.
+    copies: Option<Vec<(usize, usize, usize)>>,
 }
 
 /// Where one input of a dispatch lies.
@@ -46,6 +50,8 @@ enum InAt {
     Arena(usize, usize),
     /// The output's own slot (written in place over this input).
     Output,
+    /// Already in its run of a concatenation's output.
+    Placed,
 }
 
 /// Outputs of at least this many bytes are reserved on the heap before their kernel runs: a
@@ -200,9 +206,26 @@ fn resolve(
     if out_end > arena_words {
         return None;
     }
+    // A batch-1 concatenation whose inputs were planned into its output.
+    let starts = match kernel {
+        Kernel::Concat(k) => k.chunks().filter(|s| s.len() == inputs.len()),
+        _ => None,
+    };
+    let mut copies = Vec::new();
     let mut at = Vec::with_capacity(inputs.len());
-    for &v in inputs {
+    for (j, &v) in inputs.iter().enumerate() {
         let root = plan.root(v);
+        if let Some(starts) = &starts {
+            let n = plan.values[v].shape.numel();
+            if starts[j].checked_add(n)? > out_len {
+                return None;
+            }
+            if root == v && slot(root) == out_off.checked_add(starts[j]) {
+                at.push(InAt::Placed);
+                continue;
+            }
+            copies.push((j, starts[j], n));
+        }
         at.push(match &plan.values[root].source {
             Source::Constant(_) => InAt::Constant(root),
             Source::Variable { .. } => InAt::Variable(vars.get(&root)?.clone()),
@@ -222,11 +245,13 @@ fn resolve(
             }
         });
     }
+    let placed = at.iter().any(|i| matches!(i, InAt::Placed));
     Some(StepAt {
         out_off,
         out_len,
         inputs: at,
         reserve: plan.values[output].bytes() >= RESERVE_FROM,
+        copies: placed.then_some(copies),
     })
 }
 
@@ -275,9 +300,25 @@ fn run_resolved(
                 .ok_or_else(|| Error::Internal("a variable input lost its lock".into())),
             InAt::Arena(off, n) if *off < at.out_off => Ok(CpuIn::Words(&below[*off..*off + n])),
             InAt::Arena(off, n) => Ok(CpuIn::Words(&above[off - out_end..off - out_end + n])),
-            InAt::Output => Ok(CpuIn::Output),
+            InAt::Output | InAt::Placed => Ok(CpuIn::Output),
         })
         .collect::<Result<Vec<_>>>()?;
+    if let Some(copies) = &at.copies {
+        for &(j, start, n) in copies {
+            let src = match ins.get(j) {
+                Some(CpuIn::Words(w)) => w.get(..n),
+                _ => None,
+            };
+            let (Some(src), Some(dst)) = (src, out.get_mut(start..start + n)) else {
+                return Err(Error::Internal(format!(
+                    "input {j} of {} is neither placed in its output nor apart from it",
+                    kernel.describe()
+                )));
+            };
+            dst.copy_from_slice(src);
+        }
+        return Ok(());
+    }
     kernel.run_cpu_into(&ins, out)
 }
 

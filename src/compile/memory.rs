@@ -30,6 +30,10 @@ pub struct MemoryPlan {
     pub lifetimes: BTreeMap<ValueId, (usize, usize)>,
     /// Values written in place over the input whose slot they take (output → input).
     pub in_place: BTreeMap<ValueId, ValueId>,
+    /// Values whose producers write straight into their run of a concatenation's output
+    /// (input → that output, which holds it at its offset): the concatenation copies only
+    /// its other inputs, if any. cpu:0 only.
+    pub placed: BTreeMap<ValueId, ValueId>,
 }
 
 /// Elementwise outputs that can overwrite a dying input: the input is read at the very index
@@ -72,6 +76,79 @@ fn in_place_pairs(plan: &Plan, last: &HashMap<ValueId, usize>) -> HashMap<ValueI
         }
     }
     pairs
+}
+
+/// cpu:0 concatenations whose inputs can be written straight into their run of the output
+/// (see [`crate::ops::ConcatKernel::chunks`]): input → (the concatenation's output, byte
+/// offset in it). An input qualifies when a cpu:0 dispatch produces it (not a feed, constant,
+/// variable or view), it holds 4-byte words, the concatenation reads it once, no other
+/// concatenation took it, and neither it nor the output takes part in an in-place pair
+/// (whose handover would write over the other's storage while it lives). The output's slot
+/// then lives from its first input's step to the last read of any of them.
+fn concat_places(
+    plan: &Plan,
+    device: Device,
+    inplace: &HashMap<ValueId, ValueId>,
+) -> HashMap<ValueId, (ValueId, u64)> {
+    let mut places = HashMap::new();
+    if device != Device::Cpu {
+        return places;
+    }
+    let paired: std::collections::HashSet<ValueId> =
+        inplace.iter().flat_map(|(&a, &b)| [a, b]).collect();
+    let words = |v: ValueId| {
+        let v = &plan.values[v];
+        v.device == device && v.bytes() == 4 * v.shape.numel() as u64
+    };
+    let produced: std::collections::HashSet<ValueId> = plan
+        .steps
+        .iter()
+        .filter(|s| s.device == device && matches!(s.kind, StepKind::Dispatch { .. }))
+        .map(|s| s.output)
+        .collect();
+    for s in &plan.steps {
+        let StepKind::Dispatch {
+            kernel: Kernel::Concat(k),
+            inputs,
+        } = &s.kind
+        else {
+            continue;
+        };
+        let out = s.output;
+        let Some(starts) = k.chunks() else { continue };
+        if s.device != device
+            || starts.len() != inputs.len()
+            || paired.contains(&out)
+            || !words(out)
+            || !matches!(plan.values[out].source, Source::Step)
+        {
+            continue;
+        }
+        for (&v, &start) in inputs.iter().zip(&starts) {
+            let ok = plan.root(v) == v
+                && v != out
+                && produced.contains(&v)
+                && matches!(plan.values[v].source, Source::Step)
+                && words(v)
+                && !paired.contains(&v)
+                && !places.contains_key(&v)
+                && inputs.iter().filter(|&&x| plan.root(x) == v).count() == 1;
+            if ok {
+                places.insert(v, (out, 4 * start as u64));
+            }
+        }
+    }
+    places
+}
+
+/// `v`'s storage root and its byte offset in it, following concatenations that hold it.
+fn placed_in(places: &HashMap<ValueId, (ValueId, u64)>, mut v: ValueId) -> (ValueId, u64) {
+    let mut at = 0;
+    while let Some(&(out, off)) = places.get(&v) {
+        v = out;
+        at += off;
+    }
+    (v, at)
 }
 
 fn align(x: u64, a: u64) -> u64 {
@@ -218,12 +295,20 @@ fn plan_device(
     }
     let size = |v: ValueId| align(plan.values[v].bytes(), alignment);
     let groups = in_place_groups(&roots, inplace);
-    let group = |v: ValueId| groups.get(&v).copied().unwrap_or(v);
-    // An in-place pair (or chain) is placed as one item spanning both lifetimes.
+    let places = concat_places(plan, device, inplace);
+    // A value inside a concatenation's output goes with it; in-place pairs and placed
+    // values are disjoint (see `concat_places`).
+    let group = |v: ValueId| {
+        let (top, at) = placed_in(&places, v);
+        (groups.get(&top).copied().unwrap_or(top), at)
+    };
+    // An in-place pair (or chain), or a concatenation with the inputs written into it, is
+    // placed as one item spanning every lifetime.
     let mut spans: BTreeMap<ValueId, (u64, usize, usize)> = BTreeMap::new();
     for &v in &roots {
-        let e = spans.entry(group(v)).or_insert((0, usize::MAX, 0));
-        e.0 = e.0.max(size(v));
+        let (g, at) = group(v);
+        let e = spans.entry(g).or_insert((0, usize::MAX, 0));
+        e.0 = e.0.max(align(at + plan.values[v].bytes(), alignment));
         e.1 = e.1.min(life.first[&v]);
         e.2 = e.2.max(life.last[&v]);
     }
@@ -238,7 +323,11 @@ fn plan_device(
         .collect();
     let (offsets, peak) = best_assignment(&items);
     for &v in &roots {
-        mp.offsets.insert(v, offsets[&group(v)]);
+        let (g, at) = group(v);
+        mp.offsets.insert(v, offsets[&g] + at);
+        if let Some(&(out, _)) = places.get(&v) {
+            mp.placed.insert(v, out);
+        }
         mp.lifetimes.insert(v, (life.first[&v], life.last[&v]));
         mp.no_reuse_bytes += size(v);
         if let Some(&prev) = inplace.get(&v) {
@@ -453,7 +542,19 @@ pub fn overlaps(mp: &MemoryPlan, sizes: &dyn Fn(ValueId) -> u64) -> Vec<(ValueId
             // An in-place pair shares its slot by design at the step that hands it over.
             let handover = mp.in_place.get(&a.0) == Some(&b.0) && b.4 == a.3
                 || mp.in_place.get(&b.0) == Some(&a.0) && a.4 == b.3;
-            let time = a.3 <= b.4 && b.3 <= a.4 && !handover;
+            // A concatenation's input written into its output lies inside it by design.
+            let inside = |x: ValueId, y: ValueId| {
+                let mut x = x;
+                while let Some(&o) = mp.placed.get(&x) {
+                    if o == y {
+                        return true;
+                    }
+                    x = o;
+                }
+                false
+            };
+            let nested = inside(a.0, b.0) || inside(b.0, a.0);
+            let time = a.3 <= b.4 && b.3 <= a.4 && !handover && !nested;
             let space = a.1 < b.2 && b.1 < a.2;
             if time && space {
                 bad.push((a.0, b.0));

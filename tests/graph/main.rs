@@ -8,6 +8,7 @@ mod common;
 
 pub mod architecture;
 pub mod checkpoint;
+pub mod concat_in_place;
 pub mod dynamic;
 pub mod errors;
 pub mod file_length;

@@ -271,6 +271,25 @@ impl ConcatKernel {
         self.out_shape.dims()[self.axis + 1..].iter().product()
     }
 
+    /// Each input's first element in the output, when every input is one contiguous run of
+    /// it (nothing before the axis varies: a batch-1 concatenation along channels) and no
+    /// pool was absorbed: a planner may then have the inputs' producers write straight into
+    /// the output, and the concatenation copies nothing.
+    pub fn chunks(&self) -> Option<Vec<usize>> {
+        let dims = self.out_shape.dims();
+        if self.pool.is_some() || dims.get(..self.axis)?.iter().product::<usize>() != 1 {
+            return None;
+        }
+        let inner = self.inner();
+        let mut at = 0;
+        let mut starts = Vec::with_capacity(self.in_shapes.len());
+        for s in &self.in_shapes {
+            starts.push(at);
+            at += s.dims().get(self.axis)? * inner;
+        }
+        (at == self.out_shape.numel()).then_some(starts)
+    }
+
     pub fn reference(&self, inputs: &[&[u32]]) -> Vec<u32> {
         let inner = self.inner();
         let total = self.out_shape.dims()[self.axis];
