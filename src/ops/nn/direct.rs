@@ -115,8 +115,9 @@ fn wide_tasks(
                 continue;
             }
             let last = oh - (bands - 1) * rows;
-            let tiles = |r: usize| ((r - 1) * pw + ow).div_ceil(WNR) as f64;
-            let computed = ((bands - 1) as f64 * tiles(rows) + tiles(last)) * WNR as f64;
+            // A band's last tile computes only the 16-position vectors it needs.
+            let vecs = |r: usize| ((r - 1) * pw + ow).div_ceil(16) as f64;
+            let computed = ((bands - 1) as f64 * vecs(rows) + vecs(last)) * 16.0;
             let macs = computed * (blocks * WMR * taps) as f64;
             let reads = (taps * (runs * oh * pw + bands * blocks * WMR)) as f64;
             let cost = macs / 32.0 + reads / 4.0;
@@ -504,14 +505,21 @@ impl Layer<'_, '_> {
                                     .as_ref()
                                     .filter(|_| k1 == taps)
                                     .map(|(bias, relu)| (&bias[i], *relu));
-                                if valid == WNR {
-                                    tile_wide::<false>(
-                                        &rows, src, off, at, stride, add, valid, nrows, sc, f,
-                                    );
-                                } else {
-                                    tile_wide::<true>(
-                                        &rows, src, off, at, stride, add, valid, nrows, sc, f,
-                                    );
+                                // A partial tile (a band's last) computes only the vectors
+                                // that hold its positions: at 13x13 (193 flattened
+                                // positions) 208 rather than 240.
+                                macro_rules! tile {
+                                    ($masked:literal, $v:literal) => {
+                                        tile_wide::<$masked, $v>(
+                                            &rows, src, off, at, stride, add, valid, nrows, sc, f,
+                                        )
+                                    };
+                                }
+                                match valid.div_ceil(16) {
+                                    3 if valid == WNR => tile!(false, 3),
+                                    3 => tile!(true, 3),
+                                    2 => tile!(true, 2),
+                                    _ => tile!(true, 1),
                                 }
                             }
                         }

@@ -39,7 +39,8 @@ impl Scatter {
     }
 }
 
-/// `acc[r·stride + c] (+)= Σ_t rows[r][t] · src[off[t] + c]` for r < WMR and c < WNR (added
+/// `acc[r·stride + c] (+)= Σ_t rows[r][t] · src[off[t] + c]` for r < WMR and c < 16·V ≤ WNR
+/// (a partial tile computes only the `V` vectors that hold its `valid` positions; added
 /// to what `acc` holds when `add`), touching only c < `valid` when `MASKED`: per tap three
 /// loads of 16 positions, eight broadcast weights and 24 fused multiply-adds, with the 8x48
 /// sums in registers.
@@ -57,7 +58,7 @@ impl Scatter {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn tile_wide<const MASKED: bool>(
+pub(super) unsafe fn tile_wide<const MASKED: bool, const V: usize>(
     rows: &[*const f32; WMR],
     src: *const f32,
     off: &[usize],
@@ -70,7 +71,6 @@ pub(super) unsafe fn tile_wide<const MASKED: bool>(
     fin: Option<(&[f32; WMR], bool)>,
 ) {
     use std::arch::x86_64::*;
-    const V: usize = WNR / 16;
     let mask: [u16; V] = std::array::from_fn(|v| {
         let n = valid.saturating_sub(16 * v).min(16);
         ((1u32 << n) - 1) as u16
