@@ -87,11 +87,13 @@ type Case = (
     [usize; 3],
 );
 
-const CASES: [Case; 9] = [
+const CASES: [Case; 10] = [
     // SqueezeNet's first layer and pool, smaller.
     (1, 3, 64, 3, 71, 69, 2, 0, [3, 2, 0]),
-    // ResNet's: 147 taps, more than the AVX-512 kernel sums in one pass; a padded pool.
+    // ResNet's: 147 taps (the AVX-512 kernel sums them in one pass); a padded pool.
     (1, 3, 16, 7, 64, 60, 2, 3, [3, 2, 1]),
+    // 216 taps, two passes of the AVX-512 kernel: partial sums kept between them.
+    (1, 24, 16, 3, 30, 28, 1, 1, [3, 2, 1]),
     // Two images, a channel tail, 2x2 windows.
     (2, 5, 13, 3, 33, 35, 1, 1, [2, 2, 0]),
     // A stride-1 pool whose windows overlap by two rows.

@@ -56,6 +56,17 @@ pub(super) const NR: usize = 16;
 pub(super) const WMR: usize = 8;
 pub(super) const WNR: usize = 48;
 const WKC: usize = 144;
+/// Taps per pass of the AVX-512 kernel: [`WKC`], or all of them when they are at most a
+/// quarter more (ResNet's 7x7 over RGB has 147: a second pass of 3 taps reloaded and stored
+/// all 24 sums of every tile for 3 multiply-adds each).
+fn wide_kc(taps: usize) -> usize {
+    if taps <= WKC + WKC / 4 {
+        taps
+    } else {
+        WKC
+    }
+}
+
 /// Floats of partial sums one AVX-512 task holds (1 MiB, half this machine's L2).
 const WIDE_ACC_FLOATS: usize = 1 << 18;
 /// Taps summed per pass over the channel blocks: their 16-position slices (16 KiB) stay
@@ -420,7 +431,7 @@ impl Layer<'_, '_> {
     /// other thread touches them meanwhile.
     unsafe fn rows(&self, blk: std::ops::Range<usize>, [oy0, oy1]: [usize; 2], dest: Dest) {
         let (mr, nr, kc) = if self.wide {
-            (WMR, WNR, WKC)
+            (WMR, WNR, wide_kc(self.taps))
         } else {
             (MR, NR, KC)
         };
