@@ -144,6 +144,38 @@ impl HostTensor {
         })
     }
 
+    /// An i32 tensor from int64 values (an ONNX model's `input_ids`, NumPy's default
+    /// integers): wgflow holds int64 as i32, so a value outside i32's range is an error naming
+    /// its flat index, never a wrapped number.
+    ///
+    /// ```
+    /// # use wgflow::HostTensor;
+    /// let ids = HostTensor::from_i64([1, 3], &[101, 2023, 102]).unwrap();
+    /// assert_eq!(ids.to_vec::<i32>().unwrap(), [101, 2023, 102]);
+    /// let e = HostTensor::from_i64([2], &[0, 1 << 40]).unwrap_err();
+    /// assert!(e.to_string().contains("index 1"));
+    /// ```
+    pub fn from_i64(shape: impl Into<Shape>, values: &[i64]) -> Result<Self> {
+        let narrowed = values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                i32::try_from(v).map_err(|_| {
+                    Error::Host(format!(
+                        "int64 value {v} at index {i} does not fit int32 (wgflow holds int64 as i32)"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<i32>>>()?;
+        HostTensor::new(shape, narrowed)
+    }
+
+    /// An i32 tensor's values widened to int64 (an ONNX model's int64 output as onnxruntime
+    /// gives it).
+    pub fn to_i64_vec(&self) -> Result<Vec<i64>> {
+        Ok(self.to_vec::<i32>()?.into_iter().map(i64::from).collect())
+    }
+
     /// A 0-d tensor.
     pub fn scalar<T: Element>(v: T) -> Self {
         HostTensor {

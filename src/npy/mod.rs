@@ -1,8 +1,12 @@
 //! NumPy `.npy` files: read and write [`HostTensor`]s.
 //!
 //! Supported: format versions 1.0, 2.0 and 3.0 headers, C order, and the dtypes wgflow has:
-//! `<f4` (f32), `<f2` (f16), `<i4` (i32), `<u4` (u32) and `|b1` (bool, one byte per element). Anything else
-//! (big-endian, Fortran order, other widths) is a clear error rather than a silent conversion.
+//! `<f4` (f32), `<f2` (f16), `<i4` (i32), `<u4` (u32) and `|b1` (bool, one byte per element).
+//! `<i8` (int64, NumPy's default integer and the type of ONNX models' ids) is read as i32,
+//! the way wgflow holds int64 everywhere: a value outside i32's range is an error naming its
+//! index, never a wrapped number. [`write_i64`] writes an i32 tensor back as `<i8`. Anything
+//! else (big-endian, Fortran order, other widths) is a clear error rather than a silent
+//! conversion.
 //! Writing always produces version 1.0 with a header padded to 64 bytes, as NumPy does.
 
 use crate::{DType, Error, HostTensor, Result, Shape};
@@ -41,16 +45,34 @@ pub fn write(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
         .map_err(|e| bad(&path.display().to_string(), format!("cannot write: {e}")))
 }
 
-/// The bytes of a `.npy` file holding `t`.
-pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
-    let descr = match t.dtype() {
-        DType::F32 => "<f4",
-        DType::F16 => "<f2",
-        DType::I32 => "<i4",
-        DType::U32 => "<u4",
-        DType::Bool => "|b1",
-    };
-    let shape = match t.dims() {
+/// Write an i32 tensor as an int64 (`<i8`) `.npy` file, as a model that declares an int64
+/// output (ArgMax, TopK's indices, Shape) gives it in onnxruntime; atomically, as [`write`].
+pub fn write_i64(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
+    let path = path.as_ref();
+    let bytes = to_bytes_i64(t)?;
+    crate::files::write_atomic(path, &bytes)
+        .map_err(|e| bad(&path.display().to_string(), format!("cannot write: {e}")))
+}
+
+/// The bytes of an int64 (`<i8`) `.npy` file holding the i32 tensor `t`, widened.
+pub fn to_bytes_i64(t: &HostTensor) -> Result<Vec<u8>> {
+    if t.dtype() != DType::I32 {
+        return Err(Error::Host(format!(
+            "only an i32 tensor is written as int64, not {}",
+            t.dtype()
+        )));
+    }
+    let mut out = header_bytes("<i8", t.dims(), t.len() * 8);
+    for &w in t.words() {
+        out.extend_from_slice(&i64::from(w as i32).to_le_bytes());
+    }
+    Ok(out)
+}
+
+/// Magic, version 1.0 and the padded header of an array of `descr` and `dims`, with room
+/// reserved for `data` more bytes.
+fn header_bytes(descr: &str, dims: &[usize], data: usize) -> Vec<u8> {
+    let shape = match dims {
         [] => "()".to_string(),
         [d] => format!("({d},)"),
         dims => format!(
@@ -66,11 +88,24 @@ pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + t.len() * 4);
+    let mut out = Vec::with_capacity(10 + header.len() + data);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
+    out
+}
+
+/// The bytes of a `.npy` file holding `t`.
+pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
+    let descr = match t.dtype() {
+        DType::F32 => "<f4",
+        DType::F16 => "<f2",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::Bool => "|b1",
+    };
+    let mut out = header_bytes(descr, t.dims(), t.len() * 4);
     for &w in t.words() {
         match t.dtype() {
             DType::Bool => out.push(u8::from(w != 0)),
@@ -112,9 +147,10 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         "<i4" => (DType::I32, 4),
         "<u4" => (DType::U32, 4),
         "|b1" => (DType::Bool, 1),
+        "<i8" => (DType::I32, 8),
         other => {
             return Err(Error::Host(format!(
-                "dtype '{other}' is not supported (expected <f4, <f2, <i4, <u4 or |b1; convert with arr.astype(np.float32) etc.)"
+                "dtype '{other}' is not supported (expected <f4, <f2, <i4, <i8, <u4 or |b1; convert with arr.astype(np.float32) etc.)"
             )))
         }
     };
@@ -136,7 +172,9 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
             data.len()
         )));
     }
-    let words: Vec<u32> = if item == 1 {
+    let words: Vec<u32> = if item == 8 {
+        narrow_i64(data)?
+    } else if item == 1 {
         data.iter().map(|&x| u32::from(x != 0)).collect()
     } else if item == 2 {
         data.chunks_exact(2)
@@ -148,6 +186,25 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
             .collect()
     };
     HostTensor::from_words(shape, dtype, words)
+}
+
+/// Little-endian int64 words as i32 words; the first value outside i32's range is an error
+/// naming its (flat) index.
+fn narrow_i64(data: &[u8]) -> Result<Vec<u32>> {
+    let mut words = Vec::new();
+    words
+        .try_reserve_exact(data.len() / 8)
+        .map_err(|_| Error::Host(format!("no memory for {} int64 values", data.len() / 8)))?;
+    for (i, c) in data.chunks_exact(8).enumerate() {
+        let v = i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let n = i32::try_from(v).map_err(|_| {
+            Error::Host(format!(
+                "int64 value {v} at index {i} does not fit int32 (wgflow holds int64 as i32)"
+            ))
+        })?;
+        words.push(n as u32);
+    }
+    Ok(words)
 }
 
 #[cfg(test)]
@@ -202,6 +259,27 @@ mod tests {
         ))
         .unwrap();
         assert!(t.item::<bool>().unwrap());
+    }
+
+    #[test]
+    fn int64_is_read_as_i32_and_written_back() {
+        let v = [0i32, -1, i32::MIN, i32::MAX, 7];
+        let t = HostTensor::new([5], v.to_vec()).unwrap();
+        let bytes = to_bytes_i64(&t).unwrap();
+        // NumPy's layout: 8 little-endian bytes per value after a 64-byte-aligned header.
+        assert_eq!((bytes.len() - 5 * 8) % 64, 0);
+        assert_eq!(&bytes[bytes.len() - 8..], &7i64.to_le_bytes());
+        let back = from_bytes(&bytes).unwrap();
+        assert_eq!((back.dtype(), back.dims()), (DType::I32, &[5usize][..]));
+        assert_eq!(back.to_vec::<i32>().unwrap(), v);
+        // One value past i32's range is an error naming it and its index.
+        let mut wide = bytes.clone();
+        let at = wide.len() - 2 * 8;
+        wide[at..at + 8].copy_from_slice(&(1i64 << 31).to_le_bytes());
+        let e = from_bytes(&wide).unwrap_err().to_string();
+        assert!(e.contains("2147483648 at index 3"), "{e}");
+        let f = HostTensor::from(vec![1.0f32]);
+        assert!(to_bytes_i64(&f).is_err());
     }
 
     #[test]

@@ -8,9 +8,7 @@ use super::proto::{
 };
 use super::tensor::{checked_dims, decode, map_dtype, HostValue};
 use super::{fail, ImportOptions, Model, ValueInfo};
-use crate::{
-    DType, Device, Error, Graph, HostTensor, Result, Session, SessionOptions, Shape, Tensor,
-};
+use crate::{DType, Device, Dim, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -63,6 +61,37 @@ pub(crate) struct Cx<'a> {
     dir: Option<PathBuf>,
     opset: i64,
     translate: Translate,
+    /// Host values computed from run-time dimensions (their probe sizes, see `graph/dims.rs`):
+    /// fine as a shape argument, which the graph reads back as dimensions, but never data.
+    sym: HashSet<String>,
+    /// Whether the node being translated reads such a value or a tensor of run-time shape.
+    cur_sym: bool,
+}
+
+/// A value this large in a host value computed from run-time dimensions holds a probe size
+/// (the smallest is 131071): it stands for a run-time size.
+const PROBE_LIKE: f64 = 65536.0;
+
+fn probe_like(h: &HostValue) -> bool {
+    match h {
+        HostValue::Ints { v, .. } => v.iter().any(|&x| x.unsigned_abs() >= PROBE_LIKE as u64),
+        HostValue::Floats(t) => t
+            .to_f32()
+            .is_ok_and(|v| v.iter().any(|x| x.abs() as f64 >= PROBE_LIKE)),
+    }
+}
+
+/// The model input named in an import error that needs an input's value at import (a fed
+/// shape, scale or count), if it is one of `inputs`.
+pub(crate) fn is_value_needed(text: &str, inputs: &[super::session::Declared]) -> Option<String> {
+    if !text.contains("must be known at import") {
+        return None;
+    }
+    text.split("('")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("')").map(|(n, _)| n))
+        .find(|n| inputs.iter().any(|i| i.name == *n))
+        .map(str::to_string)
 }
 
 /// A translator's error before it is tied to its node.
@@ -104,6 +133,8 @@ pub(crate) fn build(
         dir: dir.map(Path::to_path_buf),
         opset,
         translate,
+        sym: HashSet::new(),
+        cur_sym: false,
     };
     for init in &graph.initializer {
         let name = init.name.clone().unwrap_or_default();
@@ -128,18 +159,12 @@ pub(crate) fn build(
                 .insert(name, HostValue::from_host(h.clone())?.into());
             continue;
         }
-        let (shape, dtype, onnx_type) = value_type(vi, opts)?;
+        let (dims, dtype, onnx_type) = value_type(vi, opts)?;
         let t =
-            cx.g.placeholder(&name, shape.clone(), dtype)
+            cx.g.placeholder_dyn(&name, dims.clone(), dtype)
                 .map_err(|e| fail(format!("input '{name}'"), e.to_string()))?;
         cx.vals.insert(name.clone(), Val::T(t));
-        inputs.push(ValueInfo {
-            name,
-            tensor: t,
-            shape,
-            dtype,
-            onnx_type,
-        });
+        inputs.push(ValueInfo::new(name, t, dims, dtype, onnx_type));
     }
     let folds = batch_norm_folds(&cx, graph);
     for (i, node) in graph.node.iter().enumerate() {
@@ -172,20 +197,25 @@ pub(crate) fn build(
             }
             _ => String::new(),
         };
-        let shape = cx.g.shape(t)?.clone();
+        let dims = cx.g.dims(t)?;
         let dtype = cx.g.dtype(t)?;
-        outputs.push(ValueInfo {
-            name,
-            tensor: t,
-            shape,
-            dtype,
-            onnx_type,
-        });
+        outputs.push(ValueInfo::new(name, t, dims, dtype, onnx_type));
     }
+    // Every value computed in the graph, by its ONNX name (`--fetch` of an inner value).
+    let mut values: Vec<(String, Tensor)> = cx
+        .vals
+        .iter()
+        .filter_map(|(n, v)| match v {
+            Val::T(t) => Some((n.clone(), *t)),
+            Val::Host(_) => cx.made.get(n).map(|t| (n.clone(), *t)),
+        })
+        .collect();
+    values.sort();
     Ok(Model {
         graph: cx.g,
         inputs,
         outputs,
+        values: values.into_iter().collect(),
         opset,
     })
 }
@@ -314,9 +344,10 @@ fn elem_name(elem: i32) -> String {
         .map_or_else(|_| elem.to_string(), |d| d.as_str_name().to_string())
 }
 
-/// An input's static shape and dtype, with `dim_param`s bound from the options.
-fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Shape, DType, String)> {
-    use super::proto::tensor_shape_proto::dimension::Value as Dim;
+/// An input's dimensions and dtype: `dim_param`s pinned by the options are sizes, the rest
+/// run-time dimensions shared by name (an unnamed one is named `"<input>:<axis>"`).
+fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Vec<Dim>, DType, String)> {
+    use super::proto::tensor_shape_proto::dimension::Value as D;
     use super::proto::type_proto::Value;
     let name = vi.name.as_deref().unwrap_or("");
     let at = || format!("input '{name}'");
@@ -332,23 +363,37 @@ fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Shape, DType
         .shape
         .as_ref()
         .ok_or_else(|| fail(at(), "has no declared shape"))?;
+    let mut known = Vec::new();
     let mut dims = Vec::new();
     for (axis, d) in shape.dim.iter().enumerate() {
-        dims.push(match &d.value {
-            Some(Dim::DimValue(v)) => *v,
-            Some(Dim::DimParam(p)) => match opts.dims.get(p) {
-                Some(&v) => v as i64,
-                None => return Err(fail(at(), format!("dimension '{p}' is symbolic: bind it (ImportOptions::dims, --dim {p}=SIZE)"))),
-            },
-            // An unnamed unknown dimension (as skl2onnx writes a batch) is bound by position.
-            None => match opts.dims.get(&format!("{name}:{axis}")) {
-                Some(&v) => v as i64,
-                None => return Err(fail(at(), format!("dimension {axis} has no size or name: bind it (ImportOptions::dims, --dim {name}:{axis}=SIZE)"))),
-            },
-        });
+        let sym = match &d.value {
+            Some(D::DimValue(v)) => {
+                known.push(*v);
+                dims.push(None);
+                continue;
+            }
+            Some(D::DimParam(p)) if !p.is_empty() => p.clone(),
+            // An unnamed unknown dimension (as skl2onnx writes a batch) is named by position.
+            _ => format!("{name}:{axis}"),
+        };
+        match opts.dims.get(&sym) {
+            Some(&v) => {
+                known.push(v as i64);
+                dims.push(None);
+            }
+            None => {
+                known.push(1);
+                dims.push(Some(sym));
+            }
+        }
     }
-    let dims = checked_dims(&dims, opts).map_err(|m| fail(at(), m))?;
-    Ok((Shape(dims), dtype, elem_name(elem)))
+    let sizes = checked_dims(&known, opts).map_err(|m| fail(at(), m))?;
+    let dims = sizes
+        .into_iter()
+        .zip(dims)
+        .map(|(k, s)| s.map_or(Dim::Known(k), Dim::Named))
+        .collect();
+    Ok((dims, dtype, elem_name(elem)))
 }
 
 /// The translators of every op (in `ops_*.rs`, chained by `onnx/mod.rs`): handed in so that
@@ -410,11 +455,34 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
         .attrs
         .values()
         .any(|a| a.g.is_some() || !a.graphs.is_empty());
+    // A node reading a run-time shape (a dynamic tensor, or a host value computed from one).
+    let reads_sym = node.inputs.iter().flatten().any(|i| cx.sym.contains(*i))
+        || node.inputs.iter().flatten().any(|i| match cx.vals.get(*i) {
+            Some(Val::T(t)) => cx.g.node(*t).is_ok_and(|n| n.dynamic),
+            _ => false,
+        });
+    let sym_args = node.inputs.iter().flatten().any(|i| cx.sym.contains(*i));
+    if reads_sym {
+        if let Some(what) = unrolled_over_run_time(cx, &node)? {
+            return Err(fail(at(), cx.sym_message(&what)));
+        }
+    }
+    let outer = std::mem::replace(&mut cx.cur_sym, sym_args);
     let result = translate(cx, &node).unwrap_or_else(|| Err(bad("unsupported op")));
+    cx.cur_sym = outer;
     let outs = result.map_err(|e| match e {
         Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
         other => fail(at(), other.to_string()),
     })?;
+    // A tensor built from a run-time size that does not change with it took the size as a
+    // number (a slice of a fixed-size tensor up to `seq`): refused, never baked in.
+    for out in &outs {
+        if let Val::T(t) = out {
+            if sym_args && !cx.g.node(*t).is_ok_and(|n| n.dynamic) {
+                return Err(fail(at(), cx.sym_message("is used as a fixed size")));
+            }
+        }
+    }
     for (i, out) in proto.output.iter().enumerate() {
         if out.is_empty() {
             continue;
@@ -428,9 +496,43 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
             }
         }
         cx.made.remove(out);
+        match v {
+            Val::Host(h) if reads_sym && probe_like(h) => cx.sym.insert(out.clone()),
+            _ => cx.sym.remove(out),
+        };
         cx.vals.insert(out.clone(), v.clone());
     }
     Ok(())
+}
+
+/// Ops whose translation walks spatial positions one by one (windows, taps, scales).
+const SPATIAL: &[&str] = &[
+    "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+    "GlobalMaxPool", "GlobalLpPool", "MaxUnpool", "Resize", "Upsample", "RoiAlign",
+    "MaxRoiPool", "DepthToSpace", "SpaceToDepth", "Col2Im", "GridSample", "DeformConv",
+];
+
+/// Why `node` cannot take its input's run-time dimensions: its translation is unrolled
+/// over them (a recurrence over a run-time sequence, a convolution over a run-time height).
+fn unrolled_over_run_time(cx: &Cx, node: &Node) -> Result<Option<String>> {
+    let Some(Val::T(x)) = node.input(0).and_then(|i| cx.vals.get(i)) else {
+        return Ok(None);
+    };
+    let dims = cx.g.dims(*x)?;
+    let run_time = |axes: &mut dyn Iterator<Item = usize>| {
+        axes.filter_map(|a| dims.get(a))
+            .find(|d| d.known().is_none())
+            .map(ToString::to_string)
+    };
+    let found = if SPATIAL.contains(&node.op) {
+        run_time(&mut (2..dims.len())).map(|d| format!("({d}) are spatial sizes, which {} is unrolled over", node.op))
+    } else if matches!(node.op, "RNN" | "GRU" | "LSTM") {
+        let axis = if node.int("layout", 0) == 1 { 1 } else { 0 };
+        run_time(&mut std::iter::once(axis)).map(|d| format!("({d}) are the sequence length, which {} is unrolled over", node.op))
+    } else {
+        None
+    };
+    Ok(found)
 }
 
 impl Node<'_> {
@@ -523,6 +625,31 @@ impl Node<'_> {
 }
 
 impl Cx<'_> {
+    /// The error for a value computed from run-time dimensions that `what` (it would become
+    /// data, or a fixed size): a graph with run-time dimensions cannot express it, so they
+    /// must be pinned.
+    pub fn sym_error(&self, what: &str) -> Error {
+        bad(self.sym_message(what))
+    }
+
+    fn sym_message(&self, what: &str) -> String {
+        let names: Vec<String> = self
+            .g
+            .dim_names()
+            .iter()
+            .map(|n| format!("--dim {n}=SIZE"))
+            .collect();
+        format!(
+            "a value computed from the run-time dimensions {what}; import with those dimensions pinned (ImportOptions::dims, {})",
+            names.join(" ")
+        )
+    }
+
+    /// Whether `name` is a host value computed from run-time dimensions.
+    pub fn is_sym(&self, name: &str) -> bool {
+        self.sym.contains(name)
+    }
+
     fn is_const(&self, name: &str) -> bool {
         if self.weights.contains(name) {
             return false;
@@ -547,6 +674,9 @@ impl Cx<'_> {
         }
         let t = match self.val(name)?.clone() {
             Val::T(t) => return Ok(t),
+            Val::Host(_) if self.sym.contains(name) => {
+                return Err(self.sym_error(&format!("('{name}') would become a tensor's data")))
+            }
             Val::Host(h) if self.weights.contains(name) => {
                 let host = h.to_host(&format!("initializer '{name}'"))?;
                 self.g.variable(name, host)?
@@ -575,6 +705,9 @@ impl Cx<'_> {
 
     /// A constant node holding `h` (`what` names it in a range error).
     pub fn constant(&mut self, h: &HostValue, what: &str) -> Result<Tensor> {
+        if self.cur_sym && probe_like(h) {
+            return Err(self.sym_error(&format!("('{what}') would become a tensor's data")));
+        }
         let host = h.to_host(&format!("value '{what}'"))?;
         let t = self.g.constant(host)?;
         self.consts.insert(t);
@@ -583,6 +716,9 @@ impl Cx<'_> {
 
     /// A scalar constant of `dtype`.
     pub fn scalar(&mut self, v: f64, dtype: DType) -> Result<Tensor> {
+        if self.cur_sym && v.abs() >= PROBE_LIKE {
+            return Err(self.sym_error("would become a scalar constant"));
+        }
         let h = match dtype {
             DType::F32 => HostTensor::scalar(v as f32),
             DType::F16 => HostTensor::scalar(crate::f16::from_f64(v)),
@@ -599,7 +735,7 @@ impl Cx<'_> {
     pub fn shape(&self, node: &Node, i: usize) -> Result<Vec<usize>> {
         Ok(match self.val(node.req(i)?)? {
             Val::Host(h) => h.shape().to_vec(),
-            Val::T(t) => self.g.shape(*t)?.dims().to_vec(),
+            Val::T(t) => self.g.probe_shape(*t)?.dims().to_vec(),
         })
     }
 

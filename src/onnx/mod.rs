@@ -59,11 +59,13 @@ mod ops_recurrent;
 mod ops_resize;
 mod ops_shape;
 mod ops_spatial;
+mod session;
+pub use session::{Declared, InferenceSession};
 #[allow(missing_docs)]
 pub mod proto;
 mod tensor;
 
-use crate::{DType, Error, Graph, HostTensor, Result, Shape, Tensor};
+use crate::{DType, Dim, Error, Graph, HostTensor, Result, Shape, Tensor};
 /// `prost`'s trait, to encode and decode the [`proto`] types.
 pub use prost::Message;
 use std::collections::HashMap;
@@ -112,7 +114,11 @@ pub struct ValueInfo {
     pub name: String,
     /// The graph tensor: a placeholder to feed, or a tensor to fetch.
     pub tensor: Tensor,
-    /// Its static shape (symbolic dimensions bound from [`ImportOptions::dims`]).
+    /// Its dimensions: sizes, and the model's symbolic dimensions (`batch`, `sequence`) that
+    /// [`ImportOptions::dims`] does not pin, as run-time dimensions bound from the feeds.
+    pub dims: Vec<Dim>,
+    /// Its shape with every run-time dimension taken as 1 (an example shape to feed; the
+    /// exact shape when [`ValueInfo::dims`] are all known).
     pub shape: Shape,
     /// Its wgflow dtype (int64 in the model is i32 here).
     pub dtype: DType,
@@ -130,11 +136,50 @@ pub struct Model {
     pub inputs: Vec<ValueInfo>,
     /// The model's outputs, in order.
     pub outputs: Vec<ValueInfo>,
+    /// Every value the graph computes, by its ONNX name ([`Model::value`]).
+    pub values: HashMap<String, Tensor>,
     /// The `ai.onnx` opset the model was imported at.
     pub opset: i64,
 }
 
+impl ValueInfo {
+    pub(crate) fn new(
+        name: String,
+        tensor: Tensor,
+        dims: Vec<Dim>,
+        dtype: DType,
+        onnx_type: String,
+    ) -> ValueInfo {
+        let shape = Shape(dims.iter().map(|d| d.known().unwrap_or(1)).collect());
+        ValueInfo {
+            name,
+            tensor,
+            dims,
+            shape,
+            dtype,
+            onnx_type,
+        }
+    }
+
+    /// Whether the model declares it int64 (wgflow holds it as i32; a front end gives it back
+    /// as int64, as onnxruntime does).
+    pub fn is_int64(&self) -> bool {
+        self.onnx_type == "INT64"
+    }
+}
+
 impl Model {
+    /// The tensor of the ONNX value `name`: an output, an input, or any value the graph
+    /// computes (values folded at import have none).
+    pub fn value(&self, name: &str) -> Option<Tensor> {
+        self.outputs
+            .iter()
+            .chain(&self.inputs)
+            .find(|v| v.name == name)
+            .map(|v| v.tensor)
+            .or_else(|| self.values.get(name).copied())
+    }
+
     /// The output tensors, in order (the `fetches` of `Session::run`).
     pub fn output_tensors(&self) -> Vec<Tensor> {
         self.outputs.iter().map(|o| o.tensor).collect()

@@ -27,7 +27,7 @@ fn slice_axis(cx: &mut Cx, x: Tensor, axis: usize, start: usize, stop: usize) ->
 }
 
 fn dims(cx: &Cx, x: Tensor) -> Result<Vec<usize>> {
-    Ok(cx.g.shape(x)?.dims().to_vec())
+    Ok(cx.g.probe_shape(x)?.dims().to_vec())
 }
 
 fn isz(v: &[usize]) -> Vec<isize> {
@@ -181,8 +181,8 @@ fn attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     if !dt.is_float() {
         return Err(bad(format!("Attention needs float inputs, got {dt}")));
     }
-    let rank = cx.g.shape(q)?.rank();
-    if cx.g.shape(k)?.rank() != rank || cx.g.shape(v)?.rank() != rank {
+    let rank = cx.g.probe_shape(q)?.rank();
+    if cx.g.probe_shape(k)?.rank() != rank || cx.g.probe_shape(v)?.rank() != rank {
         return Err(bad("Q, K and V must have the same rank"));
     }
     match rank {

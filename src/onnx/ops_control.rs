@@ -9,6 +9,18 @@ use crate::{DType, Result, SliceArg, Tensor};
 
 /// The most iterations a `Loop` is unrolled to.
 const MAX_UNROLL: usize = 1 << 16;
+/// The most graph nodes one `Loop` or `Scan` may create by unrolling (a trip count of
+/// INT64_MAX, or a short count over a large body, is an error, not minutes of import).
+const MAX_UNROLLED_NODES: usize = 1 << 20;
+
+fn check_unrolled(cx: &Cx, start: usize, what: &str) -> Result<()> {
+    if cx.g.len() - start > MAX_UNROLLED_NODES {
+        return Err(bad(format!(
+            "unsupported: unrolling this {what} creates more than {MAX_UNROLLED_NODES} graph nodes"
+        )));
+    }
+    Ok(())
+}
 
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
     Some(match n.op {
@@ -99,7 +111,7 @@ fn scan8(cx: &mut Cx, n: &Node, m: usize) -> Result<Vec<Val>> {
     }
     let batch = match ins.first() {
         Some(&t) => {
-            cx.g.shape(t)?
+            cx.g.probe_shape(t)?
                 .dims()
                 .first()
                 .copied()
@@ -160,8 +172,11 @@ fn unroll_scan(
     let mut len = None;
     let mut axes_u = Vec::new();
     for (j, &x) in xs.iter().enumerate() {
-        let dims = cx.g.shape(x)?.dims().to_vec();
+        let dims = cx.g.probe_shape(x)?.dims().to_vec();
         let a = axis_of(axes[j], dims.len(), "scan_input_axes")?;
+        if cx.g.dims(x)?.get(a).is_some_and(|d| d.known().is_none()) {
+            return Err(cx.sym_error("are a Scan's length, which is unrolled at import"));
+        }
         if len.is_some_and(|l| l != dims[a]) {
             return Err(bad("the scan inputs differ in length"));
         }
@@ -171,7 +186,9 @@ fn unroll_scan(
     let len = len.ok_or_else(|| bad("Scan needs at least one scan input"))?;
     let n_states = states.len();
     let mut collected: Vec<Vec<Tensor>> = vec![Vec::new(); out_axes.len()];
+    let start = cx.g.len();
     for t in 0..len {
+        check_unrolled(cx, start, "Scan")?;
         let mut inputs = states.clone();
         for (j, &x) in xs.iter().enumerate() {
             let i = if dirs[j] != 0 { len - 1 - t } else { t };
@@ -197,7 +214,7 @@ fn unroll_scan(
         let first = *list
             .first()
             .ok_or_else(|| bad("a scan of length 0 has no outputs to stack"))?;
-        let rank = cx.g.shape(first)?.rank();
+        let rank = cx.g.probe_shape(first)?.rank();
         let a = axis_of(out_axes[k], rank + 1, "scan_output_axes")?;
         result.push(Val::T(cx.g.stack(&list, a as isize)?));
     }
@@ -236,9 +253,19 @@ fn loop_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let body = n.graph("body")?;
     let trips = match n.input(0) {
         Some(_) => {
+            if cx.is_sym(n.req(0)?) {
+                return Err(cx.sym_error("is a Loop's trip count, which is unrolled at import"));
+            }
             let v = cx.ints(n, 0)?;
             let t = *v.first().ok_or_else(|| bad("the trip count is empty"))?;
-            Some(usize::try_from(t).unwrap_or(0))
+            let t = usize::try_from(t).unwrap_or(0);
+            // Without a condition every one of the trips is unrolled: refuse too many now.
+            if n.input(1).is_none() && t > MAX_UNROLL {
+                return Err(n.unsupported(format!(
+                    "a Loop of {t} iterations (at most {MAX_UNROLL} are unrolled)"
+                )));
+            }
+            Some(t)
         }
         None => None,
     };
@@ -258,10 +285,12 @@ fn loop_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let n_scan = body.output.len().saturating_sub(1 + carried.len());
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); n_scan];
     let mut i = 0;
+    let start = cx.g.len();
     while go && trips.is_none_or(|t| i < t) {
         if i >= MAX_UNROLL {
             return Err(n.unsupported(format!("Loop over more than {MAX_UNROLL} iterations")));
         }
+        check_unrolled(cx, start, "Loop")?;
         let mut inputs = vec![int_scalar(i as i64, DType::I32), int_scalar(1, DType::Bool)];
         inputs.extend(carried.iter().cloned());
         let outs = cx.subgraph(body, inputs)?;

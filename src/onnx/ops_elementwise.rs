@@ -172,7 +172,7 @@ fn is_inf(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         (true, true) => inf,
         (false, false) => {
             let f = cx.scalar(0.0, DType::Bool)?;
-            let s = cx.g.shape(x)?.dims().to_vec();
+            let s = cx.g.probe_shape(x)?.dims().to_vec();
             cx.g.broadcast_to(f, &s)?
         }
         _ => {

@@ -143,7 +143,7 @@ fn trilu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 fn hardmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
-    let s = cx.g.shape(x0)?.dims().to_vec();
+    let s = cx.g.probe_shape(x0)?.dims().to_vec();
     // Before opset 13: over the flattened trailing dimensions from `axis` (default 1).
     let (x, axis) = if n.opset < 13 {
         let a = norm_axis(n.int("axis", 1), s.len())?;
@@ -152,7 +152,7 @@ fn hardmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     } else {
         (x0, norm_axis(n.int("axis", -1), s.len())?)
     };
-    let xs = cx.g.shape(x)?.dims().to_vec();
+    let xs = cx.g.probe_shape(x)?.dims().to_vec();
     let mut iota_shape = vec![1; xs.len()];
     iota_shape[axis] = xs[axis];
     let iota = index_constant(cx, &iota_shape, |i| i[axis] as i64)?;

@@ -22,7 +22,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
 /// `-x[n, t[n, d...], d...] * w[t]` reduced as `reduction` says; `x` is `[N, C, d...]` and the
 /// target (input 1) `[N, d...]`.
 fn nll(cx: &mut Cx, n: &Node, x: Tensor) -> Result<Tensor> {
-    let xs = cx.g.shape(x)?.dims().to_vec();
+    let xs = cx.g.probe_shape(x)?.dims().to_vec();
     let ts = cx.shape(n, 1)?;
     if xs.len() < 2 || ts.len() + 1 != xs.len() || ts[0] != xs[0] || ts[1..] != xs[2..] {
         return Err(bad(format!("input {xs:?} and target {ts:?} do not match")));

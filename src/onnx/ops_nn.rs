@@ -18,7 +18,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "MaxPool" | "AveragePool" | "LpPool" => pool(cx, n),
         "GlobalAveragePool" | "GlobalMaxPool" => (|| {
             let x = cx.t(n, 0)?;
-            let r = cx.g.shape(x)?.rank();
+            let r = cx.g.probe_shape(x)?.rank();
             let axes: Vec<isize> = (2..r as isize).collect();
             if n.op == "GlobalMaxPool" {
                 cx.g.max(x, axes, true)
@@ -191,7 +191,7 @@ pub(super) fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) ->
 
 /// `x` as `[N, C, H, W]` (a 1-D input `[N, C, W]` gets `H = 1`).
 fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
-    let s = cx.g.shape(x)?.dims().to_vec();
+    let s = cx.g.probe_shape(x)?.dims().to_vec();
     match s.len() {
         4 => Ok((x, s)),
         3 => Ok((
@@ -206,7 +206,7 @@ fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
 
 fn back_to(cx: &mut Cx, y: Tensor, orig: &[usize]) -> Result<Tensor> {
     if orig.len() == 3 {
-        let s = cx.g.shape(y)?.dims().to_vec();
+        let s = cx.g.probe_shape(y)?.dims().to_vec();
         return cx
             .g
             .reshape(y, &[s[0] as isize, s[1] as isize, s[3] as isize]);
@@ -259,7 +259,7 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let kernel = n
         .ints("kernel_shape")
         .ok_or_else(|| bad("kernel_shape is required"))?;
-    let rank = cx.g.shape(x0)?.rank();
+    let rank = cx.g.probe_shape(x0)?.rank();
     let dilated = n
         .ints("dilations")
         .is_some_and(|d| d.iter().any(|&d| d != 1));
@@ -301,7 +301,7 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         let include = n.int("count_include_pad", 0) != 0;
         let xp = pad_hw(cx, x, p, 0.0)?;
         let sum = cx.g.avg_pool2d(xp, g.kernel, g.stride, [0, 0])?;
-        let [h, w] = [cx.g.shape(x)?.dims()[2], cx.g.shape(x)?.dims()[3]];
+        let [h, w] = [cx.g.probe_shape(x)?.dims()[2], cx.g.probe_shape(x)?.dims()[3]];
         let ones = HostTensor::new(vec![1, 1, h, w], vec![1f32; h * w])?;
         let ones = cx.constant(&HostValue::Floats(ones), "pool window count")?;
         let mask = if include {
@@ -326,7 +326,7 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// each axis is reduced in turn as the max or sum of `kernel` strided slices of the padded
 /// input (one slice per window offset along that axis).
 fn pool_nd(cx: &mut Cx, n: &Node, x: Tensor, kernel: Vec<i64>) -> Result<Tensor> {
-    let dims = cx.g.shape(x)?.dims().to_vec();
+    let dims = cx.g.probe_shape(x)?.dims().to_vec();
     if dims.len() < 3 {
         return Err(bad(format!(
             "input of rank {} (want N, C, spatial…)",
@@ -385,7 +385,7 @@ fn pool_nd(cx: &mut Cx, n: &Node, x: Tensor, kernel: Vec<i64>) -> Result<Tensor>
 fn window_reduce(cx: &mut Cx, x: Tensor, w: &WindowNd, max: bool) -> Result<Tensor> {
     let mut acc = x;
     for i in 0..w.kernel.len() {
-        let size = cx.g.shape(acc)?.dims()[2 + i];
+        let size = cx.g.probe_shape(acc)?.dims()[2 + i];
         let out = w.out_len(i, size)?;
         let mut r: Option<Tensor> = None;
         for j in 0..w.kernel[i] {
@@ -411,7 +411,7 @@ fn window_reduce(cx: &mut Cx, x: Tensor, w: &WindowNd, max: bool) -> Result<Tens
 
 fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let s = cx.g.shape(x)?.dims().to_vec();
+    let s = cx.g.probe_shape(x)?.dims().to_vec();
     let log = n.op == "LogSoftmax";
     if n.opset >= 13 {
         let a = norm_axis(n.int("axis", -1), s.len())? as isize;
@@ -445,7 +445,7 @@ fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     };
     let keep = n.int("keepdims", 1) != 0;
     let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     let axes: Vec<isize> = match axes.filter(|a| !a.is_empty()) {
         Some(a) => a
             .iter()
@@ -462,7 +462,7 @@ fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             _ => Err(bad("bool input is unsupported")),
         };
     }
-    let dims = cx.g.shape(x)?.dims().to_vec();
+    let dims = cx.g.probe_shape(x)?.dims().to_vec();
     let empty = axes.iter().any(|&a| dims[a as usize] == 0);
     if empty && matches!(op, "ReduceMax" | "ReduceMin" | "ReduceLogSumExp") {
         // The identity of an empty set (ONNX's rule; wgflow's max/min refuse it).
@@ -514,7 +514,7 @@ fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 fn arg(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let s = cx.g.shape(x)?.dims().to_vec();
+    let s = cx.g.probe_shape(x)?.dims().to_vec();
     let axis = norm_axis(n.int("axis", 0), s.len())?;
     let keep = n.int("keepdims", 1) != 0;
     let max = n.op == "ArgMax";
@@ -542,7 +542,7 @@ fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let axis = cx.ints(n, 1)?;
     let axis = *axis.first().ok_or_else(|| bad("axis must be a scalar"))?;
     let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(axis, r)? as isize;
     cx.g.cumulative(
         ScanOp::Sum,
@@ -560,8 +560,8 @@ fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let w0 = cx.t(n, 1)?;
-    let orig = cx.g.shape(x0)?.dims().to_vec();
-    let ws = cx.g.shape(w0)?.dims().to_vec();
+    let orig = cx.g.probe_shape(x0)?.dims().to_vec();
+    let ws = cx.g.probe_shape(w0)?.dims().to_vec();
     if orig.len() < 3 || ws.len() != orig.len() {
         return Err(bad(format!(
             "X of shape {orig:?} and W of shape {ws:?} do not match"
@@ -655,7 +655,7 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             cx.g.slice(y, &[SliceArg::full(), SliceArg::full(), crop(0), crop(1)])?;
     }
     if let Some(b) = cx.opt_t(n, 2)? {
-        let c = cx.g.shape(b)?.numel() as isize;
+        let c = cx.g.probe_shape(b)?.numel() as isize;
         let b4 = cx.g.reshape(b, &[1, c, 1, 1])?;
         y = cx.g.add(y, b4)?;
     }
@@ -676,8 +676,8 @@ struct Window3 {
 /// (every input depth slice at once, as a batch), each placed at depth `i·stride + kd·dilation`
 /// of the full output, then cropped by the pads.
 fn conv_transpose_3d(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor, g: Window3) -> Result<Tensor> {
-    let xs = cx.g.shape(x)?.dims().to_vec();
-    let ws = cx.g.shape(w)?.dims().to_vec();
+    let xs = cx.g.probe_shape(x)?.dims().to_vec();
+    let ws = cx.g.probe_shape(w)?.dims().to_vec();
     let (batch, c, d, h, wd) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
     let us = |v: i64| usize::try_from(v).map_err(|_| bad("negative size"));
     let (sd, dd) = (us(g.stride[0])?, us(g.dilation[0])?);
@@ -719,7 +719,7 @@ fn conv_transpose_3d(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor, g: Window3) ->
         )?;
         let z =
             cx.g.conv2d_backprop_input(x2, wk, [full[1], full[2]], opts)?;
-        let zs = cx.g.shape(z)?.dims().to_vec();
+        let zs = cx.g.probe_shape(z)?.dims().to_vec();
         let (o, fh, fw) = (zs[1] as isize, zs[2] as isize, zs[3] as isize);
         // Depth slices spread `stride` apart: [N, D, 1, …] padded to [N, D, s, …].
         let z =
@@ -772,7 +772,7 @@ fn conv_transpose_3d(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor, g: Window3) ->
         y
     };
     if let Some(b) = cx.opt_t(n, 2)? {
-        let c = cx.g.shape(b)?.numel() as isize;
+        let c = cx.g.probe_shape(b)?.numel() as isize;
         let b5 = cx.g.reshape(b, &[1, c, 1, 1, 1])?;
         y = cx.g.add(y, b5)?;
     }

@@ -38,7 +38,7 @@ fn normalize(cx: &mut Cx, x: Tensor, axes: Vec<isize>, eps: f32) -> Result<[Tens
 
 fn layer_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(n.int("axis", -1), r)?;
     let [mut y, mean, inv] = normalize(
         cx,
@@ -56,7 +56,7 @@ fn layer_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 
 fn rms_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(n.int("axis", -1), r)?;
     let dt = cx.g.dtype(x)?;
     let e = cx.scalar(n.float("epsilon", 1e-5) as f64, dt)?;
@@ -72,7 +72,7 @@ fn rms_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// `[1, C, 1, ...]` for a per-channel parameter of a rank-`r` input.
 fn per_channel(cx: &mut Cx, p: Tensor, r: usize) -> Result<Tensor> {
-    let c = cx.g.shape(p)?.numel();
+    let c = cx.g.probe_shape(p)?.numel();
     let mut s = vec![1isize; r];
     s[1] = c as isize;
     cx.g.reshape(p, &s)
@@ -80,7 +80,7 @@ fn per_channel(cx: &mut Cx, p: Tensor, r: usize) -> Result<Tensor> {
 
 fn instance_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     if r < 3 {
         return Err(bad("needs [N, C, D1, ...]"));
     }
@@ -95,7 +95,7 @@ fn instance_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// group.
 fn group_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let shape = cx.g.shape(x)?.dims().to_vec();
+    let shape = cx.g.probe_shape(x)?.dims().to_vec();
     let r = shape.len();
     let groups = usize::try_from(n.int("num_groups", 0))
         .ok()
@@ -115,7 +115,7 @@ fn group_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let [yg, _, _] = normalize(cx, xg, vec![2], n.float("epsilon", 1e-5))?;
     let (s, b) = (cx.t(n, 1)?, cx.t(n, 2)?);
     let back: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-    if cx.g.shape(s)?.numel() == c {
+    if cx.g.probe_shape(s)?.numel() == c {
         let y = cx.g.reshape(yg, &back)?;
         let (s, b) = (per_channel(cx, s, r)?, per_channel(cx, b, r)?);
         let y = cx.g.mul(y, s)?;
@@ -130,7 +130,7 @@ fn group_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 fn lp_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(n.int("axis", -1), r)? as isize;
     let g = &mut cx.g;
     let norm = match n.int("p", 2) {
@@ -158,7 +158,7 @@ fn lp_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// the sum over a window of `size` channels (zero-padded), as shifted slices of `x²`.
 fn lrn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let shape = cx.g.shape(x)?.dims().to_vec();
+    let shape = cx.g.probe_shape(x)?.dims().to_vec();
     let size = usize::try_from(n.int("size", 0))
         .ok()
         .filter(|&s| s > 0)
@@ -208,7 +208,7 @@ fn lrn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// reference's formula (the epsilon is added to the deviation, not the variance).
 fn mvn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     let axes: Vec<isize> = n
         .ints("axes")
         .unwrap_or_else(|| vec![0, 2, 3])
@@ -254,7 +254,7 @@ fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         }
         return Ok(vec![cx.g.batch_norm(x, m, v, s, b, eps)?.into()]);
     }
-    let r = cx.g.shape(x)?.rank();
+    let r = cx.g.probe_shape(x)?.rank();
     if r < 2 {
         return Err(bad(format!("input of rank {r} (want N, C, …)")));
     }

@@ -17,7 +17,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
 /// keeps that order.
 fn max_pool_with_indices(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let x = cx.t(n, 0)?;
-    let dims = cx.g.shape(x)?.dims().to_vec();
+    let dims = cx.g.probe_shape(x)?.dims().to_vec();
     if dims.len() < 3 {
         return Err(bad(format!(
             "input of rank {} (want N, C, spatial…)",
@@ -61,7 +61,7 @@ fn max_pool_with_indices(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let mut v = cx.g.pad(x, &pads, PadMode::Constant(f64::NEG_INFINITY))?;
     let mut at = cx.g.pad(ids, &pads, PadMode::Constant(0.0))?;
     for i in (0..k).rev() {
-        let size = cx.g.shape(v)?.dims()[2 + i];
+        let size = cx.g.probe_shape(v)?.dims()[2 + i];
         let out = w.out_len(i, size)?;
         let mut best: Option<(crate::Tensor, crate::Tensor)> = None;
         for j in 0..w.kernel[i] {

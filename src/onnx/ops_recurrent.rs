@@ -157,7 +157,7 @@ fn scale(cx: &mut Cx, x: Tensor, by: f32, dt: DType) -> Result<Tensor> {
 
 /// Columns `[from, to)` of a matrix (or of a vector).
 fn cols(cx: &mut Cx, x: Tensor, from: usize, to: usize) -> Result<Tensor> {
-    let rank = cx.g.shape(x)?.rank();
+    let rank = cx.g.probe_shape(x)?.rank();
     let mut args = vec![SliceArg::full(); rank.saturating_sub(1)];
     args.push(SliceArg::range(from as isize, to as isize));
     cx.g.slice(x, &args)
@@ -211,14 +211,14 @@ fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
             }
         }
     }
-    let xs = cx.g.shape(x)?.dims().to_vec();
-    let ws = cx.g.shape(w)?.dims().to_vec();
+    let xs = cx.g.probe_shape(x)?.dims().to_vec();
+    let ws = cx.g.probe_shape(w)?.dims().to_vec();
     let [seq, batch, input] = xs[..] else {
         return Err(bad(format!("X must have rank 3, got {xs:?}")));
     };
     let g = cell.gates();
     let hidden = match n.int("hidden_size", -1) {
-        -1 => cx.g.shape(r)?.dims().last().copied().unwrap_or(0),
+        -1 => cx.g.probe_shape(r)?.dims().last().copied().unwrap_or(0),
         h => usize::try_from(h).map_err(|_| bad("negative hidden_size"))?,
     };
     if ws != [dirs, g * hidden, input] {
@@ -431,8 +431,8 @@ fn causal_conv(cx: &mut Cx, n: &Node) -> Result<Vec<Tensor>> {
     let (x, w) = (cx.t(n, 0)?, cx.t(n, 1)?);
     let bias = cx.opt_t(n, 2)?;
     let past = cx.opt_t(n, 3)?;
-    let xs = cx.g.shape(x)?.dims().to_vec();
-    let ws = cx.g.shape(w)?.dims().to_vec();
+    let xs = cx.g.probe_shape(x)?.dims().to_vec();
+    let ws = cx.g.probe_shape(w)?.dims().to_vec();
     let (&[b, ch, len], &[wc, 1, k]) = (&xs[..], &ws[..]) else {
         return Err(bad(format!(
             "input must be [B, C, L] and weight [C, 1, k], got {xs:?} and {ws:?}"

@@ -109,8 +109,8 @@ type Tap = (Tensor, Option<Tensor>);
 
 fn grid_sample(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (x, grid) = (cx.t(n, 0)?, cx.t(n, 1)?);
-    let xs = cx.g.shape(x)?.dims().to_vec();
-    let gs = cx.g.shape(grid)?.dims().to_vec();
+    let xs = cx.g.probe_shape(x)?.dims().to_vec();
+    let gs = cx.g.probe_shape(grid)?.dims().to_vec();
     let r = xs.len().saturating_sub(2);
     if r == 0 || gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r {
         return Err(bad(format!(
@@ -352,7 +352,7 @@ fn cubic_weights(ew: &mut Ew<'_, '_>, t: Tensor) -> Result<Vec<Tensor>> {
 fn affine_grid(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let theta = cx.t(n, 0)?;
     let size = cx.ints(n, 1)?;
-    let ts = cx.g.shape(theta)?.dims().to_vec();
+    let ts = cx.g.probe_shape(theta)?.dims().to_vec();
     let r = size.len().saturating_sub(2);
     if !(r == 2 || r == 3) || ts != [size[0].max(0) as usize, r, r + 1] {
         return Err(bad(format!(
@@ -415,7 +415,7 @@ fn affine_grid(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// inverse and onesided: NumPy's `irfft` (Hermitian input, real output).
 fn dft(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let dims = cx.g.shape(x)?.dims().to_vec();
+    let dims = cx.g.probe_shape(x)?.dims().to_vec();
     let rank = dims.len();
     let comps = dims.last().copied().unwrap_or(0);
     if rank < 2 || !(comps == 1 || comps == 2) {
@@ -586,7 +586,7 @@ fn dft(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// entries (exact up to f32 rounding of at most 24 products).
 fn det(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
-    let dims = cx.g.shape(x)?.dims().to_vec();
+    let dims = cx.g.probe_shape(x)?.dims().to_vec();
     let r = dims.len();
     if r < 2 || dims[r - 1] != dims[r - 2] {
         return Err(bad(format!(
@@ -647,9 +647,9 @@ fn det(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 fn deform_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (x, w, off) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
     let (bias, mask) = (cx.opt_t(n, 3)?, cx.opt_t(n, 4)?);
-    let xs = cx.g.shape(x)?.dims().to_vec();
-    let ws = cx.g.shape(w)?.dims().to_vec();
-    let os = cx.g.shape(off)?.dims().to_vec();
+    let xs = cx.g.probe_shape(x)?.dims().to_vec();
+    let ws = cx.g.probe_shape(w)?.dims().to_vec();
+    let os = cx.g.probe_shape(off)?.dims().to_vec();
     if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
         return Err(n.unsupported("DeformConv other than 2-D"));
     }

@@ -1,7 +1,7 @@
 //! The wgflow command-line tool.
 
 use clap::{Args, Parser, Subcommand};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -365,7 +365,7 @@ fn print_dot(args: &GraphArgs) -> CliResult {
 
 /// Load the graph only: no adapter is enumerated and no session is made.
 fn validate(path: &Path, dims: &[String]) -> CliResult {
-    let (graph, _) = load_path(path, dims)?;
+    let (graph, _, _) = load_path(path, dims)?;
     let placeholders = graph
         .nodes()
         .filter(|(_, n)| n.op == Op::Leaf(Leaf::Placeholder))
@@ -465,18 +465,44 @@ fn truncate(s: &str, n: usize) -> String {
 /// Load the graph, make a session on the requested default device, resolve the fetches.
 /// The graph of a graph file or an ONNX model, and the model's outputs (none for a graph
 /// file: its sinks are the default fetches).
-fn load(args: &GraphArgs) -> wgflow::Result<(Graph, Vec<Tensor>)> {
+/// The graph, its default fetches, and (for an ONNX model) its values by ONNX name.
+type Loaded = (Graph, Vec<Tensor>, HashMap<String, Tensor>);
+
+fn load(args: &GraphArgs) -> wgflow::Result<Loaded> {
     load_path(&args.graph, &args.dims)
 }
 
-fn load_path(path: &Path, dims: &[String]) -> wgflow::Result<(Graph, Vec<Tensor>)> {
-    let onnx = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
-    if !onnx {
+pub(crate) fn is_onnx(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// `--dim NAME=SIZE` arguments for an ONNX import.
+fn onnx_options(dims: &[String]) -> wgflow::Result<wgflow::onnx::ImportOptions> {
+    let mut opts = wgflow::onnx::ImportOptions::default();
+    for d in dims {
+        let bad = || Error::Onnx {
+            at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
+            message: "expected NAME=SIZE".into(),
+        };
+        let (name, size) = d.split_once('=').ok_or_else(bad)?;
+        opts.dims
+            .insert(name.to_string(), size.parse().map_err(|_| bad())?);
+    }
+    Ok(opts)
+}
+
+/// An ONNX model to run by its names, on the requested device.
+pub(crate) fn open_onnx(args: &GraphArgs) -> wgflow::Result<wgflow::onnx::InferenceSession> {
+    let opts = onnx_options(&args.dims)?;
+    wgflow::onnx::InferenceSession::new(&args.graph, opts, session_options(args)?)
+}
+
+fn load_path(path: &Path, dims: &[String]) -> wgflow::Result<Loaded> {
+    if !is_onnx(path) {
         let graph = Graph::load(path)?;
         if dims.is_empty() {
-            return Ok((graph, Vec::new()));
+            return Ok((graph, Vec::new(), HashMap::new()));
         }
         // A graph file's run-time dimensions, given sizes: the static graph they make.
         let mut sizes = Vec::with_capacity(dims.len());
@@ -491,25 +517,18 @@ fn load_path(path: &Path, dims: &[String]) -> wgflow::Result<(Graph, Vec<Tensor>
             let (name, size) = d.split_once('=').ok_or_else(bad)?;
             sizes.push((name, size.parse::<usize>().map_err(|_| bad())?));
         }
-        return Ok((graph.with_dims(&sizes)?, Vec::new()));
+        return Ok((graph.with_dims(&sizes)?, Vec::new(), HashMap::new()));
     }
-    let mut opts = wgflow::onnx::ImportOptions::default();
-    for d in dims {
-        let bad = || Error::Onnx {
-            at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
-            message: "expected NAME=SIZE".into(),
-        };
-        let (name, size) = d.split_once('=').ok_or_else(bad)?;
-        opts.dims
-            .insert(name.to_string(), size.parse().map_err(|_| bad())?);
-    }
-    let model = wgflow::onnx::import(path, &opts)?;
+    let model = wgflow::onnx::import(path, &onnx_options(dims)?)?;
     let outputs = model.output_tensors();
-    Ok((model.graph, outputs))
+    let mut names = model.values.clone();
+    for v in model.inputs.iter().chain(&model.outputs) {
+        names.insert(v.name.clone(), v.tensor);
+    }
+    Ok((model.graph, outputs, names))
 }
 
-fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
-    let (graph, outputs) = load(args)?;
+fn session_options(args: &GraphArgs) -> wgflow::Result<SessionOptions> {
     let default_device = args
         .device
         .as_deref()
@@ -524,11 +543,16 @@ fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
             })
         })
         .transpose()?;
-    let options = SessionOptions {
+    Ok(SessionOptions {
         default_device,
         soft_placement: args.soft_placement,
         ..Default::default()
-    };
+    })
+}
+
+fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
+    let (graph, outputs, names) = load(args)?;
+    let options = session_options(args)?;
     let fetches = if args.fetches.is_empty() && !outputs.is_empty() {
         outputs
     } else if args.fetches.is_empty() {
@@ -537,7 +561,7 @@ fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
         args.fetches
             .iter()
             .map(|n| {
-                graph.tensor(n).ok_or_else(|| Error::Fetch {
+                names.get(n).copied().or_else(|| graph.tensor(n)).ok_or_else(|| Error::Fetch {
                     name: truncate(n, MAX_QUOTED_CHARS),
                     message: format!("no node has this name in {}", args.graph.display()),
                 })

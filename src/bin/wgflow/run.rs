@@ -12,6 +12,9 @@ pub(crate) struct RunArgs {
 }
 
 pub(crate) fn run(args: &GraphArgs, r: &RunArgs) -> CliResult {
+    if is_onnx(&args.graph) && r.weights.is_none() {
+        return run_onnx(args, r);
+    }
     let (feeds, out, force, runs) = (&r.feeds, r.out.as_path(), r.force, r.runs);
     let (mut session, fetches) = open(args)?;
     // Check the output files before any work, so a refused overwrite costs nothing.
@@ -61,6 +64,105 @@ pub(crate) fn run(args: &GraphArgs, r: &RunArgs) -> CliResult {
             v.shape(),
             path.display()
         )?;
+    }
+    let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
+    outln!("devices: {}", devices.join(", "))?;
+    outln!(
+        "time: compile+run {:.3} ms, run median {median:.3} ms, min {:.3} ms over {runs} {} \
+         ({} dispatches, {} transfers)",
+        first.as_secs_f64() * 1e3,
+        ms(times.min()),
+        if runs == 1 { "run" } else { "runs" },
+        plan.dispatch_count(),
+        plan.transfer_count()
+    )?;
+    print_memory(&plan)
+}
+
+/// `run` on an ONNX model, as onnxruntime runs it: feeds by input name (int64 `.npy` files
+/// as NumPy writes them), the symbolic dimensions sized by the feeds, and the outputs by
+/// their ONNX names (`--fetch` takes any value name), written as `NAME.npy` in the dtype the
+/// model declares (int64 outputs as int64).
+fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
+    let (out, force, runs) = (r.out.as_path(), r.force, r.runs);
+    let mut model = open_onnx(args)?;
+    let fetch_names: Vec<String> = if args.fetches.is_empty() {
+        model.outputs().iter().map(|o| o.name.clone()).collect()
+    } else {
+        args.fetches.clone()
+    };
+    let names: Vec<&str> = fetch_names.iter().map(String::as_str).collect();
+    let paths: Vec<PathBuf> = file_names(&names)
+        .into_iter()
+        .map(|f| out.join(f))
+        .collect();
+    for p in &paths {
+        check_target(p, force)?;
+    }
+    let mut fed: Vec<(String, HostTensor)> = Vec::new();
+    for f in &r.feeds {
+        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
+            name: truncate(f, MAX_QUOTED_CHARS),
+            message: "expected NAME=FILE.npy".into(),
+        })?;
+        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
+            name: truncate(name, MAX_QUOTED_CHARS),
+            message: naming(file, e.to_string()),
+        })?;
+        fed.push((name.to_string(), value));
+    }
+    let missing: Vec<String> = model
+        .inputs()
+        .iter()
+        .filter(|i| !fed.iter().any(|(n, _)| *n == i.name))
+        .map(|i| {
+            format!(
+                "{} ({} {})",
+                i.name,
+                i.onnx_type,
+                wgflow::graph::dims_text(&i.dims)
+            )
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Feed {
+            name: missing.join(", "),
+            message: "is an input of the model but not fed; pass --feed NAME=FILE.npy for each"
+                .into(),
+        }
+        .into());
+    }
+    let feeds: Vec<(&str, HostTensor)> = fed.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    let start = Instant::now();
+    let plan = model.plan_for(Some(&names), &feeds)?;
+    let values = model.run(Some(&names), &feeds)?;
+    let first = start.elapsed();
+    let mut times = Times::default();
+    for _ in 0..runs {
+        let again = Instant::now();
+        model.run(Some(&names), &feeds)?;
+        times.push(again.elapsed());
+    }
+    let median = ms(times.median());
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for ((name, v), path) in names.iter().zip(&values).zip(&paths) {
+        let int64 = model
+            .outputs()
+            .iter()
+            .chain(model.inputs())
+            .find(|o| o.name == *name)
+            .is_some_and(|o| o.is_int64())
+            && v.dtype() == wgflow::DType::I32;
+        let (bytes, dtype) = if int64 {
+            (wgflow::npy::to_bytes_i64(v)?, "int64".to_string())
+        } else {
+            (wgflow::npy::to_bytes(v), v.dtype().to_string())
+        };
+        write_output(path, &bytes, force)?;
+        outln!("{name} {dtype} {} -> {}", v.shape(), path.display())?;
+    }
+    if let Some(why) = model.per_binding() {
+        errln!("note: imported once per set of sizes: {why}");
     }
     let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
     outln!("devices: {}", devices.join(", "))?;

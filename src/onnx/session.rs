@@ -1,0 +1,380 @@
+//! [`InferenceSession`]: run a model by its ONNX names, as onnxruntime's
+//! `InferenceSession(path).run(None, {"input_ids": ids})` does.
+//!
+//! One import serves every size. The model is imported once with its symbolic dimensions
+//! (`batch`, `sequence`) as run-time dimensions, and each set of sizes the feeds bring gets a
+//! plan of its own in one [`Session`]. Some models cannot be one graph for all sizes: a size
+//! becomes data (`Range(0, seq)` as position ids), a recurrence is unrolled over the sequence,
+//! or an input's *value* is a shape (a fed `Resize` scale, a fed `Reshape` shape). Those are
+//! imported again for each set of sizes and values the feeds bring, the sizes and values then
+//! constants, and the imports are cached (at most [`InferenceSession::MAX_IMPORTS`], least
+//! recently run dropped); [`InferenceSession::per_binding`] says which way a model runs.
+
+use super::build::is_value_needed;
+use super::proto::{tensor_shape_proto::dimension::Value as D, type_proto::Value as T};
+use super::{fail, import_bytes, proto, ImportOptions, Message, Model};
+use crate::compile::Plan;
+use crate::{Dim, Error, HostTensor, Result, Session, SessionOptions, Tensor};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A model input or output as the file declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declared {
+    /// Its ONNX name.
+    pub name: String,
+    /// Its dimensions: sizes, and symbolic ones by name (an unnamed one is
+    /// `"<input>:<axis>"`).
+    pub dims: Vec<Dim>,
+    /// The ONNX element type's name (`FLOAT`, `INT64`, …).
+    pub onnx_type: String,
+}
+
+impl Declared {
+    /// Whether it is int64 in the model (wgflow holds it as i32: feed
+    /// [`HostTensor::from_i64`], read back with [`HostTensor::to_i64_vec`]).
+    pub fn is_int64(&self) -> bool {
+        self.onnx_type == "INT64"
+    }
+}
+
+/// One import and its session: the symbolic one, or one for a binding.
+struct Imported {
+    model: Model,
+    session: Session,
+}
+
+/// An ONNX model ready to run by names; see the [module](self) docs.
+pub struct InferenceSession {
+    bytes: Arc<Vec<u8>>,
+    dir: Option<PathBuf>,
+    import: ImportOptions,
+    options: SessionOptions,
+    inputs: Vec<Declared>,
+    outputs: Vec<Declared>,
+    /// The import with run-time dimensions, unless the model cannot be one.
+    symbolic: Option<Imported>,
+    /// Why the model is imported per binding (the symbolic import's error).
+    per_binding: Option<String>,
+    /// Inputs whose values the import needs (they become constants of each import).
+    value_inputs: Vec<String>,
+    /// Imports per binding, most recently run last.
+    pinned: Vec<(String, Imported)>,
+}
+
+impl std::fmt::Debug for InferenceSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InferenceSession")
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .field("per_binding", &self.per_binding)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InferenceSession {
+    /// The most per-binding imports kept (each holds its own copy of the weights).
+    pub const MAX_IMPORTS: usize = 4;
+
+    /// Open the `.onnx` file at `path` (external data is read from its directory).
+    pub fn new(path: &Path, import: ImportOptions, options: SessionOptions) -> Result<Self> {
+        let bytes = crate::files::read_regular(path, import.max_file_bytes, "ONNX model")
+            .map_err(|e| fail(format!("file {}", path.display()), e.to_string()))?;
+        Self::from_bytes(bytes, path.parent(), import, options)
+    }
+
+    /// A model from its bytes; `dir` is where its external data lives (`None`: refuse it).
+    pub fn from_bytes(
+        bytes: Vec<u8>,
+        dir: Option<&Path>,
+        import: ImportOptions,
+        options: SessionOptions,
+    ) -> Result<Self> {
+        let (inputs, outputs) = declared(&bytes, &import)?;
+        let mut s = InferenceSession {
+            bytes: Arc::new(bytes),
+            dir: dir.map(Path::to_path_buf),
+            import,
+            options,
+            inputs,
+            outputs,
+            symbolic: None,
+            per_binding: None,
+            value_inputs: Vec::new(),
+            pinned: Vec::new(),
+        };
+        match import_bytes(&s.bytes, s.dir.as_deref(), &s.import) {
+            Ok(model) => {
+                let session = Session::new(&model.graph, s.options.clone())?;
+                s.symbolic = Some(Imported { model, session });
+            }
+            Err(e) => {
+                let text = e.to_string();
+                // An input's value is needed: with it, the rest may still fail, so import
+                // once per binding from the first run on.
+                if let Some(name) = is_value_needed(&text, &s.inputs) {
+                    s.value_inputs.push(name);
+                } else if !has_symbols(&s.inputs, &s.import) {
+                    // All sizes are known: the error is the model's, not the sizes'.
+                    return Err(e);
+                }
+                s.per_binding = Some(text);
+            }
+        }
+        Ok(s)
+    }
+
+    /// The inputs to feed, as the model declares them (initializers are not listed).
+    pub fn inputs(&self) -> &[Declared] {
+        &self.inputs
+    }
+
+    /// The model's outputs, in order.
+    pub fn outputs(&self) -> &[Declared] {
+        &self.outputs
+    }
+
+    /// `None` when one import serves every size; else why the model is imported once per
+    /// set of sizes (and fed shape values) instead.
+    pub fn per_binding(&self) -> Option<&str> {
+        self.per_binding.as_deref()
+    }
+
+    /// Run the model: `feeds` by input name, `fetches` by ONNX value name (`None`: the
+    /// model's outputs in order). Returns the values in the order asked for.
+    pub fn run(
+        &mut self,
+        fetches: Option<&[&str]>,
+        feeds: &[(&str, HostTensor)],
+    ) -> Result<Vec<HostTensor>> {
+        let (imp, fed, fetch) = self.prepare(fetches, feeds)?;
+        imp.session.run(&fed, &fetch)
+    }
+
+    /// The plan that [`InferenceSession::run`] runs for these feeds (compiled and cached).
+    pub fn plan_for(
+        &mut self,
+        fetches: Option<&[&str]>,
+        feeds: &[(&str, HostTensor)],
+    ) -> Result<Arc<Plan>> {
+        let (imp, fed, fetch) = self.prepare(fetches, feeds)?;
+        imp.session.plan_for(&fed, &fetch)
+    }
+
+    /// The session and imported model that run these feeds (the symbolic one, or the
+    /// binding's), e.g. for its counters or graph.
+    pub fn session_for(&mut self, feeds: &[(&str, HostTensor)]) -> Result<(&mut Session, &Model)> {
+        let (imp, _, _) = self.prepare(None, feeds)?;
+        Ok((&mut imp.session, &imp.model))
+    }
+
+    /// The import for `feeds`, the feeds as its tensors, and the fetches resolved in it.
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &mut self,
+        fetches: Option<&[&str]>,
+        feeds: &[(&str, HostTensor)],
+    ) -> Result<(&mut Imported, Vec<(Tensor, HostTensor)>, Vec<Tensor>)> {
+        for (name, _) in feeds {
+            if !self.inputs.iter().any(|i| i.name == *name) {
+                let names: Vec<&str> = self.inputs.iter().map(|i| i.name.as_str()).collect();
+                return Err(Error::Feed {
+                    name: (*name).to_string(),
+                    message: format!("the model has no such input (its inputs: {})", names.join(", ")),
+                });
+            }
+        }
+        let imp = if self.symbolic.is_some() && self.value_inputs.is_empty() {
+            self.symbolic.as_mut().ok_or_else(|| Error::Internal("no import".into()))?
+        } else {
+            self.pinned_for(feeds)?
+        };
+        let mut fed = Vec::with_capacity(feeds.len());
+        for (name, value) in feeds {
+            // An input made a constant of this import is not fed.
+            if let Some(t) = imp.model.inputs.iter().find(|i| i.name == *name) {
+                fed.push((t.tensor, value.clone()));
+            }
+        }
+        let fetch = match fetches {
+            None => imp.model.output_tensors(),
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    imp.model.value(n).ok_or_else(|| Error::Fetch {
+                        name: (*n).to_string(),
+                        message: "no output or value of the model has this name (values folded at import have none)".into(),
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok((imp, fed, fetch))
+    }
+
+    /// The import whose sizes (and needed input values) are those of `feeds`, made if new.
+    fn pinned_for(&mut self, feeds: &[(&str, HostTensor)]) -> Result<&mut Imported> {
+        loop {
+            let (dims, key) = self.binding(feeds)?;
+            if let Some(k) = self.pinned.iter().position(|(have, _)| *have == key) {
+                let entry = self.pinned.remove(k);
+                self.pinned.push(entry);
+                break;
+            }
+            let mut opts = self.import.clone();
+            opts.dims.extend(dims);
+            for name in &self.value_inputs {
+                if let Some((_, v)) = feeds.iter().find(|(n, _)| n == name) {
+                    opts.constant_inputs.insert(name.clone(), v.clone());
+                }
+            }
+            match import_bytes(&self.bytes, self.dir.as_deref(), &opts) {
+                Ok(model) => {
+                    let session = Session::new(&model.graph, self.options.clone())?;
+                    if self.pinned.len() >= Self::MAX_IMPORTS {
+                        self.pinned.remove(0);
+                    }
+                    self.pinned.push((key, Imported { model, session }));
+                    break;
+                }
+                Err(e) => match is_value_needed(&e.to_string(), &self.inputs) {
+                    Some(name)
+                        if !self.value_inputs.contains(&name)
+                            && feeds.iter().any(|(n, _)| *n == name) =>
+                    {
+                        self.value_inputs.push(name);
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
+        let last = self.pinned.len() - 1;
+        Ok(&mut self.pinned[last].1)
+    }
+
+    /// The sizes of the model's symbolic dimensions that `feeds` bring, and a key naming
+    /// them and the values of the inputs the import needs.
+    fn binding(&self, feeds: &[(&str, HostTensor)]) -> Result<(HashMap<String, usize>, String)> {
+        let mut sizes: HashMap<String, (usize, &str)> = HashMap::new();
+        for input in &self.inputs {
+            let Some((_, v)) = feeds.iter().find(|(n, _)| *n == input.name) else {
+                continue;
+            };
+            if v.dims().len() != input.dims.len() {
+                return Err(Error::Feed {
+                    name: input.name.clone(),
+                    message: format!(
+                        "has rank {}, the model declares {} ({})",
+                        v.dims().len(),
+                        input.dims.len(),
+                        crate::graph::dims_text(&input.dims)
+                    ),
+                });
+            }
+            for (d, &n) in input.dims.iter().zip(v.dims()) {
+                let Dim::Named(sym) = d else { continue };
+                if self.import.dims.contains_key(sym) {
+                    continue;
+                }
+                match sizes.get(sym) {
+                    Some(&(m, other)) if m != n => {
+                        return Err(Error::Feed {
+                            name: input.name.clone(),
+                            message: format!(
+                                "gives dimension '{sym}' size {n}, but '{other}' gives it {m}"
+                            ),
+                        })
+                    }
+                    _ => {
+                        sizes.insert(sym.clone(), (n, &input.name));
+                    }
+                }
+            }
+        }
+        // A size no feed brings must be pinned.
+        for input in &self.inputs {
+            for d in &input.dims {
+                if let Dim::Named(sym) = d {
+                    if !sizes.contains_key(sym) && !self.import.dims.contains_key(sym) {
+                        return Err(Error::Feed {
+                            name: input.name.clone(),
+                            message: format!(
+                                "is not fed, so its dimension '{sym}' has no size: feed it, or pin the size (ImportOptions::dims, --dim {sym}=SIZE)"
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        let mut names: Vec<(&String, &(usize, &str))> = sizes.iter().collect();
+        names.sort();
+        let mut key: String = names.iter().map(|(k, (n, _))| format!("{k}={n};")).collect();
+        for name in &self.value_inputs {
+            if let Some((_, v)) = feeds.iter().find(|(n, _)| n == name) {
+                key += &format!("{name}:{:?}:{:?}:{:?};", v.dtype(), v.dims(), v.words());
+            }
+        }
+        let dims = sizes.into_iter().map(|(k, (n, _))| (k, n)).collect();
+        Ok((dims, key))
+    }
+}
+
+fn has_symbols(inputs: &[Declared], opts: &ImportOptions) -> bool {
+    inputs.iter().flat_map(|i| &i.dims).any(|d| match d {
+        Dim::Named(s) => !opts.dims.contains_key(s),
+        _ => false,
+    })
+}
+
+/// The declared inputs (without initializers) and outputs of the model in `bytes`.
+fn declared(bytes: &[u8], opts: &ImportOptions) -> Result<(Vec<Declared>, Vec<Declared>)> {
+    if bytes.len() as u64 > opts.max_file_bytes {
+        return Err(fail("model", "is larger than ImportOptions::max_file_bytes"));
+    }
+    let model = proto::ModelProto::decode(bytes)
+        .map_err(|e| fail("model", format!("not a valid ONNX protobuf: {e}")))?;
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| fail("model", "has no graph"))?;
+    let inits: std::collections::HashSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let one = |vi: &proto::ValueInfoProto| {
+        let name = vi.name.clone().unwrap_or_default();
+        let (dims, elem) = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(T::TensorType(tt)) => {
+                let dims = tt.shape.as_ref().map_or(Vec::new(), |s| {
+                    s.dim
+                        .iter()
+                        .enumerate()
+                        .map(|(axis, d)| match &d.value {
+                            Some(D::DimValue(v)) if *v >= 0 => Dim::Known(*v as usize),
+                            Some(D::DimParam(p)) if !p.is_empty() => Dim::Named(p.clone()),
+                            _ => Dim::Named(format!("{name}:{axis}")),
+                        })
+                        .collect()
+                });
+                (dims, tt.elem_type.unwrap_or(0))
+            }
+            _ => (Vec::new(), 0),
+        };
+        Declared {
+            name,
+            dims,
+            onnx_type: proto::tensor_proto::DataType::try_from(elem)
+                .map_or_else(|_| elem.to_string(), |d| d.as_str_name().to_string()),
+        }
+    };
+    let inputs = graph
+        .input
+        .iter()
+        .filter(|vi| !inits.contains(vi.name.as_deref().unwrap_or("")))
+        .filter(|vi| !opts.constant_inputs.contains_key(vi.name.as_deref().unwrap_or("")))
+        .map(one)
+        .collect();
+    let outputs = graph.output.iter().map(one).collect();
+    Ok((inputs, outputs))
+}
