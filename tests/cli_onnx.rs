@@ -104,13 +104,32 @@ fn run_an_onnx_model_with_a_bound_dimension() {
         assert_eq!(got.dims(), &[2, 3]);
         assert_eq!(got.to_vec::<f32>().unwrap(), want, "on {dev}");
     }
-    // Without the binding the symbolic dimension is named in the error.
+    // Without `--dim` the feed sizes N; without the feed the error names the input.
+    let out = dir.join("out-fed");
+    let run = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(["run", path.to_str().unwrap(), "--device", "cpu:0", "--feed"])
+        .arg(format!("x={}", feed.display()))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let got = wgflow::npy::read(out.join("y.npy")).unwrap();
+    assert_eq!(got.to_vec::<f32>().unwrap(), want);
     let run = Command::new(env!("CARGO_BIN_EXE_wgflow"))
         .args(["run", path.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(!run.status.success());
-    assert!(String::from_utf8_lossy(&run.stderr).contains("--dim N=SIZE"));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("x (FLOAT [N, 3])") && stderr.contains("not fed"),
+        "{stderr}"
+    );
     // `validate` imports the model and summarises it, and names the unbound dimension.
     let ok = Command::new(env!("CARGO_BIN_EXE_wgflow"))
         .args(["validate", path.to_str().unwrap(), "--dim", "N=2"])
@@ -126,11 +145,169 @@ fn run_an_onnx_model_with_a_bound_dimension() {
         stdout.contains(": ok, nodes: ") && stdout.contains("placeholders: 1"),
         "{stdout}"
     );
+    // Unbound, N is a run-time dimension: the model validates, but a plan needs a size.
     let unbound = Command::new(env!("CARGO_BIN_EXE_wgflow"))
         .args(["validate", path.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(!unbound.status.success());
-    assert!(String::from_utf8_lossy(&unbound.stderr).contains("--dim N=SIZE"));
+    assert!(
+        unbound.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unbound.stderr)
+    );
+    let plan = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(["plan", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!plan.status.success());
+    assert!(String::from_utf8_lossy(&plan.stderr).contains("--dim N=SIZE"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn patterns() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx-patterns")
+}
+
+/// `wgflow run` on exported transformers as a user types it: int64 `.npy` ids and mask from
+/// NumPy, no `--dim` (the feeds size `batch` and `sequence`), and three outputs written under
+/// the model's names, the ArgMax as int64, all as onnxruntime computed them.
+#[test]
+fn run_exported_encoders_by_name_with_int64_ids() {
+    let dir = std::env::temp_dir().join(format!("wgflow-cli-patterns-{}", std::process::id()));
+    let mut devices = vec![Device::Cpu];
+    devices.extend(common::gpus());
+    for model in ["encoder", "bert_positions"] {
+        for (k, size) in ["1x7", "8x128"].iter().enumerate() {
+            let dev = devices[k % devices.len()];
+            let stem = patterns().join(format!("{model}.{size}"));
+            let out = dir.join(format!("{model}-{size}"));
+            let run = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+                .arg("run")
+                .arg(patterns().join(format!("{model}.onnx")))
+                .arg("--feed")
+                .arg(format!("input_ids={}.input_ids.npy", stem.display()))
+                .arg("--feed")
+                .arg(format!(
+                    "attention_mask={}.attention_mask.npy",
+                    stem.display()
+                ))
+                .args(["--device", &dev.to_string(), "--out"])
+                .arg(&out)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&run.stdout);
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            assert!(stdout.contains("predictions int64"), "{stdout}");
+            let mut files: Vec<String> = std::fs::read_dir(&out)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            files.sort();
+            assert_eq!(
+                files,
+                ["logits.npy", "pooler_logits.npy", "predictions.npy"]
+            );
+            for name in ["logits", "predictions", "pooler_logits"] {
+                let path = out.join(format!("{name}.npy"));
+                let want_bytes = std::fs::read(format!("{}.{name}.npy", stem.display())).unwrap();
+                let got_bytes = std::fs::read(&path).unwrap();
+                let (got, want) = (
+                    wgflow::npy::from_bytes(&got_bytes).unwrap(),
+                    wgflow::npy::from_bytes(&want_bytes).unwrap(),
+                );
+                if name == "predictions" {
+                    // int64 on disk, as onnxruntime's, and the same ids.
+                    assert!(String::from_utf8_lossy(&got_bytes[..64]).contains("'<i8'"));
+                    assert_eq!(got.to_vec::<i32>().unwrap(), want.to_vec::<i32>().unwrap());
+                } else {
+                    common::assert_close(name, &got, &want, 1e-4, 1e-5);
+                }
+            }
+        }
+        // An inner value by its ONNX name, and a name the model does not have.
+        let stem = patterns().join(format!("{model}.1x7"));
+        let out = dir.join(format!("{model}-fetch"));
+        let feeds = [
+            format!("input_ids={}.input_ids.npy", stem.display()),
+            format!("attention_mask={}.attention_mask.npy", stem.display()),
+        ];
+        let run = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+            .arg("run")
+            .arg(patterns().join(format!("{model}.onnx")))
+            .args([
+                "--feed", &feeds[0], "--feed", &feeds[1], "--fetch", "probs", "--device", "cpu:0",
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let probs = wgflow::npy::read(out.join("probs.npy")).unwrap();
+        assert_eq!(probs.dims(), [1, 2, 7, 7]);
+        let rows: Vec<f32> = probs.to_vec::<f32>().unwrap();
+        for row in rows.chunks(7) {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+        }
+        let run = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+            .arg("run")
+            .arg(patterns().join(format!("{model}.onnx")))
+            .args([
+                "--feed",
+                &feeds[0],
+                "--feed",
+                &feeds[1],
+                "--fetch",
+                "softmaxout_9",
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(!run.status.success());
+        assert!(String::from_utf8_lossy(&run.stderr).contains("softmaxout_9"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An int64 id past int32's range names the feed and the index.
+#[test]
+fn an_int64_feed_that_does_not_fit_names_its_index() {
+    let dir = std::env::temp_dir().join(format!("wgflow-cli-wide-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stem = patterns().join("encoder.1x7");
+    let mut bytes = std::fs::read(format!("{}.input_ids.npy", stem.display())).unwrap();
+    let at = bytes.len() - 8 * 4;
+    bytes[at..at + 8].copy_from_slice(&(3i64 << 32).to_le_bytes());
+    let ids = dir.join("ids.npy");
+    std::fs::write(&ids, bytes).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .arg("run")
+        .arg(patterns().join("encoder.onnx"))
+        .arg("--feed")
+        .arg(format!("input_ids={}", ids.display()))
+        .arg("--feed")
+        .arg(format!(
+            "attention_mask={}.attention_mask.npy",
+            stem.display()
+        ))
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("input_ids") && stderr.contains("12884901888 at index 3"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,9 @@ use super::proto::{
 };
 use super::tensor::{checked_dims, decode, map_dtype, HostValue};
 use super::{fail, ImportOptions, Model, ValueInfo};
-use crate::{DType, Device, Dim, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor};
+use crate::{
+    DType, Device, Dim, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -507,9 +509,24 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
 
 /// Ops whose translation walks spatial positions one by one (windows, taps, scales).
 const SPATIAL: &[&str] = &[
-    "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
-    "GlobalMaxPool", "GlobalLpPool", "MaxUnpool", "Resize", "Upsample", "RoiAlign",
-    "MaxRoiPool", "DepthToSpace", "SpaceToDepth", "Col2Im", "GridSample", "DeformConv",
+    "Conv",
+    "ConvTranspose",
+    "MaxPool",
+    "AveragePool",
+    "LpPool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "GlobalLpPool",
+    "MaxUnpool",
+    "Resize",
+    "Upsample",
+    "RoiAlign",
+    "MaxRoiPool",
+    "DepthToSpace",
+    "SpaceToDepth",
+    "Col2Im",
+    "GridSample",
+    "DeformConv",
 ];
 
 /// Why `node` cannot take its input's run-time dimensions: its translation is unrolled
@@ -525,10 +542,20 @@ fn unrolled_over_run_time(cx: &Cx, node: &Node) -> Result<Option<String>> {
             .map(ToString::to_string)
     };
     let found = if SPATIAL.contains(&node.op) {
-        run_time(&mut (2..dims.len())).map(|d| format!("({d}) are spatial sizes, which {} is unrolled over", node.op))
+        run_time(&mut (2..dims.len())).map(|d| {
+            format!(
+                "({d}) are spatial sizes, which {} is unrolled over",
+                node.op
+            )
+        })
     } else if matches!(node.op, "RNN" | "GRU" | "LSTM") {
         let axis = if node.int("layout", 0) == 1 { 1 } else { 0 };
-        run_time(&mut std::iter::once(axis)).map(|d| format!("({d}) are the sequence length, which {} is unrolled over", node.op))
+        run_time(&mut std::iter::once(axis)).map(|d| {
+            format!(
+                "({d}) are the sequence length, which {} is unrolled over",
+                node.op
+            )
+        })
     } else {
         None
     };

@@ -301,7 +301,10 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         let include = n.int("count_include_pad", 0) != 0;
         let xp = pad_hw(cx, x, p, 0.0)?;
         let sum = cx.g.avg_pool2d(xp, g.kernel, g.stride, [0, 0])?;
-        let [h, w] = [cx.g.probe_shape(x)?.dims()[2], cx.g.probe_shape(x)?.dims()[3]];
+        let [h, w] = [
+            cx.g.probe_shape(x)?.dims()[2],
+            cx.g.probe_shape(x)?.dims()[3],
+        ];
         let ones = HostTensor::new(vec![1, 1, h, w], vec![1f32; h * w])?;
         let ones = cx.constant(&HostValue::Floats(ones), "pool window count")?;
         let mask = if include {

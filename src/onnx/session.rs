@@ -181,12 +181,29 @@ impl InferenceSession {
                 let names: Vec<&str> = self.inputs.iter().map(|i| i.name.as_str()).collect();
                 return Err(Error::Feed {
                     name: (*name).to_string(),
-                    message: format!("the model has no such input (its inputs: {})", names.join(", ")),
+                    message: format!(
+                        "the model has no such input (its inputs: {})",
+                        names.join(", ")
+                    ),
                 });
             }
         }
+        let missing: Vec<&str> = self
+            .inputs
+            .iter()
+            .filter(|i| !feeds.iter().any(|(n, _)| *n == i.name))
+            .map(|i| i.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::Feed {
+                name: missing.join(", "),
+                message: "is an input of the model but not fed".into(),
+            });
+        }
         let imp = if self.symbolic.is_some() && self.value_inputs.is_empty() {
-            self.symbolic.as_mut().ok_or_else(|| Error::Internal("no import".into()))?
+            self.symbolic
+                .as_mut()
+                .ok_or_else(|| Error::Internal("no import".into()))?
         } else {
             self.pinned_for(feeds)?
         };
@@ -308,7 +325,10 @@ impl InferenceSession {
         }
         let mut names: Vec<(&String, &(usize, &str))> = sizes.iter().collect();
         names.sort();
-        let mut key: String = names.iter().map(|(k, (n, _))| format!("{k}={n};")).collect();
+        let mut key: String = names
+            .iter()
+            .map(|(k, (n, _))| format!("{k}={n};"))
+            .collect();
         for name in &self.value_inputs {
             if let Some((_, v)) = feeds.iter().find(|(n, _)| n == name) {
                 key += &format!("{name}:{:?}:{:?}:{:?};", v.dtype(), v.dims(), v.words());
@@ -329,7 +349,10 @@ fn has_symbols(inputs: &[Declared], opts: &ImportOptions) -> bool {
 /// The declared inputs (without initializers) and outputs of the model in `bytes`.
 fn declared(bytes: &[u8], opts: &ImportOptions) -> Result<(Vec<Declared>, Vec<Declared>)> {
     if bytes.len() as u64 > opts.max_file_bytes {
-        return Err(fail("model", "is larger than ImportOptions::max_file_bytes"));
+        return Err(fail(
+            "model",
+            "is larger than ImportOptions::max_file_bytes",
+        ));
     }
     let model = proto::ModelProto::decode(bytes)
         .map_err(|e| fail("model", format!("not a valid ONNX protobuf: {e}")))?;
@@ -372,7 +395,11 @@ fn declared(bytes: &[u8], opts: &ImportOptions) -> Result<(Vec<Declared>, Vec<De
         .input
         .iter()
         .filter(|vi| !inits.contains(vi.name.as_deref().unwrap_or("")))
-        .filter(|vi| !opts.constant_inputs.contains_key(vi.name.as_deref().unwrap_or("")))
+        .filter(|vi| {
+            !opts
+                .constant_inputs
+                .contains_key(vi.name.as_deref().unwrap_or(""))
+        })
         .map(one)
         .collect();
     let outputs = graph.output.iter().map(one).collect();

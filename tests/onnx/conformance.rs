@@ -10,12 +10,12 @@
 //! `WGFLOW_ONNX_UPDATE=1` rewrites the list from this run; `WGFLOW_ONNX_ONLY=substring`, `WGFLOW_ONNX_CPU_ONLY=1` and `WGFLOW_ONNX_VERBOSE=1`
 //! help when working on one op.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use wgflow::onnx::{import_bytes, load_tensor, proto, ImportOptions};
-use wgflow::{Device, HostTensor, Session, SessionOptions};
+use wgflow::onnx::{load_tensor, proto, ImportOptions, InferenceSession};
+use wgflow::{Device, HostTensor, SessionOptions};
 
 const PASSING: &str = "tests/onnx/passing.txt";
 
@@ -142,76 +142,44 @@ fn compare(i: usize, got: &HostTensor, want: &HostTensor) -> Result<(), String> 
 }
 
 /// Run one case on `device`: `Ok` when every output matches.
+/// One case as the CLI runs it: an `InferenceSession` fed by input name (int64 inputs as
+/// i32, shape-like inputs made constants of the import when it needs their values), the
+/// outputs fetched by their ONNX names.
 fn run_case(case: &Case, device: Device) -> Result<(), String> {
     let data = case.dir.join("test_data_set_0");
     let inputs = load_all(&pb_files(&data, "input_"))?;
     let outputs = load_all(&pb_files(&data, "output_"))?;
     let bytes = std::fs::read(case.dir.join("model.onnx")).map_err(|e| e.to_string())?;
-    // Shape-like inputs (a Reshape's shape, a Slice's starts, a Resize's scales) must be known
-    // at import: give each input an error names as a constant, as a model would hold it.
-    let mut opts = ImportOptions::default();
-    let model = loop {
-        match import_bytes(&bytes, Some(&case.dir), &opts) {
-            Ok(m) => break m,
-            Err(e) => {
-                let text = e.to_string();
-                let named = text
-                    .contains("must be known at import")
-                    .then(|| {
-                        text.split_once("('")?
-                            .1
-                            .split_once("')")
-                            .map(|(n, _)| n.to_string())
-                    })
-                    .flatten();
-                let value = named
-                    .as_deref()
-                    .and_then(|n| inputs.iter().find(|(k, _)| k == n));
-                match value {
-                    Some((name, v)) if !opts.constant_inputs.contains_key(name) => {
-                        opts.constant_inputs.insert(name.clone(), v.clone());
-                    }
-                    // A value computed inside the model: give every integer input instead.
-                    _ if named.is_some() && opts.constant_inputs.is_empty() => {
-                        for (name, v) in &inputs {
-                            if !v.dtype().is_float() {
-                                opts.constant_inputs.insert(name.clone(), v.clone());
-                            }
-                        }
-                        if opts.constant_inputs.is_empty() {
-                            return Err(text);
-                        }
-                    }
-                    _ => return Err(text),
-                }
-            }
-        }
-    };
-    let by_name: HashMap<&str, &HostTensor> = inputs.iter().map(|(n, v)| (n.as_str(), v)).collect();
-    let mut feeds = Vec::new();
-    for (k, input) in model.inputs.iter().enumerate() {
-        let v = by_name
-            .get(input.name.as_str())
-            .copied()
-            .or_else(|| inputs.get(k).map(|(_, v)| v))
-            .ok_or_else(|| format!("no data for input '{}'", input.name))?;
-        feeds.push((input.tensor, v.clone()));
-    }
-    if model.outputs.len() != outputs.len() {
-        return Err(format!(
-            "{} outputs, {} expected",
-            model.outputs.len(),
-            outputs.len()
-        ));
-    }
     let options = SessionOptions {
         default_device: Some(device),
         visible_devices: Some(crate::common::gpu_indices()),
         ..Default::default()
     };
-    let mut session = Session::new(&model.graph, options).map_err(|e| e.to_string())?;
+    let mut session =
+        InferenceSession::from_bytes(bytes, Some(&case.dir), ImportOptions::default(), options)
+            .map_err(|e| e.to_string())?;
+    // A file's tensor may be unnamed: it feeds the input at its position.
+    let declared: Vec<String> = session.inputs().iter().map(|i| i.name.clone()).collect();
+    let mut feeds: Vec<(&str, HostTensor)> = Vec::new();
+    for (k, name) in declared.iter().enumerate() {
+        let v = inputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .or_else(|| inputs.get(k))
+            .ok_or_else(|| format!("no data for input '{name}'"))?;
+        feeds.push((name.as_str(), v.1.clone()));
+    }
+    let names: Vec<String> = session.outputs().iter().map(|o| o.name.clone()).collect();
+    if names.len() != outputs.len() {
+        return Err(format!(
+            "{} outputs, {} expected",
+            names.len(),
+            outputs.len()
+        ));
+    }
+    let fetch: Vec<&str> = names.iter().map(String::as_str).collect();
     let got = session
-        .run(&feeds, &model.output_tensors())
+        .run(Some(&fetch), &feeds)
         .map_err(|e| e.to_string())?;
     for (i, (g, (_, w))) in got.iter().zip(&outputs).enumerate() {
         compare(i, g, w)?;

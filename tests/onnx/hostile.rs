@@ -175,7 +175,7 @@ fn unknown_ops_and_domains() {
 }
 
 #[test]
-fn symbolic_dimensions_need_a_binding() {
+fn symbolic_dimensions_are_run_time_or_pinned() {
     let mut m = model(vec![node("Relu", &["x"], &["y"])], vec![]);
     if let Some(g) = m.graph.as_mut() {
         let mut x = value("x", &[2, 3]);
@@ -188,7 +188,12 @@ fn symbolic_dimensions_need_a_binding() {
         }
         g.input = vec![x];
     }
-    assert!(onnx_error(&m).contains("--dim N=SIZE"));
+    let free = import_bytes(&m.encode_to_vec(), None, &ImportOptions::default()).expect("free");
+    assert_eq!(
+        free.inputs[0].dims,
+        [wgflow::Dim::named("N"), wgflow::Dim::Known(3)]
+    );
+    assert!(free.graph.has_unknown_dims());
     let mut opts = ImportOptions::default();
     opts.dims.insert("N".into(), 5);
     let imported = import_bytes(&m.encode_to_vec(), None, &opts).expect("bound");

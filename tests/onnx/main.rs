@@ -12,6 +12,7 @@ pub mod finetune;
 pub mod fold;
 pub mod hostile;
 pub mod light;
+pub mod patterns;
 pub mod peers;
 mod protos;
 pub mod recurrent;

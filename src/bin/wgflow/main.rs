@@ -561,10 +561,14 @@ fn open(args: &GraphArgs) -> wgflow::Result<(Session, Vec<Tensor>)> {
         args.fetches
             .iter()
             .map(|n| {
-                names.get(n).copied().or_else(|| graph.tensor(n)).ok_or_else(|| Error::Fetch {
-                    name: truncate(n, MAX_QUOTED_CHARS),
-                    message: format!("no node has this name in {}", args.graph.display()),
-                })
+                names
+                    .get(n)
+                    .copied()
+                    .or_else(|| graph.tensor(n))
+                    .ok_or_else(|| Error::Fetch {
+                        name: truncate(n, MAX_QUOTED_CHARS),
+                        message: format!("no node has this name in {}", args.graph.display()),
+                    })
             })
             .collect::<wgflow::Result<Vec<_>>>()?
     };
