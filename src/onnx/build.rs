@@ -6,7 +6,7 @@ use super::proto::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto,
     ValueInfoProto,
 };
-use super::tensor::{checked_dims, decode, map_dtype, HostValue};
+use super::tensor::{checked_dims, decode, map_dtype, narrow_range, HostValue};
 use super::{fail, ImportOptions, Model, ValueInfo};
 use crate::{
     DType, Device, Dim, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor,
@@ -68,6 +68,8 @@ pub(crate) struct Cx<'a> {
     sym: HashSet<String>,
     /// Whether the node being translated reads such a value or a tensor of run-time shape.
     cur_sym: bool,
+    /// The ONNX element type of values of an 8- or 16-bit integer type (held in i32).
+    narrow: HashMap<String, i32>,
 }
 
 /// A value this large in a host value computed from run-time dimensions holds a probe size
@@ -137,10 +139,14 @@ pub(crate) fn build(
         translate,
         sym: HashSet::new(),
         cur_sym: false,
+        narrow: HashMap::new(),
     };
     for init in &graph.initializer {
         let name = init.name.clone().unwrap_or_default();
         let v = decode(init, dir, opts)?;
+        if narrow_range(init.data_type.unwrap_or(0)).is_some() {
+            cx.narrow.insert(name.clone(), init.data_type.unwrap_or(0));
+        }
         // Scalars are a model's constants (a clip bound, a divisor), not its weights.
         if opts.trainable && matches!(v, HostValue::Floats(_)) && !v.shape().is_empty() {
             cx.weights.insert(name.clone());
@@ -162,6 +168,9 @@ pub(crate) fn build(
             continue;
         }
         let (dims, dtype, onnx_type) = value_type(vi, opts)?;
+        if let Some(e) = narrow_of_name(&onnx_type) {
+            cx.narrow.insert(name.clone(), e);
+        }
         let t =
             cx.g.placeholder_dyn(&name, dims.clone(), dtype)
                 .map_err(|e| fail(format!("input '{name}'"), e.to_string()))?;
@@ -492,6 +501,8 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
         let Some(v) = outs.get(i) else {
             return Err(fail(at(), format!("output {i} ('{out}') is unsupported")));
         };
+        let v = &narrow_output(cx, &node, proto, i, v.clone())
+            .map_err(|e| fail(at(), e.to_string()))?;
         if let (Val::T(t), true) = (v, all_const) {
             if !has_body || cx.fed_leaf(*t)?.is_none() {
                 cx.consts.insert(*t);
@@ -505,6 +516,96 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
         cx.vals.insert(out.clone(), v.clone());
     }
     Ok(())
+}
+
+fn narrow_of_name(name: &str) -> Option<i32> {
+    let e = super::proto::tensor_proto::DataType::from_str_name(name)? as i32;
+    narrow_range(e).map(|_| e)
+}
+
+/// Ops whose integer outputs are indices or sizes, whatever their inputs' type.
+const INDEX_OUTPUTS: &[&str] = &["ArgMax", "ArgMin", "Shape", "Size", "NonZero", "Unique"];
+/// Ops whose integer result can leave the range of the type it has in ONNX, which wraps.
+const WRAPS: &[&str] = &[
+    "Add",
+    "Sub",
+    "Mul",
+    "Neg",
+    "Abs",
+    "Sum",
+    "Div",
+    "Pow",
+    "Cast",
+    "CastLike",
+    "CumSum",
+    "ReduceSum",
+    "ReduceProd",
+    "ReduceSumSquare",
+    "Einsum",
+    "MatMul",
+    "Gemm",
+];
+
+/// Output `k` of `node` with its ONNX element type recorded when it is an 8- or 16-bit
+/// integer (explicit for casts and quantization, else the first such input's), and wrapped
+/// into that type's range after arithmetic, as the type would wrap.
+fn narrow_output(cx: &mut Cx, node: &Node, proto: &NodeProto, k: usize, v: Val) -> Result<Val> {
+    let name = &proto.output[k];
+    cx.narrow.remove(name);
+    let is_i32 = match &v {
+        Val::T(t) => cx.g.dtype(*t)? == DType::I32,
+        Val::Host(h) => h.dtype() == DType::I32,
+    };
+    if !is_i32 {
+        return Ok(v);
+    }
+    let input_elem = |i: usize| node.input(i).and_then(|n| cx.narrow.get(n).copied());
+    let u8 = super::proto::tensor_proto::DataType::Uint8 as i32;
+    let elem = match node.op {
+        "Cast" => Some(node.int("to", 0) as i32),
+        "CastLike" => input_elem(1),
+        "Constant" => node
+            .attr("value")
+            .and_then(|a| a.t.as_ref())
+            .and_then(|t| t.data_type),
+        "QuantizeLinear" => match node.int("output_dtype", 0) as i32 {
+            0 => Some(input_elem(2).unwrap_or(u8)),
+            e => Some(e),
+        },
+        "DynamicQuantizeLinear" => Some(u8),
+        "QLinearMatMul" | "QLinearConv" => Some(input_elem(7).unwrap_or(u8)),
+        "MatMulInteger" | "ConvInteger" | "DequantizeLinear" => None,
+        op if INDEX_OUTPUTS.contains(&op) || (op == "TopK" && k == 1) => None,
+        _ => (0..node.inputs.len()).find_map(input_elem),
+    };
+    let Some((elem, (lo, hi))) = elem.and_then(|e| narrow_range(e).map(|r| (e, r))) else {
+        return Ok(v);
+    };
+    cx.narrow.insert(name.clone(), elem);
+    if !WRAPS.contains(&node.op) {
+        return Ok(v);
+    }
+    let span = hi - lo + 1;
+    Ok(match v {
+        Val::Host(h) => match &*h {
+            HostValue::Ints { shape, v, dtype } => HostValue::Ints {
+                shape: shape.clone(),
+                v: v.iter().map(|&x| (x - lo).rem_euclid(span) + lo).collect(),
+                dtype: *dtype,
+            }
+            .into(),
+            HostValue::Floats(_) => Val::Host(h),
+        },
+        Val::T(t) => {
+            let (lo_t, span_t) = (
+                cx.scalar(lo as f64, DType::I32)?,
+                cx.scalar(span as f64, DType::I32)?,
+            );
+            let shifted = cx.g.sub(t, lo_t)?;
+            let r = cx.g.remainder(shifted, span_t)?;
+            Val::T(cx.g.add(r, lo_t)?)
+        }
+    })
 }
 
 /// Ops whose translation walks spatial positions one by one (windows, taps, scales).
@@ -670,6 +771,11 @@ impl Cx<'_> {
             "a value computed from the run-time dimensions {what}; import with those dimensions pinned (ImportOptions::dims, {})",
             names.join(" ")
         )
+    }
+
+    /// The ONNX element type of `name` when it is an 8- or 16-bit integer (held in i32).
+    pub fn narrow_elem(&self, name: &str) -> Option<i32> {
+        self.narrow.get(name).copied()
     }
 
     /// Whether `name` is a host value computed from run-time dimensions.

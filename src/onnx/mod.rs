@@ -87,6 +87,7 @@ mod ops_loss;
 mod ops_nn;
 mod ops_norm;
 mod ops_pool;
+mod ops_quant;
 mod ops_recurrent;
 mod ops_resize;
 mod ops_shape;
@@ -284,4 +285,5 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_control::translate(cx, node))
         .or_else(|| ops_attention::translate(cx, node))
         .or_else(|| ops_spatial::translate(cx, node))
+        .or_else(|| ops_quant::translate(cx, node))
 }

@@ -228,6 +228,18 @@ fn pad_hw(cx: &mut Cx, x: Tensor, p: [usize; 4], value: f64) -> Result<Tensor> {
 fn conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let w0 = cx.t(n, 1)?;
+    let bias = cx.opt_t(n, 2)?;
+    conv_with(cx, n, x0, w0, bias)
+}
+
+/// `Conv` (with `n`'s attributes) of `x0` by `w0`, plus `bias`.
+pub(super) fn conv_with(
+    cx: &mut Cx,
+    n: &Node,
+    x0: Tensor,
+    w0: Tensor,
+    bias: Option<Tensor>,
+) -> Result<Tensor> {
     let (x, orig) = as_4d(cx, x0)?;
     let (w, ws) = as_4d(cx, w0)?;
     let kernel = n
@@ -240,7 +252,6 @@ fn conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     } else {
         (pad_hw(cx, x, p, 0.0)?, [0, 0])
     };
-    let bias = cx.opt_t(n, 2)?;
     let opts = Conv2dOptions {
         stride: g.stride,
         padding,
@@ -285,6 +296,12 @@ fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         let avg = cx.g.avg_pool2d(xp, g.kernel, g.stride, [0, 0])?;
         let sum = cx.g.mul(avg, size)?;
         cx.g.pow(sum, inv)?
+    } else if n.op == "MaxPool" && cx.g.dtype(x)? == DType::I32 {
+        // 8/16-bit integers (held in i32) are exact in f32.
+        let xf = cx.g.cast(x, DType::F32)?;
+        let xp = pad_hw(cx, xf, p, f64::NEG_INFINITY)?;
+        let y = cx.g.max_pool2d(xp, g.kernel, g.stride, [0, 0])?;
+        cx.g.cast(y, DType::I32)?
     } else if n.op == "MaxPool" {
         let xp = pad_hw(cx, x, p, f64::NEG_INFINITY)?;
         cx.g.max_pool2d(xp, g.kernel, g.stride, [0, 0])?

@@ -27,7 +27,14 @@ pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<
     Ok(match dt {
         DataType::Float => DType::F32,
         DataType::Float16 => DType::F16,
-        DataType::Int32 | DataType::Int64 => DType::I32,
+        // 8- and 16-bit integers (quantized models' tensors) are held in i32 too: exactly,
+        // with the import wrapping results of arithmetic that leaves their range (`narrow`).
+        DataType::Int32
+        | DataType::Int64
+        | DataType::Int8
+        | DataType::Uint8
+        | DataType::Int16
+        | DataType::Uint16 => DType::I32,
         DataType::Uint32 => DType::U32,
         DataType::Bool => DType::Bool,
         DataType::Double if opts.f64_as_f32 => DType::F32,
@@ -44,6 +51,17 @@ pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<
             ))
         }
     })
+}
+
+/// The range of an 8- or 16-bit integer element type (held in i32), or `None` for others.
+pub(crate) fn narrow_range(elem: i32) -> Option<(i64, i64)> {
+    match DataType::try_from(elem).ok()? {
+        DataType::Uint8 => Some((0, 255)),
+        DataType::Int8 => Some((-128, 127)),
+        DataType::Uint16 => Some((0, 65535)),
+        DataType::Int16 => Some((-32768, 32767)),
+        _ => None,
+    }
 }
 
 /// `dims` as sizes, refusing negative ones and more than `opts.max_elements` elements.
@@ -143,6 +161,22 @@ fn decode_inner(
                 dtype,
             ),
             DataType::Bool => ints(shape, chunks.map(|c| (c[0] != 0) as i64).collect(), dtype),
+            DataType::Uint8 => ints(shape, chunks.map(|c| c[0] as i64).collect(), dtype),
+            DataType::Int8 => ints(shape, chunks.map(|c| c[0] as i8 as i64).collect(), dtype),
+            DataType::Uint16 => ints(
+                shape,
+                chunks
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]) as i64)
+                    .collect(),
+                dtype,
+            ),
+            DataType::Int16 => ints(
+                shape,
+                chunks
+                    .map(|c| i16::from_le_bytes([c[0], c[1]]) as i64)
+                    .collect(),
+                dtype,
+            ),
             _ => return Err(format!("element type {} is unsupported", dt.as_str_name())),
         });
     }
@@ -185,6 +219,16 @@ fn decode_inner(
         DataType::Int64 => {
             check(t.int64_data.len())?;
             ints(shape, t.int64_data.clone(), dtype)
+        }
+        // Stored one per int32 word; a value outside the type's range is malformed.
+        DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16 => {
+            check(t.int32_data.len())?;
+            let (lo, hi) = narrow_range(elem).unwrap_or((i64::MIN, i64::MAX));
+            let v: Vec<i64> = t.int32_data.iter().map(|&x| x as i64).collect();
+            if let Some(x) = v.iter().find(|&&x| x < lo || x > hi) {
+                return Err(format!("holds {x}, outside {}", dt.as_str_name()));
+            }
+            ints(shape, v, dtype)
         }
         DataType::Uint32 => {
             check(t.uint64_data.len())?;

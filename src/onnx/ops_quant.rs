@@ -1,0 +1,363 @@
+//! Quantized inference: `QuantizeLinear`, `DequantizeLinear`, `DynamicQuantizeLinear`,
+//! `MatMulInteger`, `ConvInteger`, `QLinearMatMul` and `QLinearConv`, over 8- and 16-bit
+//! integers held in i32 (`tensor::map_dtype`).
+//!
+//! Integer products are exact: `MatMulInteger` is an i32 matmul of the zero-point-shifted
+//! operands; a convolution runs in f32, which is exact while every output sums fewer than
+//! 2^24 / 255^2 = 258 products, and a longer one is split into groups of input channels that
+//! are, each rounded to i32 and summed there. Requantization (`QLinear*`) scales the i32
+//! accumulator in f32 and rounds half to even, as onnxruntime does.
+
+use super::build::{bad, Cx, Node, Val};
+use super::ops_nn::conv_with;
+use super::proto::tensor_proto::DataType;
+use super::tensor::narrow_range;
+use crate::{DType, Result, SliceArg, Tensor};
+
+pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
+    let r = match n.op {
+        "QuantizeLinear" => quantize(cx, n),
+        "DequantizeLinear" => dequantize(cx, n),
+        "DynamicQuantizeLinear" => return Some(dynamic_quantize(cx, n)),
+        "MatMulInteger" => matmul_integer(cx, n, 0, 1, 2, 3),
+        "ConvInteger" => conv_integer(cx, n, 0, 1, 2, 3, None),
+        "QLinearMatMul" => qlinear_matmul(cx, n),
+        "QLinearConv" => qlinear_conv(cx, n),
+        _ => return None,
+    };
+    Some(r.map(|t| vec![Val::T(t)]))
+}
+
+/// The range of the 8/16-bit type of input `i` (a zero point), or of `default`.
+fn range_of(cx: &Cx, n: &Node, i: usize, default: DataType) -> (i64, i64) {
+    n.input(i)
+        .and_then(|name| cx.narrow_elem(name))
+        .and_then(narrow_range)
+        .or_else(|| narrow_range(default as i32))
+        .unwrap_or((0, 255))
+}
+
+fn f32_of(cx: &mut Cx, t: Tensor) -> Result<Tensor> {
+    if cx.g.dtype(t)? == DType::F32 {
+        Ok(t)
+    } else {
+        cx.g.cast(t, DType::F32)
+    }
+}
+
+/// A per-tensor (scalar or one-element), per-axis (1-D along `axis`) or blocked (the input's
+/// rank, `block` elements per value along `axis`) scale or zero point, shaped to broadcast
+/// against `x` (of `rank` dims and `len` elements along `axis`).
+fn along(
+    cx: &mut Cx,
+    p: Tensor,
+    rank: usize,
+    axis: Option<usize>,
+    len: usize,
+    block: usize,
+) -> Result<Tensor> {
+    let dims = cx.g.probe_shape(p)?.dims().to_vec();
+    let numel: usize = dims.iter().product();
+    if numel == 1 && block == 0 {
+        return cx.g.reshape(p, &[]);
+    }
+    let axis = axis.ok_or_else(|| bad(format!("axis is out of range for rank {rank}")))?;
+    if block > 0 {
+        if dims.len() != rank {
+            return Err(bad(format!(
+                "a blocked scale must have the input's rank {rank}, got {dims:?}"
+            )));
+        }
+        let nb = dims[axis];
+        if nb * block < len || (nb - 1) * block >= len.max(1) {
+            return Err(bad(format!(
+                "{nb} blocks of {block} do not cover {len} elements"
+            )));
+        }
+        // [.., nb, ..] -> [.., nb, block, ..] -> [.., nb*block, ..] -> the first `len`.
+        let mut split = dims.clone();
+        split.insert(axis + 1, 1);
+        let s: Vec<isize> = split.iter().map(|&d| d as isize).collect();
+        let p = cx.g.reshape(p, &s)?;
+        let mut wide = split.clone();
+        wide[axis + 1] = block;
+        let p = cx.g.broadcast_to(p, &wide)?;
+        let mut merged = dims.clone();
+        merged[axis] = nb * block;
+        let m: Vec<isize> = merged.iter().map(|&d| d as isize).collect();
+        let p = cx.g.reshape(p, &m)?;
+        let mut args = vec![SliceArg::full(); axis];
+        args.push(SliceArg::new(Some(0), Some(len as isize), 1));
+        return cx.g.slice(p, &args);
+    }
+    if dims.len() != 1 || dims[0] != len {
+        return Err(bad(format!(
+            "a per-axis scale or zero point must be 1-D of {len} (axis {axis}), got {dims:?}"
+        )));
+    }
+    let mut shape = vec![1isize; rank];
+    shape[axis] = len as isize;
+    cx.g.reshape(p, &shape)
+}
+
+/// `clip(round_half_even(v) + zp, lo, hi)` as i32, `v` f32.
+fn saturate(cx: &mut Cx, v: Tensor, zp: Option<Tensor>, (lo, hi): (i64, i64)) -> Result<Tensor> {
+    let mut y = cx.g.round(v)?;
+    if let Some(z) = zp {
+        let z = f32_of(cx, z)?;
+        y = cx.g.add(y, z)?;
+    }
+    let y = cx.g.clip(y, lo as f64, hi as f64)?;
+    cx.g.cast(y, DType::I32)
+}
+
+/// The input's rank, the `axis` attribute (`None` when out of range: only a per-axis scale
+/// needs it), the input's length along it and `block_size`.
+fn axis_block(cx: &Cx, n: &Node, x: Tensor) -> Result<(usize, Option<usize>, usize, usize)> {
+    let dims = cx.g.probe_shape(x)?.dims().to_vec();
+    let rank = dims.len();
+    let axis = n.int("axis", 1);
+    let axis = if axis < 0 { axis + rank as i64 } else { axis };
+    let axis = usize::try_from(axis).ok().filter(|&a| a < rank);
+    let len = axis.and_then(|a| dims.get(a)).copied().unwrap_or(1);
+    let block = usize::try_from(n.int("block_size", 0)).map_err(|_| bad("negative block_size"))?;
+    Ok((rank, axis, len, block))
+}
+
+fn quantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let x = f32_of(cx, x)?;
+    let (rank, axis, len, block) = axis_block(cx, n, x)?;
+    let scale = cx.t(n, 1)?;
+    let scale = f32_of(cx, scale)?;
+    let scale = along(cx, scale, rank, axis, len, block)?;
+    let zp = match cx.opt_t(n, 2)? {
+        Some(z) => Some(along(cx, z, rank, axis, len, block)?),
+        None => None,
+    };
+    let range = match n.int("output_dtype", 0) as i32 {
+        0 => range_of(cx, n, 2, DataType::Uint8),
+        e => narrow_range(e).ok_or_else(|| n.unsupported(format!("output_dtype {e}")))?,
+    };
+    let v = cx.g.div(x, scale)?;
+    saturate(cx, v, zp, range)
+}
+
+fn dequantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let (rank, axis, len, block) = axis_block(cx, n, x)?;
+    let scale0 = cx.t(n, 1)?;
+    let out = cx.g.dtype(scale0)?;
+    let scale = f32_of(cx, scale0)?;
+    let scale = along(cx, scale, rank, axis, len, block)?;
+    let mut v = f32_of(cx, x)?;
+    if let Some(z) = cx.opt_t(n, 2)? {
+        let z = along(cx, z, rank, axis, len, block)?;
+        let z = f32_of(cx, z)?;
+        v = cx.g.sub(v, z)?;
+    }
+    let y = cx.g.mul(v, scale)?;
+    if out == DType::F32 {
+        Ok(y)
+    } else {
+        cx.g.cast(y, out)
+    }
+}
+
+/// uint8 `y`, its scale and zero point from `x`'s range widened to include 0, as
+/// onnxruntime computes them (a range of 0 takes scale 1).
+fn dynamic_quantize(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let x = cx.t(n, 0)?;
+    let x = f32_of(cx, x)?;
+    let zero = cx.scalar(0.0, DType::F32)?;
+    let hi = cx.g.max(x, crate::Axes::All, false)?;
+    let hi = cx.g.maximum(hi, zero)?;
+    let lo = cx.g.min(x, crate::Axes::All, false)?;
+    let lo = cx.g.minimum(lo, zero)?;
+    let span = cx.g.sub(hi, lo)?;
+    let q = cx.scalar(255.0, DType::F32)?;
+    let scale = cx.g.div(span, q)?;
+    let flat = cx.g.equal(scale, zero)?;
+    let one = cx.scalar(1.0, DType::F32)?;
+    let scale = cx.g.select(flat, one, scale)?;
+    let neg = cx.g.sub(zero, lo)?;
+    let zp = cx.g.div(neg, scale)?;
+    let zp = saturate(cx, zp, None, (0, 255))?;
+    let v = cx.g.div(x, scale)?;
+    let y = saturate(cx, v, Some(zp), (0, 255))?;
+    Ok(vec![Val::T(y), Val::T(scale), Val::T(zp)])
+}
+
+/// `v - zp` in i32, `zp` per tensor or along `axis` of `v`'s rank (`axis` counted from the
+/// end when negative).
+fn shifted(cx: &mut Cx, v: Tensor, zp: Option<Tensor>, axis: isize) -> Result<Tensor> {
+    let Some(z) = zp else { return Ok(v) };
+    let dims = cx.g.probe_shape(v)?.dims().to_vec();
+    let zd = cx.g.probe_shape(z)?.dims().to_vec();
+    let z = if zd.iter().product::<usize>() == 1 {
+        cx.g.reshape(z, &[])?
+    } else {
+        let rank = dims.len();
+        let a = if axis < 0 { rank as isize + axis } else { axis };
+        let a = usize::try_from(a).map_err(|_| bad("a zero point does not fit its operand"))?;
+        let len = dims.get(a).copied().unwrap_or(0);
+        if zd.iter().product::<usize>() != len {
+            return Err(bad(format!(
+                "zero point {zd:?} does not fit operand {dims:?}"
+            )));
+        }
+        let mut shape = vec![1isize; rank];
+        shape[a] = len as isize;
+        cx.g.reshape(z, &shape)?
+    };
+    cx.g.sub(v, z)
+}
+
+/// `(A - a_zp) @ (B - b_zp)` in i32 (exact); `a_zp` per row of A or per tensor, `b_zp` per
+/// column of B or per tensor.
+fn matmul_integer(
+    cx: &mut Cx,
+    n: &Node,
+    a: usize,
+    b: usize,
+    az: usize,
+    bz: usize,
+) -> Result<Tensor> {
+    let (a, b) = (cx.t(n, a)?, cx.t(n, b)?);
+    let (az, bz) = (opt_input(cx, n, az)?, opt_input(cx, n, bz)?);
+    let a = shifted(cx, a, az, -2)?;
+    let b = shifted(cx, b, bz, -1)?;
+    cx.g.matmul(a, b)
+}
+
+fn opt_input(cx: &mut Cx, n: &Node, i: usize) -> Result<Option<Tensor>> {
+    if n.input(i).is_some() {
+        cx.opt_t(n, i)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Products a convolution may sum exactly in f32: 2^24 / 255^2.
+const EXACT_TERMS: usize = 258;
+
+/// `conv(x - x_zp, w - w_zp)` (+ `bias`, i32) in i32, exact: channel groups of at most
+/// [`EXACT_TERMS`] products per output in f32, each rounded to i32 and summed there.
+#[allow(clippy::too_many_arguments)]
+fn conv_integer(
+    cx: &mut Cx,
+    n: &Node,
+    xi: usize,
+    wi: usize,
+    xz: usize,
+    wz: usize,
+    bias: Option<Tensor>,
+) -> Result<Tensor> {
+    let (x, w) = (cx.t(n, xi)?, cx.t(n, wi)?);
+    let (xz, wz) = (opt_input(cx, n, xz)?, opt_input(cx, n, wz)?);
+    let x = shifted(cx, x, xz, 1)?;
+    let w = shifted(cx, w, wz, 0)?;
+    let (x, w) = (f32_of(cx, x)?, f32_of(cx, w)?);
+    let ws = cx.g.probe_shape(w)?.dims().to_vec();
+    let taps: usize = ws.iter().skip(2).product::<usize>().max(1);
+    let per_group = ws.get(1).copied().unwrap_or(1);
+    let groups = n.int("group", 1).max(1) as usize;
+    let step = if per_group * taps <= EXACT_TERMS {
+        per_group
+    } else if groups == 1 && taps <= EXACT_TERMS {
+        EXACT_TERMS / taps
+    } else {
+        return Err(n.unsupported(format!(
+            "an integer convolution summing {} products per output in groups (at most {EXACT_TERMS} are exact)",
+            per_group * taps
+        )));
+    };
+    let mut acc: Option<Tensor> = None;
+    let mut c0 = 0;
+    while c0 < per_group {
+        let c1 = (c0 + step).min(per_group);
+        let (xs, wsl) = if c0 == 0 && c1 == per_group {
+            (x, w)
+        } else {
+            let args = [
+                SliceArg::full(),
+                SliceArg::new(Some(c0 as isize), Some(c1 as isize), 1),
+            ];
+            (cx.g.slice(x, &args)?, cx.g.slice(w, &args)?)
+        };
+        let part = conv_with(cx, n, xs, wsl, None)?;
+        let part = cx.g.cast(part, DType::I32)?;
+        acc = Some(match acc {
+            Some(a) => cx.g.add(a, part)?,
+            None => part,
+        });
+        c0 = c1;
+    }
+    let acc = acc.ok_or_else(|| bad("a convolution over no input channels"))?;
+    match bias {
+        Some(b) => {
+            let len = cx.g.probe_shape(b)?.numel();
+            let rank = cx.g.probe_shape(acc)?.rank();
+            let mut shape = vec![1isize; rank];
+            if rank > 1 {
+                shape[1] = len as isize;
+            }
+            let b = cx.g.reshape(b, &shape)?;
+            cx.g.add(acc, b)
+        }
+        None => Ok(acc),
+    }
+}
+
+/// `acc · (a_scale · b_scale / y_scale)`, rounded, plus `y_zp`, saturated to its type.
+fn requantize(
+    cx: &mut Cx,
+    n: &Node,
+    acc: Tensor,
+    scales: (Tensor, Tensor, Tensor),
+    b_axis: isize,
+) -> Result<Tensor> {
+    let (sa, sb, sy) = (
+        f32_of(cx, scales.0)?,
+        f32_of(cx, scales.1)?,
+        f32_of(cx, scales.2)?,
+    );
+    let rank = cx.g.probe_shape(acc)?.rank();
+    let dims = cx.g.probe_shape(acc)?.dims().to_vec();
+    let sb = if cx.g.probe_shape(sb)?.numel() == 1 {
+        cx.g.reshape(sb, &[])?
+    } else {
+        let a = if b_axis < 0 {
+            rank as isize + b_axis
+        } else {
+            b_axis
+        } as usize;
+        let len = dims.get(a).copied().unwrap_or(0);
+        along(cx, sb, rank, Some(a), len, 0)?
+    };
+    let sa = cx.g.reshape(sa, &[])?;
+    let sy = cx.g.reshape(sy, &[])?;
+    let m = cx.g.mul(sa, sb)?;
+    let m = cx.g.div(m, sy)?;
+    let accf = cx.g.cast(acc, DType::F32)?;
+    let v = cx.g.mul(accf, m)?;
+    let zp = match opt_input(cx, n, 7)? {
+        Some(z) => Some(cx.g.reshape(z, &[])?),
+        None => None,
+    };
+    let range = range_of(cx, n, 7, DataType::Uint8);
+    saturate(cx, v, zp, range)
+}
+
+fn qlinear_matmul(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let acc = matmul_integer(cx, n, 0, 3, 2, 5)?;
+    let scales = (cx.t(n, 1)?, cx.t(n, 4)?, cx.t(n, 6)?);
+    requantize(cx, n, acc, scales, -1)
+}
+
+fn qlinear_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let bias = cx.opt_t(n, 8)?;
+    let acc = conv_integer(cx, n, 0, 3, 2, 5, bias)?;
+    let scales = (cx.t(n, 1)?, cx.t(n, 4)?, cx.t(n, 6)?);
+    requantize(cx, n, acc, scales, 1)
+}
