@@ -423,10 +423,11 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     let domain = proto.domain.as_deref().unwrap_or("");
     // The preview domain's ops are translated one by one, never as their ai.onnx namesakes.
     let preview = domain == "ai.onnx.preview" && op == "FlexAttention";
-    if !matches!(domain, "" | "ai.onnx") && !preview {
+    let contrib = domain == "com.microsoft" && super::ops_quant::CONTRIB.contains(&op);
+    if !matches!(domain, "" | "ai.onnx") && !preview && !contrib {
         return Err(fail(
             at(),
-            format!("domain '{domain}' is unsupported (only ai.onnx, and ai.onnx.preview's FlexAttention)"),
+            format!("domain '{domain}' is unsupported (only ai.onnx, ai.onnx.preview's FlexAttention and com.microsoft's {})", super::ops_quant::CONTRIB.join(", ")),
         ));
     }
     let inputs: Vec<Option<&str>> = proto
@@ -573,7 +574,12 @@ fn narrow_output(cx: &mut Cx, node: &Node, proto: &NodeProto, k: usize, v: Val) 
             e => Some(e),
         },
         "DynamicQuantizeLinear" => Some(u8),
-        "QLinearMatMul" | "QLinearConv" => Some(input_elem(7).unwrap_or(u8)),
+        "QLinearMatMul" | "QLinearConv" | "QLinearAdd" | "QLinearMul" => {
+            Some(input_elem(7).unwrap_or(u8))
+        }
+        "QLinearGlobalAveragePool" => Some(input_elem(4).unwrap_or(u8)),
+        "QGemm" if node.input(7).is_some() => Some(input_elem(8).unwrap_or(u8)),
+        "QGemm" => None,
         "MatMulInteger" | "ConvInteger" | "DequantizeLinear" => None,
         op if INDEX_OUTPUTS.contains(&op) || (op == "TopK" && k == 1) => None,
         _ => (0..node.inputs.len()).find_map(input_elem),

@@ -23,6 +23,10 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "ConvInteger" => conv_integer(cx, n, 0, 1, 2, 3, None),
         "QLinearMatMul" => qlinear_matmul(cx, n),
         "QLinearConv" => qlinear_conv(cx, n),
+        // onnxruntime's contrib ops (com.microsoft) that its QOperator quantizer writes.
+        "QGemm" => qgemm(cx, n),
+        "QLinearGlobalAveragePool" => qlinear_global_average_pool(cx, n),
+        "QLinearAdd" | "QLinearMul" => qlinear_binary(cx, n),
         _ => return None,
     };
     Some(r.map(|t| vec![Val::T(t)]))
@@ -309,6 +313,146 @@ fn conv_integer(
     }
 }
 
+/// The contrib ops [`translate`] takes from the `com.microsoft` domain.
+pub(super) const CONTRIB: &[&str] = &[
+    "QGemm",
+    "QLinearGlobalAveragePool",
+    "QLinearAdd",
+    "QLinearMul",
+];
+
+/// `alpha · a_scale · b_scale · ((A - a_zp)(B - b_zp) + C)`, C an i32 bias at scale
+/// `a_scale · b_scale`; requantized to `y_zp`'s type when `y_scale` is given, else f32.
+fn qgemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let (mut a, mut b) = (cx.t(n, 0)?, cx.t(n, 3)?);
+    let (az, bz) = (opt_input(cx, n, 2)?, opt_input(cx, n, 5)?);
+    a = shifted(cx, a, az, -2)?;
+    if n.int("transA", 0) != 0 {
+        a = cx.g.transpose(a, &[1, 0])?;
+    }
+    // A per-channel zero point runs along B's output columns, which transB puts first.
+    let trans_b = n.int("transB", 0) != 0;
+    b = shifted(cx, b, bz, if trans_b { 0 } else { -1 })?;
+    if trans_b {
+        b = cx.g.transpose(b, &[1, 0])?;
+    }
+    let mut acc = cx.g.matmul(a, b)?;
+    if let Some(c) = opt_input(cx, n, 6)? {
+        acc = cx.g.add(acc, c)?;
+    }
+    let alpha = n.float("alpha", 1.0) as f64;
+    let (sa, sb) = (cx.t(n, 1)?, cx.t(n, 4)?);
+    match opt_input(cx, n, 7)? {
+        Some(sy) => {
+            let acc = if alpha != 1.0 {
+                let f = cx.g.cast(acc, DType::F32)?;
+                let k = cx.scalar(alpha, DType::F32)?;
+                let v = cx.g.mul(f, k)?;
+                return requantize_f32(cx, n, v, (sa, sb, sy), -1, 8);
+            } else {
+                acc
+            };
+            requantize(cx, n, acc, (sa, sb, sy), -1, 8)
+        }
+        None => {
+            let f = cx.g.cast(acc, DType::F32)?;
+            let (sa, sb) = (f32_of(cx, sa)?, f32_of(cx, sb)?);
+            let sa = cx.g.reshape(sa, &[])?;
+            let m = cx.g.mul(f, sa)?;
+            let sb = if cx.g.probe_shape(sb)?.numel() == 1 {
+                cx.g.reshape(sb, &[])?
+            } else {
+                sb
+            };
+            let m = cx.g.mul(m, sb)?;
+            if alpha != 1.0 {
+                let k = cx.scalar(alpha, DType::F32)?;
+                cx.g.mul(m, k)
+            } else {
+                Ok(m)
+            }
+        }
+    }
+}
+
+/// The mean over the spatial axes, requantized: the sum in i32 (exact), then
+/// `(sum - N·x_zp) · x_scale / (N · y_scale)`, rounded, plus `y_zp`, as onnxruntime does.
+fn qlinear_global_average_pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let dims = cx.g.probe_shape(x)?.dims().to_vec();
+    if dims.len() < 3 {
+        return Err(bad(format!("X must have rank 3 or more, got {dims:?}")));
+    }
+    let axes: Vec<isize> = if n.int("channels_last", 0) != 0 {
+        (1..dims.len() as isize - 1).collect()
+    } else {
+        (2..dims.len() as isize).collect()
+    };
+    let count: usize = axes.iter().map(|&a| dims[a as usize]).product();
+    let sum = cx.g.sum(x, axes, true)?;
+    let mut v = cx.g.cast(sum, DType::F32)?;
+    if let Some(z) = opt_input(cx, n, 2)? {
+        let z = f32_of(cx, z)?;
+        let z = cx.g.reshape(z, &[])?;
+        let nz = cx.scalar(count as f64, DType::F32)?;
+        let nz = cx.g.mul(z, nz)?;
+        v = cx.g.sub(v, nz)?;
+    }
+    let (sx, sy) = (cx.t(n, 1)?, cx.t(n, 3)?);
+    let (sx, sy) = (f32_of(cx, sx)?, f32_of(cx, sy)?);
+    let (sx, sy) = (cx.g.reshape(sx, &[])?, cx.g.reshape(sy, &[])?);
+    let nf = cx.scalar(count as f64, DType::F32)?;
+    let den = cx.g.mul(sy, nf)?;
+    let m = cx.g.div(sx, den)?;
+    let v = cx.g.mul(v, m)?;
+    let zp = match opt_input(cx, n, 4)? {
+        Some(z) => Some(cx.g.reshape(z, &[])?),
+        None => None,
+    };
+    let range = range_of(cx, n, 4, DataType::Uint8);
+    saturate(cx, v, zp, range)
+}
+
+/// `QLinearAdd`: `(a_s/c_s)(A - a_zp) + (b_s/c_s)(B - b_zp)`; `QLinearMul`:
+/// `(a_s·b_s/c_s)(A - a_zp)(B - b_zp)`; rounded, plus `c_zp`, saturated.
+fn qlinear_binary(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let side = |cx: &mut Cx, v: usize, s: usize, z: usize| -> Result<(Tensor, Tensor)> {
+        let t = cx.t(n, v)?;
+        let mut t = cx.g.cast(t, DType::F32)?;
+        if let Some(zp) = opt_input(cx, n, z)? {
+            let zp = f32_of(cx, zp)?;
+            let zp = cx.g.reshape(zp, &[])?;
+            t = cx.g.sub(t, zp)?;
+        }
+        let sc = cx.t(n, s)?;
+        let sc = f32_of(cx, sc)?;
+        Ok((t, cx.g.reshape(sc, &[])?))
+    };
+    let (a, sa) = side(cx, 0, 1, 2)?;
+    let (b, sb) = side(cx, 3, 4, 5)?;
+    let sc = cx.t(n, 6)?;
+    let sc = f32_of(cx, sc)?;
+    let sc = cx.g.reshape(sc, &[])?;
+    let v = if n.op == "QLinearAdd" {
+        let ka = cx.g.div(sa, sc)?;
+        let kb = cx.g.div(sb, sc)?;
+        let a = cx.g.mul(a, ka)?;
+        let b = cx.g.mul(b, kb)?;
+        cx.g.add(a, b)?
+    } else {
+        let k = cx.g.mul(sa, sb)?;
+        let k = cx.g.div(k, sc)?;
+        let ab = cx.g.mul(a, b)?;
+        cx.g.mul(ab, k)?
+    };
+    let zp = match opt_input(cx, n, 7)? {
+        Some(z) => Some(cx.g.reshape(z, &[])?),
+        None => None,
+    };
+    let range = range_of(cx, n, 7, DataType::Uint8);
+    saturate(cx, v, zp, range)
+}
+
 /// `acc · (a_scale · b_scale / y_scale)`, rounded, plus `y_zp`, saturated to its type.
 fn requantize(
     cx: &mut Cx,
@@ -316,7 +460,22 @@ fn requantize(
     acc: Tensor,
     scales: (Tensor, Tensor, Tensor),
     b_axis: isize,
+    zp_input: usize,
 ) -> Result<Tensor> {
+    let accf = cx.g.cast(acc, DType::F32)?;
+    requantize_f32(cx, n, accf, scales, b_axis, zp_input)
+}
+
+/// [`requantize`] of an accumulator already in f32.
+fn requantize_f32(
+    cx: &mut Cx,
+    n: &Node,
+    accf: Tensor,
+    scales: (Tensor, Tensor, Tensor),
+    b_axis: isize,
+    zp_input: usize,
+) -> Result<Tensor> {
+    let acc = accf;
     let (sa, sb, sy) = (
         f32_of(cx, scales.0)?,
         f32_of(cx, scales.1)?,
@@ -339,25 +498,24 @@ fn requantize(
     let sy = cx.g.reshape(sy, &[])?;
     let m = cx.g.mul(sa, sb)?;
     let m = cx.g.div(m, sy)?;
-    let accf = cx.g.cast(acc, DType::F32)?;
-    let v = cx.g.mul(accf, m)?;
-    let zp = match opt_input(cx, n, 7)? {
+    let v = cx.g.mul(acc, m)?;
+    let zp = match opt_input(cx, n, zp_input)? {
         Some(z) => Some(cx.g.reshape(z, &[])?),
         None => None,
     };
-    let range = range_of(cx, n, 7, DataType::Uint8);
+    let range = range_of(cx, n, zp_input, DataType::Uint8);
     saturate(cx, v, zp, range)
 }
 
 fn qlinear_matmul(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let acc = matmul_integer(cx, n, 0, 3, 2, 5)?;
     let scales = (cx.t(n, 1)?, cx.t(n, 4)?, cx.t(n, 6)?);
-    requantize(cx, n, acc, scales, -1)
+    requantize(cx, n, acc, scales, -1, 7)
 }
 
 fn qlinear_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let bias = cx.opt_t(n, 8)?;
     let acc = conv_integer(cx, n, 0, 3, 2, 5, bias)?;
     let scales = (cx.t(n, 1)?, cx.t(n, 4)?, cx.t(n, 6)?);
-    requantize(cx, n, acc, scales, 1)
+    requantize(cx, n, acc, scales, 1, 7)
 }

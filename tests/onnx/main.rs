@@ -15,4 +15,5 @@ pub mod light;
 pub mod patterns;
 pub mod peers;
 mod protos;
+pub mod quantized;
 pub mod recurrent;
