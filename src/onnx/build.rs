@@ -525,9 +525,10 @@ fn narrow_of_name(name: &str) -> Option<i32> {
 }
 
 /// Ops whose integer outputs are indices or sizes, whatever their inputs' type.
-const INDEX_OUTPUTS: &[&str] = &["ArgMax", "ArgMin", "Shape", "Size", "NonZero", "Unique"];
+const INDEX_OUTPUTS: &[&str] = &["ArgMax", "ArgMin", "Shape", "Size", "NonZero"];
 /// Ops whose integer result can leave the range of the type it has in ONNX, which wraps.
 const WRAPS: &[&str] = &[
+    "BitShift",
     "Add",
     "Sub",
     "Mul",
@@ -581,7 +582,7 @@ fn narrow_output(cx: &mut Cx, node: &Node, proto: &NodeProto, k: usize, v: Val) 
         "QGemm" if node.input(7).is_some() => Some(input_elem(8).unwrap_or(u8)),
         "QGemm" => None,
         "MatMulInteger" | "ConvInteger" | "DequantizeLinear" => None,
-        op if INDEX_OUTPUTS.contains(&op) || (op == "TopK" && k == 1) => None,
+        op if INDEX_OUTPUTS.contains(&op) || (matches!(op, "TopK" | "Unique") && k >= 1) => None,
         _ => (0..node.inputs.len()).find_map(input_elem),
     };
     let Some((elem, (lo, hi))) = elem.and_then(|e| narrow_range(e).map(|r| (e, r))) else {
@@ -676,6 +677,11 @@ impl Node<'_> {
 
     fn kind(a: &AttributeProto) -> AttributeType {
         AttributeType::try_from(a.r#type.unwrap_or(0)).unwrap_or(AttributeType::Undefined)
+    }
+
+    /// Integer attribute `name`, if present.
+    pub fn attr_int(&self, name: &str) -> Option<i64> {
+        self.attr(name).and_then(|a| a.i)
     }
 
     /// Integer attribute `name`, or `default`.

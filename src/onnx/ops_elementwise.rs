@@ -81,8 +81,59 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         })(),
         "Clip" => clip(cx, n),
         "IsInf" => is_inf(cx, n),
+        "BitShift" => bit_shift(cx, n),
         _ => return activation(cx, n),
     })
+}
+
+/// `x << y` or `x >> y` (arithmetic for signed types) in the width of x's ONNX type: a
+/// shift past the width, or a negative one, shifts every bit out: 0 (or -1 for a negative x
+/// shifted right).
+/// Built from multiplications and floor divisions by powers of two, in two steps of at most
+/// 2^16 so each factor fits; the import wraps a left shift into the type's range.
+fn bit_shift(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let (x, y) = (cx.t(n, 0)?, cx.t(n, 1)?);
+    let dt = cx.g.dtype(x)?;
+    if !matches!(dt, DType::I32 | DType::U32) {
+        return Err(bad(format!("BitShift takes integers, got {dt}")));
+    }
+    let width = n
+        .input(0)
+        .and_then(|i| cx.narrow_elem(i))
+        .and_then(super::tensor::narrow_range)
+        .map_or(32, |(lo, hi)| (hi - lo + 1).ilog2() as i64);
+    let left = match n.string("direction").as_deref() {
+        Some("LEFT") => true,
+        Some("RIGHT") => false,
+        other => return Err(n.unsupported(format!("direction {other:?}"))),
+    };
+    let yf = cx.g.cast(y, DType::F32)?;
+    let negative = {
+        let zero = cx.scalar(0.0, DType::F32)?;
+        cx.g.less(yf, zero)?
+    };
+    let full = cx.scalar(width as f64, DType::F32)?;
+    let yf = cx.g.select(negative, full, yf)?;
+    let yc = cx.g.clip(yf, 0.0, width as f64)?;
+    let a = cx.g.clip(yc, 0.0, 16.0)?;
+    let b = cx.g.sub(yc, a)?;
+    let two = cx.scalar(2.0, DType::F32)?;
+    let mut v = x;
+    for e in [a, b] {
+        let p = cx.g.pow(two, e)?;
+        let p = cx.g.cast(p, dt)?;
+        v = if left {
+            cx.g.mul(v, p)?
+        } else if dt == DType::U32 {
+            cx.g.div(v, p)?
+        } else {
+            // Floor division: (v - v mod p) / p, exact.
+            let r = cx.g.remainder(v, p)?;
+            let d = cx.g.sub(v, r)?;
+            cx.g.div(d, p)?
+        };
+    }
+    Ok(vec![v.into()])
 }
 
 fn binary_op(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {

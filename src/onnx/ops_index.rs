@@ -13,6 +13,7 @@ use crate::{DType, Result, Tensor};
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
     let r = match n.op {
         "TopK" => return Some(top_k(cx, n)),
+        "Unique" => return Some(unique(cx, n)),
         "GatherElements" => gather_elements(cx, n),
         "ScatterElements" | "Scatter" => scatter_elements(cx, n),
         "GatherND" => gather_nd(cx, n),
@@ -31,6 +32,111 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         _ => return None,
     };
     Some(r.map(|t| vec![t.into()]))
+}
+
+/// `Unique` of a value known at import (its output sizes depend on the values; a fed input
+/// is made a constant of the import by `InferenceSession`, once per value): the distinct
+/// elements (or slices along `axis`), sorted or in order of first appearance, their first
+/// indices, each element's index into them, and their counts.
+fn unique(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let x = cx.host(n, 0)?;
+    let shape = x.shape().to_vec();
+    let (keys, kind): (Vec<f64>, Option<DType>) = match &*x {
+        HostValue::Ints { v, dtype, .. } => (v.iter().map(|&i| i as f64).collect(), Some(*dtype)),
+        HostValue::Floats(t) => (t.to_f32()?.into_iter().map(f64::from).collect(), None),
+    };
+    let axis = match n.attr_int("axis") {
+        Some(a) => Some(norm_axis(a, shape.len())?),
+        None => None,
+    };
+    // Rows: the slices compared, each `inner`-strided; flattened, every element is one.
+    let (rows, outer, inner) = match axis {
+        Some(a) => (
+            shape[a],
+            shape[..a].iter().product::<usize>(),
+            shape[a + 1..].iter().product::<usize>(),
+        ),
+        None => (keys.len(), 1, 1),
+    };
+    let row = |r: usize| -> Vec<f64> {
+        let mut out = Vec::with_capacity(outer * inner);
+        for o in 0..outer {
+            for i in 0..inner {
+                out.push(keys[(o * rows + r) * inner + i]);
+            }
+        }
+        out
+    };
+    let all: Vec<Vec<f64>> = (0..rows).map(row).collect();
+    let mut firsts: Vec<usize> = Vec::new();
+    for r in 0..rows {
+        if !firsts.iter().any(|&f| all[f] == all[r]) {
+            firsts.push(r);
+        }
+    }
+    if n.int("sorted", 1) != 0 {
+        firsts.sort_by(|&a, &b| {
+            all[a]
+                .iter()
+                .zip(&all[b])
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+    }
+    let inverse: Vec<i64> = (0..rows)
+        .map(|r| firsts.iter().position(|&f| all[f] == all[r]).unwrap_or(0) as i64)
+        .collect();
+    let counts: Vec<i64> = (0..firsts.len())
+        .map(|u| inverse.iter().filter(|&&i| i == u as i64).count() as i64)
+        .collect();
+    let k = firsts.len();
+    let mut y = Vec::with_capacity(k * outer * inner);
+    let mut y_shape = shape.clone();
+    match axis {
+        Some(a) => {
+            y_shape[a] = k;
+            for o in 0..outer {
+                for &f in &firsts {
+                    for i in 0..inner {
+                        y.push(keys[(o * rows + f) * inner + i]);
+                    }
+                }
+            }
+        }
+        None => {
+            y_shape = vec![k];
+            y.extend(firsts.iter().map(|&f| keys[f]));
+        }
+    }
+    let y = match kind {
+        Some(dtype) => HostValue::Ints {
+            shape: y_shape,
+            v: y.iter().map(|&v| v as i64).collect(),
+            dtype,
+        },
+        None => {
+            if x.dtype() != DType::F32 {
+                return Err(n.unsupported(format!("Unique of {}", x.dtype())));
+            }
+            let t = crate::HostTensor::new(y_shape, y.iter().map(|&v| v as f32).collect())?;
+            HostValue::Floats(t)
+        }
+    };
+    let ints = |v: Vec<i64>| -> Val {
+        HostValue::Ints {
+            shape: vec![v.len()],
+            v,
+            dtype: DType::I32,
+        }
+        .into()
+    };
+    Ok(vec![
+        y.into(),
+        ints(firsts.iter().map(|&f| f as i64).collect()),
+        ints(inverse),
+        ints(counts),
+    ])
 }
 
 /// An i32 constant of `shape` holding `f(index)` for each element's multi-index.

@@ -179,9 +179,14 @@ impl MatMulKernel {
     /// plan does not make for matmuls) through [`MatMulKernel::run_fast`] and a copy.
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
         if let Some(w) = crate::ops::family::disjoint_words(inputs)
-            .filter(|w| w.len() >= 2 && self.dtype == DType::F32)
+            .filter(|w| w.len() >= 2 && matches!(self.dtype, DType::F32 | DType::I32))
         {
-            if out.len() == self.out_shape().numel() && self.product_f32_into(w[0], w[1], out) {
+            let done = out.len() == self.out_shape().numel()
+                && match self.dtype {
+                    DType::F32 => self.product_f32_into(w[0], w[1], out),
+                    _ => self.product_i32_into(w[0], w[1], out),
+                };
+            if done {
                 if let Some(e) = &self.epilogue {
                     let mut ins = vec![CpuIn::Output];
                     ins.extend(w[2..].iter().map(|x| CpuIn::Words(x)));
@@ -207,11 +212,14 @@ impl MatMulKernel {
 
     /// The product (without epilogue) as words of `self.dtype`.
     pub(super) fn product_cpu(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
-        if self.dtype == DType::F32 {
-            let mut out = vec![0u32; self.out_shape().numel()];
-            if self.product_f32_into(a, b, &mut out) {
-                return out;
-            }
+        let mut out = vec![0u32; self.out_shape().numel()];
+        let done = match self.dtype {
+            DType::F32 => self.product_f32_into(a, b, &mut out),
+            DType::I32 => self.product_i32_into(a, b, &mut out),
+            _ => false,
+        };
+        if done {
+            return out;
         }
         self.product_reference(a, b)
     }
@@ -291,6 +299,96 @@ impl MatMulKernel {
                         1,
                     );
                 }
+            }
+        }
+        true
+    }
+
+    /// An i32 product through f64 GEMM, exact (and then wrapped to i32 as the WGSL kernel
+    /// wraps) when every partial sum stays below 2^53: `max|A| · max|B| · K` is checked per
+    /// batch, and `false` (the caller runs the exact scalar loop) when it does not hold. The
+    /// quantized models' products (8-bit operands, any practical K) always qualify.
+    fn product_i32_into(&self, a: &[u32], b: &[u32], out: &mut [u32]) -> bool {
+        let (m, _, n) = self.mkn();
+        let batches = self.batch_offsets();
+        if out.len() != batches.len() * m * n {
+            return false;
+        }
+        let ((ra, ka), (kb, nb)) = self.matrix_strides();
+        let fits = batches.iter().all(|&(a0, b0, len)| {
+            len == 0
+                || m == 0
+                || n == 0
+                || (a0 + (m - 1) * ra + (len - 1) * ka < a.len()
+                    && b0 + (len - 1) * kb + (n - 1) * nb < b.len())
+        });
+        if !fits {
+            return false;
+        }
+        let mut fa: Vec<f64> = Vec::new();
+        let mut fb: Vec<f64> = Vec::new();
+        let mut fc: Vec<f64> = Vec::new();
+        for (&(a0, b0, len), c) in batches.iter().zip(out.chunks_exact_mut(m * n.max(1))) {
+            if m == 0 || n == 0 {
+                continue;
+            }
+            fa.clear();
+            fb.clear();
+            let (mut amax, mut bmax) = (0u64, 0u64);
+            for i in 0..m {
+                for kk in 0..len {
+                    let v = a[a0 + i * ra + kk * ka] as i32;
+                    amax = amax.max(v.unsigned_abs() as u64);
+                    fa.push(v as f64);
+                }
+            }
+            for kk in 0..len {
+                for j in 0..n {
+                    let v = b[b0 + kk * kb + j * nb] as i32;
+                    bmax = bmax.max(v.unsigned_abs() as u64);
+                    fb.push(v as f64);
+                }
+            }
+            let bound = (amax as u128) * (bmax as u128) * (len as u128);
+            if bound >= 1u128 << 53 {
+                return false;
+            }
+            fc.clear();
+            fc.resize(m * n, 0.0);
+            let par = if m.saturating_mul(len).saturating_mul(n) >= GEMM_PAR_MACS {
+                gemm::Parallelism::Rayon(0)
+            } else {
+                gemm::Parallelism::None
+            };
+            if len > 0 {
+                // SAFETY: `fa` is m×len, `fb` len×n and `fc` m×n, all row-major and
+                // contiguous, with the strides given; `fc` aliases neither.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        len,
+                        fc.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        fa.as_ptr(),
+                        1,
+                        len as isize,
+                        fb.as_ptr(),
+                        1,
+                        n as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        par,
+                    );
+                }
+            }
+            for (w, v) in c.iter_mut().zip(&fc) {
+                *w = (*v as i64) as i32 as u32;
             }
         }
         true
