@@ -311,3 +311,137 @@ fn an_int64_feed_that_does_not_fit_names_its_index() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A sample of the ONNX conformance cases (every 7th that `tests/onnx/passing.txt` lists
+/// for cpu:0; all of them with `WGFLOW_ONNX_CLI_ALL=1`) through `wgflow run` as a user runs them: inputs written as `.npy` files fed
+/// by name, outputs read back from `<ONNX name>.npy`, against the suite's expected values.
+#[test]
+fn conformance_cases_through_the_cli() {
+    use wgflow::onnx::{load_tensor, ImportOptions};
+    let Some(cases) = std::env::var_os("WGFLOW_ONNX_NODE_TESTS").map(std::path::PathBuf::from)
+    else {
+        if std::env::var("WGFLOW_REQUIRE_ONNX_TESTS").is_ok_and(|v| v == "1") {
+            panic!("WGFLOW_REQUIRE_ONNX_TESTS=1 but WGFLOW_ONNX_NODE_TESTS is not set");
+        }
+        eprintln!("skipped: WGFLOW_ONNX_NODE_TESTS is not set");
+        return;
+    };
+    let listed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/onnx/passing.txt"),
+    )
+    .unwrap();
+    let names: Vec<&str> = listed
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, b)| b.split(',').any(|b| b.trim() == "cpu"))
+        .map(|(n, _)| n)
+        .collect();
+    let pbs = |dir: &std::path::Path, prefix: &str| {
+        let mut v: Vec<std::path::PathBuf> = (0..)
+            .map(|i| dir.join(format!("{prefix}{i}.pb")))
+            .take_while(|p| p.is_file())
+            .collect();
+        v.sort();
+        v
+    };
+    let tmp = std::env::temp_dir().join(format!("wgflow-cli-conf-{}", std::process::id()));
+    let (mut ran, mut failed) = (0, Vec::new());
+    let step = if std::env::var("WGFLOW_ONNX_CLI_ALL").is_ok_and(|v| v == "1") {
+        1
+    } else {
+        7
+    };
+    for name in names.iter().step_by(step) {
+        let case = cases.join(name);
+        let data = case.join("test_data_set_0");
+        let model = case.join("model.onnx");
+        let proto =
+            wgflow::onnx::proto::ModelProto::decode(&*std::fs::read(&model).unwrap()).unwrap();
+        let graph = proto.graph.unwrap_or_default();
+        let inits: Vec<&str> = graph
+            .initializer
+            .iter()
+            .filter_map(|t| t.name.as_deref())
+            .collect();
+        let inputs: Vec<&str> = graph
+            .input
+            .iter()
+            .filter_map(|v| v.name.as_deref())
+            .filter(|n| !inits.contains(n))
+            .collect();
+        let out = tmp.join(name);
+        std::fs::create_dir_all(&out).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wgflow"));
+        cmd.arg("run")
+            .arg(&model)
+            .args(["--device", "cpu:0", "--force", "--out"])
+            .arg(&out);
+        for (k, pb) in pbs(&data, "input_").iter().enumerate() {
+            let (file_name, value) =
+                load_tensor(&std::fs::read(pb).unwrap(), &ImportOptions::default()).unwrap();
+            let input = if file_name.is_empty() {
+                inputs[k].to_string()
+            } else {
+                file_name
+            };
+            let npy = out.join(format!("in_{k}.npy"));
+            wgflow::npy::write(&npy, &value).unwrap();
+            cmd.arg("--feed").arg(format!("{input}={}", npy.display()));
+        }
+        let run = cmd.output().unwrap();
+        ran += 1;
+        if !run.status.success() {
+            failed.push(format!("{name}: {}", String::from_utf8_lossy(&run.stderr)));
+            continue;
+        }
+        for (k, pb) in pbs(&data, "output_").iter().enumerate() {
+            let (_, want) =
+                load_tensor(&std::fs::read(pb).unwrap(), &ImportOptions::default()).unwrap();
+            let output = graph.output[k].name.clone().unwrap_or_default();
+            let file: String = output
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let got = match wgflow::npy::read(out.join(format!("{file}.npy"))) {
+                Ok(g) => g,
+                Err(e) => {
+                    failed.push(format!("{name}: output '{output}': {e}"));
+                    continue;
+                }
+            };
+            let same = got.dims() == want.dims()
+                && if want.dtype().is_float() {
+                    let (g, w) = (got.to_f32().unwrap(), want.to_f32().unwrap());
+                    g.iter().zip(&w).all(|(a, b)| {
+                        (b.is_nan() && a.is_nan())
+                            || a == b
+                            || (a - b).abs() <= 1e-5 + 1e-3 * b.abs()
+                    })
+                } else {
+                    got.words() == want.words()
+                };
+            if !same {
+                failed.push(format!("{name}: output '{output}' differs"));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(ran > 100, "only {ran} cases ran");
+    println!(
+        "{} of {ran} conformance cases pass through wgflow run",
+        ran - failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {ran} failed through the CLI:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}

@@ -56,15 +56,36 @@ pub fn write_i64(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
 
 /// The bytes of an int64 (`<i8`) `.npy` file holding the i32 tensor `t`, widened.
 pub fn to_bytes_i64(t: &HostTensor) -> Result<Vec<u8>> {
+    to_bytes_int(t, "<i8")
+}
+
+/// The bytes of a `.npy` file of integer type `descr` (`<i8`, `<i2`, `<u2`, `|i1` or `|u1`:
+/// int64, and the 8/16-bit types an ONNX model's quantized outputs have) holding the i32
+/// tensor `t`; a value outside the type's range is an error naming its index.
+pub fn to_bytes_int(t: &HostTensor, descr: &str) -> Result<Vec<u8>> {
     if t.dtype() != DType::I32 {
         return Err(Error::Host(format!(
-            "only an i32 tensor is written as int64, not {}",
+            "only an i32 tensor is written as {descr}, not {}",
             t.dtype()
         )));
     }
-    let mut out = header_bytes("<i8", t.dims(), t.len() * 8);
-    for &w in t.words() {
-        out.extend_from_slice(&i64::from(w as i32).to_le_bytes());
+    let (size, lo, hi): (usize, i64, i64) = match descr {
+        "<i8" => (8, i64::MIN, i64::MAX),
+        "<i2" => (2, i16::MIN.into(), i16::MAX.into()),
+        "<u2" => (2, 0, u16::MAX.into()),
+        "|i1" => (1, i8::MIN.into(), i8::MAX.into()),
+        "|u1" => (1, 0, u8::MAX.into()),
+        other => return Err(Error::Host(format!("cannot write integers as '{other}'"))),
+    };
+    let mut out = header_bytes(descr, t.dims(), t.len() * size);
+    for (i, &w) in t.words().iter().enumerate() {
+        let v = i64::from(w as i32);
+        if v < lo || v > hi {
+            return Err(Error::Host(format!(
+                "value {v} at index {i} does not fit {descr}"
+            )));
+        }
+        out.extend_from_slice(&v.to_le_bytes()[..size]);
     }
     Ok(out)
 }
@@ -148,9 +169,11 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         "<u4" => (DType::U32, 4),
         "|b1" => (DType::Bool, 1),
         "<i8" => (DType::I32, 8),
+        // 8/16-bit integers (quantized tensors) widen exactly to i32.
+        "|u1" | "|i1" | "<u2" | "<i2" => (DType::I32, 0),
         other => {
             return Err(Error::Host(format!(
-                "dtype '{other}' is not supported (expected <f4, <f2, <i4, <i8, <u4 or |b1; convert with arr.astype(np.float32) etc.)"
+                "dtype '{other}' is not supported (expected <f4, <f2, <i4, <i8, <u4, |b1, or <i2, <u2, |i1, |u1 read as i32; convert with arr.astype(np.float32) etc.)"
             )))
         }
     };
@@ -159,6 +182,12 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
             "Fortran-order arrays are not supported; save np.ascontiguousarray(arr)".into(),
         ));
     }
+    let widen = item == 0;
+    let item = match descr {
+        "<u2" | "<i2" if widen => 2,
+        _ if widen => 1,
+        _ => item,
+    };
     let shape = Shape(header.shape);
     let n = shape
         .checked_numel()
@@ -172,7 +201,16 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
             data.len()
         )));
     }
-    let words: Vec<u32> = if item == 8 {
+    let words: Vec<u32> = if widen {
+        data.chunks_exact(item)
+            .map(|c| match descr {
+                "|u1" => i32::from(c[0]),
+                "|i1" => i32::from(c[0] as i8),
+                "<u2" => i32::from(u16::from_le_bytes([c[0], c[1]])),
+                _ => i32::from(i16::from_le_bytes([c[0], c[1]])),
+            } as u32)
+            .collect()
+    } else if item == 8 {
         narrow_i64(data)?
     } else if item == 1 {
         data.iter().map(|&x| u32::from(x != 0)).collect()
@@ -280,6 +318,23 @@ mod tests {
         assert!(e.contains("2147483648 at index 3"), "{e}");
         let f = HostTensor::from(vec![1.0f32]);
         assert!(to_bytes_i64(&f).is_err());
+        // 8/16-bit: written in their width, read back widened; out of range is an error.
+        let q = HostTensor::new([3], vec![0i32, 200, 255]).unwrap();
+        let b = to_bytes_int(&q, "|u1").unwrap();
+        assert_eq!(&b[b.len() - 3..], &[0, 200, 255]);
+        assert_eq!(
+            from_bytes(&b).unwrap().to_vec::<i32>().unwrap(),
+            [0, 200, 255]
+        );
+        let e = to_bytes_int(&q, "|i1").unwrap_err().to_string();
+        assert!(e.contains("200 at index 1"), "{e}");
+        let s = HostTensor::new([2], vec![-300i32, 40000]).unwrap();
+        assert!(to_bytes_int(&s, "<i2").is_err());
+        let b = to_bytes_int(&HostTensor::new([2], vec![-300i32, 300]).unwrap(), "<i2").unwrap();
+        assert_eq!(
+            from_bytes(&b).unwrap().to_vec::<i32>().unwrap(),
+            [-300, 300]
+        );
     }
 
     #[test]

@@ -146,17 +146,25 @@ fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
     let median = ms(times.median());
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for ((name, v), path) in names.iter().zip(&values).zip(&paths) {
-        let int64 = model
+        // Integers in the type the model declares, as onnxruntime gives them.
+        let declared = model
             .outputs()
             .iter()
             .chain(model.inputs())
             .find(|o| o.name == *name)
-            .is_some_and(|o| o.is_int64())
-            && v.dtype() == wgflow::DType::I32;
-        let (bytes, dtype) = if int64 {
-            (wgflow::npy::to_bytes_i64(v)?, "int64".to_string())
-        } else {
-            (wgflow::npy::to_bytes(v), v.dtype().to_string())
+            .map(|o| o.onnx_type.as_str());
+        let as_int = match declared {
+            _ if v.dtype() != wgflow::DType::I32 => None,
+            Some("INT64") => Some(("<i8", "int64")),
+            Some("UINT8") => Some(("|u1", "uint8")),
+            Some("INT8") => Some(("|i1", "int8")),
+            Some("UINT16") => Some(("<u2", "uint16")),
+            Some("INT16") => Some(("<i2", "int16")),
+            _ => None,
+        };
+        let (bytes, dtype) = match as_int {
+            Some((descr, name)) => (wgflow::npy::to_bytes_int(v, descr)?, name.to_string()),
+            None => (wgflow::npy::to_bytes(v), v.dtype().to_string()),
         };
         write_output(path, &bytes, force)?;
         outln!("{name} {dtype} {} -> {}", v.shape(), path.display())?;
