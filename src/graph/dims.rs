@@ -489,6 +489,7 @@ impl Graph {
             id: self.id,
             g: Vec::with_capacity(self.g.len()),
             names: HashMap::with_capacity(self.names.len()),
+            suffixes: HashMap::new(),
             name_scopes: Vec::new(),
             device_scopes: Vec::new(),
             syms: Symbols::default(),

@@ -119,6 +119,9 @@ pub struct Graph {
     /// The nodes, indexed by [`NodeId`]; append-only, so a node's inputs precede it.
     pub(crate) g: Vec<Node>,
     names: HashMap<String, NodeId>,
+    /// Per base name, the suffix to try first for the next node (`neg_7` after `neg_6`), so
+    /// naming a node is O(1), not a walk over every earlier `neg_k`.
+    suffixes: HashMap<String, usize>,
     name_scopes: Vec<String>,
     device_scopes: Vec<DeviceSpec>,
     /// The dimensions known only at run time.
@@ -137,6 +140,7 @@ impl Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             g: Vec::new(),
             names: HashMap::new(),
+            suffixes: HashMap::new(),
             name_scopes: Vec::new(),
             device_scopes: Vec::new(),
             syms: Symbols::default(),
@@ -438,11 +442,12 @@ impl Graph {
     ) -> Tensor {
         let base = self.scoped_name(base_name);
         let mut name = base.clone();
-        let mut k = 1;
+        let mut k = self.suffixes.get(&base).copied().unwrap_or(1);
         while self.names.contains_key(&name) {
             name = format!("{base}_{k}");
             k += 1;
         }
+        self.suffixes.insert(base, k);
         let node = NodeId::new(self.g.len());
         self.g.push(Node {
             op,

@@ -301,3 +301,54 @@ fn arbitrary_mutations_never_panic() {
         start.elapsed()
     );
 }
+
+/// A `Loop` whose trip count is INT64_MAX: without a condition it is refused at once; with
+/// a condition that stays true, unrolling stops at its cap. Both are errors, in seconds.
+#[test]
+fn a_loop_of_int64_max_trips_is_refused() {
+    use super::protos::typed_value;
+    use wgflow::onnx::proto::AttributeProto;
+    let body = GraphProto {
+        name: Some("body".into()),
+        node: vec![
+            node("Identity", &["cond"], &["cond_out"]),
+            node("Neg", &["v"], &["v_out"]),
+        ],
+        input: vec![
+            typed_value("i", &[], DataType::Int64),
+            typed_value("cond", &[], DataType::Bool),
+            value("v", &[2, 3]),
+        ],
+        output: vec![
+            typed_value("cond_out", &[], DataType::Bool),
+            value("v_out", &[2, 3]),
+        ],
+        ..Default::default()
+    };
+    let trips = TensorProto {
+        name: Some("trips".into()),
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![i64::MAX],
+        ..Default::default()
+    };
+    let go = TensorProto {
+        name: Some("go".into()),
+        data_type: Some(DataType::Bool as i32),
+        int32_data: vec![1],
+        ..Default::default()
+    };
+    for cond in ["", "go"] {
+        let mut l = node("Loop", &["trips", cond, "x"], &["y"]);
+        l.attribute.push(AttributeProto {
+            name: Some("body".into()),
+            r#type: Some(wgflow::onnx::proto::attribute_proto::AttributeType::Graph as i32),
+            g: Some(body.clone()),
+            ..Default::default()
+        });
+        let m = model(vec![l], vec![trips.clone(), go.clone()]);
+        let start = std::time::Instant::now();
+        let e = onnx_error(&m);
+        assert!(e.contains("Loop") && e.contains("iterations"), "{e}");
+        assert!(start.elapsed().as_secs() < 60, "took {:?}", start.elapsed());
+    }
+}
