@@ -98,7 +98,8 @@ pub use session::{Declared, InferenceSession};
 pub mod proto;
 mod tensor;
 
-use crate::{DType, Dim, Error, Graph, HostTensor, Result, Shape, Tensor};
+use crate::graph::Dim;
+use crate::{DType, Error, Graph, HostTensor, Result, Shape, Tensor};
 /// `prost`'s trait, to encode and decode the [`proto`] types.
 pub use prost::Message;
 use std::collections::HashMap;

@@ -242,6 +242,14 @@ fn opt_input(cx: &mut Cx, n: &Node, i: usize) -> Result<Option<Tensor>> {
     }
 }
 
+/// Optional input `i`, a one-element tensor (a per-tensor zero point), as a scalar.
+fn scalar_input(cx: &mut Cx, n: &Node, i: usize) -> Result<Option<Tensor>> {
+    match opt_input(cx, n, i)? {
+        Some(z) => Ok(Some(cx.g.reshape(z, &[])?)),
+        None => Ok(None),
+    }
+}
+
 /// Products a convolution may sum exactly in f32: 2^24 / 255^2.
 const EXACT_TERMS: usize = 258;
 
@@ -312,14 +320,6 @@ fn conv_integer(
         None => Ok(acc),
     }
 }
-
-/// The contrib ops [`translate`] takes from the `com.microsoft` domain.
-pub(super) const CONTRIB: &[&str] = &[
-    "QGemm",
-    "QLinearGlobalAveragePool",
-    "QLinearAdd",
-    "QLinearMul",
-];
 
 /// `alpha · a_scale · b_scale · ((A - a_zp)(B - b_zp) + C)`, C an i32 bias at scale
 /// `a_scale · b_scale`; requantized to `y_zp`'s type when `y_scale` is given, else f32.
@@ -405,10 +405,7 @@ fn qlinear_global_average_pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let den = cx.g.mul(sy, nf)?;
     let m = cx.g.div(sx, den)?;
     let v = cx.g.mul(v, m)?;
-    let zp = match opt_input(cx, n, 4)? {
-        Some(z) => Some(cx.g.reshape(z, &[])?),
-        None => None,
-    };
+    let zp = scalar_input(cx, n, 4)?;
     let range = range_of(cx, n, 4, DataType::Uint8);
     saturate(cx, v, zp, range)
 }
@@ -445,10 +442,7 @@ fn qlinear_binary(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         let ab = cx.g.mul(a, b)?;
         cx.g.mul(ab, k)?
     };
-    let zp = match opt_input(cx, n, 7)? {
-        Some(z) => Some(cx.g.reshape(z, &[])?),
-        None => None,
-    };
+    let zp = scalar_input(cx, n, 7)?;
     let range = range_of(cx, n, 7, DataType::Uint8);
     saturate(cx, v, zp, range)
 }
@@ -499,10 +493,7 @@ fn requantize_f32(
     let m = cx.g.mul(sa, sb)?;
     let m = cx.g.div(m, sy)?;
     let v = cx.g.mul(acc, m)?;
-    let zp = match opt_input(cx, n, zp_input)? {
-        Some(z) => Some(cx.g.reshape(z, &[])?),
-        None => None,
-    };
+    let zp = scalar_input(cx, n, zp_input)?;
     let range = range_of(cx, n, zp_input, DataType::Uint8);
     saturate(cx, v, zp, range)
 }

@@ -10,11 +10,11 @@
 //! constants, and the imports are cached (at most [`InferenceSession::MAX_IMPORTS`], least
 //! recently run dropped); [`InferenceSession::per_binding`] says which way a model runs.
 
-use super::build::is_value_needed;
 use super::proto::{tensor_shape_proto::dimension::Value as D, type_proto::Value as T};
 use super::{fail, import_bytes, proto, ImportOptions, Message, Model};
 use crate::compile::Plan;
-use crate::{Dim, Error, HostTensor, Result, Session, SessionOptions, Tensor};
+use crate::graph::Dim;
+use crate::{Error, HostTensor, Result, Session, SessionOptions, Tensor};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -337,6 +337,19 @@ impl InferenceSession {
         let dims = sizes.into_iter().map(|(k, (n, _))| (k, n)).collect();
         Ok((dims, key))
     }
+}
+
+/// The model input named in an import error that needs an input's value at import (a fed
+/// shape, scale or count), if it is one of `inputs`.
+fn is_value_needed(text: &str, inputs: &[Declared]) -> Option<String> {
+    if !text.contains("must be known at import") {
+        return None;
+    }
+    text.split("('")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("')").map(|(n, _)| n))
+        .find(|n| inputs.iter().any(|i| i.name == *n))
+        .map(str::to_string)
 }
 
 fn has_symbols(inputs: &[Declared], opts: &ImportOptions) -> bool {

@@ -53,7 +53,6 @@ pub(crate) fn run(args: &GraphArgs, r: &RunArgs) -> CliResult {
         session.run(&fed, &fetches)?;
         times.push(again.elapsed());
     }
-    let median = ms(times.median());
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for ((t, v), path) in fetches.iter().zip(&values).zip(&paths) {
         write_npy(path, v, force)?;
@@ -65,18 +64,7 @@ pub(crate) fn run(args: &GraphArgs, r: &RunArgs) -> CliResult {
             path.display()
         )?;
     }
-    let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
-    outln!("devices: {}", devices.join(", "))?;
-    outln!(
-        "time: compile+run {:.3} ms, run median {median:.3} ms, min {:.3} ms over {runs} {} \
-         ({} dispatches, {} transfers)",
-        first.as_secs_f64() * 1e3,
-        ms(times.min()),
-        if runs == 1 { "run" } else { "runs" },
-        plan.dispatch_count(),
-        plan.transfer_count()
-    )?;
-    print_memory(&plan)
+    print_summary(&plan, first, &times, runs)
 }
 
 /// `run` on an ONNX model, as onnxruntime runs it: feeds by input name (int64 `.npy` files
@@ -143,7 +131,6 @@ fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
         model.run(Some(&names), &feeds)?;
         times.push(again.elapsed());
     }
-    let median = ms(times.median());
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for ((name, v), path) in names.iter().zip(&values).zip(&paths) {
         // Integers in the type the model declares, as onnxruntime gives them.
@@ -172,18 +159,24 @@ fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
     if let Some(why) = model.per_binding() {
         errln!("note: imported once per set of sizes: {why}");
     }
+    print_summary(&plan, first, &times, runs)
+}
+
+/// The devices, times and memory lines that end `run`'s output.
+fn print_summary(plan: &Plan, first: Duration, times: &Times, runs: u32) -> CliResult {
     let devices: Vec<String> = plan.devices().iter().map(Device::to_string).collect();
     outln!("devices: {}", devices.join(", "))?;
     outln!(
-        "time: compile+run {:.3} ms, run median {median:.3} ms, min {:.3} ms over {runs} {} \
+        "time: compile+run {:.3} ms, run median {:.3} ms, min {:.3} ms over {runs} {} \
          ({} dispatches, {} transfers)",
         first.as_secs_f64() * 1e3,
+        ms(times.median()),
         ms(times.min()),
         if runs == 1 { "run" } else { "runs" },
         plan.dispatch_count(),
         plan.transfer_count()
     )?;
-    print_memory(&plan)
+    print_memory(plan)
 }
 
 pub(crate) fn ms(d: Duration) -> f64 {

@@ -8,12 +8,28 @@ use super::proto::{
 };
 use super::tensor::{checked_dims, decode, map_dtype, narrow_range, HostValue};
 use super::{fail, ImportOptions, Model, ValueInfo};
-use crate::{
-    DType, Device, Dim, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor,
-};
+use crate::graph::Dim;
+use crate::{DType, Device, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+
+mod fold;
+mod narrow;
+mod run_time;
+
+use fold::{batch_norm_folds, fold_batch_norm, Fold};
+use narrow::{narrow_of_name, narrow_output};
+use run_time::{probe_like, unrolled_over_run_time, PROBE_LIKE};
+
+/// onnxruntime's contrib ops (`com.microsoft`) that the importer translates
+/// (`ops_quant.rs`): those its QOperator quantizer writes.
+pub(crate) const CONTRIB: &[&str] = &[
+    "QGemm",
+    "QLinearGlobalAveragePool",
+    "QLinearAdd",
+    "QLinearMul",
+];
 
 /// The lowest `ai.onnx` opset accepted.
 const MIN_OPSET: i64 = 7;
@@ -70,32 +86,6 @@ pub(crate) struct Cx<'a> {
     cur_sym: bool,
     /// The ONNX element type of values of an 8- or 16-bit integer type (held in i32).
     narrow: HashMap<String, i32>,
-}
-
-/// A value this large in a host value computed from run-time dimensions holds a probe size
-/// (the smallest is 131071): it stands for a run-time size.
-const PROBE_LIKE: f64 = 65536.0;
-
-fn probe_like(h: &HostValue) -> bool {
-    match h {
-        HostValue::Ints { v, .. } => v.iter().any(|&x| x.unsigned_abs() >= PROBE_LIKE as u64),
-        HostValue::Floats(t) => t
-            .to_f32()
-            .is_ok_and(|v| v.iter().any(|x| x.abs() as f64 >= PROBE_LIKE)),
-    }
-}
-
-/// The model input named in an import error that needs an input's value at import (a fed
-/// shape, scale or count), if it is one of `inputs`.
-pub(crate) fn is_value_needed(text: &str, inputs: &[super::session::Declared]) -> Option<String> {
-    if !text.contains("must be known at import") {
-        return None;
-    }
-    text.split("('")
-        .skip(1)
-        .filter_map(|rest| rest.split_once("')").map(|(n, _)| n))
-        .find(|n| inputs.iter().any(|i| i.name == *n))
-        .map(str::to_string)
 }
 
 /// A translator's error before it is tied to its node.
@@ -231,125 +221,6 @@ pub(crate) fn build(
     })
 }
 
-/// What the node loop does with a node that takes part in a convolution + batch
-/// normalization pair (see [`batch_norm_folds`]).
-enum Fold {
-    /// A `Conv` whose only reader is the `BatchNormalization` node at this index.
-    Conv(usize),
-    /// That `BatchNormalization`: translated with its convolution, not on its own.
-    Skip,
-}
-
-/// Inference-mode `BatchNormalization` nodes that read only a `Conv`'s output, where the
-/// convolution's weights and bias and the normalization's statistics are constant
-/// initializers (not trainable): the pair becomes one convolution with scaled weights and a
-/// shifted bias, as onnxruntime's optimizer does, so the graph runs no normalization at all.
-/// The pair must be adjacent in the node list (as exporters write it), so no node between
-/// them could read the normalization's output early.
-fn batch_norm_folds(cx: &Cx, graph: &GraphProto) -> HashMap<usize, Fold> {
-    let mut readers: HashMap<&str, usize> = HashMap::new();
-    for n in &graph.node {
-        for i in n.input.iter().filter(|i| !i.is_empty()) {
-            *readers.entry(i.as_str()).or_default() += 1;
-        }
-    }
-    for o in &graph.output {
-        *readers.entry(o.name.as_deref().unwrap_or("")).or_default() += 1;
-    }
-    let plain = |n: &NodeProto| matches!(n.domain.as_deref().unwrap_or(""), "" | "ai.onnx");
-    // Trainable initializers stay variables; whether the rest are constant is known only
-    // when the convolution is reached (a weight may be computed, e.g. by ConstantOfShape).
-    let fixed = |name: &str| !cx.weights.contains(name);
-    let mut folds = HashMap::new();
-    for (i, pair) in graph.node.windows(2).enumerate() {
-        let (conv, bn) = (&pair[0], &pair[1]);
-        let training = bn
-            .attribute
-            .iter()
-            .any(|a| a.name.as_deref() == Some("training_mode") && a.i.unwrap_or(0) != 0);
-        let ok = plain(conv)
-            && plain(bn)
-            && conv.op_type.as_deref() == Some("Conv")
-            && bn.op_type.as_deref() == Some("BatchNormalization")
-            && conv.output.len() == 1
-            && bn.output.len() == 1
-            && !training
-            && bn.input.len() == 5
-            && bn.input[0] == conv.output[0]
-            && readers.get(conv.output[0].as_str()) == Some(&1)
-            && conv.input.len() >= 2
-            && conv.input.iter().skip(1).all(|n| n.is_empty() || fixed(n))
-            && bn.input[1..].iter().all(|n| fixed(n));
-        if ok {
-            folds.insert(i, Fold::Conv(i + 1));
-            folds.insert(i + 1, Fold::Skip);
-        }
-    }
-    folds
-}
-
-/// `conv` with weights `W·scale[o]` and bias `(B - mean)·scale + beta`, where
-/// `scale = gamma / sqrt(var + eps)` (in float64, rounded once), writing `bn`'s output;
-/// `None` when the values do not fit that form (the pair is then translated as it is).
-fn fold_batch_norm(cx: &mut Cx, conv: &NodeProto, bn: &NodeProto) -> Option<NodeProto> {
-    let mut names: Vec<&str> = vec![&conv.input[1]];
-    names.extend(bn.input[1..5].iter().map(String::as_str));
-    names.extend(
-        conv.input
-            .get(2)
-            .map(String::as_str)
-            .filter(|n| !n.is_empty()),
-    );
-    let mut values = cx.constant_f32s(&names)?.into_iter();
-    let (wd, w) = values.next()?;
-    let o = *wd.first()?;
-    // gamma, beta, mean, var, then the bias if the convolution has one.
-    let vectors: Vec<Vec<f32>> = values.map(|(_, v)| v).filter(|v| v.len() == o).collect();
-    if vectors.len() != names.len() - 1 {
-        return None;
-    }
-    let mut vectors = vectors.into_iter();
-    let stats: Vec<Vec<f32>> = vectors.by_ref().take(4).collect();
-    let bias = vectors.next().unwrap_or_else(|| vec![0.0; o]);
-    if o == 0 || w.len() % o != 0 {
-        return None;
-    }
-    let eps = bn
-        .attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some("epsilon"))
-        .and_then(|a| a.f)
-        .unwrap_or(1e-5) as f64;
-    let (gamma, beta, mean, var) = (&stats[0], &stats[1], &stats[2], &stats[3]);
-    let scale: Vec<f64> = (0..o)
-        .map(|c| gamma[c] as f64 / (var[c] as f64 + eps).sqrt())
-        .collect();
-    let per = w.len() / o;
-    let w2: Vec<f32> = w
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| (v as f64 * scale[i / per]) as f32)
-        .collect();
-    let b2: Vec<f32> = (0..o)
-        .map(|c| ((bias[c] as f64 - mean[c] as f64) * scale[c] + beta[c] as f64) as f32)
-        .collect();
-    let out = bn.output[0].clone();
-    let mut put = |what: &str, dims: Vec<usize>, v: Vec<f32>| -> Option<String> {
-        let name = format!("{out}/folded_{what}");
-        if cx.vals.contains_key(&name) {
-            return None;
-        }
-        let t = HostTensor::new(dims, v).ok()?;
-        cx.vals.insert(name.clone(), HostValue::Floats(t).into());
-        Some(name)
-    };
-    let (wn, bn_name) = (put("weight", wd, w2)?, put("bias", vec![o], b2)?);
-    let mut folded = conv.clone();
-    folded.input = vec![conv.input[0].clone(), wn, bn_name];
-    folded.output = vec![out];
-    Some(folded)
-}
-
 fn elem_name(elem: i32) -> String {
     super::proto::tensor_proto::DataType::try_from(elem)
         .map_or_else(|_| elem.to_string(), |d| d.as_str_name().to_string())
@@ -423,11 +294,11 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     let domain = proto.domain.as_deref().unwrap_or("");
     // The preview domain's ops are translated one by one, never as their ai.onnx namesakes.
     let preview = domain == "ai.onnx.preview" && op == "FlexAttention";
-    let contrib = domain == "com.microsoft" && super::ops_quant::CONTRIB.contains(&op);
+    let contrib = domain == "com.microsoft" && CONTRIB.contains(&op);
     if !matches!(domain, "" | "ai.onnx") && !preview && !contrib {
         return Err(fail(
             at(),
-            format!("domain '{domain}' is unsupported (only ai.onnx, ai.onnx.preview's FlexAttention and com.microsoft's {})", super::ops_quant::CONTRIB.join(", ")),
+            format!("domain '{domain}' is unsupported (only ai.onnx, ai.onnx.preview's FlexAttention and com.microsoft's {})", CONTRIB.join(", ")),
         ));
     }
     let inputs: Vec<Option<&str>> = proto
@@ -517,157 +388,6 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
         cx.vals.insert(out.clone(), v.clone());
     }
     Ok(())
-}
-
-fn narrow_of_name(name: &str) -> Option<i32> {
-    let e = super::proto::tensor_proto::DataType::from_str_name(name)? as i32;
-    narrow_range(e).map(|_| e)
-}
-
-/// Ops whose integer outputs are indices or sizes, whatever their inputs' type.
-const INDEX_OUTPUTS: &[&str] = &["ArgMax", "ArgMin", "Shape", "Size", "NonZero"];
-/// Ops whose integer result can leave the range of the type it has in ONNX, which wraps.
-const WRAPS: &[&str] = &[
-    "BitShift",
-    "Add",
-    "Sub",
-    "Mul",
-    "Neg",
-    "Abs",
-    "Sum",
-    "Div",
-    "Pow",
-    "Cast",
-    "CastLike",
-    "CumSum",
-    "ReduceSum",
-    "ReduceProd",
-    "ReduceSumSquare",
-    "Einsum",
-    "MatMul",
-    "Gemm",
-];
-
-/// Output `k` of `node` with its ONNX element type recorded when it is an 8- or 16-bit
-/// integer (explicit for casts and quantization, else the first such input's), and wrapped
-/// into that type's range after arithmetic, as the type would wrap.
-fn narrow_output(cx: &mut Cx, node: &Node, proto: &NodeProto, k: usize, v: Val) -> Result<Val> {
-    let name = &proto.output[k];
-    cx.narrow.remove(name);
-    let is_i32 = match &v {
-        Val::T(t) => cx.g.dtype(*t)? == DType::I32,
-        Val::Host(h) => h.dtype() == DType::I32,
-    };
-    if !is_i32 {
-        return Ok(v);
-    }
-    let input_elem = |i: usize| node.input(i).and_then(|n| cx.narrow.get(n).copied());
-    let u8 = super::proto::tensor_proto::DataType::Uint8 as i32;
-    let elem = match node.op {
-        "Cast" => Some(node.int("to", 0) as i32),
-        "CastLike" => input_elem(1),
-        "Constant" => node
-            .attr("value")
-            .and_then(|a| a.t.as_ref())
-            .and_then(|t| t.data_type),
-        "QuantizeLinear" => match node.int("output_dtype", 0) as i32 {
-            0 => Some(input_elem(2).unwrap_or(u8)),
-            e => Some(e),
-        },
-        "DynamicQuantizeLinear" => Some(u8),
-        "QLinearMatMul" | "QLinearConv" | "QLinearAdd" | "QLinearMul" => {
-            Some(input_elem(7).unwrap_or(u8))
-        }
-        "QLinearGlobalAveragePool" => Some(input_elem(4).unwrap_or(u8)),
-        "QGemm" if node.input(7).is_some() => Some(input_elem(8).unwrap_or(u8)),
-        "QGemm" => None,
-        "MatMulInteger" | "ConvInteger" | "DequantizeLinear" => None,
-        op if INDEX_OUTPUTS.contains(&op) || (matches!(op, "TopK" | "Unique") && k >= 1) => None,
-        _ => (0..node.inputs.len()).find_map(input_elem),
-    };
-    let Some((elem, (lo, hi))) = elem.and_then(|e| narrow_range(e).map(|r| (e, r))) else {
-        return Ok(v);
-    };
-    cx.narrow.insert(name.clone(), elem);
-    if !WRAPS.contains(&node.op) {
-        return Ok(v);
-    }
-    let span = hi - lo + 1;
-    Ok(match v {
-        Val::Host(h) => match &*h {
-            HostValue::Ints { shape, v, dtype } => HostValue::Ints {
-                shape: shape.clone(),
-                v: v.iter().map(|&x| (x - lo).rem_euclid(span) + lo).collect(),
-                dtype: *dtype,
-            }
-            .into(),
-            HostValue::Floats(_) => Val::Host(h),
-        },
-        Val::T(t) => {
-            let (lo_t, span_t) = (
-                cx.scalar(lo as f64, DType::I32)?,
-                cx.scalar(span as f64, DType::I32)?,
-            );
-            let shifted = cx.g.sub(t, lo_t)?;
-            let r = cx.g.remainder(shifted, span_t)?;
-            Val::T(cx.g.add(r, lo_t)?)
-        }
-    })
-}
-
-/// Ops whose translation walks spatial positions one by one (windows, taps, scales).
-const SPATIAL: &[&str] = &[
-    "Conv",
-    "ConvTranspose",
-    "MaxPool",
-    "AveragePool",
-    "LpPool",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "GlobalLpPool",
-    "MaxUnpool",
-    "Resize",
-    "Upsample",
-    "RoiAlign",
-    "MaxRoiPool",
-    "DepthToSpace",
-    "SpaceToDepth",
-    "Col2Im",
-    "GridSample",
-    "DeformConv",
-];
-
-/// Why `node` cannot take its input's run-time dimensions: its translation is unrolled
-/// over them (a recurrence over a run-time sequence, a convolution over a run-time height).
-fn unrolled_over_run_time(cx: &Cx, node: &Node) -> Result<Option<String>> {
-    let Some(Val::T(x)) = node.input(0).and_then(|i| cx.vals.get(i)) else {
-        return Ok(None);
-    };
-    let dims = cx.g.dims(*x)?;
-    let run_time = |axes: &mut dyn Iterator<Item = usize>| {
-        axes.filter_map(|a| dims.get(a))
-            .find(|d| d.known().is_none())
-            .map(ToString::to_string)
-    };
-    let found = if SPATIAL.contains(&node.op) {
-        run_time(&mut (2..dims.len())).map(|d| {
-            format!(
-                "({d}) are spatial sizes, which {} is unrolled over",
-                node.op
-            )
-        })
-    } else if matches!(node.op, "RNN" | "GRU" | "LSTM") {
-        let axis = if node.int("layout", 0) == 1 { 1 } else { 0 };
-        run_time(&mut std::iter::once(axis)).map(|d| {
-            format!(
-                "({d}) are the sequence length, which {} is unrolled over",
-                node.op
-            )
-        })
-    } else {
-        None
-    };
-    Ok(found)
 }
 
 impl Node<'_> {
