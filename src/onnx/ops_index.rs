@@ -67,15 +67,38 @@ fn unique(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         }
         out
     };
-    let all: Vec<Vec<f64>> = (0..rows).map(row).collect();
+    // Rows keyed by their bits (-0 as +0, every NaN one value, as NumPy's unique): one hash
+    // lookup per row, not a scan of the distinct rows so far.
+    let bits = |r: usize| -> Vec<u64> {
+        row(r)
+            .into_iter()
+            .map(|v| {
+                if v == 0.0 {
+                    0
+                } else if v.is_nan() {
+                    f64::NAN.to_bits()
+                } else {
+                    v.to_bits()
+                }
+            })
+            .collect()
+    };
+    let mut slot: std::collections::HashMap<Vec<u64>, usize> = std::collections::HashMap::new();
     let mut firsts: Vec<usize> = Vec::new();
+    let mut seen: Vec<usize> = Vec::with_capacity(rows);
     for r in 0..rows {
-        if !firsts.iter().any(|&f| all[f] == all[r]) {
+        let k = *slot.entry(bits(r)).or_insert_with(|| {
             firsts.push(r);
-        }
+            firsts.len() - 1
+        });
+        seen.push(k);
     }
+    // `order[j]`: the position in the output of the j-th distinct row (by first appearance).
+    let mut order: Vec<usize> = (0..firsts.len()).collect();
     if n.int("sorted", 1) != 0 {
-        firsts.sort_by(|&a, &b| {
+        let all: Vec<Vec<f64>> = firsts.iter().map(|&f| row(f)).collect();
+        let mut by_value: Vec<usize> = (0..firsts.len()).collect();
+        by_value.sort_by(|&a, &b| {
             all[a]
                 .iter()
                 .zip(&all[b])
@@ -83,13 +106,16 @@ fn unique(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
                 .find(|o| o.is_ne())
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
+        for (pos, &j) in by_value.iter().enumerate() {
+            order[j] = pos;
+        }
+        firsts = by_value.iter().map(|&j| firsts[j]).collect();
     }
-    let inverse: Vec<i64> = (0..rows)
-        .map(|r| firsts.iter().position(|&f| all[f] == all[r]).unwrap_or(0) as i64)
-        .collect();
-    let counts: Vec<i64> = (0..firsts.len())
-        .map(|u| inverse.iter().filter(|&&i| i == u as i64).count() as i64)
-        .collect();
+    let inverse: Vec<i64> = seen.iter().map(|&j| order[j] as i64).collect();
+    let mut counts = vec![0i64; firsts.len()];
+    for &i in &inverse {
+        counts[i as usize] += 1;
+    }
     let k = firsts.len();
     let mut y = Vec::with_capacity(k * outer * inner);
     let mut y_shape = shape.clone();

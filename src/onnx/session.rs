@@ -188,16 +188,20 @@ impl InferenceSession {
                 });
             }
         }
-        let missing: Vec<&str> = self
+        let missing: Vec<String> = self
             .inputs
             .iter()
             .filter(|i| !feeds.iter().any(|(n, _)| *n == i.name))
-            .map(|i| i.name.as_str())
+            .map(|i| {
+                let dims = crate::graph::dims_text(&i.dims);
+                format!("{} ({} {dims})", i.name, i.onnx_type)
+            })
             .collect();
         if !missing.is_empty() {
             return Err(Error::Feed {
                 name: missing.join(", "),
-                message: "is an input of the model but not fed".into(),
+                message: "is an input of the model but not fed; pass --feed NAME=FILE.npy for each"
+                    .into(),
             });
         }
         let imp = if self.symbolic.is_some() && self.value_inputs.is_empty() {

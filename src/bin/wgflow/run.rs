@@ -99,28 +99,13 @@ fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
         })?;
         fed.push((name.to_string(), value));
     }
-    let missing: Vec<String> = model
-        .inputs()
+    // Read into owned names first, so the feeds borrow them without a copy of any tensor.
+    let names_fed: Vec<String> = fed.iter().map(|(n, _)| n.clone()).collect();
+    let feeds: Vec<(&str, HostTensor)> = names_fed
         .iter()
-        .filter(|i| !fed.iter().any(|(n, _)| *n == i.name))
-        .map(|i| {
-            format!(
-                "{} ({} {})",
-                i.name,
-                i.onnx_type,
-                wgflow::graph::dims_text(&i.dims)
-            )
-        })
+        .map(String::as_str)
+        .zip(fed.into_iter().map(|(_, v)| v))
         .collect();
-    if !missing.is_empty() {
-        return Err(Error::Feed {
-            name: missing.join(", "),
-            message: "is an input of the model but not fed; pass --feed NAME=FILE.npy for each"
-                .into(),
-        }
-        .into());
-    }
-    let feeds: Vec<(&str, HostTensor)> = fed.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     let start = Instant::now();
     let plan = model.plan_for(Some(&names), &feeds)?;
     let values = model.run(Some(&names), &feeds)?;
