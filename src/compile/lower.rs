@@ -284,8 +284,16 @@ fn empty_result(node: &Node, inputs: &[(Shape, DType)]) -> Result<Option<HostTen
     if family.is_leaf() || family.is_view() {
         return Ok(None);
     }
+    // The shape comes from the user's data (a fed `[2e9, 0]`): the memory may not be there.
     let filled = |word: u32| {
-        HostTensor::from_words(node.shape.clone(), node.dtype, vec![word; numel]).map(Some)
+        let mut words = crate::host::fresh_vec(numel).ok_or_else(|| {
+            Error::Host(format!(
+                "cannot allocate {numel} elements for '{}' ({})",
+                node.name, node.shape
+            ))
+        })?;
+        words.resize(numel, word);
+        HostTensor::from_words(node.shape.clone(), node.dtype, words).map(Some)
     };
     if numel == 0 {
         return filled(0);

@@ -201,27 +201,30 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
             data.len()
         )));
     }
-    let words: Vec<u32> = if widen {
-        data.chunks_exact(item)
-            .map(|c| match descr {
+    // The data is already in memory, but its words are a second copy as large: fallible.
+    let words = if item == 8 {
+        narrow_i64(data)?
+    } else {
+        let mut words: Vec<u32> = crate::host::fresh_vec(n)
+            .ok_or_else(|| Error::Host(format!("cannot allocate {n} elements for {shape}")))?;
+        match (widen, item) {
+            (true, _) => words.extend(data.chunks_exact(item).map(|c| match descr {
                 "|u1" => i32::from(c[0]),
                 "|i1" => i32::from(c[0] as i8),
                 "<u2" => i32::from(u16::from_le_bytes([c[0], c[1]])),
                 _ => i32::from(i16::from_le_bytes([c[0], c[1]])),
-            } as u32)
-            .collect()
-    } else if item == 8 {
-        narrow_i64(data)?
-    } else if item == 1 {
-        data.iter().map(|&x| u32::from(x != 0)).collect()
-    } else if item == 2 {
-        data.chunks_exact(2)
-            .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))
-            .collect()
-    } else {
-        data.chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
+            } as u32)),
+            (false, 1) => words.extend(data.iter().map(|&x| u32::from(x != 0))),
+            (false, 2) => words.extend(
+                data.chunks_exact(2)
+                    .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))),
+            ),
+            _ => words.extend(
+                data.chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            ),
+        }
+        words
     };
     HostTensor::from_words(shape, dtype, words)
 }

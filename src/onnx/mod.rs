@@ -78,6 +78,8 @@
 
 mod build;
 pub mod export;
+mod host_fold;
+mod limits;
 pub use export::{export, export_bytes, export_bytes_with_session, export_with_session, OPSET};
 mod ops_attention;
 mod ops_control;

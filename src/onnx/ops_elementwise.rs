@@ -137,6 +137,9 @@ fn bit_shift(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 }
 
 fn binary_op(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
+    if let Some(v) = super::host_fold::binary(cx, n)? {
+        return Ok(v);
+    }
     let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
     Ok(vec![f(&mut cx.g, a, b)?.into()])
 }

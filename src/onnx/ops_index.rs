@@ -167,8 +167,8 @@ fn unique(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 
 /// An i32 constant of `shape` holding `f(index)` for each element's multi-index.
 fn index_constant(cx: &mut Cx, shape: &[usize], f: impl Fn(&[usize]) -> i64) -> Result<Tensor> {
-    let count: usize = shape.iter().product();
-    let mut v = Vec::with_capacity(count);
+    let count = super::limits::count(shape, cx.opts, "an index constant")?;
+    let mut v = super::limits::room(count, "an index constant")?;
     let mut idx = vec![0usize; shape.len()];
     for _ in 0..count {
         v.push(f(&idx));
@@ -306,8 +306,16 @@ fn one_hot(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         .and_then(|d| usize::try_from(d).ok())
         .filter(|&d| d > 0)
         .ok_or_else(|| bad("depth must be a positive scalar"))?;
+    if is.is_empty() {
+        return Err(bad(
+            "OneHot of a scalar index is unsupported (onnxruntime refuses it)",
+        ));
+    }
     let r = is.len() + 1;
     let axis = norm_axis(n.int("axis", -1), r)?;
+    let mut out = is.clone();
+    out.insert(axis, depth);
+    super::limits::count(&out, cx.opts, "the OneHot output")?;
     let mut iota_shape = vec![1; r];
     iota_shape[axis] = depth;
     let iota = index_constant(cx, &iota_shape, |i| i[axis] as i64)?;

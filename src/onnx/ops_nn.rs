@@ -19,6 +19,9 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "GlobalAveragePool" | "GlobalMaxPool" => (|| {
             let x = cx.t(n, 0)?;
             let r = cx.g.probe_shape(x)?.rank();
+            if r < 3 {
+                return Err(bad(format!("{} takes [N, C, D1, ...], got rank {r}", n.op)));
+            }
             let axes: Vec<isize> = (2..r as isize).collect();
             if n.op == "GlobalMaxPool" {
                 cx.g.max(x, axes, true)
@@ -433,6 +436,11 @@ fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let s = cx.g.probe_shape(x)?.dims().to_vec();
     let log = n.op == "LogSoftmax";
+    if s.iter().any(|&d| d == 0) {
+        // Nothing to normalise: the result is as empty as the input (onnxruntime's answer).
+        norm_axis(n.int("axis", -1), s.len())?;
+        return Ok(x);
+    }
     if n.opset >= 13 {
         let a = norm_axis(n.int("axis", -1), s.len())? as isize;
         return if log {

@@ -3,6 +3,7 @@
 //! (linear) or 4 (cubic) taps, and the graph sums `take(x, idx_k, axis) * w_k`.
 
 use super::build::{bad, Cx, Node, Val};
+use super::limits::{self, room};
 use super::ops_shape::norm_axis;
 use super::tensor::HostValue;
 use crate::{DType, HostTensor, Result, Tensor};
@@ -24,6 +25,9 @@ fn floats_of(cx: &mut Cx, n: &Node, i: usize) -> Result<Option<Vec<f64>>> {
     })
     .map(|v: Option<Vec<f64>>| v.filter(|v| !v.is_empty()))
 }
+
+/// The widest antialiasing kernel built (in cells of the input).
+const MAX_AA_WIDTH: f64 = 4096.0;
 
 /// Taps of one axis: `(indices, weights)` per tap, each of the output's length.
 type Taps = Vec<(Vec<i64>, Vec<f32>)>;
@@ -81,6 +85,12 @@ fn taps(
     let mut taps: Taps = Vec::new();
     let width = match p.mode {
         "nearest" if p.antialias => return Err(bad("unsupported: antialias with mode 'nearest'")),
+        // A downsampling kernel is 2/scale cells wide: refuse one too wide to build.
+        "linear" | "cubic" if p.antialias && !(scale >= 1.0 / MAX_AA_WIDTH) => {
+            return Err(bad(format!(
+                "unsupported: antialiasing at scale {scale} (more than {MAX_AA_WIDTH} taps)"
+            )))
+        }
         "linear" | "cubic" if p.antialias => antialias_coeffs(p, 0.5, scale).len(),
         "nearest" => 1,
         "linear" => 2,
@@ -88,9 +98,9 @@ fn taps(
         m => return Err(bad(format!("unsupported: mode '{m}'"))),
     };
     for _ in 0..width {
-        taps.push((Vec::with_capacity(len_out), Vec::with_capacity(len_out)));
+        taps.push((room(len_out, "resize taps")?, room(len_out, "resize taps")?));
     }
-    let mut outside = Vec::with_capacity(len_out);
+    let mut outside = room(len_out, "resize taps")?;
     for o in 0..len_out {
         let x = o as f64;
         let mut off = false;
@@ -267,11 +277,12 @@ fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             for (k, &a) in axes.iter().enumerate() {
                 match pick {
                     None => {
-                        out_len[a] = sz[k] as usize;
+                        out_len[a] = limits::length(sz[k], cx.opts, "a Resize size")?;
                         scale[a] = ratios[k];
                     }
                     Some(q) => {
-                        out_len[a] = (s[a] as f64 * q).round() as usize;
+                        out_len[a] =
+                            limits::length((s[a] as f64 * q).round(), cx.opts, "a Resize size")?;
                         scale[a] = q;
                     }
                 }
@@ -283,11 +294,13 @@ fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             }
             for (k, &a) in axes.iter().enumerate() {
                 scale[a] = sc[k];
-                out_len[a] = (s[a] as f64 * sc[k]).floor() as usize;
+                let len = (s[a] as f64 * sc[k]).floor();
+                out_len[a] = limits::length(len, cx.opts, "a Resize output length")?;
             }
         }
         (None, None) => return Err(bad("neither scales nor sizes is given")),
     }
+    limits::count(&out_len, cx.opts, "the Resize output")?;
     let mode = n.string("mode").unwrap_or_else(|| "nearest".into());
     let mode = if mode == "bilinear" || mode == "trilinear" {
         "linear".to_string()

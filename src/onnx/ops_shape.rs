@@ -3,6 +3,7 @@
 //! host when its inputs are known at import.
 
 use super::build::{bad, Cx, Node, Val};
+use super::limits::{self, host_vec, MAX_HOST_ELEMENTS};
 use super::tensor::{checked_dims, map_dtype, HostValue};
 use crate::{DType, HostTensor, PadMode, Result, SliceArg, Tensor};
 
@@ -40,10 +41,11 @@ fn host_ints(shape: Vec<usize>, v: Vec<i64>, dtype: DType) -> Result<Vec<Val>> {
     Ok(vec![HostValue::Ints { shape, v, dtype }.into()])
 }
 
-/// `axis` in `-rank..rank` as an index.
+/// `axis` in `-rank..rank` as an index. A scalar has no axis at all: callers index the
+/// shape with the result, so rank 0 refuses every axis.
 pub(super) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
-    if axis < -r || axis >= r.max(1) {
+    if axis < -r || axis >= r {
         return Err(bad(format!("axis {axis} is out of range for rank {rank}")));
     }
     Ok(if axis < 0 { axis + r } else { axis } as usize)
@@ -76,11 +78,13 @@ fn dropout(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let mut out = vec![Val::T(x)];
     if n.n_outputs > 1 {
         let shape = cx.shape(n, 0)?;
-        let count = shape.iter().product();
+        let count = limits::count(&shape, cx.opts, "the mask")?;
+        let mut v = host_vec(count, "the mask")?;
+        v.resize(count, 1);
         out.push(
             HostValue::Ints {
                 shape,
-                v: vec![1; count],
+                v,
                 dtype: DType::Bool,
             }
             .into(),
@@ -133,15 +137,25 @@ fn constant_of_shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let shape = checked_dims(&dims, cx.opts).map_err(bad)?;
     let count: usize = shape.iter().product();
     let value = n.tensor("value", cx.opts)?;
+    if count > MAX_HOST_ELEMENTS {
+        // Too large to fold: a broadcast scalar in the graph, which allocates nothing here.
+        let (x, dtype) = match &value {
+            None => (0.0, DType::F32),
+            Some(HostValue::Ints { v, dtype, .. }) => (first(v)? as f64, *dtype),
+            Some(HostValue::Floats(h)) => (f64::from(first(&h.to_f32()?)?), h.dtype()),
+        };
+        return one(cx.g.full(shape, dtype, x)?);
+    }
+
     Ok(vec![match value {
-        None => HostValue::Floats(HostTensor::new(shape, vec![0f32; count])?),
+        None => HostValue::Floats(HostTensor::new(shape, filled(count, 0f32)?)?),
         Some(HostValue::Ints { v, dtype, .. }) => {
             let x = *v
                 .first()
                 .ok_or_else(|| bad("value must have one element"))?;
             HostValue::Ints {
                 shape,
-                v: vec![x; count],
+                v: filled(count, x)?,
                 dtype,
             }
         }
@@ -153,16 +167,23 @@ fn constant_of_shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
             HostValue::Floats(HostTensor::from_words(
                 shape.into(),
                 h.dtype(),
-                vec![w; count],
+                filled(count, w)?,
             )?)
         }
     }
     .into()])
 }
 
+/// `count` copies of `w`, folded on the host.
+fn filled<T: Clone>(count: usize, w: T) -> Result<Vec<T>> {
+    let mut v = host_vec(count, "ConstantOfShape")?;
+    v.resize(count, w);
+    Ok(v)
+}
+
 fn range(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (a, b, c) = (cx.host(n, 0)?, cx.host(n, 1)?, cx.host(n, 2)?);
-    let cap = cx.opts.max_elements as f64;
+    let opts = cx.opts;
     match (&*a, &*b, &*c) {
         (
             HostValue::Ints { v: s, dtype, .. },
@@ -173,18 +194,25 @@ fn range(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
             if d == 0 {
                 return Err(bad("delta is 0"));
             }
-            let count = ((l - s) as f64 / d as f64).ceil().clamp(0.0, cap) as usize;
-            host_ints(
-                vec![count],
-                (0..count as i64).map(|i| s + i * d).collect(),
-                *dtype,
-            )
+            // In i128: `limit - start` of two int64s can overflow i64.
+            let span = (i128::from(l) - i128::from(s)) as f64 / d as f64;
+            let count = limits::length(span.ceil().max(0.0), opts, "the Range's length")?;
+            let mut v = host_vec(count, "Range")?;
+            v.extend((0..count as i64).map(|i| s.wrapping_add(i.wrapping_mul(d))));
+            host_ints(vec![count], v, *dtype)
         }
         (HostValue::Floats(s), HostValue::Floats(l), HostValue::Floats(d)) => {
             let (s, l, d) = (s.to_f32()?, l.to_f32()?, d.to_f32()?);
             let (s, l, d) = (first(&s)?, first(&l)?, first(&d)?);
-            let count = ((l - s) / d).ceil().clamp(0.0, cap as f32) as usize;
-            let v: Vec<f32> = (0..count).map(|i| s + i as f32 * d).collect();
+            if !(s.is_finite() && l.is_finite() && d.is_finite()) || d == 0.0 {
+                return Err(bad(format!(
+                    "start {s}, limit {l} and delta {d} must be finite with a nonzero delta"
+                )));
+            }
+            let span = ((l - s) / d).ceil().max(0.0);
+            let count = limits::length(f64::from(span), opts, "the Range's length")?;
+            let mut v: Vec<f32> = host_vec(count, "Range")?;
+            v.extend((0..count).map(|i| s + i as f32 * d));
             let h = HostTensor::new(vec![count], v)?;
             let h = match a.dtype() {
                 DType::F16 => HostTensor::new(
@@ -432,8 +460,18 @@ fn split(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
             .map(|&x| usize::try_from(x).map_err(|_| bad("negative split")))
             .collect::<Result<_>>()?,
         None => {
-            let parts = if n.opset >= 18 && n.has("num_outputs") {
-                n.int("num_outputs", 1) as usize
+            let parts = if n.opset >= 18 {
+                // At 18 the sizes are the input or `num_outputs`, which names the outputs.
+                let p = n
+                    .attr_int("num_outputs")
+                    .ok_or_else(|| bad("Split at opset 18 needs the split input or num_outputs"))?;
+                if usize::try_from(p).ok() != Some(n.n_outputs) {
+                    return Err(bad(format!(
+                        "num_outputs is {p} but the node has {} outputs",
+                        n.n_outputs
+                    )));
+                }
+                n.n_outputs
             } else {
                 n.n_outputs
             };
@@ -631,7 +669,14 @@ fn gather(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 }
 
 fn tile(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let rank = cx.shape(n, 0)?.len();
     let reps = cx.ints(n, 1)?;
+    if rank == 0 || reps.len() != rank {
+        return Err(bad(format!(
+            "repeats has {} values for an input of rank {rank} (a scalar cannot be tiled)",
+            reps.len()
+        )));
+    }
     let reps: Vec<usize> = reps
         .iter()
         .map(|&r| usize::try_from(r).map_err(|_| bad("negative repeat")))

@@ -17,3 +17,4 @@ pub mod peers;
 mod protos;
 pub mod quantized;
 pub mod recurrent;
+pub mod untrusted;
