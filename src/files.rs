@@ -101,6 +101,93 @@ pub fn read_regular(path: &Path, max_len: u64, what: &str) -> io::Result<Vec<u8>
     Ok(bytes)
 }
 
+/// Bytes `offset..offset + len` of the file at `rel` under `dir` (to its end when `len` is
+/// `None`), for data a model points at. The file must resolve, links followed, to a regular
+/// file inside `dir`'s canonical path (a link to `../secret` or to `/proc/self/environ` is
+/// refused), on a file system that reports its size (procfs and sysfs report 0 for files
+/// that hold bytes, so they are refused). Only the range is read: a seek and a bounded
+/// read, with `max_len` applying to the range, not to the file.
+pub fn read_range_inside(
+    dir: &Path,
+    rel: &Path,
+    offset: u64,
+    len: Option<u64>,
+    max_len: u64,
+) -> io::Result<Vec<u8>> {
+    use std::io::{Seek, SeekFrom};
+    let root = dir.canonicalize()?;
+    let real = root.join(rel).canonicalize()?;
+    let outside = || {
+        invalid(format!(
+            "resolves to {}, outside {}",
+            real.display(),
+            root.display()
+        ))
+    };
+    if !real.starts_with(&root) {
+        return Err(outside());
+    }
+    let (mut file, size) = open_regular(&real)?;
+    // A link swapped in between the check and the open: ask the kernel what was opened.
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            if !opened.starts_with(&root) {
+                return Err(outside());
+            }
+        }
+        if size_unknown(&file) {
+            return Err(invalid(
+                "is on a file system that does not report file sizes (procfs, sysfs)".into(),
+            ));
+        }
+    }
+    let len = len.unwrap_or(size.saturating_sub(offset));
+    let end = offset.checked_add(len).filter(|&e| e <= size);
+    if end.is_none() {
+        return Err(invalid(format!(
+            "offset {offset} + length {len} is past its end ({size} bytes)"
+        )));
+    }
+    if len > max_len {
+        return Err(invalid(format!(
+            "a range of {len} bytes is more than the {max_len} that may be read"
+        )));
+    }
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(len as usize).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!("cannot allocate {len} bytes to read it"),
+        )
+    })?;
+    file.seek(SeekFrom::Start(offset))?;
+    file.take(len).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != len {
+        return Err(invalid(format!(
+            "shrank while it was read ({} of {len} bytes)",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Whether `file` is on procfs or sysfs, whose files report size 0 whatever they hold.
+#[cfg(target_os = "linux")]
+fn size_unknown(file: &File) -> bool {
+    use std::os::unix::io::AsRawFd;
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    const SYSFS_MAGIC: i64 = 0x6265_6572;
+    // SAFETY: fstatfs writes one `statfs` into the zeroed buffer we own; the descriptor is
+    // open for the call's duration.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    matches!(st.f_type as i64, PROC_SUPER_MAGIC | SYSFS_MAGIC)
+}
+
 /// Replace `path` with `bytes` atomically; see [`write_atomic_with`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |f| f.write_all(bytes))

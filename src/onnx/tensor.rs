@@ -270,7 +270,7 @@ fn read_external(
     opts: &ImportOptions,
 ) -> std::result::Result<Vec<u8>, String> {
     let dir =
-        dir.ok_or("external data needs the model's directory (use onnx::import, or pass dir)")?;
+        dir.ok_or("external data needs the model's directory, and the model was given as bytes (onnx::import_bytes with dir None)")?;
     let mut location = None;
     let (mut offset, mut length) = (0u64, None);
     for kv in &t.external_data {
@@ -302,23 +302,21 @@ fn read_external(
             "external data path '{location}' leaves the model's directory"
         ));
     }
-    let bytes =
-        crate::files::read_regular(&dir.join(rel), opts.max_file_bytes, "external data file")
-            .map_err(|e| format!("external data '{location}': {e}"))?;
-    let len = length.unwrap_or(bytes.len() as u64 - offset.min(bytes.len() as u64));
-    let end = offset.checked_add(len).filter(|&e| e <= bytes.len() as u64);
-    let end = end.ok_or_else(|| {
-        format!(
-            "external data '{location}': offset {offset} + length {len} is past its end ({} bytes)",
-            bytes.len()
-        )
-    })?;
-    if len != want as u64 {
+    // Only the tensor's bytes are read: a model may keep all its weights in one file.
+    if let Some(len) = length.filter(|&l| l != want as u64) {
         return Err(format!(
             "external data '{location}' holds {len} bytes, the shape needs {want}"
         ));
     }
-    Ok(bytes[offset as usize..end as usize].to_vec())
+    let bytes = crate::files::read_range_inside(
+        dir,
+        rel,
+        offset,
+        Some(length.unwrap_or(want as u64)),
+        opts.max_file_bytes,
+    )
+    .map_err(|e| format!("external data '{location}': {e}"))?;
+    Ok(bytes)
 }
 
 impl HostValue {

@@ -493,3 +493,122 @@ fn softmax_over_an_empty_axis_is_empty() {
     let imported = try_import(&m).expect("import");
     assert_eq!(imported.outputs[0].shape.dims(), &[2, 0]);
 }
+
+/// A float tensor of `dims` whose data is `location` (at `offset`) in the model's folder.
+fn external(name: &str, dims: &[i64], location: &str, offset: Option<u64>) -> TensorProto {
+    use wgflow::onnx::proto::{tensor_proto::DataLocation, StringStringEntryProto};
+    let kv = |k: &str, v: String| StringStringEntryProto {
+        key: Some(k.into()),
+        value: Some(v),
+    };
+    let mut external_data = vec![kv("location", location.into())];
+    if let Some(o) = offset {
+        external_data.push(kv("offset", o.to_string()));
+    }
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(DataType::Float as i32),
+        data_location: Some(DataLocation::External as i32),
+        external_data,
+        ..Default::default()
+    }
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Issue 44 item 5: links inside the model's folder that lead outside it (to a file, through
+/// a linked folder, to procfs) are refused; a link that stays inside loads.
+#[cfg(unix)]
+#[test]
+fn external_data_links_never_lead_outside() {
+    use std::os::unix::fs::symlink;
+    let root = std::env::temp_dir().join(format!("wgflow-untrusted-links-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (m, outside) = (root.join("m"), root.join("outside"));
+    std::fs::create_dir_all(m.join("ext")).expect("dir");
+    std::fs::create_dir_all(&outside).expect("dir");
+    std::fs::write(outside.join("secret.bin"), f32_bytes(&[7.0; 6])).expect("write");
+    std::fs::write(m.join("w.bin"), f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])).expect("write");
+    symlink("../../outside/secret.bin", m.join("ext/w.bin")).expect("link");
+    symlink("../outside", m.join("lnk")).expect("link");
+    symlink("/proc/self/environ", m.join("env.bin")).expect("link");
+    symlink("w.bin", m.join("alias.bin")).expect("link");
+    let path = m.join("model.onnx");
+    let load = |location: &str| {
+        let mdl = model_at(
+            13,
+            vec![],
+            vec![external("w", &[2, 3], location, None)],
+            vec![node("Neg", &["w"], &["y"], vec![])],
+            &["y"],
+        );
+        std::fs::write(&path, mdl.encode_to_vec()).expect("write model");
+        wgflow::onnx::import(&path, &ImportOptions::default())
+    };
+    for location in ["ext/w.bin", "lnk/secret.bin", "env.bin"] {
+        let e = load(location).expect_err("a link out of the folder");
+        assert!(e.to_string().contains("outside"), "{location}: {e}");
+    }
+    let y = run(&load("alias.bin").expect("a link inside the folder"));
+    assert_eq!(
+        y[0].to_f32().expect("f32"),
+        vec![-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]
+    );
+    // A Constant node's tensor reads the folder too (it was decoded without it).
+    let mut c = node("Constant", &[], &["y"], vec![]);
+    c.attribute.push(wgflow::onnx::proto::AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(wgflow::onnx::proto::attribute_proto::AttributeType::Tensor as i32),
+        t: Some(external("w", &[2, 3], "w.bin", None)),
+        ..Default::default()
+    });
+    std::fs::write(
+        &path,
+        model_at(13, vec![], vec![], vec![c], &["y"]).encode_to_vec(),
+    )
+    .expect("write model");
+    let imported = wgflow::onnx::import(&path, &ImportOptions::default()).expect("Constant");
+    assert_eq!(
+        run(&imported)[0].to_f32().expect("f32"),
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Issue 44 item 6: only a tensor's byte range is read, and the file limit applies to it:
+/// 24 bytes at 4 GiB + 8 in a (sparse) 5 GiB file load under the default 4 GiB limit.
+#[test]
+fn external_data_reads_only_its_range() {
+    let dir = std::env::temp_dir().join(format!("wgflow-untrusted-range-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let data = dir.join("weights.data");
+    let at = (4u64 << 30) + 8;
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::File::create(&data).expect("create");
+        f.set_len(5 << 30).expect("sparse file");
+        f.seek(SeekFrom::Start(at)).expect("seek");
+        f.write_all(&f32_bytes(&[1.5, -2.0, 3.0, 0.25, 8.0, -1.0]))
+            .expect("write");
+    }
+    let mdl = model_at(
+        13,
+        vec![],
+        vec![external("w", &[2, 3], "weights.data", Some(at))],
+        vec![node("Neg", &["w"], &["y"], vec![])],
+        &["y"],
+    );
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, mdl.encode_to_vec()).expect("write model");
+    let start = std::time::Instant::now();
+    let imported = wgflow::onnx::import(&path, &ImportOptions::default()).expect("import");
+    assert!(start.elapsed().as_secs() < 5, "took {:?}", start.elapsed());
+    assert_eq!(
+        run(&imported)[0].to_f32().expect("f32"),
+        vec![-1.5, 2.0, -3.0, -0.25, -8.0, 1.0]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

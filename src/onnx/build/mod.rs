@@ -11,7 +11,7 @@ use super::{fail, ImportOptions, Model, ValueInfo};
 use crate::graph::Dim;
 use crate::{DType, Device, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor};
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 
 mod fold;
@@ -60,6 +60,8 @@ pub(crate) struct Node<'a> {
     pub inputs: Vec<Option<&'a str>>,
     pub n_outputs: usize,
     attrs: HashMap<&'a str, &'a AttributeProto>,
+    /// The model's directory: a tensor attribute's external data lives there too.
+    dir: Option<Rc<Path>>,
 }
 
 /// The translator's context: the graph being built and every value so far.
@@ -76,7 +78,7 @@ pub(crate) struct Cx<'a> {
     weights: HashSet<String>,
     /// The model's directory (external data) and `ai.onnx` opset, and the translators: what
     /// a subgraph (`Scan`'s body, `If`'s branches) is walked with.
-    dir: Option<PathBuf>,
+    dir: Option<Rc<Path>>,
     opset: i64,
     translate: Translate,
     /// Host values computed from run-time dimensions (their probe sizes, see `graph/dims.rs`):
@@ -124,7 +126,7 @@ pub(crate) fn build(
         made: HashMap::new(),
         consts: HashSet::new(),
         weights: HashSet::new(),
-        dir: dir.map(Path::to_path_buf),
+        dir: dir.map(Rc::from),
         opset,
         translate,
         sym: HashSet::new(),
@@ -324,6 +326,7 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
             .iter()
             .map(|a| (a.name.as_deref().unwrap_or(""), a))
             .collect(),
+        dir: cx.dir.clone(),
     };
     // CastLike reads only its second input's dtype.
     let value_inputs = if op == "CastLike" {
@@ -450,7 +453,7 @@ impl Node<'_> {
     /// Tensor attribute `name`, if present.
     pub fn tensor(&self, name: &str, opts: &ImportOptions) -> Result<Option<HostValue>> {
         match self.attr(name).and_then(|a| a.t.as_ref()) {
-            Some(t) => decode(t, None, opts).map(Some),
+            Some(t) => decode(t, self.dir.as_deref(), opts).map(Some),
             None => Ok(None),
         }
     }
