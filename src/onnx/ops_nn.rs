@@ -228,6 +228,15 @@ fn pad_hw(cx: &mut Cx, x: Tensor, p: [usize; 4], value: f64) -> Result<Tensor> {
     )
 }
 
+/// The `group` attribute: 1 or more (onnxruntime refuses 0 and negative counts).
+pub(super) fn groups(n: &Node) -> Result<usize> {
+    let g = n.int("group", 1);
+    usize::try_from(g)
+        .ok()
+        .filter(|&g| g >= 1)
+        .ok_or_else(|| bad(format!("group must be at least 1, got {g}")))
+}
+
 fn conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let w0 = cx.t(n, 1)?;
@@ -244,10 +253,22 @@ pub(super) fn conv_with(
     bias: Option<Tensor>,
 ) -> Result<Tensor> {
     let (x, orig) = as_4d(cx, x0)?;
-    let (w, ws) = as_4d(cx, w0)?;
-    let kernel = n
-        .ints("kernel_shape")
-        .unwrap_or_else(|| ws[2..].iter().map(|&d| d as i64).collect());
+    let spatial: Vec<i64> =
+        cx.g.probe_shape(w0)?
+            .dims()
+            .iter()
+            .skip(2)
+            .map(|&d| d as i64)
+            .collect();
+    let (w, _) = as_4d(cx, w0)?;
+    let kernel = match n.ints("kernel_shape") {
+        Some(k) if k != spatial => {
+            return Err(bad(format!(
+                "kernel_shape {k:?} contradicts the weights' spatial shape {spatial:?}"
+            )))
+        }
+        _ => spatial,
+    };
     let g = geometry(n, &orig[2..], kernel, false)?;
     let p = g.pads;
     let (x, padding) = if p[0] == p[2] && p[1] == p[3] {
@@ -259,7 +280,7 @@ pub(super) fn conv_with(
         stride: g.stride,
         padding,
         dilation: g.dilation,
-        groups: n.int("group", 1).max(1) as usize,
+        groups: groups(n)?,
     };
     let y = cx.g.conv2d(x, w, bias, opts)?;
     back_to(cx, y, &orig)
@@ -666,7 +687,7 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         stride: two(&stride, 1)?,
         padding: [0, 0],
         dilation: two(&dilation, 1)?,
-        groups: n.int("group", 1).max(1) as usize,
+        groups: groups(n)?,
     };
     let full_hw = two(&full, 1)?;
     let mut y = cx.g.conv2d_backprop_input(x, w, full_hw, opts)?;
@@ -718,7 +739,7 @@ fn conv_transpose_3d(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor, g: Window3) ->
         stride: [us(g.stride[1])?, us(g.stride[2])?],
         padding: [0, 0],
         dilation: [us(g.dilation[1])?, us(g.dilation[2])?],
-        groups: n.int("group", 1).max(1) as usize,
+        groups: groups(n)?,
     };
     let xt = cx.g.transpose(x, &[0, 2, 1, 3, 4])?;
     let x2 = cx.g.reshape(

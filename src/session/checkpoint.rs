@@ -111,7 +111,7 @@ pub(crate) fn restore(session: &mut Session, path: &Path, only: Option<&[Tensor]
             return Err(err(
                 &at,
                 format!(
-                    "tensor(s) {} name no variable of the graph; restore_only restores a subset and ignores the rest",
+                    "tensor(s) {} name no variable of the graph (the checkpoint is of another graph, or of another version of it)",
                     quoted(unknown.into_iter())
                 ),
             ));

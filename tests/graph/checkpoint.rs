@@ -675,7 +675,7 @@ fn restore_checks_names_dtypes_and_shapes_and_changes_nothing_on_error() {
                 ("b", Dtype::BOOL, vec![2], vec![0, 1]),
                 ("adam/m", Dtype::F32, vec![2], a2.clone()),
             ],
-            "tensor(s) 'adam/m' name no variable of the graph; restore_only restores a subset",
+            "tensor(s) 'adam/m' name no variable of the graph (the checkpoint is of another graph",
         ),
         (
             "dtype",

@@ -486,8 +486,13 @@ fn onnx_options(dims: &[String]) -> wgflow::Result<wgflow::onnx::ImportOptions> 
             message: "expected NAME=SIZE".into(),
         };
         let (name, size) = d.split_once('=').ok_or_else(bad)?;
-        opts.dims
-            .insert(name.to_string(), size.parse().map_err(|_| bad())?);
+        let size: usize = size.parse().map_err(|_| bad())?;
+        if opts.dims.insert(name.to_string(), size).is_some() {
+            return Err(Error::Onnx {
+                at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
+                message: format!("'{}' is given twice", truncate(name, MAX_QUOTED_CHARS)),
+            });
+        }
     }
     Ok(opts)
 }

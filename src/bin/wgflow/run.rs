@@ -348,11 +348,16 @@ pub(crate) fn check_fed(
         .iter()
         .filter(|(n, _)| !fed_names.contains(n.as_str()) && n != wgflow::ops::random::RUN_COUNTER)
         .map(|(n, _)| {
-            let node = session.graph().tensor(n);
-            let node = node.and_then(|t| session.graph().node(t).ok());
-            match node {
-                Some(node) => format!("{n} ({} {})", node.dtype, node.shape),
-                None => n.clone(),
+            let g = session.graph();
+            let t = g.tensor(n);
+            // The dimensions as declared (`batch`), not the probe sizes that stand in for them.
+            let dims = t.and_then(|t| g.dims(t).ok());
+            match (t.and_then(|t| g.dtype(t).ok()), dims) {
+                (Some(dtype), Some(dims)) => {
+                    let dims: Vec<String> = dims.iter().map(ToString::to_string).collect();
+                    format!("{n} ({dtype} [{}])", dims.join(", "))
+                }
+                _ => n.clone(),
             }
         })
         .collect();

@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::rc::Rc;
 
+mod checks;
 mod fold;
 mod narrow;
 mod run_time;
@@ -33,6 +34,8 @@ pub(crate) const CONTRIB: &[&str] = &[
 
 /// The lowest `ai.onnx` opset accepted.
 const MIN_OPSET: i64 = 7;
+/// The newest `ai.onnx` opset (onnx 1.23's): a later one may change an op's meaning.
+const MAX_OPSET: i64 = 28;
 
 /// A value during import: known on the host, or a graph tensor.
 #[derive(Debug, Clone)]
@@ -62,6 +65,8 @@ pub(crate) struct Node<'a> {
     attrs: HashMap<&'a str, &'a AttributeProto>,
     /// The model's directory: a tensor attribute's external data lives there too.
     dir: Option<Rc<Path>>,
+    /// An attribute read as another type than it is declared ([`Node::expect`]).
+    bad_attr: std::cell::RefCell<Option<String>>,
 }
 
 /// The translator's context: the graph being built and every value so far.
@@ -109,10 +114,10 @@ pub(crate) fn build(
         }
     }
     let opset = opset.ok_or_else(|| fail("model", "no ai.onnx opset is imported"))?;
-    if opset < MIN_OPSET {
+    if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(fail(
             "model",
-            format!("opset {opset} is older than {MIN_OPSET}, the oldest supported"),
+            format!("opset {opset} is unsupported (opsets {MIN_OPSET} to {MAX_OPSET} are)"),
         ));
     }
     let graph = model
@@ -169,6 +174,9 @@ pub(crate) fn build(
         cx.vals.insert(name.clone(), Val::T(t));
         inputs.push(ValueInfo::new(name, t, dims, dtype, onnx_type));
     }
+    checks::unique_names(graph).map_err(|e| checks::relabel(e, "graph"))?;
+    checks::pinned_dims_exist(graph, &opts.dims.keys().collect::<Vec<_>>())
+        .map_err(|e| checks::relabel(e, "ImportOptions::dims (--dim)"))?;
     let folds = batch_norm_folds(&cx, graph);
     for (i, node) in graph.node.iter().enumerate() {
         match folds.get(&i) {
@@ -262,7 +270,8 @@ fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Vec<Dim>, DT
         };
         match opts.dims.get(&sym) {
             Some(&v) => {
-                known.push(v as i64);
+                // Past i64 it is past every cap: never a wrapped negative size.
+                known.push(i64::try_from(v).unwrap_or(i64::MAX));
                 dims.push(None);
             }
             None => {
@@ -327,6 +336,7 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
             .map(|a| (a.name.as_deref().unwrap_or(""), a))
             .collect(),
         dir: cx.dir.clone(),
+        bad_attr: Default::default(),
     };
     // CastLike reads only its second input's dtype.
     let value_inputs = if op == "CastLike" {
@@ -355,6 +365,10 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     }
     let outer = std::mem::replace(&mut cx.cur_sym, sym_args);
     let result = translate(cx, &node).unwrap_or_else(|| Err(bad("unsupported op")));
+    let result = match node.attr_error() {
+        Some(e) if result.is_ok() => Err(e),
+        _ => result,
+    };
     cx.cur_sym = outer;
     let outs = result.map_err(|e| match e {
         Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
@@ -404,21 +418,25 @@ impl Node<'_> {
 
     /// Integer attribute `name`, if present.
     pub fn attr_int(&self, name: &str) -> Option<i64> {
+        self.expect(name, AttributeType::Int);
         self.attr(name).and_then(|a| a.i)
     }
 
     /// Integer attribute `name`, or `default`.
     pub fn int(&self, name: &str, default: i64) -> i64 {
+        self.expect(name, AttributeType::Int);
         self.attr(name).and_then(|a| a.i).unwrap_or(default)
     }
 
     /// Float attribute `name`, or `default`.
     pub fn float(&self, name: &str, default: f32) -> f32 {
+        self.expect(name, AttributeType::Float);
         self.attr(name).and_then(|a| a.f).unwrap_or(default)
     }
 
     /// Integer-list attribute `name`, if present.
     pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.expect(name, AttributeType::Ints);
         self.attr(name)
             .filter(|a| Self::kind(a) == AttributeType::Ints || !a.ints.is_empty())
             .map(|a| a.ints.clone())
@@ -426,6 +444,7 @@ impl Node<'_> {
 
     /// Float-list attribute `name`, if present.
     pub fn floats(&self, name: &str) -> Option<Vec<f32>> {
+        self.expect(name, AttributeType::Floats);
         self.attr(name)
             .filter(|a| Self::kind(a) == AttributeType::Floats || !a.floats.is_empty())
             .map(|a| a.floats.clone())
@@ -433,6 +452,7 @@ impl Node<'_> {
 
     /// String attribute `name`, if present.
     pub fn string(&self, name: &str) -> Option<String> {
+        self.expect(name, AttributeType::String);
         self.attr(name)
             .and_then(|a| a.s.as_ref())
             .map(|s| String::from_utf8_lossy(s).into_owned())
@@ -709,6 +729,7 @@ impl Cx<'_> {
         if !body.sparse_initializer.is_empty() {
             return Err(bad("sparse initializers in a subgraph are unsupported"));
         }
+        checks::unique_names(body)?;
         for init in &body.initializer {
             let v = decode(init, self.dir.as_deref(), self.opts)?;
             let name = init.name.clone().unwrap_or_default();
