@@ -144,7 +144,11 @@ fn constant_of_shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
             Some(HostValue::Ints { v, dtype, .. }) => (first(v)? as f64, *dtype),
             Some(HostValue::Floats(h)) => (f64::from(first(&h.to_f32()?)?), h.dtype()),
         };
-        return one(cx.g.full(shape, dtype, x)?);
+        if !dtype.is_float() && i32::try_from(x as i64).is_err() && dtype != DType::U32 {
+            return Err(bad(format!("value {x} does not fit {dtype}")));
+        }
+        let one_value = cx.scalar(x, dtype)?;
+        return one(cx.g.broadcast_to(one_value, &shape)?);
     }
 
     Ok(vec![match value {

@@ -413,7 +413,11 @@ impl Graph {
         }
         // Before the values are made: a shape no kernel can index could not be allocated.
         check_size(op, &shape, loc)?;
-        let words = vec![w; shape.numel()];
+        let n = shape.numel();
+        let mut words = crate::host::fresh_vec(n).ok_or_else(|| {
+            Error::build(op, loc, format!("cannot allocate {n} elements for {shape}"))
+        })?;
+        words.resize(n, w);
         self.host_constant(op, shape, dtype, words, loc)
     }
 
