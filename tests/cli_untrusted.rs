@@ -273,7 +273,7 @@ fn item2_an_empty_feed_with_a_huge_batch() {
     let mut npy = b"\x93NUMPY\x01\x00".to_vec();
     let mut header =
         "{'descr': '<f4', 'fortran_order': False, 'shape': (2000000000, 0), }".to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

@@ -3,7 +3,8 @@
 //! of valid models), the graph-file loader and the `.npy` reader. The property: every input
 //! ends in `Ok` or `Err`, never a panic, within a time budget, and no single allocation
 //! passes [`MAX_ALLOC`] (a global allocator here records the largest). About 60 s in CI
-//! (`cargo test --release --test fuzz`); `WGFLOW_FUZZ_CASES` scales it.
+//! (`cargo test --release --features cli --test fuzz`: 216,000 inputs); a debug build runs
+//! a sixtieth of that, and `WGFLOW_FUZZ_CASES` scales either.
 //!
 //! Every input that ever failed is kept: proptest records failing seeds under
 //! `tests/proptest-regressions/fuzz.txt`, and `tests/data/fuzz-corpus/` holds hostile files
@@ -84,7 +85,14 @@ fn persist() -> Option<Box<dyn proptest::test_runner::FailurePersistence>> {
     ))
 }
 
+/// `default` cases in a debug build (the whole suite's quick pass), sixty times as many in
+/// a release build (about 60 s on two cores), times `WGFLOW_FUZZ_CASES` if set.
 fn cases(default: u32) -> u32 {
+    let default = if cfg!(debug_assertions) {
+        default
+    } else {
+        default * 60
+    };
     std::env::var("WGFLOW_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())

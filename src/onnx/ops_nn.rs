@@ -457,7 +457,7 @@ fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let s = cx.g.probe_shape(x)?.dims().to_vec();
     let log = n.op == "LogSoftmax";
-    if s.iter().any(|&d| d == 0) {
+    if s.contains(&0) {
         // Nothing to normalise: the result is as empty as the input (onnxruntime's answer).
         norm_axis(n.int("axis", -1), s.len())?;
         return Ok(x);

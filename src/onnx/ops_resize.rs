@@ -86,7 +86,7 @@ fn taps(
     let width = match p.mode {
         "nearest" if p.antialias => return Err(bad("unsupported: antialias with mode 'nearest'")),
         // A downsampling kernel is 2/scale cells wide: refuse one too wide to build.
-        "linear" | "cubic" if p.antialias && !(scale >= 1.0 / MAX_AA_WIDTH) => {
+        "linear" | "cubic" if p.antialias && (scale.is_nan() || scale < 1.0 / MAX_AA_WIDTH) => {
             return Err(bad(format!(
                 "unsupported: antialiasing at scale {scale} (more than {MAX_AA_WIDTH} taps)"
             )))
