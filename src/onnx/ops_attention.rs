@@ -87,7 +87,8 @@ fn bias_of(cx: &mut Cx, allowed: Tensor, dt: DType) -> Result<Tensor> {
 
 /// A constant `[q, kv]` i32 tensor holding `f(i, j)`.
 fn grid(cx: &mut Cx, q: usize, kv: usize, f: impl Fn(i64, i64) -> i64) -> Result<Tensor> {
-    let mut v = Vec::with_capacity(q * kv);
+    let n = super::limits::count(&[q, kv], cx.opts, "an attention mask")?;
+    let mut v = super::limits::room(n, "an attention mask")?;
     for i in 0..q as i64 {
         for j in 0..kv as i64 {
             v.push(f(i, j) as i32);
@@ -116,7 +117,8 @@ impl Offset {
     ) -> Result<Tensor> {
         let ok = match self {
             Offset::Fixed(o) => {
-                let mut v = Vec::with_capacity(q * kv);
+                let n = super::limits::count(&[q, kv], cx.opts, "an attention mask")?;
+                let mut v = super::limits::room(n, "an attention mask")?;
                 for i in 0..q as i64 {
                     for j in 0..kv as i64 {
                         v.push(allowed(i + o - j));

@@ -37,7 +37,7 @@ fn max_pool_with_indices(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     }
     let plane: usize = hw.iter().product();
     // Each cell's index, as the reference numbers it.
-    let mut idx = Vec::with_capacity(numel);
+    let mut idx = super::limits::room(numel, "pooling indices")?;
     for flat in 0..numel {
         let (c, mut rest) = (flat / plane, flat % plane);
         let mut at = vec![0; k];

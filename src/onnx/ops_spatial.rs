@@ -382,8 +382,8 @@ fn affine_grid(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     };
     let coords: Vec<Vec<f64>> = dims.iter().map(|&d| axis(d)).collect();
     // The homogeneous base grid (x, y[, z], 1) in row-major order over the spatial axes.
-    let count: usize = dims.iter().product();
-    let mut base = Vec::with_capacity(count * (r + 1));
+    let count = super::limits::count(&dims, cx.opts, "the sampling grid")?;
+    let mut base = super::limits::room(count.saturating_mul(r + 1), "the sampling grid")?;
     for flat in 0..count {
         let mut rest = flat;
         let mut idx = vec![0; r];
@@ -503,8 +503,10 @@ fn dft(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     } else {
         len
     };
+    // The DFT matrix is rows x cols constants: a long signal asks for its square.
+    let count = super::limits::count(&[rows, cols], cx.opts, "the DFT matrix")?;
     let table = |scale: &dyn Fn(usize) -> f64, sin: bool| -> Result<HostTensor> {
-        let mut v = Vec::with_capacity(rows * cols);
+        let mut v = super::limits::room(count, "the DFT matrix")?;
         for j in 0..rows {
             for k in 0..cols {
                 let a = 2.0 * std::f64::consts::PI * ((j * k) % len) as f64 / len as f64;
@@ -605,7 +607,7 @@ fn det(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         let e = cx.g.slice(x, &args)?;
         cx.g.reshape(e, &batch)
     };
-    let mut a = Vec::with_capacity(size * size);
+    let mut a = super::limits::room(size.saturating_mul(size), "the matrix entries")?;
     for i in 0..size {
         for j in 0..size {
             a.push(entry(cx, i, j)?);
@@ -708,7 +710,7 @@ fn deform_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     };
     // Each tap's undeformed position, [K, P] per axis.
     let base = |along_h: bool| -> Result<HostTensor> {
-        let mut v = Vec::with_capacity(k * p);
+        let mut v = super::limits::room(k.saturating_mul(p), "the offsets")?;
         for a in 0..kh {
             for b in 0..kw {
                 for i in 0..oh {
