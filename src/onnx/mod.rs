@@ -74,7 +74,14 @@
 //! op type and opset) and the reason; an op wgflow cannot run says so instead of running
 //! something different. Files are bounded before decoding ([`ImportOptions::max_file_bytes`]),
 //! declared shapes are checked against the data and [`ImportOptions::max_elements`] before
-//! anything is allocated, and external data must stay inside the model's directory.
+//! anything is allocated, as is every size an attribute or a shape input asks for (`Resize`,
+//! `Split`, `OneHot`, `Range`, …; values folded on the host hold at most 2^24 elements).
+//! External data must resolve, links followed, to a regular file inside the model's
+//! directory, and only each tensor's byte range is read ([`ImportOptions::max_file_bytes`]
+//! bounds the range, not the file). Integer arithmetic on values known at import folds in
+//! int64 and is range-checked where it becomes an i32 tensor (an error, never a wrapped
+//! value). Names defined twice, attributes of the wrong type and opsets past 28 are refused,
+//! as onnxruntime refuses them.
 
 mod build;
 pub mod export;
