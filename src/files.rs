@@ -115,6 +115,12 @@ pub fn read_range_inside(
     max_len: u64,
 ) -> io::Result<Vec<u8>> {
     use std::io::{Seek, SeekFrom};
+    // `model.onnx` given bare has the parent "", which is the working directory.
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
     let root = dir.canonicalize()?;
     let real = root.join(rel).canonicalize()?;
     let outside = || {

@@ -435,6 +435,18 @@ fn item6_a_small_tensor_in_a_5_gib_file() {
     accepted(&["run", s(&p), "--device", "cpu:0", "--out", s(&out)]);
     let y = wgflow::npy::read(out.join("y.npy")).expect("y.npy");
     assert_eq!(y.to_vec::<f32>().expect("f32"), vec![-1.0, -2.0, -3.0]);
+    // Named bare from its own folder (its parent is ""), the data is found there too.
+    let bare = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(["validate", "model.onnx"])
+        .current_dir(&d)
+        .env("WGFLOW_VISIBLE_DEVICES", "")
+        .output()
+        .expect("run wgflow");
+    assert!(
+        bare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bare.stderr)
+    );
 }
 
 #[test]
