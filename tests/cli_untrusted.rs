@@ -331,6 +331,7 @@ fn item3_a_200000_node_chain_validates_quickly() {
         "wgflow validate of a 200,000-node chain: {:?}",
         start.elapsed()
     );
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -447,6 +448,7 @@ fn item6_a_small_tensor_in_a_5_gib_file() {
         "{}",
         String::from_utf8_lossy(&bare.stderr)
     );
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
