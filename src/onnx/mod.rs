@@ -81,7 +81,9 @@ pub mod export;
 pub use export::{export, export_bytes, export_bytes_with_session, export_with_session, OPSET};
 mod ops_attention;
 mod ops_control;
+mod ops_einsum;
 mod ops_elementwise;
+mod ops_host;
 mod ops_index;
 mod ops_loss;
 mod ops_nn;
@@ -287,4 +289,6 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_attention::translate(cx, node))
         .or_else(|| ops_spatial::translate(cx, node))
         .or_else(|| ops_quant::translate(cx, node))
+        .or_else(|| ops_host::translate(cx, node))
+        .or_else(|| ops_einsum::translate(cx, node))
 }
