@@ -92,6 +92,7 @@ mod ops_pool;
 mod ops_quant;
 mod ops_recurrent;
 mod ops_resize;
+mod ops_scatter;
 mod ops_shape;
 mod ops_spatial;
 mod session;
@@ -291,4 +292,5 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_quant::translate(cx, node))
         .or_else(|| ops_host::translate(cx, node))
         .or_else(|| ops_einsum::translate(cx, node))
+        .or_else(|| ops_scatter::translate(cx, node))
 }
