@@ -365,6 +365,18 @@ mod tests {
             from_bytes(&b).unwrap().to_vec::<i32>().unwrap(),
             [-300, 300]
         );
+        // uint64: u32 written as 8 bytes each, read back as u32; past u32::MAX is an error.
+        let u = HostTensor::new([3], vec![0u32, 7, u32::MAX]).unwrap();
+        let b = to_bytes_int(&u, "<u8").unwrap();
+        assert_eq!(&b[b.len() - 8..], &u64::from(u32::MAX).to_le_bytes());
+        let back = from_bytes(&b).unwrap();
+        assert_eq!(back.dtype(), DType::U32);
+        assert_eq!(back.to_vec::<u32>().unwrap(), [0, 7, u32::MAX]);
+        let mut wide = b.clone();
+        let at = wide.len() - 8;
+        wide[at..].copy_from_slice(&(1u64 << 32).to_le_bytes());
+        let e = from_bytes(&wide).unwrap_err().to_string();
+        assert!(e.contains("4294967296 at index 2"), "{e}");
     }
 
     #[test]
