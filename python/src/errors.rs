@@ -11,7 +11,9 @@ use wgflow::Error;
 /// Which Python exception type a message about a dtype (rather than a shape or value) gets.
 fn about_dtype(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    m.contains("dtype") || m.contains("cast") || m.contains("not supported") || m.contains("unsupported")
+    // Whole words: "broadcast" is about shapes.
+    let word = |w: &str| m.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').any(|x| x == w);
+    word("dtype") || word("dtypes") || word("cast") || m.contains("not supported") || word("unsupported")
 }
 
 /// The Python caller's `file:line`, outside the wgflow package; `None` if it cannot be found.
