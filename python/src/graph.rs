@@ -240,7 +240,9 @@ impl PyGraph {
 
     /// Enter a device scope (`with g.device(...)`); the spec is checked here.
     fn push_device(&self, py: Python<'_>, spec: &str) -> PyResult<()> {
-        wgflow::DeviceSpec::parse(spec).py_err(py)?;
+        // A spec that does not parse is a bad value; a device that is missing is found
+        // (and reported as a device error) when a session places the graph.
+        wgflow::DeviceSpec::parse(spec).map_err(|e| PyValueError::new_err(e.to_string()))?;
         self.scopes.lock().map_err(poisoned)?.push(Scope::Device(spec.to_string()));
         Ok(())
     }
@@ -574,7 +576,7 @@ impl PyGraph {
                 let perm = match get::<Vec<isize>>(a, "perm")? {
                     Some(p) => p,
                     None => {
-                        let rank = self.read(|g| g.shape(xs[0]).map(|s| s.rank()))?.py_err(py)?;
+                        let rank = self.read(|g| g.dims(xs[0]).map(|d| d.len()))?.py_err(py)?;
                         (0..rank as isize).rev().collect()
                     }
                 };

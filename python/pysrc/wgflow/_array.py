@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _devices
 from ._graph import Graph
-from ._util import as_feed, dtype_name
+from ._util import as_feed, dtype_name, placeholder_shapes
 
 _cache = {}
 
@@ -68,11 +68,12 @@ class Array:
             leaves = []
             self._leaves(leaves, set())
             index = {id(x): i for i, x in enumerate(leaves)}
-            key = (self.device, self._key(index))
+            shapes, layout = placeholder_shapes([x._value for x in leaves])
+            key = (self.device, layout, self._key(index))
             entry = _cache.get(key)
             if entry is None:
                 g = Graph()
-                xs = [g.placeholder(f"a{i}", [None] * x._value.ndim, x._value.dtype.name) for i, x in enumerate(leaves)]
+                xs = [g.placeholder(f"a{i}", s, x._value.dtype.name) for i, (s, x) in enumerate(zip(shapes, leaves))]
                 y = self._build(g, index, xs, {})
                 entry = (Session(g, device=self.device), xs, y)
                 _cache[key] = entry

@@ -47,6 +47,8 @@ def as_feed(value, want=None, what="feed"):
     for an int32 tensor is accepted: it is narrowed with a range check). Anything else is a
     ``TypeError``; wrong shapes are reported by the library as ``ValueError``.
     """
+    if value is None:
+        raise TypeError(f"{what}: None is not a value")
     if isinstance(value, np.ndarray) or np.isscalar(value) and isinstance(value, np.generic):
         a = np.asarray(value)
         if a.dtype.hasobject:
@@ -72,4 +74,16 @@ def as_feed(value, want=None, what="feed"):
             a = a.astype(np.float32)
         elif want is None and a.dtype == np.int64:
             a = a.astype(np.int32)
-    return np.ascontiguousarray(a)
+    # Not np.ascontiguousarray: it turns a 0-d array into a 1-d one.
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
+def placeholder_shapes(arrays):
+    """Placeholder shapes for a cached graph over ``arrays``: when every array of rank > 0
+    has one shape, its dimensions are run-time dimensions shared by name (one graph per
+    rank, any size); otherwise (broadcasting) the exact shapes. The second value is the
+    cache key part."""
+    shapes = {a.shape for a in arrays if a.ndim > 0}
+    if len(shapes) <= 1:
+        return [[f"d{i}" for i in range(a.ndim)] for a in arrays], ("rank",) + tuple(a.ndim for a in arrays)
+    return [list(a.shape) for a in arrays], ("shape",) + tuple(a.shape for a in arrays)

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _devices
 from ._graph import Graph, Tensor
-from ._util import as_feed, dtype_name
+from ._util import as_feed, dtype_name, placeholder_shapes
 
 _MATH = {
     "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
@@ -273,13 +273,14 @@ class Vectorized:
         sig = self._signature(None if len(given) != len(args) else given)
         arrays = [as_feed(a, d, f"argument {i} of '{self.__name__}'") for i, (a, d) in enumerate(zip(args, sig))]
         dev = self._device(device)
-        key = (sig, tuple(a.ndim for a in arrays), dev)
+        shapes, layout = placeholder_shapes(arrays)
+        key = (sig, layout, dev)
         entry = self._cache.get(key)
         if entry is None:
             from ._session import Session
 
             g = Graph()
-            xs = [g.placeholder(f"x{i}", [None] * a.ndim, d) for i, (a, d) in enumerate(zip(arrays, sig))]
+            xs = [g.placeholder(f"x{i}", s, d) for i, (s, d) in enumerate(zip(shapes, sig))]
             y = self(*xs)
             entry = (Session(g, device=dev), xs, y)
             self._cache[key] = entry
