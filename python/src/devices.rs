@@ -15,10 +15,22 @@ fn describe<'py>(py: Python<'py>, d: &PhysicalDevice) -> PyResult<Bound<'py, PyD
     let l = &d.limits;
     let limits = PyDict::new(py);
     limits.set_item("max_buffer_size", l.max_buffer_size)?;
-    limits.set_item("max_storage_buffer_binding_size", l.max_storage_buffer_binding_size)?;
-    limits.set_item("max_storage_buffers_per_shader_stage", l.max_storage_buffers_per_shader_stage)?;
-    limits.set_item("max_compute_workgroups_per_dimension", l.max_compute_workgroups_per_dimension)?;
-    limits.set_item("min_storage_buffer_offset_alignment", l.min_storage_buffer_offset_alignment)?;
+    limits.set_item(
+        "max_storage_buffer_binding_size",
+        l.max_storage_buffer_binding_size,
+    )?;
+    limits.set_item(
+        "max_storage_buffers_per_shader_stage",
+        l.max_storage_buffers_per_shader_stage,
+    )?;
+    limits.set_item(
+        "max_compute_workgroups_per_dimension",
+        l.max_compute_workgroups_per_dimension,
+    )?;
+    limits.set_item(
+        "min_storage_buffer_offset_alignment",
+        l.min_storage_buffer_offset_alignment,
+    )?;
     limits.set_item("shader_f16", l.shader_f16)?;
     out.set_item("limits", limits)?;
     Ok(out)

@@ -12,8 +12,15 @@ use wgflow::Error;
 fn about_dtype(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     // Whole words: "broadcast" is about shapes.
-    let word = |w: &str| m.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').any(|x| x == w);
-    word("dtype") || word("dtypes") || word("cast") || m.contains("not supported") || word("unsupported")
+    let word = |w: &str| {
+        m.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .any(|x| x == w)
+    };
+    word("dtype")
+        || word("dtypes")
+        || word("cast")
+        || m.contains("not supported")
+        || word("unsupported")
 }
 
 /// The Python caller's `file:line`, outside the wgflow package; `None` if it cannot be found.
@@ -25,7 +32,11 @@ pub fn python_caller(py: Python<'_>) -> Option<String> {
 /// `e` as the Python exception its variant maps to.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match e {
-        Error::Build { op, location, message } => {
+        Error::Build {
+            op,
+            location,
+            message,
+        } => {
             let at = python_caller(py).unwrap_or_else(|| location.to_string());
             let text = format!("{op} at {at}: {message}");
             if about_dtype(&message) {
@@ -34,7 +45,11 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
                 PyValueError::new_err(text)
             }
         }
-        Error::ForeignTensor { method, index, location } => {
+        Error::ForeignTensor {
+            method,
+            index,
+            location,
+        } => {
             let at = python_caller(py).unwrap_or_else(|| location.to_string());
             PyValueError::new_err(format!(
                 "{method} at {at}: tensor #{index} belongs to another graph, not this one"
@@ -81,5 +96,7 @@ impl<T> IntoPy<T> for wgflow::Result<T> {
 
 /// A poisoned lock (a panic while it was held) as a `RuntimeError`, not a second panic.
 pub fn poisoned<T>(_: T) -> PyErr {
-    PyRuntimeError::new_err("wgflow: an earlier call panicked while holding this object; create a new one")
+    PyRuntimeError::new_err(
+        "wgflow: an earlier call panicked while holding this object; create a new one",
+    )
 }

@@ -85,7 +85,9 @@ impl PyGraph {
         py: Python<'_>,
         f: impl FnMut(&mut Graph) -> wgflow::Result<Tensor>,
     ) -> PyResult<Vec<PyTensor>> {
-        Ok(vec![PyTensor { t: self.build(py, f)? }])
+        Ok(vec![PyTensor {
+            t: self.build(py, f)?,
+        }])
     }
 
     pub fn read<T>(&self, f: impl FnOnce(&Graph) -> T) -> PyResult<T> {
@@ -171,9 +173,9 @@ fn expr_node(node: &Bound<'_, PyAny>, done: &[Expr]) -> PyResult<Expr> {
     let kind: String = node.get_item(0)?.extract()?;
     let at = |i: usize| -> PyResult<Expr> {
         let k: usize = node.get_item(i)?.extract()?;
-        done.get(k)
-            .cloned()
-            .ok_or_else(|| PyValueError::new_err(format!("expression node refers to later node {k}")))
+        done.get(k).cloned().ok_or_else(|| {
+            PyValueError::new_err(format!("expression node refers to later node {k}"))
+        })
     };
     Ok(match kind.as_str() {
         "in" => Expr::input(node.get_item(1)?.extract()?),
@@ -206,8 +208,15 @@ fn expr_node(node: &Bound<'_, PyAny>, done: &[Expr]) -> PyResult<Expr> {
             Expr::binary(op, at(2)?, at(3)?)
         }
         "sel" => Expr::select(at(1)?, at(2)?, at(3)?),
-        "cast" => Expr::cast(parse_dtype(&node.get_item(1)?.extract::<String>()?)?, at(2)?),
-        other => return Err(PyTypeError::new_err(format!("unknown expression node '{other}'"))),
+        "cast" => Expr::cast(
+            parse_dtype(&node.get_item(1)?.extract::<String>()?)?,
+            at(2)?,
+        ),
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "unknown expression node '{other}'"
+            )))
+        }
     })
 }
 
@@ -234,7 +243,10 @@ impl PyGraph {
 
     /// Enter a name scope (`with g.name_scope(...)`).
     fn push_name_scope(&self, name: &str) -> PyResult<()> {
-        self.scopes.lock().map_err(poisoned)?.push(Scope::Name(name.to_string()));
+        self.scopes
+            .lock()
+            .map_err(poisoned)?
+            .push(Scope::Name(name.to_string()));
         Ok(())
     }
 
@@ -243,7 +255,10 @@ impl PyGraph {
         // A spec that does not parse is a bad value; a device that is missing is found
         // (and reported as a device error) when a session places the graph.
         wgflow::DeviceSpec::parse(spec).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        self.scopes.lock().map_err(poisoned)?.push(Scope::Device(spec.to_string()));
+        self.scopes
+            .lock()
+            .map_err(poisoned)?
+            .push(Scope::Device(spec.to_string()));
         Ok(())
     }
 
@@ -302,7 +317,9 @@ impl PyGraph {
     ) -> PyResult<PyTensor> {
         let d = parse_dtype(dtype)?;
         let init = initializer(init, seed)?;
-        let t = self.build(py, |g| g.variable_with(name, shape.clone(), d, init.clone()))?;
+        let t = self.build(py, |g| {
+            g.variable_with(name, shape.clone(), d, init.clone())
+        })?;
         Ok(PyTensor { t })
     }
 
@@ -326,7 +343,8 @@ impl PyGraph {
     }
 
     fn op_name(&self, py: Python<'_>, t: PyRef<'_, PyTensor>) -> PyResult<String> {
-        self.read(|g| g.node(t.t).map(|n| n.op.name().to_string()))?.py_err(py)
+        self.read(|g| g.node(t.t).map(|n| n.op.name().to_string()))?
+            .py_err(py)
     }
 
     /// The tensor a node name names.
@@ -335,7 +353,11 @@ impl PyGraph {
     }
 
     fn variables(&self) -> PyResult<Vec<PyTensor>> {
-        Ok(self.read(|g| g.variables())?.into_iter().map(|t| PyTensor { t }).collect())
+        Ok(self
+            .read(|g| g.variables())?
+            .into_iter()
+            .map(|t| PyTensor { t })
+            .collect())
     }
 
     /// Gradients of `sum(y)` with respect to `xs` (`None` where `y` does not depend on one).
@@ -488,7 +510,8 @@ impl PyGraph {
             }
             "leaky_relu" | "elu" => {
                 arity(1)?;
-                let alpha = get::<f32>(a, "alpha")?.unwrap_or(if name == "elu" { 1.0 } else { 0.01 });
+                let alpha =
+                    get::<f32>(a, "alpha")?.unwrap_or(if name == "elu" { 1.0 } else { 0.01 });
                 if name == "elu" {
                     self.one(py, |g| g.elu(xs[0], alpha))
                 } else {
@@ -537,7 +560,11 @@ impl PyGraph {
                 let (gamma, beta) = match xs.len() {
                     1 => (None, None),
                     3 => (Some(xs[1]), Some(xs[2])),
-                    n => return Err(PyTypeError::new_err(format!("layer_norm takes x, or x, gamma and beta; {n} inputs given"))),
+                    n => {
+                        return Err(PyTypeError::new_err(format!(
+                            "layer_norm takes x, or x, gamma and beta; {n} inputs given"
+                        )))
+                    }
                 };
                 let axis = get::<isize>(a, "axis")?.unwrap_or(-1);
                 let eps = get::<f32>(a, "eps")?.unwrap_or(1e-5);
@@ -632,7 +659,11 @@ impl PyGraph {
                         PadMode::Constant(get::<f64>(a, "value")?.unwrap_or(0.0))
                     }
                     Some("reflect") => PadMode::Reflect,
-                    Some(m) => return Err(PyValueError::new_err(format!("pad mode '{m}' is not constant or reflect"))),
+                    Some(m) => {
+                        return Err(PyValueError::new_err(format!(
+                            "pad mode '{m}' is not constant or reflect"
+                        )))
+                    }
                 };
                 self.one(py, |g| g.pad(xs[0], &pads, mode))
             }
@@ -652,7 +683,9 @@ impl PyGraph {
             }
             "conv2d" => {
                 if !(2..=3).contains(&xs.len()) {
-                    return Err(PyTypeError::new_err("conv2d takes x, w and an optional bias"));
+                    return Err(PyTypeError::new_err(
+                        "conv2d takes x, w and an optional bias",
+                    ));
                 }
                 let opts = Conv2dOptions {
                     stride: pair(get(a, "stride")?, 1, "stride")?,
@@ -678,7 +711,8 @@ impl PyGraph {
             "zeros" | "ones" | "full" | "random_uniform" | "random_normal" => {
                 arity(0)?;
                 let shape = req::<Vec<usize>>(a, "shape", name)?;
-                let d = parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
+                let d =
+                    parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
                 let seed = get::<u64>(a, "seed")?.unwrap_or(0);
                 match name {
                     "zeros" => self.one(py, |g| g.zeros(shape.clone(), d)),
@@ -704,7 +738,8 @@ impl PyGraph {
                 let start = req::<f64>(a, "start", name)?;
                 let stop = req::<f64>(a, "stop", name)?;
                 let step = get::<f64>(a, "step")?.unwrap_or(1.0);
-                let d = parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
+                let d =
+                    parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
                 self.one(py, |g| g.arange(start, stop, step, d))
             }
             "group" => self.one(py, |g| g.group(&xs)),

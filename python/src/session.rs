@@ -58,10 +58,7 @@ impl PySession {
         default_device: Option<&str>,
         log_device_placement: bool,
     ) -> PyResult<Self> {
-        let default_device = default_device
-            .map(Device::parse)
-            .transpose()
-            .py_err(py)?;
+        let default_device = default_device.map(Device::parse).transpose().py_err(py)?;
         let options = SessionOptions {
             soft_placement,
             log_device_placement,
@@ -93,7 +90,9 @@ impl PySession {
         let fed = host_feeds(py, &feeds)?;
         let fetch: Vec<Tensor> = fetches.iter().map(|t| t.t).collect();
         let out = self.locked(py, |s| s.run(&fed, &fetch))?;
-        out.into_iter().map(|h| array_from_host(py, h, false)).collect()
+        out.into_iter()
+            .map(|h| array_from_host(py, h, false))
+            .collect()
     }
 
     /// Run `targets` (train ops, assignments) without reading anything back.
