@@ -102,3 +102,23 @@ def test_import_trainable_fine_tunes(tmp_path):
     for _ in range(20):
         s.run(train, feed)
     assert s.run(loss, feed) < before
+
+
+LIGHT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "onnx-light")
+LIGHT_MODELS = sorted(f for f in os.listdir(LIGHT) if f.endswith(".onnx")) if os.path.isdir(LIGHT) else []
+
+
+@pytest.mark.parametrize("model", LIGHT_MODELS)
+def test_light_models_match_onnxruntime(model):
+    # The onnx package's light models (real architectures, light weights) at batch 1 on
+    # cpu:0, against onnxruntime's own outputs for the runner's input arange(n)/n.
+    path = os.path.join(LIGHT, model)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    (inp,) = ref.get_inputs()
+    shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+    n = int(np.prod(shape))
+    x = (np.arange(n, dtype=np.float32) / n).reshape(shape)
+    (want,) = ref.run(None, {inp.name: x})
+    (got,) = wgflow.InferenceSession(path, device="cpu:0").run(None, {inp.name: x})
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
