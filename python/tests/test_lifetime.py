@@ -79,3 +79,18 @@ def test_threads_run_concurrently():
     assert not errors, errors
     assert results == [512.0 * 512 * 512] * 12
     assert len(ticks) > 5  # the ticker ran while the runs held no GIL
+
+
+def test_nodes_built_after_the_session_before_its_first_run():
+    g = wgflow.Graph()
+    x = g.placeholder("x", [2])
+    s = wgflow.Session(g, device="cpu:0")
+    y = x + 1.0  # TensorFlow 1 allows this
+    np.testing.assert_array_equal(s.run(y, {x: [1.0, 2.0]}), [2.0, 3.0])
+    z = x * 3.0
+    try:
+        s.run(z, {x: [1.0, 2.0]})
+    except ValueError as e:
+        assert "after this session was created" in str(e)
+    else:
+        raise AssertionError("a node newer than a session that has run must be an error")

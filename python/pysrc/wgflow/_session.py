@@ -36,13 +36,24 @@ class Session:
         self.graph = graph
         if visible_devices is None:
             visible_devices = _devices._visible
-        self._s = _wgflow.NativeSession(
-            graph._g,
+        self._options = dict(
             soft_placement=soft_placement,
             visible_devices=None if visible_devices is None else list(visible_devices),
             default_device=device,
             log_device_placement=log_device_placement,
         )
+        self._open()
+
+    def _open(self):
+        self._s = _wgflow.NativeSession(self.graph._g, **self._options)
+        self._nodes = len(self.graph)
+
+    def _refresh(self, tensors):
+        """TensorFlow 1 lets a program build more nodes after making its session: take a
+        new snapshot while the session has not run yet (nothing is lost); after a run, the
+        library's error says the tensor is newer than the session."""
+        if any(t._t.index >= self._nodes for t in tensors) and self._s.counters()["runs"] == 0:
+            self._open()
 
     @property
     def device(self):
@@ -79,6 +90,7 @@ class Session:
         """Compute ``fetches``; train ops and assignments among them give ``None``."""
         flat, rebuild = _flatten(fetches)
         tensors = [self._tensor(t) for t in flat]
+        self._refresh(tensors + [self._tensor(k) for k in (feed_dict or {})])
         feeds = self._feeds(feed_dict)
         values = [t for t in tensors if not t._target]
         targets = [t for t in tensors if t._target]
