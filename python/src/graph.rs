@@ -251,7 +251,7 @@ impl PyGraph {
     }
 
     /// Enter a device scope (`with g.device(...)`); the spec is checked here.
-    fn push_device(&self, py: Python<'_>, spec: &str) -> PyResult<()> {
+    fn push_device(&self, spec: &str) -> PyResult<()> {
         // A spec that does not parse is a bad value; a device that is missing is found
         // (and reported as a device error) when a session places the graph.
         wgflow::DeviceSpec::parse(spec).map_err(|e| PyValueError::new_err(e.to_string()))?;

@@ -338,7 +338,14 @@ class Graph:
 
     # ---- ops with several inputs or outputs
     def select(self, cond, a, b):
-        return self._op("select", [cond, self._lift(a, None) if not isinstance(a, Tensor) else a, b if isinstance(b, Tensor) else self._lift(b, a.dtype if isinstance(a, Tensor) else None)])[0]
+        """``where(cond, a, b)``: a Python number takes the other branch's dtype."""
+        if not isinstance(a, Tensor) and isinstance(b, Tensor):
+            a = self._lift(a, b.dtype)
+        if not isinstance(b, Tensor):
+            b = self._lift(b, a.dtype if isinstance(a, Tensor) else None)
+        if not isinstance(a, Tensor):
+            a = self._lift(a, b.dtype)
+        return self._op("select", [cond, a, b])[0]
 
     where = select
 

@@ -198,8 +198,20 @@ class _Compiler:
         self.fail(fn, "a function without a final return")
 
 
+_FOLD = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.Pow: lambda a, b: a ** b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+
+
 def _fold(op, a, b):
-    return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b, ast.Pow: a ** b}.get(type(op), None) if type(op) in (ast.Add, ast.Sub, ast.Mult, ast.Pow) else (a / b if isinstance(op, ast.Div) else a // b if isinstance(op, ast.FloorDiv) else a % b)
+    """Two Python literals combined at compile time, as Python would."""
+    return _FOLD[type(op)](a, b)
 
 
 class Vectorized:
