@@ -694,7 +694,7 @@ impl PyGraph {
                     groups: get::<usize>(a, "groups")?.unwrap_or(1),
                 };
                 let b = xs.get(2).copied();
-                self.one(py, |g| g.conv2d(xs[0], xs[1], b, opts.clone()))
+                self.one(py, |g| g.conv2d(xs[0], xs[1], b, opts))
             }
             "max_pool2d" | "avg_pool2d" => {
                 arity(1)?;
