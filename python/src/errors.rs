@@ -29,6 +29,19 @@ pub fn python_caller(py: Python<'_>) -> Option<String> {
     util.call_method0("caller").ok()?.extract::<String>().ok()
 }
 
+/// `text` without the " (built at python/src/…)" a node's site adds: every node a Python
+/// program builds is built at the same line of this crate, which tells the user nothing.
+fn without_binding_site(text: &str) -> String {
+    let mut out = text.to_string();
+    while let Some(start) = out.find(" (built at python/src/") {
+        match out[start..].find(')') {
+            Some(end) => out.replace_range(start..start + end + 1, ""),
+            None => break,
+        }
+    }
+    out
+}
+
 /// `e` as the Python exception its variant maps to.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match e {
@@ -56,7 +69,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             ))
         }
         e @ (Error::Feed { .. } | Error::Host(_)) => {
-            let text = e.to_string();
+            let text = without_binding_site(&e.to_string());
             if about_dtype(&text) {
                 PyTypeError::new_err(text)
             } else {

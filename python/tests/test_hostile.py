@@ -79,3 +79,12 @@ def test_zero_d_values(graph):
     out = wgflow.Session(g, device="cpu:0").run(y, {s0: np.float32(2.0)})
     assert out.shape == () and out == 3.0
     assert wgflow.Session(g, device="cpu:0").run(z, {s0: 4.0}) == 8.0
+
+
+def test_missing_feed_names_the_placeholder_not_the_bindings():
+    g = wgflow.Graph()
+    x = g.placeholder("x", [None])
+    y = x + 1.0
+    with pytest.raises(ValueError) as e:
+        wgflow.Session(g, device="cpu:0").run(y)
+    assert "x.0" in str(e.value) and "python/src" not in str(e.value)
