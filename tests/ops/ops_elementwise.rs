@@ -632,9 +632,9 @@ fn bitwise_ops_and_bfloat16_rounding_match_hand_computed_values() {
     let not_u = vec![u32::MAX, 0, 0x0F0F_0F0F];
     let bf_in = vec![
         1.0f32,
-        1.003_906_25, // 1 + 2^-8: a tie, to even (1.0)
-        1.011_718_75, // 1 + 3·2^-8: a tie, to even (1 + 2^-6)
-        1.005,        // above the tie: up to 1 + 2^-7
+        1.0 + 1.0 / 256.0, // a tie, to even (1.0)
+        1.0 + 3.0 / 256.0, // a tie, to even (1 + 2^-6)
+        1.005,             // above the tie: up to 1 + 2^-7
         -2.5,
         f32::MAX, // rounds past the largest bfloat16: inf
         -0.0,
