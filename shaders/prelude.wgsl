@@ -72,6 +72,14 @@ fn wgf_sign(x: f32) -> f32 {
     return select(bitcast<f32>(bits), x, wgf_isnan(x));
 }
 
+// Round to the nearest bfloat16 (ties to even) on the bits; a NaN stays a (quiet) NaN
+// instead of truncating to inf.
+fn wgf_round_bf16(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let r = (b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u;
+    return select(bitcast<f32>(r), bitcast<f32>((b | 0x00400000u) & 0xffff0000u), wgf_isnan(x));
+}
+
 // erf: Eigen's rational approximation x*P(x^2)/Q(x^2) on x clamped to [-4, 4]; max abs and
 // relative error 4.2e-7 (see src/ops/elementwise_cpu.rs, which runs the same steps).
 fn wgf_erf(v: f32) -> f32 {

@@ -61,8 +61,16 @@ pub fn to_bytes_i64(t: &HostTensor) -> Result<Vec<u8>> {
 
 /// The bytes of a `.npy` file of integer type `descr` (`<i8`, `<i2`, `<u2`, `|i1` or `|u1`:
 /// int64, and the 8/16-bit types an ONNX model's quantized outputs have) holding the i32
-/// tensor `t`; a value outside the type's range is an error naming its index.
+/// tensor `t`, or of `<u8` (uint64) holding the u32 tensor `t`; a value outside the type's
+/// range is an error naming its index.
 pub fn to_bytes_int(t: &HostTensor, descr: &str) -> Result<Vec<u8>> {
+    if descr == "<u8" && t.dtype() == DType::U32 {
+        let mut out = header_bytes(descr, t.dims(), t.len() * 8);
+        for &w in t.words() {
+            out.extend_from_slice(&u64::from(w).to_le_bytes());
+        }
+        return Ok(out);
+    }
     if t.dtype() != DType::I32 {
         return Err(Error::Host(format!(
             "only an i32 tensor is written as {descr}, not {}",
@@ -169,11 +177,12 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         "<u4" => (DType::U32, 4),
         "|b1" => (DType::Bool, 1),
         "<i8" => (DType::I32, 8),
+        "<u8" => (DType::U32, 8),
         // 8/16-bit integers (quantized tensors) widen exactly to i32.
         "|u1" | "|i1" | "<u2" | "<i2" => (DType::I32, 0),
         other => {
             return Err(Error::Host(format!(
-                "dtype '{other}' is not supported (expected <f4, <f2, <i4, <i8, <u4, |b1, or <i2, <u2, |i1, |u1 read as i32; convert with arr.astype(np.float32) etc.)"
+                "dtype '{other}' is not supported (expected <f4, <f2, <i4, <i8, <u4, <u8, |b1, or <i2, <u2, |i1, |u1 read as i32; convert with arr.astype(np.float32) etc.)"
             )))
         }
     };
@@ -202,7 +211,9 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         )));
     }
     // The data is already in memory, but its words are a second copy as large: fallible.
-    let words = if item == 8 {
+    let words = if item == 8 && dtype == DType::U32 {
+        narrow_u64(data)?
+    } else if item == 8 {
         narrow_i64(data)?
     } else {
         let mut words: Vec<u32> = crate::host::fresh_vec(n)
@@ -244,6 +255,25 @@ fn narrow_i64(data: &[u8]) -> Result<Vec<u32>> {
             ))
         })?;
         words.push(n as u32);
+    }
+    Ok(words)
+}
+
+/// Little-endian uint64 words as u32 words; the first value over `u32::MAX` is an error
+/// naming its (flat) index.
+fn narrow_u64(data: &[u8]) -> Result<Vec<u32>> {
+    let mut words = Vec::new();
+    words
+        .try_reserve_exact(data.len() / 8)
+        .map_err(|_| Error::Host(format!("no memory for {} uint64 values", data.len() / 8)))?;
+    for (i, c) in data.chunks_exact(8).enumerate() {
+        let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let n = u32::try_from(v).map_err(|_| {
+            Error::Host(format!(
+                "uint64 value {v} at index {i} does not fit uint32 (wgflow holds uint64 as u32)"
+            ))
+        })?;
+        words.push(n);
     }
     Ok(words)
 }
@@ -338,6 +368,18 @@ mod tests {
             from_bytes(&b).unwrap().to_vec::<i32>().unwrap(),
             [-300, 300]
         );
+        // uint64: u32 written as 8 bytes each, read back as u32; past u32::MAX is an error.
+        let u = HostTensor::new([3], vec![0u32, 7, u32::MAX]).unwrap();
+        let b = to_bytes_int(&u, "<u8").unwrap();
+        assert_eq!(&b[b.len() - 8..], &u64::from(u32::MAX).to_le_bytes());
+        let back = from_bytes(&b).unwrap();
+        assert_eq!(back.dtype(), DType::U32);
+        assert_eq!(back.to_vec::<u32>().unwrap(), [0, 7, u32::MAX]);
+        let mut wide = b.clone();
+        let at = wide.len() - 8;
+        wide[at..].copy_from_slice(&(1u64 << 32).to_le_bytes());
+        let e = from_bytes(&wide).unwrap_err().to_string();
+        assert!(e.contains("4294967296 at index 2"), "{e}");
     }
 
     #[test]

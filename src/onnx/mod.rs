@@ -90,7 +90,9 @@ mod limits;
 pub use export::{export, export_bytes, export_bytes_with_session, export_with_session, OPSET};
 mod ops_attention;
 mod ops_control;
+mod ops_einsum;
 mod ops_elementwise;
+mod ops_host;
 mod ops_index;
 mod ops_loss;
 mod ops_nn;
@@ -99,6 +101,7 @@ mod ops_pool;
 mod ops_quant;
 mod ops_recurrent;
 mod ops_resize;
+mod ops_scatter;
 mod ops_shape;
 mod ops_spatial;
 mod session;
@@ -296,4 +299,7 @@ fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build:
         .or_else(|| ops_attention::translate(cx, node))
         .or_else(|| ops_spatial::translate(cx, node))
         .or_else(|| ops_quant::translate(cx, node))
+        .or_else(|| ops_host::translate(cx, node))
+        .or_else(|| ops_einsum::translate(cx, node))
+        .or_else(|| ops_scatter::translate(cx, node))
 }

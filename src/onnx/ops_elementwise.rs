@@ -55,6 +55,9 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "And" => Some(Graph::logical_and),
         "Or" => Some(Graph::logical_or),
         "Xor" => Some(Graph::logical_xor),
+        "BitwiseAnd" => Some(Graph::bitwise_and),
+        "BitwiseOr" => Some(Graph::bitwise_or),
+        "BitwiseXor" => Some(Graph::bitwise_xor),
         _ => None,
     };
     if let Some(f) = binary {
@@ -82,8 +85,21 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "Clip" => clip(cx, n),
         "IsInf" => is_inf(cx, n),
         "BitShift" => bit_shift(cx, n),
+        "BitwiseNot" => bitwise_not(cx, n),
         _ => return activation(cx, n),
     })
+}
+
+/// `~x`. A uint64 (held in u32) is refused: its complement never fits 32 bits.
+fn bitwise_not(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let uint64 = super::proto::tensor_proto::DataType::Uint64 as i32;
+    if n.input(0).and_then(|i| cx.narrow_elem(i)) == Some(uint64) {
+        return Err(bad(
+            "BitwiseNot of uint64: the complement does not fit the 32 bits uint64 is held in",
+        ));
+    }
+    let x = cx.t(n, 0)?;
+    Ok(vec![Val::T(cx.g.bitwise_not(x)?)])
 }
 
 /// `x << y` or `x >> y` (arithmetic for signed types) in the width of x's ONNX type: a

@@ -22,6 +22,8 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "Hardmax" => hardmax(cx, n),
         "OneHot" => one_hot(cx, n),
         "DepthToSpace" | "SpaceToDepth" => depth_space(cx, n),
+        "ReverseSequence" => reverse_sequence(cx, n),
+        "MaxUnpool" => max_unpool(cx, n),
         "Swish" => (|| {
             let x = cx.t(n, 0)?;
             let a = cx.scalar(n.float("alpha", 1.0) as f64, cx.g.dtype(x)?)?;
@@ -340,6 +342,107 @@ fn one_hot(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (off, on) = (take(g, 0)?, take(g, 1)?);
     let (off, on) = (g.reshape(off, &[])?, g.reshape(on, &[])?);
     g.select(hit, on, off)
+}
+
+/// The first `lens[b]` steps along the time axis reversed in each batch entry, the rest
+/// kept: one gather along time, its index `lens[b] - 1 - t` where `t < lens[b]`, else `t`.
+fn reverse_sequence(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let s = cx.shape(n, 0)?;
+    let r = s.len();
+    let (ta, ba) = (
+        norm_axis(n.int("time_axis", 0), r)?,
+        norm_axis(n.int("batch_axis", 1), r)?,
+    );
+    if r < 2 || ta == ba || ta > 1 || ba > 1 {
+        return Err(bad(format!(
+            "time_axis {ta} and batch_axis {ba} must be 0 and 1 of a tensor of rank 2 or more"
+        )));
+    }
+    let mut tshape = vec![1; r];
+    tshape[ta] = s[ta];
+    let t = index_constant(cx, &tshape, |i| i[ta] as i64)?;
+    let mut lens = cx.t(n, 1)?;
+    if cx.g.dtype(lens)? != DType::I32 {
+        lens = cx.g.cast(lens, DType::I32)?;
+    }
+    let mut lshape = vec![1isize; r];
+    lshape[ba] = s[ba] as isize;
+    let one = cx.scalar(1.0, DType::I32)?;
+    let x = cx.t(n, 0)?;
+    let g = &mut cx.g;
+    let lens = g.reshape(lens, &lshape)?;
+    let inside = g.less(t, lens)?;
+    let last = g.sub(lens, one)?;
+    let rev = g.sub(last, t)?;
+    let idx = g.select(inside, rev, t)?;
+    let idx = g.broadcast_to(idx, &s)?;
+    g.gather_elements(x, idx, ta as isize)
+}
+
+/// The inverse of a max pooling: every value written at its flat index (MaxPool's
+/// `Indices`) in zeros of the unpooled shape (`output_shape`, or the pooling's inverse).
+fn max_unpool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let xs = cx.shape(n, 0)?;
+    if xs.len() < 3 {
+        return Err(bad(format!("X must be [N, C, D1, ...], got {xs:?}")));
+    }
+    let k = xs.len() - 2;
+    let kernel = n
+        .ints("kernel_shape")
+        .filter(|v| v.len() == k)
+        .ok_or_else(|| bad(format!("kernel_shape must have {k} values")))?;
+    let strides = n.ints("strides").unwrap_or_else(|| vec![1; k]);
+    let pads = n.ints("pads").unwrap_or_else(|| vec![0; 2 * k]);
+    if strides.len() != k || pads.len() != 2 * k {
+        return Err(bad(format!(
+            "strides {strides:?} or pads {pads:?} do not match {k} axes"
+        )));
+    }
+    // Indices are flat positions in the pooling's inverse shape; an `output_shape` larger
+    // than that pads it at the end of each axis (the reference's placement).
+    let mut unpooled = xs[..2].to_vec();
+    for a in 0..k {
+        let d = (xs[a + 2] as i64 - 1) * strides[a] - pads[a] - pads[a + k] + kernel[a];
+        unpooled.push(usize::try_from(d).map_err(|_| bad(format!("axis {a} unpools to {d}")))?);
+    }
+    let out: Vec<usize> = match n.input(2) {
+        Some(_) => cx
+            .ints(n, 2)?
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| bad(format!("negative size {d}"))))
+            .collect::<Result<_>>()?,
+        None => unpooled.clone(),
+    };
+    if out.len() != xs.len() || out.iter().zip(&unpooled).any(|(o, u)| o < u) {
+        return Err(bad(format!(
+            "output_shape {out:?} is smaller than the unpooled shape {unpooled:?}"
+        )));
+    }
+    let cap = |dims: &[usize]| {
+        dims.iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .filter(|&t| t <= cx.opts.max_elements)
+            .ok_or_else(|| bad(format!("shape {dims:?} is over the element cap")))
+    };
+    let total = cap(&unpooled)?;
+    cap(&out)?;
+    let (x, mut idx) = (cx.t(n, 0)?, cx.t(n, 1)?);
+    if cx.g.dtype(idx)? != DType::I32 {
+        idx = cx.g.cast(idx, DType::I32)?;
+    }
+    let dtype = cx.g.dtype(x)?;
+    let g = &mut cx.g;
+    let flat = g.reshape(x, &[-1])?;
+    let idx = g.reshape(idx, &[-1])?;
+    let zeros = g.zeros([total], dtype)?;
+    let y = g.scatter_elements(zeros, idx, flat, 0, ScatterReduce::None)?;
+    let shape: Vec<isize> = unpooled.iter().map(|&d| d as isize).collect();
+    let y = g.reshape(y, &shape)?;
+    if out == unpooled {
+        return Ok(y);
+    }
+    let pads: Vec<(usize, usize)> = out.iter().zip(&unpooled).map(|(o, u)| (0, o - u)).collect();
+    g.pad(y, &pads, crate::PadMode::Constant(0.0))
 }
 
 fn depth_space(cx: &mut Cx, n: &Node) -> Result<Tensor> {

@@ -31,7 +31,7 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         })(),
         "Softmax" | "LogSoftmax" => softmax(cx, n),
         "ArgMax" | "ArgMin" => arg(cx, n),
-        "CumSum" => cumsum(cx, n),
+        "CumSum" | "CumProd" => cumsum(cx, n),
         "ConvTranspose" => conv_transpose(cx, n),
         op if op.starts_with("Reduce") => reduce(cx, n),
         _ => return None,
@@ -593,8 +593,13 @@ fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(axis, r)? as isize;
+    let op = if n.op == "CumProd" {
+        ScanOp::Prod
+    } else {
+        ScanOp::Sum
+    };
     cx.g.cumulative(
-        ScanOp::Sum,
+        op,
         x,
         axis,
         n.int("exclusive", 0) != 0,

@@ -17,6 +17,8 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
         "ConstantOfShape" => constant_of_shape(cx, n),
         "Range" => range(cx, n),
         "Cast" | "CastLike" => cast(cx, n),
+        "BitCast" => bit_cast(cx, n),
+        "CenterCropPad" => center_crop_pad(cx, n),
         "Reshape" => reshape(cx, n),
         "Flatten" => flatten(cx, n),
         "Transpose" => transpose(cx, n),
@@ -71,8 +73,18 @@ fn one_val(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 
 fn dropout(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     // training_mode must be known at import (false): a fed one could switch dropout on.
+    // In training mode only a ratio of 0, known at import, keeps every element.
     if n.opset >= 12 && n.input(2).is_some() && cx.ints(n, 2)?.first().is_some_and(|&m| m != 0) {
-        return Err(n.unsupported("Dropout in training mode"));
+        let ratio = match n.input(1) {
+            Some(_) => match &*cx.host(n, 1)? {
+                HostValue::Floats(h) => h.to_f32()?.first().copied().unwrap_or(0.5),
+                HostValue::Ints { v, .. } => v.first().copied().unwrap_or(0) as f32,
+            },
+            None => 0.5,
+        };
+        if ratio != 0.0 {
+            return Err(n.unsupported("Dropout in training mode with a ratio other than 0"));
+        }
     }
     let x = cx.t(n, 0)?;
     let mut out = vec![Val::T(x)];
@@ -256,6 +268,74 @@ fn cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     }
     let x = cx.t(n, 0)?;
     one(cx.g.cast(x, to)?)
+}
+
+/// A reinterpretation of each element's bits in another type of the same width: between
+/// integer types (held in i32 or u32 and wrapped into the target's range by the import) a
+/// cast; between float and integer types unsupported (no bit-level view in the graph).
+fn bit_cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let to_elem = n.int("to", 0) as i32;
+    let to = map_dtype(to_elem, cx.opts).map_err(bad)?;
+    let from = cx.dtype(n, 0)?;
+    let x = cx.t(n, 0)?;
+    if from.is_float() || to.is_float() {
+        let from_elem = n.input(0).and_then(|i| cx.narrow_elem(i));
+        let same = from == to && from_elem.is_none_or(|e| e == to_elem);
+        if !same {
+            return Err(n.unsupported("BitCast to or from a floating-point type"));
+        }
+        return one(x);
+    }
+    one(cx.g.cast(x, to)?)
+}
+
+/// Each axis of `axes` cropped (centred; an odd excess leaves the extra element at the end)
+/// or zero-padded (likewise) to the size `shape` gives it.
+fn center_crop_pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let s = cx.shape(n, 0)?;
+    let target = cx.ints(n, 1)?;
+    let axes: Vec<usize> = match n.ints("axes") {
+        Some(a) => a
+            .iter()
+            .map(|&a| norm_axis(a, s.len()))
+            .collect::<Result<_>>()?,
+        None => (0..s.len()).collect(),
+    };
+    if target.len() != axes.len() {
+        return Err(bad(format!(
+            "shape {target:?} does not match axes {axes:?}"
+        )));
+    }
+    let mut x = cx.t(n, 0)?;
+    let mut pads = vec![(0usize, 0usize); s.len()];
+    for (&a, &t) in axes.iter().zip(&target) {
+        let t = usize::try_from(t).map_err(|_| bad(format!("negative size {t}")))?;
+        let d = s[a];
+        if t < d {
+            let start = (d - t) / 2;
+            x = if t == 0 {
+                return Err(bad("a crop to size 0 is unsupported"));
+            } else {
+                let mut args = vec![SliceArg::full(); a];
+                args.push(SliceArg::new(
+                    Some(start as isize),
+                    Some((start + t) as isize),
+                    1,
+                ));
+                cx.g.slice(x, &args)?
+            };
+        } else if t > d {
+            let extra = t - d;
+            pads[a] = (extra / 2, extra - extra / 2);
+        }
+    }
+    if pads.iter().any(|&(b, e)| b + e > 0) {
+        if pads.iter().map(|&(b, e)| b + e).sum::<usize>() > cx.opts.max_elements {
+            return Err(bad("the padded result is over the element cap"));
+        }
+        x = cx.g.pad(x, &pads, PadMode::Constant(0.0))?;
+    }
+    one(x)
 }
 
 /// ONNX `Reshape`'s target: `0` copies the input's dimension (unless `allowzero`), `-1` is
@@ -607,6 +687,29 @@ fn pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     match mode.as_str() {
         "constant" => one(cx.g.pad(x, &pairs, PadMode::Constant(value))?),
         "reflect" => one(cx.g.pad(x, &pairs, PadMode::Reflect)?),
+        // Each axis as a cyclic gather: position i reads (i - before) mod size.
+        "wrap" => {
+            for (a, &(b, e)) in pairs.iter().enumerate() {
+                let d = cx.g.probe_shape(x)?.dims()[a];
+                if b + e == 0 {
+                    continue;
+                }
+                if d == 0 {
+                    return Err(bad("wrap padding of an empty axis"));
+                }
+                let total = d
+                    .checked_add(b)
+                    .and_then(|t| t.checked_add(e))
+                    .filter(|&t| t <= cx.opts.max_elements)
+                    .ok_or_else(|| bad("pads over the element cap"))?;
+                let idx: Vec<i32> = (0..total)
+                    .map(|i| (i as i64 - b as i64).rem_euclid(d as i64) as i32)
+                    .collect();
+                let idx = cx.g.constant(HostTensor::new(vec![total], idx)?)?;
+                x = cx.g.take(x, idx, a as isize)?;
+            }
+            one(x)
+        }
         "edge" => {
             for (a, &(b, e)) in pairs.iter().enumerate() {
                 let d = cx.g.probe_shape(x)?.dims()[a];

@@ -27,6 +27,8 @@ pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<
     Ok(match dt {
         DataType::Float => DType::F32,
         DataType::Float16 => DType::F16,
+        // Computed in f32, rounded to bfloat16 after every op (`build/narrow.rs`).
+        DataType::Bfloat16 => DType::F32,
         // 8- and 16-bit integers (quantized models' tensors) are held in i32 too: exactly,
         // with the import wrapping results of arithmetic that leaves their range (`narrow`).
         DataType::Int32
@@ -35,7 +37,8 @@ pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<
         | DataType::Uint8
         | DataType::Int16
         | DataType::Uint16 => DType::I32,
-        DataType::Uint32 => DType::U32,
+        // uint64 is held in u32 as int64 is in i32: range-checked where values enter.
+        DataType::Uint32 | DataType::Uint64 => DType::U32,
         DataType::Bool => DType::Bool,
         DataType::Double if opts.f64_as_f32 => DType::F32,
         DataType::Double => {
@@ -133,6 +136,12 @@ fn decode_inner(
                     .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32)
                     .collect(),
             )?,
+            DataType::Bfloat16 => floats(
+                &shape,
+                chunks
+                    .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
+                    .collect(),
+            )?,
             DataType::Float16 => {
                 let v: Vec<f16> = chunks
                     .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
@@ -158,6 +167,13 @@ fn decode_inner(
                 chunks
                     .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
                     .collect(),
+                dtype,
+            ),
+            DataType::Uint64 => ints(
+                shape,
+                chunks
+                    .map(|c| u64_value(u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))))
+                    .collect::<std::result::Result<_, _>>()?,
                 dtype,
             ),
             DataType::Bool => ints(shape, chunks.map(|c| (c[0] != 0) as i64).collect(), dtype),
@@ -196,6 +212,11 @@ fn decode_inner(
             check(t.double_data.len())?;
             floats(&shape, t.double_data.iter().map(|&x| x as f32).collect())?
         }
+        DataType::Bfloat16 => {
+            check(t.int32_data.len())?;
+            let v = t.int32_data.iter().map(|&b| bf16_to_f32(b as u16));
+            floats(&shape, v.collect())?
+        }
         DataType::Float16 => {
             check(t.int32_data.len())?;
             let v: Vec<f16> = t
@@ -230,6 +251,11 @@ fn decode_inner(
             }
             ints(shape, v, dtype)
         }
+        DataType::Uint64 => {
+            check(t.uint64_data.len())?;
+            let v = t.uint64_data.iter().map(|&x| u64_value(x));
+            ints(shape, v.collect::<std::result::Result<_, _>>()?, dtype)
+        }
         DataType::Uint32 => {
             check(t.uint64_data.len())?;
             ints(
@@ -240,6 +266,23 @@ fn decode_inner(
         }
         _ => return Err(format!("element type {} is unsupported", dt.as_str_name())),
     })
+}
+
+/// A bfloat16 (its bits) as the f32 it is exactly.
+fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits(u32::from(b) << 16)
+}
+
+/// `w` (f32 bits) rounded to the nearest bfloat16, ties to even, as f32 bits.
+pub(crate) fn round_bf16(w: u32) -> u32 {
+    crate::ops::elementwise::reference::round_bf16(w)
+}
+
+/// A uint64 value as the exact `i64` integers are carried in; beyond `i64::MAX` it could
+/// never fit the u32 it is held in.
+fn u64_value(x: u64) -> std::result::Result<i64, String> {
+    i64::try_from(x)
+        .map_err(|_| format!("value {x} does not fit u32 (uint64 values are narrowed to 32 bits)"))
 }
 
 fn floats(shape: &[usize], v: Vec<f32>) -> std::result::Result<HostValue, String> {
@@ -344,7 +387,7 @@ impl HostValue {
                     v.iter().find(|&&x| x < lo || x > hi).map_or(Ok(()), |x| {
                         Err(Error::Onnx {
                             at: what.to_string(),
-                            message: format!("value {x} does not fit {dtype} (int64 values are narrowed to 32 bits)"),
+                            message: format!("value {x} does not fit {dtype} (64-bit integers are narrowed to 32 bits)"),
                         })
                     })
                 };

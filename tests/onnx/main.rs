@@ -7,6 +7,7 @@ mod common;
 
 pub mod attention;
 pub mod conformance;
+pub mod einsum;
 pub mod export;
 pub mod finetune;
 pub mod fold;

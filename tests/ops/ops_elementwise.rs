@@ -616,3 +616,77 @@ fn inverse_trig_and_hyperbolic_match_f64_on_every_device() {
         }
     }
 }
+
+/// Bitwise ops and bfloat16 rounding on hand-computed cases, on every device: integer
+/// extremes and signs for the bit ops; ties to even, the largest finite value, ±0, ±inf and
+/// NaN for the rounding.
+#[test]
+fn bitwise_ops_and_bfloat16_rounding_match_hand_computed_values() {
+    let xi = vec![12i32, -1, i32::MIN, i32::MAX, 0, 5, -6];
+    let yi = vec![10i32, 255, -1, i32::MIN, -1, 3, 7];
+    let and = vec![8i32, 255, i32::MIN, 0, 0, 1, 2];
+    let or = vec![14i32, -1, -1, -1, -1, 7, -1];
+    let xor = vec![6i32, -256, i32::MAX, -1, -1, 6, -3];
+    let not = vec![-13i32, 0, i32::MAX, i32::MIN, -1, -6, 5];
+    let xu = vec![0u32, u32::MAX, 0xF0F0_F0F0];
+    let not_u = vec![u32::MAX, 0, 0x0F0F_0F0F];
+    let bf_in = vec![
+        1.0f32,
+        1.0 + 1.0 / 256.0, // a tie, to even (1.0)
+        1.0 + 3.0 / 256.0, // a tie, to even (1 + 2^-6)
+        1.005,             // above the tie: up to 1 + 2^-7
+        -2.5,
+        f32::MAX, // rounds past the largest bfloat16: inf
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        3.140_625,
+    ];
+    let bf_want = vec![
+        1.0f32,
+        1.0,
+        1.015_625,
+        1.007_812_5,
+        -2.5,
+        f32::INFINITY,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        3.140_625,
+    ];
+    let mut g = Graph::new();
+    let (a, b) = (
+        g.constant(xi.clone()).unwrap(),
+        g.constant(yi.clone()).unwrap(),
+    );
+    let u = g.constant(xu.clone()).unwrap();
+    let f = g.constant(bf_in.clone()).unwrap();
+    let outs = [
+        g.bitwise_and(a, b).unwrap(),
+        g.bitwise_or(a, b).unwrap(),
+        g.bitwise_xor(a, b).unwrap(),
+        g.bitwise_not(a).unwrap(),
+        g.bitwise_not(u).unwrap(),
+        g.round_bf16(f).unwrap(),
+    ];
+    assert!(g.bitwise_and(f, f).is_err(), "bitwise ops take integers");
+    for device in std::iter::once(Device::Cpu).chain(common::gpus()) {
+        let mut s = common::session_on(&g, device);
+        let got = s.run(&[], &outs).unwrap();
+        for (k, want) in [&and, &or, &xor, &not].iter().enumerate() {
+            assert_eq!(&got[k].to_vec::<i32>().unwrap(), *want, "{device}: op {k}");
+        }
+        assert_eq!(
+            got[4].to_vec::<u32>().unwrap(),
+            not_u,
+            "{device}: bitwise_not u32"
+        );
+        let r = got[5].to_f32().unwrap();
+        for (i, (&g, &w)) in r.iter().zip(&bf_want).enumerate() {
+            let same = (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits();
+            assert!(same, "{device}: round_bf16({}) = {g}, want {w}", bf_in[i]);
+        }
+    }
+}

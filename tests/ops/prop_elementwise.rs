@@ -125,6 +125,9 @@ proptest! {
                     BinaryOp::LogicalXor => g.logical_xor(a, b),
                     BinaryOp::FloorDiv => g.floor_divide(a, b),
                     BinaryOp::Remainder => g.remainder(a, b),
+                    BinaryOp::BitAnd => g.bitwise_and(a, b),
+                    BinaryOp::BitOr => g.bitwise_or(a, b),
+                    BinaryOp::BitXor => g.bitwise_xor(a, b),
                 }
                 .unwrap();
                 let want = Shape::broadcast(g.shape(a).unwrap(), g.shape(b).unwrap()).unwrap();
@@ -230,7 +233,8 @@ proptest! {
                 UnaryOp::IsNan => g.isnan(x),
                 UnaryOp::IsInf => g.isinf(x),
                 UnaryOp::IsFinite => g.isfinite(x),
-                UnaryOp::LogicalNot => continue,
+                UnaryOp::LogicalNot | UnaryOp::BitNot => continue,
+                UnaryOp::RoundBf16 => g.round_bf16(x),
             }
             .unwrap();
             outs.push(y);

@@ -126,6 +126,7 @@ fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
             .find(|o| o.name == *name)
             .map(|o| o.onnx_type.as_str());
         let as_int = match declared {
+            Some("UINT64") if v.dtype() == wgflow::DType::U32 => Some(("<u8", "uint64")),
             _ if v.dtype() != wgflow::DType::I32 => None,
             Some("INT64") => Some(("<i8", "int64")),
             Some("UINT8") => Some(("|u1", "uint8")),

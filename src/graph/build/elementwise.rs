@@ -79,6 +79,11 @@ impl Graph {
         isfinite => IsFinite;
         /// `!x` (bool).
         logical_not => LogicalNot;
+        /// `!x`, every bit flipped (i32, u32).
+        bitwise_not => BitNot;
+        /// Rounded to the nearest bfloat16, ties to even (f32 in, f32 out; NaN and ±inf
+        /// kept): computing "in bfloat16" one op at a time.
+        round_bf16 => RoundBf16;
     }
 
     binary_builders! {
@@ -126,6 +131,12 @@ impl Graph {
         /// Integers: `x % 0 == 0`. Floats: exact (`fmod`, then `+ b` if the signs differ):
         /// `7 % -2 == -1`, `x % 0` is NaN, `5 % inf == 5`, `-5 % inf == inf` as in NumPy.
         remainder => Remainder;
+        /// `a & b` (i32, u32).
+        bitwise_and => BitAnd;
+        /// `a | b` (i32, u32).
+        bitwise_or => BitOr;
+        /// `a ^ b` (i32, u32).
+        bitwise_xor => BitXor;
     }
 
     /// `where(cond, a, b)`: elementwise choice with broadcasting over all three.

@@ -6,7 +6,7 @@ use super::proto::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto,
     ValueInfoProto,
 };
-use super::tensor::{checked_dims, decode, map_dtype, narrow_range, HostValue};
+use super::tensor::{checked_dims, decode, map_dtype, HostValue};
 use super::{fail, ImportOptions, Model, ValueInfo};
 use crate::graph::Dim;
 use crate::{DType, Device, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor};
@@ -91,7 +91,8 @@ pub(crate) struct Cx<'a> {
     sym: HashSet<String>,
     /// Whether the node being translated reads such a value or a tensor of run-time shape.
     cur_sym: bool,
-    /// The ONNX element type of values of an 8- or 16-bit integer type (held in i32).
+    /// The ONNX element type of values held in a wider dtype: 8/16-bit integers (in i32),
+    /// uint64 (in u32) and bfloat16 (in f32); see `narrow`.
     narrow: HashMap<String, i32>,
 }
 
@@ -141,7 +142,7 @@ pub(crate) fn build(
     for init in &graph.initializer {
         let name = init.name.clone().unwrap_or_default();
         let v = decode(init, dir, opts)?;
-        if narrow_range(init.data_type.unwrap_or(0)).is_some() {
+        if narrow::is_held_wide(init.data_type.unwrap_or(0)) {
             cx.narrow.insert(name.clone(), init.data_type.unwrap_or(0));
         }
         // Scalars are a model's constants (a clip bound, a divisor), not its weights.
@@ -528,7 +529,8 @@ impl Cx<'_> {
         )
     }
 
-    /// The ONNX element type of `name` when it is an 8- or 16-bit integer (held in i32).
+    /// The ONNX element type of `name` when it is held in a wider dtype (8/16-bit integers,
+    /// uint64, bfloat16).
     pub fn narrow_elem(&self, name: &str) -> Option<i32> {
         self.narrow.get(name).copied()
     }

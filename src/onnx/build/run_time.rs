@@ -67,6 +67,11 @@ pub(super) fn unrolled_over_run_time(cx: &Cx, node: &Node) -> Result<Option<Stri
                 node.op
             )
         })
+    } else if matches!(
+        node.op,
+        "EyeLike" | "CenterCropPad" | "ReverseSequence" | "Col2Im"
+    ) {
+        run_time(&mut (0..dims.len())).map(|d| format!("({d}) are sizes {} is built for", node.op))
     } else {
         None
     };

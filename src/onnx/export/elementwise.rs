@@ -1,6 +1,6 @@
 //! Elementwise primitives, `where` and casts.
 
-use super::{attr_i, onnx_dtype, Cx, Ex};
+use super::{attr_i, onnx_dtype, unsupported, Cx, Ex};
 use crate::ops::{BinaryOp, Elementwise, UnaryOp};
 use crate::{DType, Result};
 
@@ -48,6 +48,14 @@ fn unary(ex: &mut Ex, cx: &Cx, u: UnaryOp) -> Result<String> {
         UnaryOp::IsNan => "IsNaN",
         UnaryOp::IsInf => "IsInf",
         UnaryOp::LogicalNot => "Not",
+        // Bitwise ops arrive at opset 18; exports declare 17.
+        UnaryOp::BitNot => return Err(unsupported("bitwise_not (opset 18)")),
+        UnaryOp::RoundBf16 => {
+            let bf16 = super::super::proto::tensor_proto::DataType::Bfloat16 as i64;
+            let h = ex.op("Cast", vec![x], vec![attr_i("to", bf16)]);
+            let back = onnx_dtype(dtype) as i64;
+            return Ok(ex.op("Cast", vec![h], vec![attr_i("to", back)]));
+        }
         UnaryOp::Rsqrt => {
             let s = ex.op("Sqrt", vec![x], vec![]);
             return Ok(ex.op("Reciprocal", vec![s], vec![]));
@@ -92,6 +100,9 @@ fn binary(ex: &mut Ex, cx: &Cx, b: BinaryOp) -> Result<String> {
         BinaryOp::LogicalAnd => "And",
         BinaryOp::LogicalOr => "Or",
         BinaryOp::LogicalXor => "Xor",
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => {
+            return Err(unsupported(&format!("{} (opset 18)", b.name())))
+        }
         BinaryOp::NotEqual => {
             let e = ex.op("Equal", vec![a, c], vec![]);
             return Ok(ex.op("Not", vec![e], vec![]));

@@ -72,6 +72,11 @@ pub enum UnaryOp {
     IsInf,
     IsFinite,
     LogicalNot,
+    /// `!x`, every bit flipped (i32, u32).
+    BitNot,
+    /// Rounded to the nearest bfloat16 (ties to even; NaN and ±inf kept), held in f32: how
+    /// imported bfloat16 values are kept at bfloat16 precision between ops.
+    RoundBf16,
 }
 
 /// Binary elementwise primitives (both operands share one dtype).
@@ -97,11 +102,17 @@ pub enum BinaryOp {
     FloorDiv,
     /// Remainder with the sign of the divisor (NumPy's `%`; exact for floats).
     Remainder,
+    /// `x & y` (i32, u32).
+    BitAnd,
+    /// `x | y` (i32, u32).
+    BitOr,
+    /// `x ^ y` (i32, u32).
+    BitXor,
 }
 
 impl UnaryOp {
     /// Every unary primitive (for exhaustive tests).
-    pub const ALL: [UnaryOp; 31] = [
+    pub const ALL: [UnaryOp; 33] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -133,6 +144,8 @@ impl UnaryOp {
         UnaryOp::IsInf,
         UnaryOp::IsFinite,
         UnaryOp::LogicalNot,
+        UnaryOp::BitNot,
+        UnaryOp::RoundBf16,
     ];
 
     pub fn name(self) -> &'static str {
@@ -168,6 +181,8 @@ impl UnaryOp {
             UnaryOp::IsInf => "isinf",
             UnaryOp::IsFinite => "isfinite",
             UnaryOp::LogicalNot => "logical_not",
+            UnaryOp::BitNot => "bitwise_not",
+            UnaryOp::RoundBf16 => "round_bf16",
         }
     }
 
@@ -200,6 +215,7 @@ impl UnaryOp {
         let ok = match self {
             UnaryOp::Neg => x.is_signed(),
             UnaryOp::LogicalNot => x == DType::Bool,
+            UnaryOp::BitNot => matches!(x, DType::I32 | DType::U32),
             op if op.accepts_integers() => x.is_numeric(),
             _ => x.is_float(),
         };
@@ -208,6 +224,7 @@ impl UnaryOp {
             (true, _) => Ok(x),
             (false, UnaryOp::Neg) => Err("f32 or i32"),
             (false, UnaryOp::LogicalNot) => Err("bool"),
+            (false, UnaryOp::BitNot) => Err("i32 or u32"),
             (false, op) if op.accepts_integers() => Err("f32, i32 or u32"),
             (false, _) => Err("f32"),
         }
@@ -216,7 +233,7 @@ impl UnaryOp {
 
 impl BinaryOp {
     /// Every binary primitive (for exhaustive tests).
-    pub const ALL: [BinaryOp; 18] = [
+    pub const ALL: [BinaryOp; 21] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -235,6 +252,9 @@ impl BinaryOp {
         BinaryOp::LogicalXor,
         BinaryOp::FloorDiv,
         BinaryOp::Remainder,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
     ];
 
     pub fn name(self) -> &'static str {
@@ -257,6 +277,9 @@ impl BinaryOp {
             BinaryOp::LogicalXor => "logical_xor",
             BinaryOp::FloorDiv => "floor_divide",
             BinaryOp::Remainder => "remainder",
+            BinaryOp::BitAnd => "bitwise_and",
+            BinaryOp::BitOr => "bitwise_or",
+            BinaryOp::BitXor => "bitwise_xor",
         }
     }
 
@@ -287,6 +310,10 @@ impl BinaryOp {
             op if op.is_comparison() && x.is_numeric() => Ok(DType::Bool),
             op if op.is_logical() && x == DType::Bool => Ok(DType::Bool),
             op if op.is_logical() => Err("bool"),
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => match x {
+                DType::I32 | DType::U32 => Ok(x),
+                _ => Err("i32 or u32"),
+            },
             _ if !x.is_numeric() => Err("f32, i32 or u32"),
             _ => Ok(x),
         }

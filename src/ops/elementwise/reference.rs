@@ -419,6 +419,8 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
         (_, UnaryOp::IsNan | UnaryOp::IsInf) => 0,
         (_, UnaryOp::IsFinite) => 1,
         (DType::Bool, UnaryOp::LogicalNot) => b(w == 0),
+        (DType::I32 | DType::U32, UnaryOp::BitNot) => !w,
+        (DType::F32, UnaryOp::RoundBf16) => round_bf16(w),
         (DType::I32, UnaryOp::Neg) => (w as i32).wrapping_neg() as u32,
         (DType::I32, UnaryOp::Abs) => (w as i32).wrapping_abs() as u32,
         (DType::I32, UnaryOp::Relu) => (w as i32).max(0) as u32,
@@ -458,8 +460,10 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
             | UnaryOp::Ceil
             | UnaryOp::Round
             | UnaryOp::Sign
-            | UnaryOp::LogicalNot,
+            | UnaryOp::LogicalNot
+            | UnaryOp::RoundBf16,
         )
+        | (DType::F32 | DType::Bool | DType::F16, UnaryOp::BitNot)
         | (DType::F32, UnaryOp::LogicalNot) => w,
     }
 }
@@ -496,7 +500,12 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                 BinaryOp::LessEqual => b(a <= c),
                 BinaryOp::GreaterEqual => b(a >= c),
                 // Rejected by the dtype rule; defined so the function is total.
-                BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor => x,
+                BinaryOp::LogicalAnd
+                | BinaryOp::LogicalOr
+                | BinaryOp::LogicalXor
+                | BinaryOp::BitAnd
+                | BinaryOp::BitOr
+                | BinaryOp::BitXor => x,
             }
         }
         DType::I32 => {
@@ -523,6 +532,9 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
                 BinaryOp::NotEqual => return b(a != c),
                 BinaryOp::LessEqual => return b(a <= c),
                 BinaryOp::GreaterEqual => return b(a >= c),
+                BinaryOp::BitAnd => a & c,
+                BinaryOp::BitOr => a | c,
+                BinaryOp::BitXor => a ^ c,
                 // Rejected by the dtype rule; defined so the function is total.
                 BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor => a,
             };
@@ -547,6 +559,9 @@ pub fn binary_cpu(op: BinaryOp, d: DType, x: u32, y: u32) -> u32 {
             BinaryOp::LogicalAnd => b(x != 0 && y != 0),
             BinaryOp::LogicalOr => b(x != 0 || y != 0),
             BinaryOp::LogicalXor => b((x != 0) != (y != 0)),
+            BinaryOp::BitAnd => x & y,
+            BinaryOp::BitOr => x | y,
+            BinaryOp::BitXor => x ^ y,
         },
     }
 }
@@ -569,4 +584,12 @@ pub fn cast_cpu(from: DType, to: DType, w: u32) -> u32 {
         (DType::I32, DType::U32) | (DType::U32, DType::I32) => w,
         _ => w,
     }
+}
+
+/// `x` (f32 bits) rounded to the nearest bfloat16, ties to even; a NaN stays a quiet NaN.
+pub fn round_bf16(w: u32) -> u32 {
+    if f32::from_bits(w).is_nan() {
+        return (w | 0x0040_0000) & 0xffff_0000;
+    }
+    w.wrapping_add(0x7fff + ((w >> 16) & 1)) & 0xffff_0000
 }

@@ -227,6 +227,8 @@ fn unary_wgsl(op: UnaryOp, x: &str, d: DType) -> String {
         UnaryOp::IsNan | UnaryOp::IsInf => "false".to_string(),
         UnaryOp::IsFinite => "true".to_string(),
         UnaryOp::LogicalNot => format!("(!{x})"),
+        UnaryOp::BitNot => format!("(~{x})"),
+        UnaryOp::RoundBf16 => format!("wgf_round_bf16({x})"),
     }
 }
 
@@ -264,6 +266,9 @@ fn binary_wgsl(op: BinaryOp, x: &str, y: &str, d: DType) -> String {
         BinaryOp::Remainder if d == DType::I32 => format!("wgf_rem_i32({x}, {y})"),
         BinaryOp::Remainder if d == DType::U32 => format!("wgf_rem_u32({x}, {y})"),
         BinaryOp::Remainder => format!("wgf_divmod_f32({x}, {y}).y"),
+        BinaryOp::BitAnd => format!("({x} & {y})"),
+        BinaryOp::BitOr => format!("({x} | {y})"),
+        BinaryOp::BitXor => format!("({x} ^ {y})"),
     }
 }
 

@@ -304,7 +304,9 @@ impl Grad {
                     let d = self.mul(m, p);
                     at(self.bin(B::Div, g, d))
                 }
-                U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot => Adj::None,
+                U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot | U::BitNot => Adj::None,
+                // Straight-through: the rounding's derivative is 1 almost everywhere.
+                U::RoundBf16 => at(g),
             }],
             Node::Binary(op, a, b) => {
                 let (ga, gb) = match op {
@@ -361,7 +363,10 @@ impl Grad {
                     | B::GreaterEqual
                     | B::LogicalAnd
                     | B::LogicalOr
-                    | B::LogicalXor => (Adj::None, Adj::None),
+                    | B::LogicalXor
+                    | B::BitAnd
+                    | B::BitOr
+                    | B::BitXor => (Adj::None, Adj::None),
                 };
                 vec![ga, gb]
             }

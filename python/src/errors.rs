@@ -1,0 +1,115 @@
+//! wgflow's [`Error`] as Python exceptions, by variant: `ValueError` for shapes and values,
+//! `TypeError` for dtypes and unsupported constructs, `RuntimeError` for devices.
+//!
+//! A builder error carries the Rust caller's location, which for Python users is a line of
+//! this crate; it is replaced by the Python caller's file and line (`wgflow._util.caller`).
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use wgflow::Error;
+
+/// Which Python exception type a message about a dtype (rather than a shape or value) gets.
+fn about_dtype(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    // Whole words: "broadcast" is about shapes.
+    let word = |w: &str| {
+        m.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .any(|x| x == w)
+    };
+    word("dtype")
+        || word("dtypes")
+        || word("cast")
+        || m.contains("not supported")
+        || word("unsupported")
+}
+
+/// The Python caller's `file:line`, outside the wgflow package; `None` if it cannot be found.
+pub fn python_caller(py: Python<'_>) -> Option<String> {
+    let util = py.import("wgflow._util").ok()?;
+    util.call_method0("caller").ok()?.extract::<String>().ok()
+}
+
+/// `text` without the " (built at python/src/…)" a node's site adds: every node a Python
+/// program builds is built at the same line of this crate, which tells the user nothing.
+fn without_binding_site(text: &str) -> String {
+    let mut out = text.to_string();
+    while let Some(start) = out.find(" (built at python/src/") {
+        match out[start..].find(')') {
+            Some(end) => out.replace_range(start..start + end + 1, ""),
+            None => break,
+        }
+    }
+    out
+}
+
+/// `e` as the Python exception its variant maps to.
+pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    match e {
+        Error::Build {
+            op,
+            location,
+            message,
+        } => {
+            let at = python_caller(py).unwrap_or_else(|| location.to_string());
+            let text = format!("{op} at {at}: {message}");
+            if about_dtype(&message) {
+                PyTypeError::new_err(text)
+            } else {
+                PyValueError::new_err(text)
+            }
+        }
+        Error::ForeignTensor {
+            method,
+            index,
+            location,
+        } => {
+            let at = python_caller(py).unwrap_or_else(|| location.to_string());
+            PyValueError::new_err(format!(
+                "{method} at {at}: tensor #{index} belongs to another graph, not this one"
+            ))
+        }
+        e @ (Error::Feed { .. } | Error::Host(_)) => {
+            let text = without_binding_site(&e.to_string());
+            if about_dtype(&text) {
+                PyTypeError::new_err(text)
+            } else {
+                PyValueError::new_err(text)
+            }
+        }
+        e @ Error::NotDifferentiable { .. } => PyTypeError::new_err(e.to_string()),
+        e @ Error::Onnx { .. } => {
+            let text = e.to_string();
+            if about_dtype(&text) {
+                PyTypeError::new_err(text)
+            } else {
+                PyValueError::new_err(text)
+            }
+        }
+        e @ (Error::Fetch { .. }
+        | Error::Shader { .. }
+        | Error::GraphDef { .. }
+        | Error::Assign { .. }
+        | Error::Checkpoint { .. }) => PyValueError::new_err(e.to_string()),
+        // Device, Placement, Limit, LoopLimit, Dispatch, Alloc, Gpu, Internal and whatever
+        // variants come later: the device or the library, not the user's values.
+        e => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+/// `Result<T, wgflow::Error>` → `PyResult<T>`.
+pub trait IntoPy<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for wgflow::Result<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}
+
+/// A poisoned lock (a panic while it was held) as a `RuntimeError`, not a second panic.
+pub fn poisoned<T>(_: T) -> PyErr {
+    PyRuntimeError::new_err(
+        "wgflow: an earlier call panicked while holding this object; create a new one",
+    )
+}
