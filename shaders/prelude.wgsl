@@ -74,7 +74,7 @@ fn wgf_sign(x: f32) -> f32 {
 
 // Round to the nearest bfloat16 (ties to even) on the bits; a NaN stays a (quiet) NaN
 // instead of truncating to inf.
-fn wgf_round_bf16(x: f32) -> f32 {
+fn wgf_round_bfloat16(x: f32) -> f32 {
     let b = bitcast<u32>(x);
     let r = (b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u;
     return select(bitcast<f32>(r), bitcast<f32>((b | 0x00400000u) & 0xffff0000u), wgf_isnan(x));

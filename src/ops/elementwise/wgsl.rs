@@ -228,7 +228,7 @@ fn unary_wgsl(op: UnaryOp, x: &str, d: DType) -> String {
         UnaryOp::IsFinite => "true".to_string(),
         UnaryOp::LogicalNot => format!("(!{x})"),
         UnaryOp::BitNot => format!("(~{x})"),
-        UnaryOp::RoundBf16 => format!("wgf_round_bf16({x})"),
+        UnaryOp::RoundBf16 => format!("wgf_round_bfloat16({x})"),
     }
 }
 
