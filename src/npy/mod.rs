@@ -211,10 +211,8 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         )));
     }
     // The data is already in memory, but its words are a second copy as large: fallible.
-    let words = if item == 8 && dtype == DType::U32 {
-        narrow_u64(data)?
-    } else if item == 8 {
-        narrow_i64(data)?
+    let words = if item == 8 {
+        narrow_64(data, dtype == DType::U32)?
     } else {
         let mut words: Vec<u32> = crate::host::fresh_vec(n)
             .ok_or_else(|| Error::Host(format!("cannot allocate {n} elements for {shape}")))?;
@@ -240,40 +238,35 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
     HostTensor::from_words(shape, dtype, words)
 }
 
-/// Little-endian int64 words as i32 words; the first value outside i32's range is an error
-/// naming its (flat) index.
-fn narrow_i64(data: &[u8]) -> Result<Vec<u32>> {
+/// Little-endian 64-bit integers (int64, or uint64 when `unsigned`) as the 32-bit words
+/// wgflow holds them in (i32 or u32); the first value outside that range is an error naming
+/// its (flat) index.
+fn narrow_64(data: &[u8], unsigned: bool) -> Result<Vec<u32>> {
+    let (from, to, held) = if unsigned {
+        ("uint64", "uint32", "u32")
+    } else {
+        ("int64", "int32", "i32")
+    };
     let mut words = Vec::new();
     words
         .try_reserve_exact(data.len() / 8)
-        .map_err(|_| Error::Host(format!("no memory for {} int64 values", data.len() / 8)))?;
+        .map_err(|_| Error::Host(format!("no memory for {} {from} values", data.len() / 8)))?;
     for (i, c) in data.chunks_exact(8).enumerate() {
-        let v = i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let n = i32::try_from(v).map_err(|_| {
+        let b = [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
+        let word = if unsigned {
+            let v = u64::from_le_bytes(b);
+            u32::try_from(v).map_err(|_| v.to_string())
+        } else {
+            let v = i64::from_le_bytes(b);
+            i32::try_from(v)
+                .map(|n| n as u32)
+                .map_err(|_| v.to_string())
+        };
+        words.push(word.map_err(|v| {
             Error::Host(format!(
-                "int64 value {v} at index {i} does not fit int32 (wgflow holds int64 as i32)"
+                "{from} value {v} at index {i} does not fit {to} (wgflow holds {from} as {held})"
             ))
-        })?;
-        words.push(n as u32);
-    }
-    Ok(words)
-}
-
-/// Little-endian uint64 words as u32 words; the first value over `u32::MAX` is an error
-/// naming its (flat) index.
-fn narrow_u64(data: &[u8]) -> Result<Vec<u32>> {
-    let mut words = Vec::new();
-    words
-        .try_reserve_exact(data.len() / 8)
-        .map_err(|_| Error::Host(format!("no memory for {} uint64 values", data.len() / 8)))?;
-    for (i, c) in data.chunks_exact(8).enumerate() {
-        let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let n = u32::try_from(v).map_err(|_| {
-            Error::Host(format!(
-                "uint64 value {v} at index {i} does not fit uint32 (wgflow holds uint64 as u32)"
-            ))
-        })?;
-        words.push(n);
+        })?);
     }
     Ok(words)
 }
