@@ -80,6 +80,31 @@ fn wgf_round_bfloat16(x: f32) -> f32 {
     return select(bitcast<f32>(r), bitcast<f32>((b | 0x00400000u) & 0xffff0000u), wgf_isnan(x));
 }
 
+// x rounded, ties to even, to a float8/float4 format held in f32 (`m` mantissa bits, smallest
+// normal exponent `emin`, largest finite `maxv`): scaled by a power of two so the format's
+// quantum is 1, rounded, scaled back, all exact. Past `maxv` it becomes the f32 with bits
+// `ovf` signed as x; NaN (tested on the bits, so that no fast-math folds it) becomes bits
+// `nan`. Same steps as `round_small_float` in src/ops/elementwise/reference.rs.
+fn wgf_round_small_float(x: f32, m: i32, emin: i32, maxv: f32, ovf: u32, nan: u32, unsigned_zero: bool) -> f32 {
+    let b = bitcast<u32>(x);
+    let biased = i32((b >> 23u) & 0xffu);
+    if (biased == 255 && (b & 0x7fffffu) != 0u) {
+        return bitcast<f32>(nan);
+    }
+    let e = clamp(biased - 127, emin, 16);
+    let a = bitcast<f32>(b & 0x7fffffffu);
+    let up = bitcast<f32>(u32(127 + m - e) << 23u);
+    let down = bitcast<f32>(u32(127 - m + e) << 23u);
+    var q = bitcast<u32>(round(a * up) * down);
+    if (bitcast<f32>(q) > maxv) {
+        q = ovf;
+    }
+    if (q == 0u && unsigned_zero) {
+        return 0.0;
+    }
+    return bitcast<f32>(q | (b & 0x80000000u));
+}
+
 // erf: Eigen's rational approximation x*P(x^2)/Q(x^2) on x clamped to [-4, 4]; max abs and
 // relative error 4.2e-7 (see src/ops/elementwise_cpu.rs, which runs the same steps).
 fn wgf_erf(v: f32) -> f32 {

@@ -83,21 +83,27 @@ pub fn read_regular(path: &Path, max_len: u64, what: &str) -> io::Result<Vec<u8>
             "is {len} bytes, more than the {max_len} a {what} may have"
         )));
     }
-    let mut bytes = Vec::new();
-    bytes.try_reserve_exact(len as usize).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::OutOfMemory,
-            format!("cannot allocate {len} bytes to read it"),
-        )
-    })?;
     // `take`: a file that grows while it is read still stops at the bound.
-    file.take(max_len.saturating_add(1))
-        .read_to_end(&mut bytes)?;
+    let bytes = read_bounded(file, len, max_len.saturating_add(1))?;
     if bytes.len() as u64 > max_len {
         return Err(invalid(format!(
             "grew past the {max_len} bytes a {what} may have while it was read"
         )));
     }
+    Ok(bytes)
+}
+
+/// At most `limit` bytes from `file`'s position, with room for `expect` reserved up front
+/// (failing cleanly, not aborting, when memory for them cannot be had).
+fn read_bounded(file: File, expect: u64, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(expect as usize).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!("cannot allocate {expect} bytes to read it"),
+        )
+    })?;
+    file.take(limit).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -161,15 +167,8 @@ pub fn read_range_inside(
             "a range of {len} bytes is more than the {max_len} that may be read"
         )));
     }
-    let mut bytes = Vec::new();
-    bytes.try_reserve_exact(len as usize).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::OutOfMemory,
-            format!("cannot allocate {len} bytes to read it"),
-        )
-    })?;
     file.seek(SeekFrom::Start(offset))?;
-    file.take(len).read_to_end(&mut bytes)?;
+    let bytes = read_bounded(file, len, len)?;
     if bytes.len() as u64 != len {
         return Err(invalid(format!(
             "shrank while it was read ({} of {len} bytes)",

@@ -5,58 +5,27 @@
 #[path = "onnx/protos.rs"]
 mod protos;
 
-use protos::{attr_float, attr_graph, attr_int, attr_ints, node, typed_value, value};
+use protos::{
+    attr_float, attr_graph, attr_int, attr_ints, external, floats, ints, neg_chain, node,
+    scan_of_2_pow_40_steps, typed_value, value,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use wgflow::onnx::proto::{
-    tensor_proto::DataType, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    ValueInfoProto,
+    tensor_proto::DataType, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
 };
 use wgflow::onnx::Message;
 use wgflow::HostTensor;
 
+/// A model whose one output is `y`.
 fn model_at(
     opset: i64,
     ins: Vec<ValueInfoProto>,
     inits: Vec<TensorProto>,
     nodes: Vec<NodeProto>,
 ) -> ModelProto {
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(opset),
-        }],
-        graph: Some(GraphProto {
-            node: nodes,
-            initializer: inits,
-            input: ins,
-            output: vec![value("y", &[])],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn ints(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Int64 as i32),
-        int64_data: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Float as i32),
-        float_data: v.to_vec(),
-        ..Default::default()
-    }
+    protos::model_at(opset, ins, inits, nodes, &["y"])
 }
 
 /// A fresh folder for one test.
@@ -303,28 +272,7 @@ fn item2_an_empty_feed_with_a_huge_batch() {
 #[test]
 fn item3_a_200000_node_chain_validates_quickly() {
     let d = folder("item3");
-    let n = 200_000;
-    let nodes = (0..n)
-        .map(|i| NodeProto {
-            op_type: Some("Neg".into()),
-            input: vec![if i == 0 {
-                "x".into()
-            } else {
-                format!("t{}", i - 1)
-            }],
-            output: vec![if i == n - 1 {
-                "y".into()
-            } else {
-                format!("t{i}")
-            }],
-            ..Default::default()
-        })
-        .collect();
-    let p = save(
-        &d,
-        "chain.onnx",
-        &model_at(13, vec![value("x", &[2])], vec![], nodes),
-    );
+    let p = save(&d, "chain.onnx", &neg_chain(200_000));
     let start = Instant::now();
     accepted(&["validate", s(&p)]);
     eprintln!(
@@ -337,51 +285,11 @@ fn item3_a_200000_node_chain_validates_quickly() {
 #[test]
 fn item4_a_scan_over_2_pow_40_steps() {
     let d = folder("item4");
-    let body = GraphProto {
-        name: Some("body".into()),
-        node: vec![node("Identity", &["s"], &["s_out"], vec![])],
-        input: vec![value("s", &[0])],
-        output: vec![value("s_out", &[0])],
-        ..Default::default()
-    };
-    let m = model_at(
-        13,
-        vec![value("x", &[0, 1 << 40])],
-        vec![],
-        vec![node(
-            "Scan",
-            &["x"],
-            &["y"],
-            vec![
-                attr_graph("body", body),
-                attr_int("num_scan_inputs", 1),
-                attr_ints("scan_input_axes", &[1]),
-            ],
-        )],
-    );
+    let m = scan_of_2_pow_40_steps();
     refused(
         &["validate", s(&save(&d, "scan.onnx", &m))],
         &["Scan", "graph nodes"],
     );
-}
-
-fn external(name: &str, dims: &[i64], location: &str, offset: u64) -> TensorProto {
-    use wgflow::onnx::proto::{tensor_proto::DataLocation, StringStringEntryProto};
-    let kv = |k: &str, v: String| StringStringEntryProto {
-        key: Some(k.into()),
-        value: Some(v),
-    };
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Float as i32),
-        data_location: Some(DataLocation::External as i32),
-        external_data: vec![
-            kv("location", location.into()),
-            kv("offset", offset.to_string()),
-        ],
-        ..Default::default()
-    }
 }
 
 #[cfg(unix)]
@@ -400,7 +308,7 @@ fn item5_links_out_of_the_folder_are_refused() {
         let mdl = model_at(
             13,
             vec![],
-            vec![external("w", &[2, 3], loc, 0)],
+            vec![external("w", &[2, 3], loc, Some(0))],
             vec![node("Neg", &["w"], &["y"], vec![])],
         );
         refused(
@@ -428,7 +336,7 @@ fn item6_a_small_tensor_in_a_5_gib_file() {
     let mdl = model_at(
         13,
         vec![],
-        vec![external("w", &[3], "w.data", at)],
+        vec![external("w", &[3], "w.data", Some(at))],
         vec![node("Neg", &["w"], &["y"], vec![])],
     );
     let p = save(&d, "model.onnx", &mdl);
@@ -556,7 +464,7 @@ fn item9_messages() {
     c.attribute.push(wgflow::onnx::proto::AttributeProto {
         name: Some("value".into()),
         r#type: Some(wgflow::onnx::proto::attribute_proto::AttributeType::Tensor as i32),
-        t: Some(external("c", &[1], "c.bin", 0)),
+        t: Some(external("c", &[1], "c.bin", Some(0))),
         ..Default::default()
     });
     let out = d.join("out");

@@ -67,8 +67,13 @@
 //! [`crate::npy::read`] narrows with the same check); an int64 output
 //! ([`ValueInfo::is_int64`]) comes back as i32 ([`HostTensor::to_i64_vec`] widens it, and the
 //! CLI writes it as int64). **float64** is an error unless
-//! [`ImportOptions::f64_as_f32`] asks for it to be computed in f32. Other element types
-//! (int8/16, uint8/16/64, bfloat16, float8, strings, …) are errors.
+//! [`ImportOptions::f64_as_f32`] asks for it to be computed in f32. Narrower types are held
+//! in a wider dtype and kept to their own values after every op: 2- to 16-bit integers in
+//! i32 (arithmetic wraps into the type's range), uint64 in u32 (range-checked), bfloat16,
+//! float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and float4 (e2m1) in f32, rounded to the type
+//! after each op that computes one (`Cast` saturates unless `saturate=0`); a fed input of
+//! such a type is rounded as it enters. Other element types (float8e8m0, strings, complex)
+//! are errors.
 //!
 //! **Errors.** Every failure is an [`Error::Onnx`] naming the file, tensor or node (with its
 //! op type and opset) and the reason; an op wgflow cannot run says so instead of running

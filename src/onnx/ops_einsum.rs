@@ -193,10 +193,15 @@ fn einsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         .iter()
         .map(|l| acc_l.iter().position(|m| m == l).unwrap_or(0) as isize)
         .collect();
+    transposed(cx, acc, &perm)
+}
+
+/// `t` with its axes in `perm`'s order, unchanged when `perm` is the identity.
+fn transposed(cx: &mut Cx, t: Tensor, perm: &[isize]) -> Result<Tensor> {
     if perm.iter().enumerate().all(|(i, &p)| i as isize == p) {
-        return Ok(acc);
+        return Ok(t);
     }
-    cx.g.transpose(acc, &perm)
+    cx.g.transpose(t, perm)
 }
 
 fn show(l: Label) -> String {
@@ -256,11 +261,7 @@ fn arrange(
         .iter()
         .map(|l| labels.iter().position(|m| m == l).unwrap_or(0) as isize)
         .collect();
-    let t = if perm.iter().enumerate().all(|(i, &p)| i as isize == p) {
-        t
-    } else {
-        cx.g.transpose(t, &perm)?
-    };
+    let t = transposed(cx, t, &perm)?;
     if rows.len() == 1 && cols.len() == 1 {
         return Ok(t);
     }

@@ -206,15 +206,20 @@ fn window(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     float_output(cx, n, "output_datatype", h)
 }
 
+/// `h` (f32) as `to` (f32 or f16).
+fn in_float(h: HostTensor, to: DType) -> Result<HostTensor> {
+    if to != DType::F16 {
+        return Ok(h);
+    }
+    let v = h.to_f32()?.into_iter().map(crate::f16::from_f32).collect();
+    HostTensor::new(h.dims().to_vec(), v)
+}
+
 /// `h` (f32) in the float type attribute `attr` names (f32 by default).
 fn float_output(cx: &Cx, n: &Node, attr: &str, h: HostTensor) -> Result<Vec<Val>> {
     let to = map_dtype(n.int(attr, 1) as i32, cx.opts).map_err(bad)?;
     Ok(vec![match to {
-        DType::F32 => HostValue::Floats(h).into(),
-        DType::F16 => {
-            let v = h.to_f32()?.into_iter().map(crate::f16::from_f32).collect();
-            HostValue::Floats(HostTensor::new(h.dims().to_vec(), v)?).into()
-        }
+        DType::F32 | DType::F16 => HostValue::Floats(in_float(h, to)?).into(),
         other => {
             let v = h.to_f32()?.into_iter().map(|x| x as i64).collect();
             ints(h.dims().to_vec(), v, other)
@@ -249,15 +254,7 @@ fn eye_like(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(vec![match dtype {
         DType::F32 | DType::F16 => {
             let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-            let h = HostTensor::new(vec![r, c], f)?;
-            let h = match dtype {
-                DType::F16 => {
-                    let v = h.to_f32()?.into_iter().map(crate::f16::from_f32).collect();
-                    HostTensor::new(vec![r, c], v)?
-                }
-                _ => h,
-            };
-            HostValue::Floats(h).into()
+            HostValue::Floats(in_float(HostTensor::new(vec![r, c], f)?, dtype)?).into()
         }
         d => ints(vec![r, c], v, d),
     }])

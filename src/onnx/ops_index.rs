@@ -219,12 +219,51 @@ fn scatter_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.scatter_elements(data, idx, upd, axis as isize, reduce)
 }
 
+/// `GatherND`; with `batch_dims = b`, the leading `b` axes are flattened into one and each
+/// index row gets its batch's position as a first coordinate, which makes it a plain
+/// `gather_nd` of the flattened data.
 fn gather_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
-    if n.int("batch_dims", 0) != 0 {
-        return Err(n.unsupported("batch_dims other than 0"));
-    }
     let (x, idx) = (cx.t(n, 0)?, cx.t(n, 1)?);
-    cx.g.gather_nd(x, idx)
+    let b = usize::try_from(n.int("batch_dims", 0)).map_err(|_| bad("negative batch_dims"))?;
+    if b == 0 {
+        return cx.g.gather_nd(x, idx);
+    }
+    let (xs, is) = (cx.shape(n, 0)?, cx.shape(n, 1)?);
+    if b >= is.len() || b > xs.len() || xs[..b] != is[..b] {
+        return Err(bad(format!(
+            "batch_dims {b} needs data {xs:?} and indices {is:?} to share their first {b} axes, \
+             with an index axis after them"
+        )));
+    }
+    let batch: usize = xs[..b].iter().product();
+    let flat = |rest: &[usize]| -> Vec<isize> {
+        std::iter::once(batch as isize)
+            .chain(rest.iter().map(|&d| d as isize))
+            .collect()
+    };
+    let x = cx.g.reshape(x, &flat(&xs[b..]))?;
+    let idx = cx.g.reshape(idx, &flat(&is[b..]))?;
+    let idx = match cx.g.dtype(idx)? {
+        DType::I32 => idx,
+        _ => cx.g.cast(idx, DType::I32)?,
+    };
+    let pos = cx.g.arange(0.0, batch as f64, 1.0, DType::I32)?;
+    let mut ones = vec![1isize; is.len() - b];
+    ones.insert(0, batch as isize);
+    let pos = cx.g.reshape(pos, &ones)?;
+    let mut rows: Vec<usize> = std::iter::once(batch)
+        .chain(is[b..].iter().copied())
+        .collect();
+    if let Some(last) = rows.last_mut() {
+        *last = 1;
+    }
+    let pos = cx.g.broadcast_to(pos, &rows)?;
+    let idx = cx.g.concat(&[pos, idx], -1)?;
+    let y = cx.g.gather_nd(x, idx)?;
+    let mut out: Vec<isize> = xs[..b].iter().map(|&d| d as isize).collect();
+    let got = cx.g.probe_shape(y)?.dims().to_vec();
+    out.extend(got[1..].iter().map(|&d| d as isize));
+    cx.g.reshape(y, &out)
 }
 
 fn scatter_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {

@@ -282,7 +282,18 @@ pub(super) fn conv_with(
         dilation: g.dilation,
         groups: groups(n)?,
     };
-    let y = cx.g.conv2d(x, w, bias, opts)?;
+    // f16 convolutions accumulate in f32 and round once, as a GPU's f16 path would.
+    let half = cx.g.dtype(x)? == DType::F16;
+    let to32 = |cx: &mut Cx, t: Tensor| match cx.g.dtype(t)? {
+        DType::F16 => cx.g.cast(t, DType::F32),
+        _ => Ok(t),
+    };
+    let (x, w) = (to32(cx, x)?, to32(cx, w)?);
+    let bias = bias.map(|b| to32(cx, b)).transpose()?;
+    let mut y = cx.g.conv2d(x, w, bias, opts)?;
+    if half {
+        y = cx.g.cast(y, DType::F16)?;
+    }
     back_to(cx, y, &orig)
 }
 

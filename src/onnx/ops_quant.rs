@@ -11,7 +11,7 @@
 use super::build::{bad, Cx, Node, Val};
 use super::ops_nn::conv_with;
 use super::proto::tensor_proto::DataType;
-use super::tensor::narrow_range;
+use super::tensor::{narrow_range, small_float};
 use crate::{DType, Result, SliceArg, Tensor};
 
 pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
@@ -139,11 +139,22 @@ fn quantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         Some(z) => Some(along(cx, z, rank, axis, len, block)?),
         None => None,
     };
-    let range = match n.int("output_dtype", 0) as i32 {
-        0 => range_of(cx, n, 2, DataType::Uint8),
-        e => narrow_range(e).ok_or_else(|| n.unsupported(format!("output_dtype {e}")))?,
+    let elem = match n.int("output_dtype", 0) as i32 {
+        0 => n.input(2).and_then(|z| cx.narrow_elem(z)),
+        e => Some(e),
     };
     let v = cx.g.div(x, scale)?;
+    if elem.and_then(small_float).is_some() {
+        // To float8/float4: `x / scale + zp`, rounded to the type by the import (`narrow`).
+        return match zp {
+            Some(z) => cx.g.add(v, z),
+            None => Ok(v),
+        };
+    }
+    let range = match elem {
+        None => range_of(cx, n, 2, DataType::Uint8),
+        Some(e) => narrow_range(e).ok_or_else(|| n.unsupported(format!("output_dtype {e}")))?,
+    };
     saturate(cx, v, zp, range)
 }
 

@@ -4,6 +4,7 @@
 use super::proto::tensor_proto::{DataLocation, DataType};
 use super::proto::TensorProto;
 use super::{fail, ImportOptions};
+use crate::ops::SmallFloat;
 use crate::{f16, DType, Error, HostTensor, Result};
 use std::path::{Component, Path};
 
@@ -27,8 +28,11 @@ pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<
     Ok(match dt {
         DataType::Float => DType::F32,
         DataType::Float16 => DType::F16,
-        // Computed in f32, rounded to bfloat16 after every op (`build/narrow.rs`).
+        // Computed in f32, rounded to bfloat16 (float8, float4) after every op
+        // (`build/narrow.rs`).
         DataType::Bfloat16 => DType::F32,
+        _ if small_float(elem).is_some() => DType::F32,
+        DataType::Int4 | DataType::Uint4 | DataType::Int2 | DataType::Uint2 => DType::I32,
         // 8- and 16-bit integers (quantized models' tensors) are held in i32 too: exactly,
         // with the import wrapping results of arithmetic that leaves their range (`narrow`).
         DataType::Int32
@@ -63,8 +67,109 @@ pub(crate) fn narrow_range(elem: i32) -> Option<(i64, i64)> {
         DataType::Int8 => Some((-128, 127)),
         DataType::Uint16 => Some((0, 65535)),
         DataType::Int16 => Some((-32768, 32767)),
+        DataType::Uint4 => Some((0, 15)),
+        DataType::Int4 => Some((-8, 7)),
+        DataType::Uint2 => Some((0, 3)),
+        DataType::Int2 => Some((-2, 1)),
         _ => None,
     }
+}
+
+/// The float8/float4 format of ONNX element type `elem` (held in f32), or `None`.
+pub(crate) fn small_float(elem: i32) -> Option<SmallFloat> {
+    Some(match DataType::try_from(elem).ok()? {
+        DataType::Float8e4m3fn => SmallFloat::F8E4M3Fn,
+        DataType::Float8e4m3fnuz => SmallFloat::F8E4M3FnUz,
+        DataType::Float8e5m2 => SmallFloat::F8E5M2,
+        DataType::Float8e5m2fnuz => SmallFloat::F8E5M2FnUz,
+        DataType::Float4e2m1 => SmallFloat::F4E2M1,
+        _ => return None,
+    })
+}
+
+/// Bits per element of the types ONNX packs below a byte (int4, uint4, float4: two to a
+/// byte, low bits first; int2, uint2: four), or `None`.
+fn packed_bits(dt: DataType) -> Option<usize> {
+    match dt {
+        DataType::Int4 | DataType::Uint4 | DataType::Float4e2m1 => Some(4),
+        DataType::Int2 | DataType::Uint2 => Some(2),
+        _ => None,
+    }
+}
+
+/// The value of a float8/float4 code (`bits` wide, sign in the top bit), exact in f32.
+fn small_float_value(to: SmallFloat, code: u32) -> f32 {
+    let (e_bits, m_bits, bias) = match to {
+        SmallFloat::F8E4M3Fn => (4, 3, 7),
+        SmallFloat::F8E4M3FnUz => (4, 3, 8),
+        SmallFloat::F8E5M2 => (5, 2, 15),
+        SmallFloat::F8E5M2FnUz => (5, 2, 16),
+        SmallFloat::F4E2M1 => (2, 1, 1),
+    };
+    let width = 1 + e_bits + m_bits;
+    let negative = code >> (width - 1) & 1 == 1;
+    let e = (code >> m_bits) & ((1 << e_bits) - 1);
+    let m = code & ((1 << m_bits) - 1);
+    let all_ones = (1 << e_bits) - 1;
+    let special = match to {
+        SmallFloat::F8E4M3Fn => (e == all_ones && m == (1 << m_bits) - 1).then_some(f32::NAN),
+        SmallFloat::F8E5M2 if e == all_ones => Some(if m == 0 { f32::INFINITY } else { f32::NAN }),
+        SmallFloat::F8E4M3FnUz | SmallFloat::F8E5M2FnUz => {
+            (negative && e == 0 && m == 0).then_some(f32::NAN)
+        }
+        _ => None,
+    };
+    let magnitude = special.unwrap_or_else(|| {
+        let frac = m as f32 / (1 << m_bits) as f32;
+        if e == 0 {
+            frac * 2f32.powi(1 - bias)
+        } else {
+            (1.0 + frac) * 2f32.powi(e as i32 - bias)
+        }
+    });
+    if negative && !magnitude.is_nan() {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// The `n` values of a float8, float4 or sub-byte integer tensor from its bytes (`raw`, or
+/// one byte per `int32_data` word), as f32 or i64 values.
+fn small_values(
+    dt: DataType,
+    bytes: &[u8],
+    n: usize,
+    shape: Vec<usize>,
+    dtype: DType,
+) -> std::result::Result<HostValue, String> {
+    let bits = packed_bits(dt).unwrap_or(8);
+    let per_byte = 8 / bits;
+    if bytes.len() != n.div_ceil(per_byte) {
+        return Err(format!(
+            "declares shape {shape:?} ({n} elements) but holds {} bytes of {bits}-bit values",
+            bytes.len()
+        ));
+    }
+    let mask = (1u32 << bits) - 1;
+    let codes = (0..n).map(|i| (u32::from(bytes[i / per_byte]) >> (bits * (i % per_byte))) & mask);
+    if let Some(to) = small_float(dt as i32) {
+        return floats(&shape, codes.map(|c| small_float_value(to, c)).collect());
+    }
+    let signed = matches!(dt, DataType::Int4 | DataType::Int2);
+    let v = codes.map(|c| {
+        if signed && c >> (bits - 1) == 1 {
+            i64::from(c) - (1 << bits)
+        } else {
+            i64::from(c)
+        }
+    });
+    Ok(ints(shape, v.collect(), dtype))
+}
+
+/// Whether `dt` is stored as [`small_values`] reads it.
+fn is_small(dt: DataType) -> bool {
+    packed_bits(dt).is_some() || small_float(dt as i32).is_some()
 }
 
 /// `dims` as sizes, refusing negative ones and more than `opts.max_elements` elements.
@@ -111,12 +216,23 @@ fn decode_inner(
     }
     let external;
     let raw: Option<&[u8]> = if t.data_location == Some(DataLocation::External as i32) {
-        external = read_external(t, dir, n * elem_bytes(dt), opts)?;
+        let want = match packed_bits(dt) {
+            Some(bits) => n.div_ceil(8 / bits),
+            None => n * elem_bytes(dt),
+        };
+        external = read_external(t, dir, want, opts)?;
         Some(&external)
     } else {
         t.raw_data.as_deref()
     };
     let count_err = |got: usize| format!("declares shape {shape:?} ({n} elements) but holds {got}");
+    if is_small(dt) {
+        let bytes: Vec<u8> = match raw {
+            Some(raw) => raw.to_vec(),
+            None => t.int32_data.iter().map(|&w| w as u8).collect(),
+        };
+        return small_values(dt, &bytes, n, shape, dtype);
+    }
     if let Some(raw) = raw {
         let size = elem_bytes(dt);
         if raw.len() != n * size {
@@ -273,11 +389,6 @@ fn bf16_to_f32(b: u16) -> f32 {
     f32::from_bits(u32::from(b) << 16)
 }
 
-/// `w` (f32 bits) rounded to the nearest bfloat16, ties to even, as f32 bits.
-pub(crate) fn round_bf16(w: u32) -> u32 {
-    crate::ops::elementwise::reference::round_bf16(w)
-}
-
 /// A uint64 value as the exact `i64` integers are carried in; beyond `i64::MAX` it could
 /// never fit the u32 it is held in.
 fn u64_value(x: u64) -> std::result::Result<i64, String> {
@@ -300,6 +411,7 @@ fn elem_bytes(dt: DataType) -> usize {
         DataType::Double | DataType::Int64 | DataType::Uint64 | DataType::Complex64 => 8,
         DataType::Float16 | DataType::Bfloat16 | DataType::Int16 | DataType::Uint16 => 2,
         DataType::Bool | DataType::Int8 | DataType::Uint8 => 1,
+        _ if small_float(dt as i32).is_some() => 1,
         _ => 4,
     }
 }

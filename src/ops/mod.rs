@@ -23,7 +23,7 @@ pub mod state;
 pub mod wgsl;
 
 pub use custom::Custom;
-pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, UnaryOp};
+pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, SmallFloat, UnaryOp};
 pub use family::{
     Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
 };

@@ -3,60 +3,13 @@
 //! linear-time import of a 200,000-node chain. Every hostile model is an `Error::Onnx`, never
 //! a panic or an unbounded allocation.
 
-use super::protos::{attr_float, attr_graph, attr_int, attr_ints, node, typed_value, value};
-use wgflow::onnx::proto::{
-    tensor_proto::DataType, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    ValueInfoProto,
+use super::protos::{
+    attr_float, attr_graph, attr_int, external, floats, ints, model_at, neg_chain, node,
+    scan_of_2_pow_40_steps, typed_value, value,
 };
+use wgflow::onnx::proto::{tensor_proto::DataType, GraphProto, ModelProto, TensorProto};
 use wgflow::onnx::{import_bytes, ImportOptions, Message, Model};
 use wgflow::{Error, HostTensor, Session, SessionOptions};
-
-/// A model at `opset` of `nodes` over inputs `ins`, initializers `inits`, outputs `outs`.
-pub fn model_at(
-    opset: i64,
-    ins: Vec<ValueInfoProto>,
-    inits: Vec<TensorProto>,
-    nodes: Vec<NodeProto>,
-    outs: &[&str],
-) -> ModelProto {
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(opset),
-        }],
-        graph: Some(GraphProto {
-            node: nodes,
-            initializer: inits,
-            input: ins,
-            output: outs.iter().map(|o| value(o, &[])).collect(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// An int64 initializer.
-pub fn ints(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Int64 as i32),
-        int64_data: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-/// A float initializer.
-pub fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Float as i32),
-        float_data: v.to_vec(),
-        ..Default::default()
-    }
-}
 
 fn try_import(m: &ModelProto) -> wgflow::Result<Model> {
     import_bytes(&m.encode_to_vec(), None, &ImportOptions::default())
@@ -357,29 +310,7 @@ fn a_loop_condition_known_at_import_unrolls() {
 /// along its second axis stops at the unroll cap, in seconds.
 #[test]
 fn a_scan_of_2_pow_40_steps_is_refused() {
-    let body = GraphProto {
-        name: Some("body".into()),
-        node: vec![node("Identity", &["s"], &["s_out"], vec![])],
-        input: vec![value("s", &[0])],
-        output: vec![value("s_out", &[0])],
-        ..Default::default()
-    };
-    let m = model_at(
-        13,
-        vec![value("x", &[0, 1 << 40])],
-        vec![],
-        vec![node(
-            "Scan",
-            &["x"],
-            &["y"],
-            vec![
-                attr_graph("body", body),
-                attr_int("num_scan_inputs", 1),
-                attr_ints("scan_input_axes", &[1]),
-            ],
-        )],
-        &["y"],
-    );
+    let m = scan_of_2_pow_40_steps();
     let start = std::time::Instant::now();
     let e = refused(&m);
     assert!(e.contains("Scan") && e.contains("graph nodes"), "{e}");
@@ -391,27 +322,7 @@ fn a_scan_of_2_pow_40_steps_is_refused() {
 #[test]
 fn a_200000_node_chain_imports_in_seconds() {
     let n = 200_000;
-    let nodes: Vec<NodeProto> = (0..n)
-        .map(|i| {
-            let x = if i == 0 {
-                "x".to_string()
-            } else {
-                format!("t{}", i - 1)
-            };
-            let y = if i == n - 1 {
-                "y".to_string()
-            } else {
-                format!("t{i}")
-            };
-            NodeProto {
-                op_type: Some("Neg".into()),
-                input: vec![x],
-                output: vec![y],
-                ..Default::default()
-            }
-        })
-        .collect();
-    let m = model_at(13, vec![value("x", &[2])], vec![], nodes, &["y"]);
+    let m = neg_chain(n);
     let start = std::time::Instant::now();
     let imported = try_import(&m).expect("import");
     let took = start.elapsed();
@@ -492,27 +403,6 @@ fn softmax_over_an_empty_axis_is_empty() {
     );
     let imported = try_import(&m).expect("import");
     assert_eq!(imported.outputs[0].shape.dims(), &[2, 0]);
-}
-
-/// A float tensor of `dims` whose data is `location` (at `offset`) in the model's folder.
-fn external(name: &str, dims: &[i64], location: &str, offset: Option<u64>) -> TensorProto {
-    use wgflow::onnx::proto::{tensor_proto::DataLocation, StringStringEntryProto};
-    let kv = |k: &str, v: String| StringStringEntryProto {
-        key: Some(k.into()),
-        value: Some(v),
-    };
-    let mut external_data = vec![kv("location", location.into())];
-    if let Some(o) = offset {
-        external_data.push(kv("offset", o.to_string()));
-    }
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Float as i32),
-        data_location: Some(DataLocation::External as i32),
-        external_data,
-        ..Default::default()
-    }
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -611,4 +501,36 @@ fn external_data_reads_only_its_range() {
         vec![-1.5, 2.0, -3.0, -0.25, -8.0, 1.0]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Packed and float8 tensors decode by hand-computed values (int4: two to a byte, low nibble
+/// first, sign-extended; float8 e4m3fn: 0x7f NaN, 0x7e 448, 0x01 2^-9, 0x80 -0), and a
+/// byte count that does not match the shape is an error.
+#[test]
+fn packed_and_float8_tensors_decode_and_bad_sizes_are_errors() {
+    use wgflow::onnx::load_tensor;
+    let tensor = |elem: DataType, dims: &[i64], raw: &[u8]| {
+        TensorProto {
+            name: Some("t".into()),
+            dims: dims.to_vec(),
+            data_type: Some(elem as i32),
+            raw_data: Some(raw.to_vec()),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let opts = ImportOptions::default();
+    let (_, t) = load_tensor(&tensor(DataType::Int4, &[3], &[0x8f, 0x07]), &opts).unwrap();
+    assert_eq!(t.to_vec::<i32>().unwrap(), vec![-1, -8, 7]);
+    let (_, t) = load_tensor(&tensor(DataType::Uint2, &[5], &[0b1110_0100, 0b11]), &opts).unwrap();
+    assert_eq!(t.to_vec::<i32>().unwrap(), vec![0, 1, 2, 3, 3]);
+    let f8 = tensor(DataType::Float8e4m3fn, &[4], &[0x7f, 0x7e, 0x01, 0x80]);
+    let v = load_tensor(&f8, &opts).unwrap().1.to_f32().unwrap();
+    assert!(v[0].is_nan());
+    assert_eq!(&v[1..3], &[448.0, 2f32.powi(-9)]);
+    assert_eq!(v[3].to_bits(), (-0.0f32).to_bits());
+    let e = load_tensor(&tensor(DataType::Int4, &[3], &[0x8f]), &opts).unwrap_err();
+    assert!(e.to_string().contains("4-bit"), "{e}");
+    let e = load_tensor(&tensor(DataType::Float8e5m2, &[2], &[1, 2, 3]), &opts).unwrap_err();
+    assert!(e.to_string().contains("3 bytes"), "{e}");
 }

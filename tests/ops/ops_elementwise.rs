@@ -690,3 +690,105 @@ fn bitwise_ops_and_bfloat16_rounding_match_hand_computed_values() {
         }
     }
 }
+
+/// Every finite value of a float8/float4 format, built from its definition (`e` exponent
+/// bits, `m` mantissa bits, exponent `bias`), non-negative and ascending: value `i` has code
+/// `i`. `top` is how many codes at the top of the exponent range are not finite values.
+fn small_float_values(e: u32, m: u32, bias: i32, top: u32) -> Vec<f64> {
+    let codes = (1u32 << (e + m)) - top;
+    (0..codes)
+        .map(|c| {
+            let (ex, man) = ((c >> m) as i32, f64::from(c & ((1 << m) - 1)));
+            let frac = man / f64::from(1u32 << m);
+            if ex == 0 {
+                frac * 2f64.powi(1 - bias)
+            } else {
+                (1.0 + frac) * 2f64.powi(ex - bias)
+            }
+        })
+        .collect()
+}
+
+/// `round_to` on every device for the five float8/float4 formats: each finite value (±) is
+/// kept, each midpoint between neighbours goes to the even code, values past the largest
+/// overflow as the format says (NaN, ±inf, or ±6 for float4), NaN stays NaN (float4: -0),
+/// and formats without -0 give +0.
+#[test]
+fn small_float_rounding_keeps_values_and_ties_to_even_on_every_device() {
+    use wgflow::ops::SmallFloat;
+    // (format, e, m, bias, codes past the finite values, overflow, nan, has -0)
+    let formats = [
+        (SmallFloat::F8E4M3Fn, 4, 3, 7, 1, f32::NAN, f32::NAN, true),
+        (
+            SmallFloat::F8E4M3FnUz,
+            4,
+            3,
+            8,
+            0,
+            f32::NAN,
+            f32::NAN,
+            false,
+        ),
+        (
+            SmallFloat::F8E5M2,
+            5,
+            2,
+            15,
+            4,
+            f32::INFINITY,
+            f32::NAN,
+            true,
+        ),
+        (
+            SmallFloat::F8E5M2FnUz,
+            5,
+            2,
+            16,
+            0,
+            f32::NAN,
+            f32::NAN,
+            false,
+        ),
+        (SmallFloat::F4E2M1, 2, 1, 1, 0, 6.0, -0.0, true),
+    ];
+    let mut g = Graph::new();
+    let mut cases = Vec::new();
+    for (to, e, m, bias, top, overflow, nan, neg_zero) in formats {
+        let vals = small_float_values(e, m, bias, top);
+        let (mut x, mut want) = (Vec::new(), Vec::new());
+        let max = *vals.last().unwrap();
+        for (i, &v) in vals.iter().enumerate() {
+            x.extend([v as f32, -v as f32]);
+            let neg = if v == 0.0 && !neg_zero { 0.0 } else { -v };
+            want.extend([v as f32, neg as f32]);
+            if let Some(&next) = vals.get(i + 1) {
+                let even = if i % 2 == 0 { v } else { next };
+                x.extend([((v + next) / 2.0) as f32, (v + (next - v) * 0.49) as f32]);
+                want.extend([even as f32, v as f32]);
+            }
+        }
+        x.extend([max as f32 * 4.0, -max as f32 * 4.0, f32::INFINITY, f32::NAN]);
+        let inf = if overflow.is_nan() {
+            f32::NAN
+        } else {
+            overflow
+        };
+        want.extend([overflow, -overflow, inf, nan]);
+        let n = x.len();
+        let t = g
+            .constant(HostTensor::new(vec![n], x.clone()).unwrap())
+            .unwrap();
+        cases.push((to, x, want, g.round_to(t, to).unwrap()));
+    }
+    let outs: Vec<Tensor> = cases.iter().map(|c| c.3).collect();
+    for device in std::iter::once(Device::Cpu).chain(common::gpus()) {
+        let mut s = common::session_on(&g, device);
+        let got = s.run(&[], &outs).unwrap();
+        for ((to, x, want, _), got) in cases.iter().zip(&got) {
+            for ((&x, &w), &r) in x.iter().zip(want).zip(&got.to_f32().unwrap()) {
+                let same = (r.is_nan() && w.is_nan()) || r.to_bits() == w.to_bits();
+                assert!(same, "{device}: round_to({x}, {to:?}) = {r}, want {w}");
+            }
+        }
+    }
+}

@@ -235,6 +235,7 @@ proptest! {
                 UnaryOp::IsFinite => g.isfinite(x),
                 UnaryOp::LogicalNot | UnaryOp::BitNot => continue,
                 UnaryOp::RoundBf16 => g.round_bf16(x),
+                UnaryOp::RoundTo(to) => g.round_to(x, to),
             }
             .unwrap();
             outs.push(y);

@@ -10,6 +10,7 @@
 
 use super::Loc;
 use crate::graph::{Graph, Site, Tensor};
+use crate::ops::elementwise::SmallFloat;
 use crate::ops::{BinaryOp, Declared, Elementwise, Op, UnaryOp};
 use crate::{DType, Error, Result};
 use std::panic::Location;
@@ -229,6 +230,15 @@ impl Graph {
             let ae = g.binary(BinaryOp::Mul, e, a, loc)?;
             g.select(pos, x, ae)
         })
+    }
+
+    /// `x` rounded to the nearest value of a float8 or float4 format, ties to even (f32 in,
+    /// f32 out): computing "in float8" one op at a time. Past the format's largest value it
+    /// gives what the format's overflow does (NaN, ±inf, or ±6 for float4); clip first to
+    /// saturate instead.
+    #[track_caller]
+    pub fn round_to(&mut self, x: Tensor, to: SmallFloat) -> Result<Tensor> {
+        self.unary(UnaryOp::RoundTo(to), x, Location::caller())
     }
 
     /// `minimum(maximum(x, min), max)` like NumPy's `clip` (f32, i32, u32); NaN propagates.

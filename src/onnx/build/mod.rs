@@ -166,13 +166,16 @@ pub(crate) fn build(
             continue;
         }
         let (dims, dtype, onnx_type) = value_type(vi, opts)?;
-        if let Some(e) = narrow_of_name(&onnx_type) {
-            cx.narrow.insert(name.clone(), e);
-        }
         let t =
             cx.g.placeholder_dyn(&name, dims.clone(), dtype)
                 .map_err(|e| fail(format!("input '{name}'"), e.to_string()))?;
-        cx.vals.insert(name.clone(), Val::T(t));
+        let mut v = t;
+        if let Some(e) = narrow_of_name(&onnx_type) {
+            cx.narrow.insert(name.clone(), e);
+            // A fed bfloat16/float8 input is rounded to its type as it enters.
+            v = narrow::round_input(&mut cx.g, e, t)?;
+        }
+        cx.vals.insert(name.clone(), Val::T(v));
         inputs.push(ValueInfo::new(name, t, dims, dtype, onnx_type));
     }
     checks::unique_names(graph).map_err(|e| checks::relabel(e, "graph"))?;

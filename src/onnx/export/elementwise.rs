@@ -50,6 +50,8 @@ fn unary(ex: &mut Ex, cx: &Cx, u: UnaryOp) -> Result<String> {
         UnaryOp::LogicalNot => "Not",
         // Bitwise ops arrive at opset 18; exports declare 17.
         UnaryOp::BitNot => return Err(unsupported("bitwise_not (opset 18)")),
+        // Float8 and float4 types arrive at opsets 19 and 23; exports declare 17.
+        UnaryOp::RoundTo(_) => return Err(unsupported(&format!("{} (opset 19)", u.name()))),
         UnaryOp::RoundBf16 => {
             let bf16 = super::super::proto::tensor_proto::DataType::Bfloat16 as i64;
             let h = ex.op("Cast", vec![x], vec![attr_i("to", bf16)]);

@@ -77,6 +77,80 @@ pub enum UnaryOp {
     /// Rounded to the nearest bfloat16 (ties to even; NaN and ±inf kept), held in f32: how
     /// imported bfloat16 values are kept at bfloat16 precision between ops.
     RoundBf16,
+    /// Rounded to the nearest value of a float8 or float4 format (ties to even), held in
+    /// f32; past the format's largest finite value it becomes what the format's overflow
+    /// gives ([`SmallFloat`]). How imported float8/float4 values keep their precision.
+    RoundTo(SmallFloat),
+}
+
+/// The float8 and float4 formats ONNX defines, held in f32 between ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SmallFloat {
+    /// 4 exponent bits, 3 mantissa bits; no infinity, largest 448; overflow is NaN.
+    F8E4M3Fn,
+    /// As `F8E4M3Fn` with exponent bias 8 and no -0; largest 240; overflow is NaN.
+    F8E4M3FnUz,
+    /// 5 exponent bits, 2 mantissa bits (IEEE-like); largest 57344; overflow is ±inf.
+    F8E5M2,
+    /// As `F8E5M2` with exponent bias 16, no infinity and no -0; overflow is NaN.
+    F8E5M2FnUz,
+    /// 2 exponent bits, 1 mantissa bit; no infinity or NaN: overflow saturates at ±6 and NaN
+    /// becomes -0 (what `ml_dtypes`, onnx's reference, gives).
+    F4E2M1,
+}
+
+/// How a [`SmallFloat`] rounds: `m` mantissa bits, smallest normal exponent `emin`, largest
+/// finite value `max`; past it the f32 with bits `overflow` (signed as the input), a NaN
+/// becomes bits `nan`, and `unsigned_zero` formats have no -0.
+#[derive(Debug, Clone, Copy)]
+pub struct SmallFloatRule {
+    pub m: i32,
+    pub emin: i32,
+    pub max: f32,
+    pub overflow: u32,
+    pub nan: u32,
+    pub unsigned_zero: bool,
+}
+
+impl SmallFloat {
+    pub const ALL: [SmallFloat; 5] = [
+        SmallFloat::F8E4M3Fn,
+        SmallFloat::F8E4M3FnUz,
+        SmallFloat::F8E5M2,
+        SmallFloat::F8E5M2FnUz,
+        SmallFloat::F4E2M1,
+    ];
+
+    pub fn rule(self) -> SmallFloatRule {
+        const NAN: u32 = 0x7fc0_0000;
+        const INF: u32 = 0x7f80_0000;
+        let (m, emin, max, overflow, unsigned_zero) = match self {
+            SmallFloat::F8E4M3Fn => (3, -6, 448.0, NAN, false),
+            SmallFloat::F8E4M3FnUz => (3, -7, 240.0, NAN, true),
+            SmallFloat::F8E5M2 => (2, -14, 57344.0, INF, false),
+            SmallFloat::F8E5M2FnUz => (2, -15, 57344.0, NAN, true),
+            SmallFloat::F4E2M1 => (1, 0, 6.0, 6.0f32.to_bits(), false),
+        };
+        let nan = if self == SmallFloat::F4E2M1 {
+            0x8000_0000
+        } else {
+            NAN
+        };
+        SmallFloatRule {
+            m,
+            emin,
+            max,
+            overflow,
+            nan,
+            unsigned_zero,
+        }
+    }
+
+    /// Whether the format has an infinity or NaN that overflow can produce (all but float4,
+    /// which saturates).
+    pub fn overflows(self) -> bool {
+        self != SmallFloat::F4E2M1
+    }
 }
 
 /// Binary elementwise primitives (both operands share one dtype).
@@ -112,7 +186,7 @@ pub enum BinaryOp {
 
 impl UnaryOp {
     /// Every unary primitive (for exhaustive tests).
-    pub const ALL: [UnaryOp; 33] = [
+    pub const ALL: [UnaryOp; 38] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -146,6 +220,11 @@ impl UnaryOp {
         UnaryOp::LogicalNot,
         UnaryOp::BitNot,
         UnaryOp::RoundBf16,
+        UnaryOp::RoundTo(SmallFloat::F8E4M3Fn),
+        UnaryOp::RoundTo(SmallFloat::F8E4M3FnUz),
+        UnaryOp::RoundTo(SmallFloat::F8E5M2),
+        UnaryOp::RoundTo(SmallFloat::F8E5M2FnUz),
+        UnaryOp::RoundTo(SmallFloat::F4E2M1),
     ];
 
     pub fn name(self) -> &'static str {
@@ -183,6 +262,11 @@ impl UnaryOp {
             UnaryOp::LogicalNot => "logical_not",
             UnaryOp::BitNot => "bitwise_not",
             UnaryOp::RoundBf16 => "round_bf16",
+            UnaryOp::RoundTo(SmallFloat::F8E4M3Fn) => "round_f8e4m3fn",
+            UnaryOp::RoundTo(SmallFloat::F8E4M3FnUz) => "round_f8e4m3fnuz",
+            UnaryOp::RoundTo(SmallFloat::F8E5M2) => "round_f8e5m2",
+            UnaryOp::RoundTo(SmallFloat::F8E5M2FnUz) => "round_f8e5m2fnuz",
+            UnaryOp::RoundTo(SmallFloat::F4E2M1) => "round_f4e2m1",
         }
     }
 

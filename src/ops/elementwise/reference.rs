@@ -421,6 +421,7 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
         (DType::Bool, UnaryOp::LogicalNot) => b(w == 0),
         (DType::I32 | DType::U32, UnaryOp::BitNot) => !w,
         (DType::F32, UnaryOp::RoundBf16) => round_bf16(w),
+        (DType::F32, UnaryOp::RoundTo(to)) => round_small_float(w, to),
         (DType::I32, UnaryOp::Neg) => (w as i32).wrapping_neg() as u32,
         (DType::I32, UnaryOp::Abs) => (w as i32).wrapping_abs() as u32,
         (DType::I32, UnaryOp::Relu) => (w as i32).max(0) as u32,
@@ -461,7 +462,8 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
             | UnaryOp::Round
             | UnaryOp::Sign
             | UnaryOp::LogicalNot
-            | UnaryOp::RoundBf16,
+            | UnaryOp::RoundBf16
+            | UnaryOp::RoundTo(_),
         )
         | (DType::F32 | DType::Bool | DType::F16, UnaryOp::BitNot)
         | (DType::F32, UnaryOp::LogicalNot) => w,
@@ -584,6 +586,31 @@ pub fn cast_cpu(from: DType, to: DType, w: u32) -> u32 {
         (DType::I32, DType::U32) | (DType::U32, DType::I32) => w,
         _ => w,
     }
+}
+
+/// `x` (f32 bits) rounded to the nearest value of `to`, ties to even, as f32 bits: the value
+/// scaled by a power of two so that the format's quantum at its exponent (clamped to the
+/// subnormal range below and past every format's range above) is 1, rounded to an integer
+/// and scaled back, all exact in f32. `wgf_round_small_float` runs the same steps.
+pub fn round_small_float(w: u32, to: super::SmallFloat) -> u32 {
+    let r = to.rule();
+    let sign = w & 0x8000_0000;
+    let biased = ((w >> 23) & 0xff) as i32;
+    if biased == 255 && w & 0x007f_ffff != 0 {
+        return r.nan;
+    }
+    let a = f32::from_bits(w & 0x7fff_ffff);
+    let e = (biased - 127).clamp(r.emin, 16);
+    let up = f32::from_bits(((127 + r.m - e) as u32) << 23);
+    let down = f32::from_bits(((127 - r.m + e) as u32) << 23);
+    let mut q = ((a * up).round_ties_even() * down).to_bits();
+    if f32::from_bits(q) > r.max {
+        q = r.overflow;
+    }
+    if q == 0 && r.unsigned_zero {
+        return 0;
+    }
+    q | sign
 }
 
 /// `x` (f32 bits) rounded to the nearest bfloat16, ties to even; a NaN stays a quiet NaN.

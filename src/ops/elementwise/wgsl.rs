@@ -229,6 +229,18 @@ fn unary_wgsl(op: UnaryOp, x: &str, d: DType) -> String {
         UnaryOp::LogicalNot => format!("(!{x})"),
         UnaryOp::BitNot => format!("(~{x})"),
         UnaryOp::RoundBf16 => format!("wgf_round_bfloat16({x})"),
+        UnaryOp::RoundTo(to) => {
+            let r = to.rule();
+            format!(
+                "wgf_round_small_float({x}, {}, {}, {}, {}u, {}u, {})",
+                r.m,
+                r.emin,
+                wgsl::literal(DType::F32, r.max.to_bits()),
+                r.overflow,
+                r.nan,
+                r.unsigned_zero
+            )
+        }
     }
 }
 

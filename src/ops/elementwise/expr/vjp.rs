@@ -306,7 +306,7 @@ impl Grad {
                 }
                 U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot | U::BitNot => Adj::None,
                 // Straight-through: the rounding's derivative is 1 almost everywhere.
-                U::RoundBf16 => at(g),
+                U::RoundBf16 | U::RoundTo(_) => at(g),
             }],
             Node::Binary(op, a, b) => {
                 let (ga, gb) = match op {
