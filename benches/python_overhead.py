@@ -6,7 +6,8 @@ softmax; benches/table.rs's `mlp_w4`) run through
 * wgflow's Python `InferenceSession.run` on the same model as ONNX,
 * onnxruntime's Python `InferenceSession.run` (CPUExecutionProvider) on that ONNX file,
 
-in one process run, on one device, and prints a Markdown table (median and minimum).
+in one process run, on one device, and prints a Markdown table (median and minimum). The
+CLI rows time themselves; the in-process rows take turns in blocks of 20 calls.
 
     cargo build --release --features cli --bin wgflow
     pip install ./python onnx onnxruntime
@@ -67,17 +68,6 @@ def onnx_model(ws, path):
     onnx.save(model, path)
 
 
-def timed(fn, runs, warmup=5):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3, min(times) * 1e3
-
-
 def rust_cli(cli, graph_json, x_npy, device, runs):
     out = tempfile.mkdtemp()
     cmd = [cli, "run", graph_json, "--device", device, "--feed", f"x={x_npy}", "--out", out, "--force", "--runs", str(runs)]
@@ -113,34 +103,59 @@ def main():
     y0 = g0.sum(x0)
     sess0 = wgflow.Session(g0, device=args.device)
     paths = []
+    cli_rows = {"wgflow Rust `Session::run` (CLI `run --runs`)", "wgflow Rust ONNX (CLI `run w4.onnx --runs`)"}
     if os.path.exists(args.cli):
         paths.append(("wgflow Rust `Session::run` (CLI `run --runs`)", lambda: rust_cli(args.cli, graph_json, x_npy, args.device, args.runs)))
     else:
         print(f"(no {args.cli}: build it with `cargo build --release --features cli --bin wgflow`)", file=sys.stderr)
-    paths.append(("wgflow Python `Session.run`", lambda: timed(lambda: sess.run(y, {x: xs}), args.runs)))
+    paths.append(("wgflow Python `Session.run`", lambda: sess.run(y, {x: xs})))
     try:
         import onnxruntime as ort
 
         onnx_model(ws, model)
         ours = wgflow.InferenceSession(model, device=args.device)
         np.testing.assert_allclose(ours.run(None, {"x": xs})[0], ref, rtol=1e-4, atol=1e-6)
-        paths.append(("wgflow Python `InferenceSession.run` (ONNX)", lambda: timed(lambda: ours.run(None, {"x": xs}), args.runs)))
+        if os.path.exists(args.cli):
+            paths.append(("wgflow Rust ONNX (CLI `run w4.onnx --runs`)", lambda: rust_cli(args.cli, model, x_npy, args.device, args.runs)))
+        paths.append(("wgflow Python `InferenceSession.run` (ONNX)", lambda: ours.run(None, {"x": xs})))
         so = ort.SessionOptions()
         # onnxruntime's pool spins between runs by default, taking the cores the other
         # paths (timed in the same process) need.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         theirs = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         np.testing.assert_allclose(theirs.run(None, {"x": xs})[0], ref, rtol=1e-4, atol=1e-6)
-        paths.append((f"onnxruntime {ort.__version__} Python `InferenceSession.run` (CPU EP)", lambda: timed(lambda: theirs.run(None, {"x": xs}), args.runs)))
+        paths.append((f"onnxruntime {ort.__version__} Python `InferenceSession.run` (CPU EP)", lambda: theirs.run(None, {"x": xs})))
     except ImportError:
         print("(onnx/onnxruntime not installed: ONNX rows skipped)", file=sys.stderr)
-    paths.append(("Python call overhead alone (feed-only graph: sum of the same x)", lambda: timed(lambda: sess0.run(y0, {x0: xs}), args.runs)))
+    paths.append(("Python call overhead alone (feed-only graph: sum of the same x)", lambda: sess0.run(y0, {x0: xs})))
     best = {}
+
+    def keep(name, med, mn):
+        old = best.get(name)
+        best[name] = (min(med, old[0]) if old else med, min(mn, old[1]) if old else mn)
+
     for _ in range(args.rounds):
+        # The CLI rows time themselves in their own process; the in-process paths take turns
+        # in blocks of 20 calls (A B C A B C ...), so that a shared machine's slow spells fall
+        # on all of them alike while each block runs with warm caches.
         for name, fn in paths:
-            med, mn = fn()
-            old = best.get(name)
-            best[name] = (min(med, old[0]) if old else med, min(mn, old[1]) if old else mn)
+            if name in cli_rows:
+                keep(name, *fn())
+        calls = [(name, fn) for name, fn in paths if name not in cli_rows]
+        for _, fn in calls:
+            for _ in range(5):
+                fn()
+        times = {name: [] for name, _ in calls}
+        block = 20
+        for _ in range(max(1, args.runs // block)):
+            for name, fn in calls:
+                fn()  # the first call of a block refills the caches the others emptied
+                for _ in range(block):
+                    t = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - t)
+        for name, ts in times.items():
+            keep(name, statistics.median(ts) * 1e3, min(ts) * 1e3)
     rows = [(name, *best[name]) for name, _ in paths]
 
     base = rows[0][1]

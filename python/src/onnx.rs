@@ -106,13 +106,18 @@ impl PyInferenceSession {
             .iter()
             .map(|n| self.outputs.iter().any(|d| &d.name == n && d.is_int64()))
             .collect();
+        let (fed_names, fed_values): (Vec<String>, Vec<HostTensor>) = fed.into_iter().unzip();
         let out = py
             .detach(|| {
                 let mut s = self.inner.lock().map_err(|_| None)?;
-                let feeds: Vec<(&str, HostTensor)> =
-                    fed.iter().map(|(n, h)| (n.as_str(), h.clone())).collect();
+                // The one copy is NumPy's memory into `fed`; from there the values move.
+                let feeds: Vec<(&str, HostTensor)> = fed_names
+                    .iter()
+                    .map(String::as_str)
+                    .zip(fed_values)
+                    .collect();
                 let fetch: Vec<&str> = names.iter().map(String::as_str).collect();
-                s.run(Some(&fetch), &feeds).map_err(Some)
+                s.run_owned(Some(&fetch), feeds).map_err(Some)
             })
             .map_err(|e| match e {
                 Some(e) => crate::errors::to_py(py, e),

@@ -149,6 +149,26 @@ impl InferenceSession {
         feeds: &[(&str, HostTensor)],
     ) -> Result<Vec<HostTensor>> {
         let (imp, fed, fetch) = self.prepare(fetches, feeds)?;
+        let fed: Vec<(Tensor, HostTensor)> = fed
+            .into_iter()
+            .map(|(t, k)| (t, feeds[k].1.clone()))
+            .collect();
+        imp.session.run(&fed, &fetch)
+    }
+
+    /// [`InferenceSession::run`] taking the feeds by value, so that none is copied on the
+    /// way (what the Python binding calls).
+    pub fn run_owned(
+        &mut self,
+        fetches: Option<&[&str]>,
+        feeds: Vec<(&str, HostTensor)>,
+    ) -> Result<Vec<HostTensor>> {
+        let (imp, fed, fetch) = self.prepare(fetches, &feeds)?;
+        let mut values: Vec<Option<HostTensor>> = feeds.into_iter().map(|(_, h)| Some(h)).collect();
+        let fed: Vec<(Tensor, HostTensor)> = fed
+            .into_iter()
+            .filter_map(|(t, k)| Some((t, values.get_mut(k)?.take()?)))
+            .collect();
         imp.session.run(&fed, &fetch)
     }
 
@@ -159,6 +179,10 @@ impl InferenceSession {
         feeds: &[(&str, HostTensor)],
     ) -> Result<Arc<Plan>> {
         let (imp, fed, fetch) = self.prepare(fetches, feeds)?;
+        let fed: Vec<(Tensor, HostTensor)> = fed
+            .into_iter()
+            .map(|(t, k)| (t, feeds[k].1.clone()))
+            .collect();
         imp.session.plan_for(&fed, &fetch)
     }
 
@@ -169,13 +193,14 @@ impl InferenceSession {
         Ok((&mut imp.session, &imp.model))
     }
 
-    /// The import for `feeds`, the feeds as its tensors, and the fetches resolved in it.
+    /// The import for `feeds`, its placeholder for each fed value (with the value's position
+    /// in `feeds`), and the fetches resolved in it.
     #[allow(clippy::type_complexity)]
     fn prepare(
         &mut self,
         fetches: Option<&[&str]>,
         feeds: &[(&str, HostTensor)],
-    ) -> Result<(&mut Imported, Vec<(Tensor, HostTensor)>, Vec<Tensor>)> {
+    ) -> Result<(&mut Imported, Vec<(Tensor, usize)>, Vec<Tensor>)> {
         for (name, _) in feeds {
             if !self.inputs.iter().any(|i| i.name == *name) {
                 let names: Vec<&str> = self.inputs.iter().map(|i| i.name.as_str()).collect();
@@ -212,10 +237,10 @@ impl InferenceSession {
             self.pinned_for(feeds)?
         };
         let mut fed = Vec::with_capacity(feeds.len());
-        for (name, value) in feeds {
+        for (k, (name, _)) in feeds.iter().enumerate() {
             // An input made a constant of this import is not fed.
             if let Some(t) = imp.model.inputs.iter().find(|i| i.name == *name) {
-                fed.push((t.tensor, value.clone()));
+                fed.push((t.tensor, k));
             }
         }
         let fetch = match fetches {

@@ -126,6 +126,9 @@ fn inference_session_by_names_at_every_size() {
                 ("input_ids", npy(model, size, "input_ids")),
                 ("attention_mask", npy(model, size, "attention_mask")),
             ];
+            // By value (the Python binding's path): the same values, nothing copied.
+            let owned = s.run_owned(None, feeds.to_vec()).unwrap();
+            check(model, size, &owned, &device.to_string());
             let got = s.run(Some(&["pooler_logits", "merged"]), &feeds).unwrap();
             crate::common::assert_close(
                 "pooler_logits",
