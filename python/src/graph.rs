@@ -13,7 +13,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Mutex;
-use wgflow::ops::{BinaryOp, Expr, UnaryOp};
+use wgflow::ops::index::ScatterReduce;
+use wgflow::ops::{BinaryOp, Expr, SmallFloat, UnaryOp};
 use wgflow::train::{Adam, Optimizer, Sgd};
 use wgflow::{Axes, Conv2dOptions, DType, Dim, Graph, Initializer, PadMode, SliceArg, Tensor};
 
@@ -474,10 +475,11 @@ impl PyGraph {
         table! {
             unary: neg abs exp log sqrt tanh sigmoid relu floor ceil round sign reciprocal rsqrt
                 log1p expm1 sin cos erf softplus softsign asin acos atan asinh acosh atanh isnan
-                isinf isfinite logical_not square silu zeros_like ones_like;
+                isinf isfinite logical_not square silu zeros_like ones_like bitwise_not round_bf16;
             binary: add sub mul div maximum minimum pow equal less greater not_equal less_equal
                 greater_equal logical_and logical_or logical_xor floor_divide remainder matmul
-                assign assign_add assign_sub sparse_softmax_cross_entropy;
+                assign assign_add assign_sub sparse_softmax_cross_entropy bitwise_and bitwise_or
+                bitwise_xor gather_nd;
         }
         macro_rules! reduce {
             ($($r:ident)*) => {
@@ -741,6 +743,89 @@ impl PyGraph {
                 let d =
                     parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
                 self.one(py, |g| g.arange(start, stop, step, d))
+            }
+            "round_to" => {
+                arity(1)?;
+                let f = req::<String>(a, "format", name)?;
+                let to = match f.as_str() {
+                    "float8_e4m3fn" => SmallFloat::F8E4M3Fn,
+                    "float8_e4m3fnuz" => SmallFloat::F8E4M3FnUz,
+                    "float8_e5m2" => SmallFloat::F8E5M2,
+                    "float8_e5m2fnuz" => SmallFloat::F8E5M2FnUz,
+                    "float4_e2m1fn" => SmallFloat::F4E2M1,
+                    other => {
+                        return Err(PyValueError::new_err(format!(
+                            "round_to: format '{other}' is not one of float8_e4m3fn, \
+                             float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float4_e2m1fn"
+                        )))
+                    }
+                };
+                self.one(py, |g| g.round_to(xs[0], to))
+            }
+            "top_k" => {
+                arity(1)?;
+                let k = req::<usize>(a, "k", name)?;
+                let axis = get::<isize>(a, "axis")?.unwrap_or(-1);
+                let largest = get::<bool>(a, "largest")?.unwrap_or(true);
+                let (v, i) = self.build(py, |g| g.top_k(xs[0], k, axis, largest))?;
+                Ok(vec![PyTensor { t: v }, PyTensor { t: i }])
+            }
+            "scatter_nd" | "scatter_elements" => {
+                arity(3)?;
+                let reduce = match get::<String>(a, "reduction")?.as_deref() {
+                    None | Some("none") => ScatterReduce::None,
+                    Some("add") => ScatterReduce::Add,
+                    Some("mul") => ScatterReduce::Mul,
+                    Some("max") => ScatterReduce::Max,
+                    Some("min") => ScatterReduce::Min,
+                    Some(r) => {
+                        return Err(PyValueError::new_err(format!(
+                            "{name}: reduction '{r}' is not none, add, mul, max or min"
+                        )))
+                    }
+                };
+                if name == "scatter_nd" {
+                    self.one(py, |g| g.scatter_nd(xs[0], xs[1], xs[2], reduce))
+                } else {
+                    let axis = get::<isize>(a, "axis")?.unwrap_or(0);
+                    self.one(py, |g| {
+                        g.scatter_elements(xs[0], xs[1], xs[2], axis, reduce)
+                    })
+                }
+            }
+            "scatter_add" => {
+                arity(3)?;
+                let axis = get::<isize>(a, "axis")?.unwrap_or(0);
+                self.one(py, |g| g.scatter_add(xs[0], xs[1], xs[2], axis))
+            }
+            "segment_sum" => {
+                arity(2)?;
+                let n = req::<usize>(a, "num_segments", name)?;
+                let axis = get::<isize>(a, "axis")?.unwrap_or(0);
+                self.one(py, |g| g.segment_sum(xs[0], xs[1], n, axis))
+            }
+            "attention" => {
+                arity(3)?;
+                let causal = get::<bool>(a, "causal")?.unwrap_or(false);
+                let scale = get::<f32>(a, "scale")?;
+                self.one(py, |g| g.attention(xs[0], xs[1], xs[2], causal, scale))
+            }
+            "eye" => {
+                arity(0)?;
+                let n = req::<usize>(a, "n", name)?;
+                let m = get::<usize>(a, "m")?.unwrap_or(n);
+                let k = get::<isize>(a, "k")?.unwrap_or(0);
+                let d =
+                    parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
+                self.one(py, |g| g.eye(n, m, k, d))
+            }
+            "linspace" => {
+                arity(0)?;
+                let start = req::<f64>(a, "start", name)?;
+                let stop = req::<f64>(a, "stop", name)?;
+                let num = req::<usize>(a, "num", name)?;
+                let endpoint = get::<bool>(a, "endpoint")?.unwrap_or(true);
+                self.one(py, |g| g.linspace(start, stop, num, endpoint))
             }
             "group" => self.one(py, |g| g.group(&xs)),
             other => Err(PyTypeError::new_err(format!("wgflow has no op '{other}'"))),

@@ -11,12 +11,13 @@ from ._util import as_feed, dtype_name
 UNARY = (
     "neg abs exp log sqrt tanh sigmoid relu floor ceil round sign reciprocal rsqrt log1p expm1 "
     "sin cos erf softplus softsign asin acos atan asinh acosh atanh isnan isinf isfinite "
-    "logical_not square silu zeros_like ones_like"
+    "logical_not square silu zeros_like ones_like bitwise_not round_bf16"
 ).split()
 BINARY = (
     "add sub mul div maximum minimum pow equal less greater not_equal less_equal greater_equal "
     "logical_and logical_or logical_xor floor_divide remainder matmul assign assign_add "
-    "assign_sub sparse_softmax_cross_entropy take gather_elements"
+    "assign_sub sparse_softmax_cross_entropy take gather_elements bitwise_and bitwise_or "
+    "bitwise_xor gather_nd"
 ).split()
 # Builders with keyword attributes: name -> attribute names in positional order.
 WITH_ATTRS = {
@@ -406,6 +407,42 @@ class Graph:
 
     def random_normal(self, shape, mean=0.0, std=1.0, seed=0):
         return self._op("random_normal", [], shape=list(shape), mean=mean, std=std, seed=seed)[0]
+
+    def eye(self, n, m=None, k=0, dtype="float32"):
+        return self._op("eye", [], n=n, m=n if m is None else m, k=k, dtype=dtype_name(dtype))[0]
+
+    def linspace(self, start, stop, num, endpoint=True):
+        return self._op("linspace", [], start=float(start), stop=float(stop), num=num, endpoint=endpoint)[0]
+
+    # ---- indexing, attention
+    def top_k(self, x, k, axis=-1, largest=True):
+        """The ``k`` largest (or smallest) values along ``axis``, sorted, and their indices."""
+        v, i = self._op("top_k", [x], k=k, axis=axis, largest=largest)
+        return v, i
+
+    def scatter_nd(self, data, indices, updates, reduction="none"):
+        return self._op("scatter_nd", [data, indices, updates], reduction=reduction)[0]
+
+    def scatter_elements(self, data, indices, updates, axis=0, reduction="none"):
+        return self._op("scatter_elements", [data, indices, updates], axis=axis, reduction=reduction)[0]
+
+    def scatter_add(self, data, indices, updates, axis=0):
+        return self._op("scatter_add", [data, indices, updates], axis=axis)[0]
+
+    def segment_sum(self, data, segment_ids, num_segments, axis=0):
+        return self._op("segment_sum", [data, segment_ids], num_segments=num_segments, axis=axis)[0]
+
+    def attention(self, q, k, v, causal=False, scale=None):
+        """``softmax(q kᵀ · scale) v`` over the last two axes (scale ``1/√d`` by default)."""
+        attrs = {"causal": causal}
+        if scale is not None:
+            attrs["scale"] = float(scale)
+        return self._op("attention", [q, k, v], **attrs)[0]
+
+    def round_to(self, x, format):
+        """``x`` rounded to a float8/float4 format (``float8_e4m3fn``, ``float8_e4m3fnuz``,
+        ``float8_e5m2``, ``float8_e5m2fnuz``, ``float4_e2m1fn``; ml_dtypes' names), held in f32."""
+        return self._op("round_to", [x], format=format)[0]
 
     # ---- autodiff, files
     def gradients(self, y, xs):
