@@ -18,6 +18,7 @@ pub mod reduce;
 pub mod rows;
 pub mod scan;
 pub mod segment;
+pub mod simd;
 pub mod sizes;
 pub mod state;
 pub mod wgsl;

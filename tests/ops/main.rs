@@ -30,4 +30,5 @@ pub mod prop_elementwise;
 pub mod prop_reduce;
 pub mod random_stateful;
 pub mod raw_kernels;
+pub mod simd_levels;
 pub mod vmath;

@@ -128,11 +128,11 @@ fn head(
 ) -> Result<()> {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+        if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512 {
             // SAFETY: the CPU has the features the function is compiled for.
             return unsafe { head_avx512(k, f, b, o, tiles) };
         }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx2 {
             // SAFETY: as above.
             return unsafe { head_avx2(k, f, b, o, tiles) };
         }

@@ -388,14 +388,12 @@ impl Program {
     fn dispatch_block(&self, data: &[&[u32]], start: usize, out: &mut [u32], s: &mut Scratch) {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512 {
                 // SAFETY: the CPU supports AVX-512F (and so AVX2 and FMA), checked just above.
                 unsafe { self.block_avx512(data, start, out, s) };
                 return;
             }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
+            if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx2 {
                 // SAFETY: the CPU supports AVX2 and FMA (checked just above).
                 unsafe { self.block_avx2(data, start, out, s) };
                 return;

@@ -450,9 +450,7 @@ pub fn direct(m: usize, k: usize, n: usize, a: Operand<'_>, b: Operand<'_>, c: &
     let block = |i0: usize, c: &mut [f32]| {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
+            if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx2 {
                 // SAFETY: the CPU supports AVX2 and FMA (checked just above).
                 unsafe { rows_fma(i0, k, n, a, &bp, c) };
                 return;

@@ -142,16 +142,7 @@ fn wide_tasks(
 
 /// Whether this CPU runs the AVX-512 kernel.
 fn wide_cpu() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512
 }
 
 impl Conv2dKernel {
@@ -367,14 +358,7 @@ impl Conv2dKernel {
 
 /// Whether this CPU runs a direct kernel at all (AVX2 and FMA).
 fn direct_cpu() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx2
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -49,7 +49,7 @@ pub(super) fn max_band(
     wide: bool,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if wide && std::arch::is_x86_feature_detected!("avx512f") {
+    if wide && crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512 {
         // SAFETY: the CPU supports AVX-512F (checked just above).
         unsafe { max_band_avx512(xs, geometry, win, sc, dst) };
         return;

@@ -233,7 +233,7 @@ impl Phases {
 
 #[cfg(target_arch = "x86_64")]
 fn avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx2
 }
 
 /// `acc[i] = step(…step(first(t[0][i]), 1, t[1][i])…, N-1, t[N-1][i])`: all `N` taps in

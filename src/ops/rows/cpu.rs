@@ -94,11 +94,11 @@ pub(super) fn run(k: &RowKernel, inputs: &[&[u32]], out: &mut [u32]) -> Result<(
 fn rows(k: &RowKernel, inputs: &[&[u32]], r0: usize, o: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+        if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512 {
             // SAFETY: the CPU has the features the function is compiled for.
             return unsafe { rows_avx512(k, inputs, r0, o) };
         }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx2 {
             // SAFETY: as above.
             return unsafe { rows_avx2(k, inputs, r0, o) };
         }

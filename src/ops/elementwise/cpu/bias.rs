@@ -71,7 +71,7 @@ impl BiasAct {
     /// [`BiasAct::apply`] compiled for AVX-512 where the CPU has it.
     pub(super) fn apply_wide(&self, data: &[&[u32]], start: usize, out: &mut [u32]) {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512 {
             // SAFETY: the CPU supports AVX-512F (checked just above).
             unsafe { self.apply_avx512(data, start, out) };
             return;

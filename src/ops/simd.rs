@@ -1,0 +1,63 @@
+//! The one place cpu:0's kernels learn which vector instructions they may use: each asks
+//! [`level`] and picks its AVX-512, AVX2+FMA or portable body. The level is found once per
+//! process; `WGFLOW_CPU_SIMD=portable|avx2|avx512` caps it, so that every body can be
+//! tested (and compared) on one machine. A wasm SIMD128 level would join here.
+
+use std::sync::OnceLock;
+
+/// The vector instructions cpu:0's kernels may use, ordered: a higher level implies the
+/// lower ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SimdLevel {
+    /// No explicit vector code (what the compiler vectorizes on its own).
+    Portable,
+    /// AVX2 with FMA.
+    Avx2,
+    /// AVX-512F (with AVX2 and FMA).
+    Avx512,
+}
+
+impl SimdLevel {
+    /// The name `WGFLOW_CPU_SIMD` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Portable => "portable",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+        }
+    }
+}
+
+/// What this CPU has, capped by `WGFLOW_CPU_SIMD` (an unknown value is ignored, with a
+/// warning in the log).
+pub fn level() -> SimdLevel {
+    static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        let have = detected();
+        let cap = std::env::var("WGFLOW_CPU_SIMD").ok().and_then(|v| {
+            let cap = [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512]
+                .into_iter()
+                .find(|l| l.name() == v.trim());
+            if cap.is_none() {
+                log::warn!("WGFLOW_CPU_SIMD={v} is not portable, avx2 or avx512: ignored");
+            }
+            cap
+        });
+        cap.map_or(have, |c| c.min(have))
+    })
+}
+
+fn detected() -> SimdLevel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") {
+            return if has!("avx512f") {
+                SimdLevel::Avx512
+            } else {
+                SimdLevel::Avx2
+            };
+        }
+    }
+    SimdLevel::Portable
+}
