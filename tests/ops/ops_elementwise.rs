@@ -792,3 +792,72 @@ fn small_float_rounding_keeps_values_and_ties_to_even_on_every_device() {
         }
     }
 }
+
+/// `round_to` and a bitwise op past the indexing boundaries (2^24 + 3 elements: past one
+/// workgroup dimension's limit, 65,535 · 256, and past 2^24) on every device, against a nearest-value search
+/// over the format's values built from its definition (not the library's algorithm).
+#[test]
+fn small_float_rounding_and_bitwise_ops_at_indexing_boundaries() {
+    use wgflow::ops::SmallFloat;
+    let vals = small_float_values(4, 3, 7, 1); // e4m3fn, ascending, max 448
+    let nearest = |x: f32| -> f32 {
+        let a = f64::from(x.abs());
+        let i = vals.partition_point(|&v| v < a);
+        let r = if i == 0 {
+            vals[0]
+        } else if i == vals.len() {
+            // Past 448: the midpoint to 480 (a NaN code) rounds to 448 (even), above is NaN.
+            if a <= 464.0 {
+                vals[i - 1]
+            } else {
+                f64::NAN
+            }
+        } else {
+            let (lo, hi) = (vals[i - 1], vals[i]);
+            match (a - lo).partial_cmp(&(hi - a)) {
+                Some(std::cmp::Ordering::Less) => lo,
+                Some(std::cmp::Ordering::Greater) => hi,
+                _ if (i - 1) % 2 == 0 => lo,
+                _ => hi,
+            }
+        };
+        (r as f32).copysign(x)
+    };
+    for n in [(1usize << 24) + 3] {
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i as f32) * 0.618_034).sin() * 500.0)
+            .collect();
+        let u: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let mut g = Graph::new();
+        let tx = g
+            .constant(HostTensor::new(vec![n], x.clone()).unwrap())
+            .unwrap();
+        let tu = g
+            .constant(HostTensor::new(vec![n], u.clone()).unwrap())
+            .unwrap();
+        let key = g.constant(0x5a5a_5a5au32).unwrap();
+        let outs = [
+            g.round_to(tx, SmallFloat::F8E4M3Fn).unwrap(),
+            g.bitwise_xor(tu, key).unwrap(),
+        ];
+        let want: Vec<f32> = x.iter().map(|&v| nearest(v)).collect();
+        for device in std::iter::once(Device::Cpu).chain(common::gpus()) {
+            let mut s = common::session_on(&g, device);
+            let got = s.run(&[], &outs).unwrap();
+            let r = got[0].to_f32().unwrap();
+            for (i, (&r, &w)) in r.iter().zip(&want).enumerate() {
+                let same = (r.is_nan() && w.is_nan()) || r.to_bits() == w.to_bits();
+                assert!(
+                    same,
+                    "{device}, n = {n}: round_to({}) at {i} = {r}, want {w}",
+                    x[i]
+                );
+            }
+            let b = got[1].to_vec::<u32>().unwrap();
+            let bad = (0..n).find(|&i| b[i] != u[i] ^ 0x5a5a_5a5a);
+            assert_eq!(bad, None, "{device}, n = {n}: bitwise_xor");
+        }
+    }
+}
