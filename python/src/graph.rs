@@ -121,6 +121,11 @@ where
 }
 
 /// `axis=None` (all axes), an int, or a list of ints.
+/// The `dtype` attribute, float32 when absent.
+fn dtype_attr(attrs: Option<&Bound<'_, PyDict>>) -> PyResult<DType> {
+    parse_dtype(&get::<String>(attrs, "dtype")?.unwrap_or_else(|| "float32".into()))
+}
+
 fn axes(attrs: Option<&Bound<'_, PyDict>>, key: &str) -> PyResult<Axes> {
     if let Ok(Some(a)) = get::<isize>(attrs, key) {
         return Ok(Axes::List(vec![a]));
@@ -713,8 +718,7 @@ impl PyGraph {
             "zeros" | "ones" | "full" | "random_uniform" | "random_normal" => {
                 arity(0)?;
                 let shape = req::<Vec<usize>>(a, "shape", name)?;
-                let d =
-                    parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
+                let d = dtype_attr(a)?;
                 let seed = get::<u64>(a, "seed")?.unwrap_or(0);
                 match name {
                     "zeros" => self.one(py, |g| g.zeros(shape.clone(), d)),
@@ -740,8 +744,7 @@ impl PyGraph {
                 let start = req::<f64>(a, "start", name)?;
                 let stop = req::<f64>(a, "stop", name)?;
                 let step = get::<f64>(a, "step")?.unwrap_or(1.0);
-                let d =
-                    parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
+                let d = dtype_attr(a)?;
                 self.one(py, |g| g.arange(start, stop, step, d))
             }
             "round_to" => {
@@ -815,8 +818,7 @@ impl PyGraph {
                 let n = req::<usize>(a, "n", name)?;
                 let m = get::<usize>(a, "m")?.unwrap_or(n);
                 let k = get::<isize>(a, "k")?.unwrap_or(0);
-                let d =
-                    parse_dtype(&get::<String>(a, "dtype")?.unwrap_or_else(|| "float32".into()))?;
+                let d = dtype_attr(a)?;
                 self.one(py, |g| g.eye(n, m, k, d))
             }
             "linspace" => {

@@ -159,13 +159,7 @@ pub(super) fn narrow_output(
                 let x = limit.map_or(x, |m| if x.abs() > m { m.copysign(x) } else { x });
                 round_small_float(x.to_bits(), to)
             },
-            |g, t| {
-                let t = match limit {
-                    Some(m) => g.clip(t, -f64::from(m), f64::from(m))?,
-                    None => t,
-                };
-                g.round_to(t, to)
-            },
+            |g, t| round_small(g, t, to, limit),
         );
     }
     let Some((lo, hi)) = narrow_range(elem).filter(|_| WRAPS.contains(&node.op)) else {
@@ -176,17 +170,7 @@ pub(super) fn narrow_output(
         // A float outside a 2- or 4-bit type's range becomes 0, as onnx's reference
         // (`ml_dtypes`) converts it, not wrapped.
         return Ok(match v {
-            Val::Host(h) => match &*h {
-                HostValue::Ints { shape, v, dtype } => HostValue::Ints {
-                    shape: shape.clone(),
-                    v: v.iter()
-                        .map(|&x| if (lo..=hi).contains(&x) { x } else { 0 })
-                        .collect(),
-                    dtype: *dtype,
-                }
-                .into(),
-                HostValue::Floats(_) => Val::Host(h),
-            },
+            Val::Host(h) => map_ints(h, |x| if (lo..=hi).contains(&x) { x } else { 0 }),
             Val::T(t) => {
                 let (lo_t, hi_t) = (
                     cx.scalar(lo as f64, DType::I32)?,
@@ -202,15 +186,7 @@ pub(super) fn narrow_output(
     }
     let span = hi - lo + 1;
     Ok(match v {
-        Val::Host(h) => match &*h {
-            HostValue::Ints { shape, v, dtype } => HostValue::Ints {
-                shape: shape.clone(),
-                v: v.iter().map(|&x| (x - lo).rem_euclid(span) + lo).collect(),
-                dtype: *dtype,
-            }
-            .into(),
-            HostValue::Floats(_) => Val::Host(h),
-        },
+        Val::Host(h) => map_ints(h, |x| (x - lo).rem_euclid(span) + lo),
         Val::T(t) => {
             let (lo_t, span_t) = (
                 cx.scalar(lo as f64, DType::I32)?,
@@ -221,6 +197,19 @@ pub(super) fn narrow_output(
             Val::T(cx.g.add(r, lo_t)?)
         }
     })
+}
+
+/// Host integers `h` with `f` applied to each; floats unchanged.
+fn map_ints(h: std::rc::Rc<HostValue>, f: impl Fn(i64) -> i64) -> Val {
+    match &*h {
+        HostValue::Ints { shape, v, dtype } => HostValue::Ints {
+            shape: shape.clone(),
+            v: v.iter().map(|&x| f(x)).collect(),
+            dtype: *dtype,
+        }
+        .into(),
+        HostValue::Floats(_) => Val::Host(h),
+    }
 }
 
 /// `v`'s floats rounded: on the host word by word with `host`, in the graph with `graph`.
@@ -260,7 +249,19 @@ pub(super) fn round_input(
     let Some(to) = small_float(elem) else {
         return Ok(t);
     };
-    let m = f64::from(to.rule().max);
-    let t = if to.overflows() { g.clip(t, -m, m)? } else { t };
+    round_small(g, t, to, to.overflows().then(|| to.rule().max))
+}
+
+/// `t` rounded to `to`, clipped to `±limit` first when given (saturation).
+fn round_small(
+    g: &mut crate::Graph,
+    t: crate::Tensor,
+    to: crate::ops::SmallFloat,
+    limit: Option<f32>,
+) -> Result<crate::Tensor> {
+    let t = match limit {
+        Some(m) => g.clip(t, -f64::from(m), f64::from(m))?,
+        None => t,
+    };
     g.round_to(t, to)
 }
