@@ -13,6 +13,7 @@ pub mod cpu_reduce_conv;
 pub mod custom_kernels;
 pub mod empty_tensors;
 pub mod kernels;
+pub mod matmul_int;
 pub mod matmul_numpy;
 pub mod matmul_transposed;
 pub mod models;

@@ -17,6 +17,7 @@ const TESTS: &[&str] = &[
     "ops_rows::fused_layer_norm_and_its_gradients_match_float64_on_every_device",
     "ops_rows::fused_cross_entropy_and_its_gradient_match_float64_on_every_device",
     "matmul_numpy::shapes_and_values_follow_numpy",
+    "matmul_int::integer_products_wrap_like_i32_on_every_device",
 ];
 
 #[test]

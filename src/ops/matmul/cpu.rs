@@ -1,12 +1,13 @@
 //! The matmul kernel on the CPU: f32 (and f16, widened to f32) products through the `gemm`
-//! crate's blocked, vectorized GEMM ([`sgemm`]); integer products through the scalar
-//! reference loop. Batches broadcast through zero strides, split-K chunks and operands stored
+//! crate's blocked, vectorized GEMM ([`sgemm`]); i32 products through the i16 pair kernel
+//! ([`super::igemm`]), f64 GEMM or the scalar reference loop, whichever is exact. Batches broadcast through zero strides, split-K chunks and operands stored
 //! transposed are read in place, as the WGSL kernels read them.
 //!
 //! sgemm sums over K in its own order (blocked, with FMA where the CPU has it), so f32
 //! results differ from the WGSL kernels' in the last bits; NaN and infinities propagate as
 //! IEEE arithmetic does.
 
+use super::igemm::{igemm, IMat};
 use super::*;
 use rayon::prelude::*;
 
@@ -304,10 +305,10 @@ impl MatMulKernel {
         true
     }
 
-    /// An i32 product through f64 GEMM, exact (and then wrapped to i32 as the WGSL kernel
-    /// wraps) when every partial sum stays below 2^53: `max|A| · max|B| · K` is checked per
-    /// batch, and `false` (the caller runs the exact scalar loop) when it does not hold. The
-    /// quantized models' products (8-bit operands, any practical K) always qualify.
+    /// An i32 product, wrapped as the WGSL kernel wraps: through [`igemm`] when A and B fit
+    /// in i16 (the quantized models' products), else through f64 GEMM, exact when every
+    /// partial sum stays below 2^53: `max|A| · max|B| · K` is checked per batch, and `false`
+    /// (the caller runs the exact scalar loop) when it does not hold.
     fn product_i32_into(&self, a: &[u32], b: &[u32], out: &mut [u32]) -> bool {
         let (m, _, n) = self.mkn();
         let batches = self.batch_offsets();
@@ -330,6 +331,21 @@ impl MatMulKernel {
         let mut fc: Vec<f64> = Vec::new();
         for (&(a0, b0, len), c) in batches.iter().zip(out.chunks_exact_mut(m * n.max(1))) {
             if m == 0 || n == 0 {
+                continue;
+            }
+            let ia = IMat {
+                data: a,
+                off: a0,
+                rs: ra,
+                cs: ka,
+            };
+            let ib = IMat {
+                data: b,
+                off: b0,
+                rs: kb,
+                cs: nb,
+            };
+            if igemm(m, len, n, ia, ib, c, GEMM_PAR_MACS) {
                 continue;
             }
             fa.clear();

@@ -17,6 +17,7 @@ use crate::graph::{Graph, Tensor};
 pub mod cpu;
 pub mod file;
 mod grad;
+mod igemm;
 mod wgsl;
 
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
