@@ -250,12 +250,33 @@ impl MatMulKernel {
             .collect()
     }
 
+    /// The GEMMs to run: M and per GEMM the offsets of A and B and the length of K. Batches
+    /// that share one B over a row-major A stacked batch after batch (a `[batch, seq, d]`
+    /// activation times a weight) are one GEMM of `batch · m` rows, which the kernels block
+    /// and spread over threads far better than many short ones.
+    fn gemm_batches(&self) -> (usize, Vec<(usize, usize, usize)>) {
+        let (m, k, _) = self.mkn();
+        let batches = self.batch_offsets();
+        let ((ra, ka), _) = self.matrix_strides();
+        let stacked = batches.len() > 1
+            && ka == 1
+            && ra == k
+            && batches.iter().enumerate().all(|(i, &(a0, b0, len))| {
+                a0 == batches[0].0 + i * m * k && b0 == batches[0].1 && len == batches[0].2
+            });
+        if stacked {
+            (m * batches.len(), vec![batches[0]])
+        } else {
+            (m, batches)
+        }
+    }
+
     /// f32 products into `out` (the written output's words); `false`, with nothing
     /// guaranteed about `out`, when an operand is shorter than the shapes say (the reference
     /// loop then reports it as it always did).
     fn product_f32_into(&self, a: &[u32], b: &[u32], out: &mut [u32]) -> bool {
-        let (m, _, n) = self.mkn();
-        let batches = self.batch_offsets();
+        let (_, _, n) = self.mkn();
+        let (m, batches) = self.gemm_batches();
         if out.len() != batches.len() * m * n {
             return false;
         }
@@ -310,8 +331,8 @@ impl MatMulKernel {
     /// partial sum stays below 2^53: `max|A| · max|B| · K` is checked per batch, and `false`
     /// (the caller runs the exact scalar loop) when it does not hold.
     fn product_i32_into(&self, a: &[u32], b: &[u32], out: &mut [u32]) -> bool {
-        let (m, _, n) = self.mkn();
-        let batches = self.batch_offsets();
+        let (_, _, n) = self.mkn();
+        let (m, batches) = self.gemm_batches();
         if out.len() != batches.len() * m * n {
             return false;
         }
