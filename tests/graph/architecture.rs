@@ -395,10 +395,11 @@ const LAYOUT: [&str; 6] = [
 /// table), the initializers of variables, the movement ops' shape rules, nn's window geometry
 /// and its backward primitives (`NnGradKernel`) with their CPU fast path, cpu:0's
 /// phase-plane, direct convolution (with its micro-kernels) and by-rows max pool kernels,
-/// and the one-pass per-channel bias form and scratch buffers of cpu:0's elementwise
-/// programs.
-const EXTRAS: [&str; 15] = [
+/// the one-pass per-channel bias form and scratch buffers of cpu:0's elementwise programs,
+/// and cpu:0's integer GEMM for matmuls.
+const EXTRAS: [&str; 16] = [
     "custom/raw.rs",
+    "matmul/igemm.rs",
     "elementwise/vmath.rs",
     "elementwise/cpu/bias.rs",
     "elementwise/cpu/slots.rs",
