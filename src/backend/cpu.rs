@@ -135,7 +135,7 @@ impl Backend for CpuPlan {
     ) -> Result<()> {
         in_pool(|| {
             for &i in steps {
-                let t0 = std::time::Instant::now();
+                let t0 = web_time::Instant::now();
                 self.dispatch_here(plan, &[i])?;
                 rec.host(
                     super::timing::SpanKind::Dispatch,

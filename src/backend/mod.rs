@@ -23,9 +23,9 @@ use futures::future::BoxFuture;
 use gpu::context::GpuContext;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
 use timing::{Recorder, SpanKind};
 pub use vars::VarStore;
+use web_time::Instant;
 
 /// Where one variable's value lives (the session's [`VarStore`] owns it; a prepared plan binds
 /// it).

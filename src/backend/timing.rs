@@ -5,7 +5,8 @@
 
 use crate::compile::{StepId, ValueId};
 use crate::device::Device;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 /// What a span timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

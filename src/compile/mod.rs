@@ -247,7 +247,7 @@ impl Plan {
 /// Compile the part of `graph` that `fetches` need. The placeholders it reads are listed in
 /// [`Plan::feeds`]; a run must feed each of them.
 pub fn compile(graph: &Graph, fetches: &[Tensor], target: &Target) -> Result<Plan> {
-    let start = std::time::Instant::now();
+    let start = web_time::Instant::now();
     let mut clock = PassClock::default();
     let kept = clock.time("prune", || prune::prune(graph, fetches))?;
     let placed = clock.time("place", || place::place(graph, &kept, target))?;
@@ -293,7 +293,7 @@ struct PassClock {
 
 impl PassClock {
     fn time<T>(&mut self, pass: &'static str, f: impl FnOnce() -> T) -> T {
-        let t = std::time::Instant::now();
+        let t = web_time::Instant::now();
         let r = f();
         let dt = t.elapsed();
         match self.passes.iter_mut().find(|(p, _)| *p == pass) {

@@ -271,7 +271,7 @@ impl Session {
         fetches: &[Tensor],
         options: &RunOptions,
     ) -> Result<(Vec<HostTensor>, RunMetadata)> {
-        let start = std::time::Instant::now();
+        let start = web_time::Instant::now();
         let mut rec = options.trace.then(Recorder::default);
         let out =
             futures::executor::block_on(self.execute_traced(feeds, fetches, true, rec.as_mut()))?;

@@ -1,7 +1,9 @@
 //! One wgpu `Device` + `Queue` per adapter, created on first use and shared by every session;
 //! limits; error scopes around every create call; the pipeline cache keyed by WGSL text.
 
-use crate::device::{Device, DeviceLimits, PhysicalDevice};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::device::Device;
+use crate::device::{DeviceLimits, PhysicalDevice};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,6 +17,7 @@ struct Registry {
 
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
 
+#[cfg(not(target_arch = "wasm32"))]
 fn rank(t: wgpu::DeviceType) -> u8 {
     match t {
         wgpu::DeviceType::DiscreteGpu => 0,
@@ -25,6 +28,7 @@ fn rank(t: wgpu::DeviceType) -> u8 {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn backend_rank(b: wgpu::Backend) -> u8 {
     match b {
         wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
@@ -33,6 +37,7 @@ fn backend_rank(b: wgpu::Backend) -> u8 {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn type_name(t: wgpu::DeviceType) -> &'static str {
     match t {
         wgpu::DeviceType::DiscreteGpu => "discrete",
@@ -55,6 +60,16 @@ fn limits_of(l: &wgpu::Limits, features: wgpu::Features) -> DeviceLimits {
 }
 
 fn registry() -> &'static Registry {
+    // In a web page, WebGPU's adapter is a promise, which this synchronous registry must
+    // not block on (and outside a window or worker, as in Node.js, `navigator.gpu` does not
+    // exist): it lists none, and sessions run on cpu:0.
+    #[cfg(target_arch = "wasm32")]
+    return REGISTRY.get_or_init(|| Registry {
+        adapters: Vec::new(),
+        infos: Vec::new(),
+        contexts: Mutex::new(Vec::new()),
+    });
+    #[cfg(not(target_arch = "wasm32"))]
     REGISTRY.get_or_init(|| {
         let backends = wgpu::Backends::from_env().unwrap_or(
             wgpu::Backends::VULKAN
@@ -393,7 +408,7 @@ impl GpuContext {
                 misses.push(i);
             }
         }
-        let start = std::time::Instant::now();
+        let start = web_time::Instant::now();
         let threads = if self.gl_serial.is_some() {
             1
         } else {
@@ -475,7 +490,7 @@ impl GpuContext {
     /// log.
     fn create_pipeline(&self, spec: &PipelineSpec) -> Result<CachedPipeline> {
         let label = spec.label.as_str();
-        let compile_start = std::time::Instant::now();
+        let compile_start = web_time::Instant::now();
         let created = self.scoped(&format!("creating pipeline {label}"), |device| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),

@@ -116,7 +116,9 @@ impl<'a> RangeProgram<'a> {
 
     /// When the program is `out + b` (then maybe ReLU) over the output slot in place, with
     /// `b` one value per run of output words: the run's length, whether ReLU follows, and
-    /// `b` at an output word. A producer can then apply it to its sums in registers.
+    /// `b` at an output word. A producer can then apply it to its sums in registers (only
+    /// x86's direct convolution does).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub fn bias_in_place(&self) -> Option<(usize, bool, impl Fn(usize) -> f32 + '_)> {
         let b = self.program.bias_act.as_ref()?;
         let (run, relu) = b.in_place()?;

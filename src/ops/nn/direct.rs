@@ -14,6 +14,9 @@
 //! - **AVX2** (`tile`): for layers with few taps per output (`Cin·kh·kw`), a tile's taps are
 //!   copied into an aligned panel, and 6 output channels by 16 positions are summed in
 //!   registers: per tap two loads, six broadcast weights and twelve fused multiply-adds.
+// Elsewhere (wasm32, aarch64) the vector kernels are compiled out and the portable path
+// leaves some of these helpers unused.
+#![cfg_attr(not(target_arch = "x86_64"), allow(unused))]
 use super::cpu::SendPtr;
 use super::maxpool::{max_band, RowScratch};
 use super::planes::Phases;
@@ -89,6 +92,7 @@ thread_local! {
     static PLANES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// A task's partial sums and gathered panel, kept so that a call does not map and
     /// fault in fresh pages for them.
+    #[cfg(target_arch = "x86_64")]
     static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<Line>)> =
         const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
     /// A pooled convolution task's band of rows and the pool's scratch.

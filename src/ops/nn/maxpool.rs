@@ -48,6 +48,8 @@ pub(super) fn max_band(
     dst: &mut [f32],
     wide: bool,
 ) {
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = wide;
     #[cfg(target_arch = "x86_64")]
     if wide && crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512 {
         // SAFETY: the CPU supports AVX-512F (checked just above).

@@ -1,6 +1,7 @@
 //! The direct convolution's micro-kernels (see `direct.rs`): the AVX-512 tile of 8 output
 //! channels by 48 positions and where its sums go, and the AVX2 tile of 6 by 16 over a
 //! gathered panel.
+#![cfg_attr(not(target_arch = "x86_64"), allow(unused))]
 use super::direct::{MR, NR, WMR, WNR};
 
 /// Where an AVX-512 tile's final sums go in the output itself: for each of its three

@@ -12,7 +12,8 @@ use crate::{Error, Result};
 use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 mod run;
 mod timestamps;

@@ -59,11 +59,13 @@ impl BiasAct {
 
     /// `(run, relu)` when `x` is the output slot itself (the form a producer can apply to
     /// its own sums).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(super) fn in_place(&self) -> Option<(usize, bool)> {
         self.x.is_none().then_some((self.run, self.relu))
     }
 
     /// The bias added to output word `pos`.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(super) fn bias_at(&self, data: &[&[u32]], pos: usize) -> f32 {
         f32::from_bits(word_at(&self.walk, data[self.walk.input], pos))
     }

@@ -1,0 +1,195 @@
+//! The library compiled to wasm32 and run by a JavaScript engine (`wasm-bindgen-test`:
+//! Node.js here, a browser with `WASM_BINDGEN_USE_BROWSER`), on cpu:0, through the bindings a
+//! page calls: a saved graph against values computed here, a gradient against its formula
+//! and finite differences, the committed quantized ONNX model against onnxruntime's stored
+//! output, and bad input that must be an error (never a panic, which would poison the
+//! module for the calls after it).
+//!
+//!     cargo test -p wgflow-web --target wasm32-unknown-unknown
+//!
+//! with `wasm-bindgen-test-runner` (wasm-bindgen-cli 0.2.130) as the target's runner
+//! (`web/.cargo/config.toml` names it; `.ci/run` installs it).
+#![cfg(target_arch = "wasm32")]
+
+use wasm_bindgen_test::wasm_bindgen_test;
+use wgflow::{Axes, DType, Graph, HostTensor};
+use wgflow_web::{GraphSession, OnnxSession, WgTensor};
+
+fn run(
+    s: &mut GraphSession,
+    feeds: &[(&str, Vec<f32>, Vec<usize>)],
+    fetches: &[&str],
+) -> Vec<Vec<f32>> {
+    let names = feeds.iter().map(|f| f.0.to_string()).collect();
+    let values = feeds
+        .iter()
+        .map(|f| WgTensor::from_vec(f.1.clone(), f.2.clone()))
+        .collect();
+    let fetches = fetches.iter().map(|f| f.to_string()).collect();
+    match s.run(names, values, fetches) {
+        Ok(out) => out.iter().map(|t| t.values().to_vec()).collect(),
+        Err(_) => panic!("run failed"),
+    }
+}
+
+fn close(what: &str, got: &[f32], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}[{i}]: {g} against {w}"
+        );
+    }
+}
+
+/// A dense layer with ReLU, a softmax and a sum, saved as JSON and loaded by the bindings.
+#[wasm_bindgen_test]
+fn a_saved_graph_runs_and_matches_float64() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2, 3], DType::F32).unwrap();
+    let w = g
+        .constant(HostTensor::new(vec![3, 2], vec![0.5f32, -1.0, 2.0, 0.25, -0.5, 1.5]).unwrap())
+        .unwrap();
+    let b = g
+        .constant(HostTensor::new(vec![2], vec![0.1f32, -0.2]).unwrap())
+        .unwrap();
+    let h = g.matmul(x, w).unwrap();
+    let h = g.add(h, b).unwrap();
+    let h = g.relu(h).unwrap();
+    let y = g.softmax(h, -1).unwrap();
+    let s = g.sum(h, Axes::All, false).unwrap();
+    let (yn, sn) = (
+        g.name(y).unwrap().to_string(),
+        g.name(s).unwrap().to_string(),
+    );
+    let json = g.to_json().unwrap();
+    let mut sess = GraphSession::new(&json).unwrap_or_else(|_| panic!("load"));
+
+    let xv = vec![1.0f32, 2.0, 3.0, -1.0, 0.5, 4.0];
+    let (wv, bv) = ([0.5, -1.0, 2.0, 0.25, -0.5, 1.5], [0.1, -0.2]);
+    let mut hv = [0f64; 4];
+    for i in 0..2 {
+        for j in 0..2 {
+            let mut acc = bv[j];
+            for k in 0..3 {
+                acc += xv[i * 3 + k] as f64 * wv[k * 2 + j];
+            }
+            hv[i * 2 + j] = acc.max(0.0);
+        }
+    }
+    let mut yv = Vec::new();
+    for r in hv.chunks(2) {
+        let m = r[0].max(r[1]);
+        let e: Vec<f64> = r.iter().map(|v| (v - m).exp()).collect();
+        let z: f64 = e.iter().sum();
+        yv.extend(e.iter().map(|v| v / z));
+    }
+    let out = run(&mut sess, &[("x", xv.clone(), vec![2, 3])], &[&yn, &sn]);
+    close("softmax", &out[0], &yv, 1e-6);
+    close("sum", &out[1], &[hv.iter().sum()], 1e-6);
+    // The same session again, other values.
+    let out = run(&mut sess, &[("x", vec![0.0; 6], vec![2, 3])], &[&sn]);
+    close("sum of zeros", &out[0], &[0.2], 1e-6);
+}
+
+/// d/dw sum(tanh(x * w)) = x (1 - tanh²(x w)), and central differences agree.
+#[wasm_bindgen_test]
+fn gradients_match_the_formula_and_finite_differences() {
+    let xv = [0.3f32, -1.2, 2.0, 0.7];
+    let wv = [0.5f32, 0.25, -0.4, 1.1];
+    let mut g = Graph::new();
+    let x = g
+        .constant(HostTensor::new(vec![4], xv.to_vec()).unwrap())
+        .unwrap();
+    let w = g.placeholder("w", [4], DType::F32).unwrap();
+    let p = g.mul(x, w).unwrap();
+    let t = g.tanh(p).unwrap();
+    let loss = g.sum(t, Axes::All, false).unwrap();
+    let dw = g.gradients(loss, &[w]).unwrap()[0].unwrap();
+    let (ln, dn) = (
+        g.name(loss).unwrap().to_string(),
+        g.name(dw).unwrap().to_string(),
+    );
+    let mut sess = GraphSession::new(&g.to_json().unwrap()).unwrap_or_else(|_| panic!("load"));
+    let out = run(&mut sess, &[("w", wv.to_vec(), vec![4])], &[&dn]);
+    let formula: Vec<f64> = xv
+        .iter()
+        .zip(&wv)
+        .map(|(&x, &w)| {
+            let t = (x as f64 * w as f64).tanh();
+            x as f64 * (1.0 - t * t)
+        })
+        .collect();
+    close("gradient", &out[0], &formula, 1e-5);
+    let h = 1e-2f32;
+    for i in 0..4 {
+        let mut up = wv.to_vec();
+        up[i] += h;
+        let mut down = wv.to_vec();
+        down[i] -= h;
+        let lu = run(&mut sess, &[("w", up, vec![4])], &[&ln])[0][0] as f64;
+        let ld = run(&mut sess, &[("w", down, vec![4])], &[&ln])[0][0] as f64;
+        let fd = (lu - ld) / (2.0 * h as f64);
+        assert!(
+            (fd - out[0][i] as f64).abs() < 2e-3,
+            "w[{i}]: {fd} against {}",
+            out[0][i]
+        );
+    }
+}
+
+/// The quantize_dynamic MLP of tests/onnx/quantized.rs, against onnxruntime's unoptimized
+/// output stored beside it.
+#[wasm_bindgen_test]
+fn an_onnx_model_from_bytes_matches_onnxruntime() {
+    let model = include_bytes!("../../tests/data/onnx-quantized/mlp_dynamic.onnx");
+    let x = wgflow::npy::from_bytes(include_bytes!(
+        "../../tests/data/onnx-quantized/mlp_dynamic.input.npy"
+    ))
+    .unwrap();
+    let want = wgflow::npy::from_bytes(include_bytes!(
+        "../../tests/data/onnx-quantized/mlp_dynamic.unoptimized.npy"
+    ))
+    .unwrap();
+    let mut s = OnnxSession::new(model.to_vec()).unwrap_or_else(|_| panic!("import"));
+    assert_eq!(s.input_names(), ["x"]);
+    let feed = WgTensor::from_vec(x.to_vec::<f32>().unwrap(), x.dims().to_vec());
+    let out = s
+        .run(vec!["x".into()], vec![feed])
+        .unwrap_or_else(|_| panic!("run"));
+    let want: Vec<f64> = want
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|&v| v as f64)
+        .collect();
+    close("mlp_dynamic", out[0].values(), &want, 1e-5);
+}
+
+/// Wrong lengths, unknown names, a truncated model: errors, and the session still runs.
+#[wasm_bindgen_test]
+fn bad_input_is_an_error_and_the_module_stays_usable() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [3], DType::F32).unwrap();
+    let y = g.neg(x).unwrap();
+    let yn = g.name(y).unwrap().to_string();
+    let mut s = GraphSession::new(&g.to_json().unwrap()).unwrap_or_else(|_| panic!("load"));
+    let bad = WgTensor::from_vec(vec![1.0; 4], vec![3]);
+    assert!(s
+        .run(vec!["x".into()], vec![bad], vec![yn.clone()])
+        .is_err());
+    let short = WgTensor::from_vec(vec![1.0; 2], vec![2]);
+    assert!(s
+        .run(vec!["x".into()], vec![short], vec![yn.clone()])
+        .is_err());
+    let ok = WgTensor::from_vec(vec![1.0, -2.0, 0.5], vec![3]);
+    assert!(s
+        .run(vec!["nope".into()], vec![ok.clone()], vec![yn.clone()])
+        .is_err());
+    assert!(s.run(vec![], vec![ok.clone()], vec![yn.clone()]).is_err());
+    assert!(GraphSession::new("{ not json").is_err());
+    let model = include_bytes!("../../tests/data/onnx-quantized/mlp_dynamic.onnx");
+    assert!(OnnxSession::new(model[..model.len() / 2].to_vec()).is_err());
+    let out = run(&mut s, &[("x", vec![1.0, -2.0, 0.5], vec![3])], &[&yn]);
+    close("after errors", &out[0], &[-1.0, 2.0, -0.5], 0.0);
+}
