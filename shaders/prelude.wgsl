@@ -1,5 +1,10 @@
 // wgflow prelude: helpers shared by every generated kernel.
 
+// NaN and infinity as bits read from private variables: Tint (Chrome's WebGPU) rejects a
+// constant expression whose value is NaN or infinite, such as `bitcast<f32>(wgf_nan_bits)`.
+var<private> wgf_nan_bits: u32 = 0x7fc00000u;
+var<private> wgf_inf_bits: u32 = 0x7f800000u;
+
 // NaN test on the bits: drivers may fold `x != x` to false under fast-math (lavapipe does).
 fn wgf_isnan(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
@@ -185,12 +190,12 @@ fn wgf_atan(x: f32) -> f32 {
 
 fn wgf_asin(x: f32) -> f32 {
     let r = wgf_atan(x / sqrt(max((1.0 - x) * (1.0 + x), 0.0)));
-    return select(r, bitcast<f32>(0x7fc00000u), abs(x) > 1.0 || wgf_isnan(x));
+    return select(r, bitcast<f32>(wgf_nan_bits), abs(x) > 1.0 || wgf_isnan(x));
 }
 
 fn wgf_acos(x: f32) -> f32 {
     let r = 2.0 * wgf_atan(sqrt(max((1.0 - x) / (1.0 + x), 0.0)));
-    return select(r, bitcast<f32>(0x7fc00000u), abs(x) > 1.0 || wgf_isnan(x));
+    return select(r, bitcast<f32>(wgf_nan_bits), abs(x) > 1.0 || wgf_isnan(x));
 }
 
 fn wgf_asinh(x: f32) -> f32 {
@@ -204,15 +209,15 @@ fn wgf_acosh(x: f32) -> f32 {
     let t = x - 1.0;
     let small = wgf_log1p(t + sqrt(max(2.0 * t + t * t, 0.0)));
     let r = select(small, wgf_log(x) + 0.6931471805599453, x > 4096.0);
-    return select(r, bitcast<f32>(0x7fc00000u), !(x >= 1.0));
+    return select(r, bitcast<f32>(wgf_nan_bits), !(x >= 1.0));
 }
 
 fn wgf_atanh(x: f32) -> f32 {
     let a = abs(x);
     let r = 0.5 * wgf_log1p(2.0 * a / (1.0 - a));
-    let inf = bitcast<f32>(0x7f800000u);
+    let inf = bitcast<f32>(wgf_inf_bits);
     let y = wgf_with_sign_of(select(r, inf, a == 1.0), x);
-    return select(select(y, x, a < 1e-8), bitcast<f32>(0x7fc00000u), !(a <= 1.0));
+    return select(select(y, x, a < 1e-8), bitcast<f32>(wgf_nan_bits), !(a <= 1.0));
 }
 
 // Integer floor division and remainder with NumPy's sign rules; a divisor of 0 gives 0 and
@@ -311,7 +316,7 @@ fn wgf_pow_f32(x: f32, y: f32) -> f32 {
         r = -r;
     }
     if (x_neg && !y_int) {
-        r = bitcast<f32>(0x7fc00000u);
+        r = bitcast<f32>(wgf_nan_bits);
     }
     if (yb == 0x40000000u) {
         r = x * x;
@@ -339,7 +344,7 @@ fn wgf_pow_f32(x: f32, y: f32) -> f32 {
         }
     }
     if (wgf_isnan(x) || wgf_isnan(y)) {
-        r = bitcast<f32>(0x7fc00000u);
+        r = bitcast<f32>(wgf_nan_bits);
     }
     if (ayb == 0u || xb == 0x3f800000u) {
         r = 1.0;
@@ -356,7 +361,7 @@ fn wgf_fmod_f32(a: f32, b: f32) -> f32 {
     let ua = ab & 0x7fffffffu;
     let ub = bitcast<u32>(b) & 0x7fffffffu;
     if (ub == 0u || ub > 0x7f800000u || ua >= 0x7f800000u) {
-        return bitcast<f32>(0x7fc00000u);
+        return bitcast<f32>(wgf_nan_bits);
     }
     if (ua < ub) {
         return a;

@@ -15,6 +15,8 @@ pub mod timing;
 pub mod vars;
 
 pub use devices::{devices, gpu_count, visible_devices, visible_gpus_from_env};
+#[cfg(target_arch = "wasm32")]
+pub use gpu::context::init_web;
 
 use crate::compile::{Plan, Source, StepId, StepKind, ValueId};
 use crate::device::Device;

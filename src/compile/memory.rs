@@ -52,6 +52,11 @@ fn in_place_pairs(plan: &Plan, last: &HashMap<ValueId, usize>) -> HashMap<ValueI
             continue;
         };
         let out = &plan.values[s.output];
+        // WebGPU in a browser (Dawn) refuses a dispatch whose writable binding overlaps
+        // another binding, which an in-place pair is.
+        if cfg!(target_arch = "wasm32") && matches!(out.device, crate::Device::Gpu(_)) {
+            continue;
+        }
         for (j, &v) in inputs.iter().enumerate() {
             let r = plan.root(v);
             // Every read of the slot is at the output's own index (no broadcast, no view).

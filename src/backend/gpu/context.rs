@@ -126,6 +126,83 @@ fn registry() -> &'static Registry {
     })
 }
 
+/// In a web page: ask the browser for its WebGPU adapter and a device on it, and make them
+/// `gpu:0` for every session after. Returns the number of adapters (0 or 1). Must be awaited
+/// before the first session or device list (which would otherwise find none); a second call
+/// returns the first one's count.
+#[cfg(target_arch = "wasm32")]
+pub async fn init_web() -> Result<usize> {
+    if let Some(reg) = REGISTRY.get() {
+        return Ok(reg.adapters.len());
+    }
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::BROWSER_WEBGPU;
+    let instance = wgpu::Instance::new(desc);
+    let Ok(adapter) = instance
+        .request_adapter(&wgpu::RequestAdapterOptions::default())
+        .await
+    else {
+        return Ok(registry().adapters.len());
+    };
+    let required_features = adapter.features() & wgpu::Features::SHADER_F16;
+    let (device, queue) = adapter
+        .request_device(&wgpu::DeviceDescriptor {
+            label: Some("wgflow"),
+            required_features,
+            required_limits: adapter.limits(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| Error::Gpu {
+            device: "gpu:0".into(),
+            action: "requesting the device".into(),
+            message: e.to_string(),
+        })?;
+    let name = "gpu:0".to_string();
+    device.on_uncaptured_error(Arc::new(|e| {
+        log::error!("uncaptured wgpu error on gpu:0: {e}")
+    }));
+    let i = adapter.get_info();
+    let info = PhysicalDevice {
+        device: crate::device::Device::Gpu(0),
+        name: format!("WebGPU {}", i.name).trim().to_string(),
+        backend: i.backend.to_str().to_string(),
+        device_type: match i.device_type {
+            wgpu::DeviceType::Cpu => "software",
+            wgpu::DeviceType::DiscreteGpu => "discrete",
+            wgpu::DeviceType::IntegratedGpu => "integrated",
+            _ => "other",
+        }
+        .into(),
+        driver: format!("{} {}", i.driver, i.driver_info).trim().to_string(),
+        limits: limits_of(&device.limits(), device.features()),
+    };
+    let ctx = Arc::new(GpuContext {
+        timestamps: false,
+        gl_serial: None,
+        name,
+        limits: limits_of(&device.limits(), device.features()),
+        info: info.clone(),
+        backend: i.backend,
+        device_type: i.device_type,
+        device,
+        queue,
+        pipelines: Mutex::new(HashMap::new()),
+        disk_cache: None,
+    });
+    let reg = Registry {
+        adapters: vec![adapter],
+        infos: vec![info],
+        contexts: Mutex::new(vec![Some(ctx)]),
+    };
+    // A session made before this call has already settled on no adapter.
+    REGISTRY.set(reg).map_err(|_| Error::Device {
+        spec: "gpu:0".into(),
+        message: "init_web ran after the first session or device list".into(),
+    })?;
+    Ok(1)
+}
+
 /// Number of usable wgpu adapters.
 pub fn adapter_count() -> usize {
     registry().adapters.len()
@@ -331,6 +408,23 @@ impl GpuContext {
     /// Run `f` inside validation and out-of-memory error scopes; a captured error becomes
     /// [`Error::Gpu`] naming `action`. A panic inside wgpu (a driver-level failure) becomes
     /// an error too, so one failed call cannot take the caller's thread or locks with it.
+    #[cfg(target_arch = "wasm32")]
+    pub fn scoped<T>(&self, action: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T> {
+        // In a page an error scope's pop is a promise, which this synchronous call must not
+        // block on: errors there reach the uncaptured-error log instead.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&self.device))).map_err(
+            |panic| Error::Gpu {
+                device: self.name.clone(),
+                action: action.to_string(),
+                message: format!("wgpu panicked: {}", panic_message(&panic)),
+            },
+        )
+    }
+
+    /// Run `f` inside validation and out-of-memory error scopes; a captured error becomes
+    /// [`Error::Gpu`] naming `action`. A panic inside wgpu (a driver-level failure) becomes
+    /// an error too, so one failed call cannot take the caller's thread or locks with it.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn scoped<T>(&self, action: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T> {
         let _gl = self.gl_guard();
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);

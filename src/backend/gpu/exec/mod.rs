@@ -425,7 +425,13 @@ impl Backend for GpuPlan {
             constants,
             staging,
             staging_size,
-            uploads: Uploads::new(&ctx, plan, device, created)?,
+            // In a page a buffer's mapping completes only when the page's event loop runs,
+            // so feeds go through the queue's writes instead of a mapped staging buffer.
+            uploads: if cfg!(target_arch = "wasm32") {
+                None
+            } else {
+                Uploads::new(&ctx, plan, device, created)?
+            },
             queued: false,
             dispatches: HashMap::new(),
             pending: None,
