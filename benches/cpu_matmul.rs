@@ -9,6 +9,10 @@
 //! Shapes: W3 (1024³), W4's layers, W6's backward products (`dW = xᵀ·dy`, `dx = dy·Wᵀ`) and
 //! a small CNN's convolutions as GEMMs with their backward transposes.
 //!
+//! A second table puts cpu:0's i32 products (`ops/matmul/igemm.rs`: 8-bit operands shifted
+//! by their zero points, as quantized models feed them) beside its f32 product on the same
+//! shapes, interleaved: BERT-base's feed-forward layers at 128 tokens and a wide MLP's.
+//!
 //! `cargo bench --bench cpu_matmul`
 
 use std::hint::black_box;
@@ -34,6 +38,14 @@ const SHAPES: &[(&str, usize, usize, usize, bool, bool)] = &[
     ("conv2 W·cols", 32, 144, 1024, false, false),
     ("conv2 dW=dy·colsᵀ", 32, 1024, 144, false, true),
     ("conv2 dcols=Wᵀ·dy", 144, 32, 1024, true, false),
+];
+
+/// `(name, m, k, n)` of the i32 table.
+const INT_SHAPES: &[(&str, usize, usize, usize)] = &[
+    ("BERT-base FFN in", 128, 768, 3072),
+    ("BERT-base FFN out", 128, 3072, 768),
+    ("MLP 64×784·1024", 64, 784, 1024),
+    ("MLP 64×1024·1024", 64, 1024, 1024),
 ];
 
 fn det(n: usize, seed: u32) -> Vec<f32> {
@@ -286,6 +298,71 @@ fn main() {
             g(t[2]),
             g(t[3]),
             g(ours),
+        );
+    }
+    int_table(budget);
+}
+
+/// cpu:0's i32 matmul (values in -255..=255) against its f32 matmul on the same shapes.
+fn int_table(budget: Duration) {
+    println!();
+    println!("i32 products (GOP/s, medians; one multiply-add = 2 ops)");
+    println!("| shape | m×k×n | wgflow cpu:0 i32 | wgflow cpu:0 f32 | i32 / f32 |");
+    println!("|---|---|---|---|---|");
+    for &(name, m, k, n) in INT_SHAPES {
+        let kernel = |dtype| {
+            Kernel::MatMul(MatMulKernel {
+                a: Shape::new(vec![m, k]),
+                b: Shape::new(vec![k, n]),
+                out: Shape::new(vec![m, n]),
+                dtype,
+                block: None,
+                tiled: false,
+                epilogue: None,
+                k_chunk: None,
+                transposed: [false, false],
+            })
+        };
+        let (ki, kf) = (kernel(DType::I32), kernel(DType::F32));
+        let ints = |len, seed| -> Vec<u32> {
+            det(len, seed)
+                .iter()
+                .map(|v| ((v * 255.0).round() as i32) as u32)
+                .collect()
+        };
+        let (ai, bi) = (ints(m * k, 3), ints(k * n, 4));
+        let (af, bf) = (det(m * k, 3), det(k * n, 4));
+        let (afw, bfw): (&[u32], &[u32]) = (bytemuck::cast_slice(&af), bytemuck::cast_slice(&bf));
+        let mut oi = vec![0u32; m * n];
+        let mut of = vec![0u32; m * n];
+        let t = medians(
+            budget,
+            &mut [
+                &mut || {
+                    ki.run_cpu_into(&[CpuIn::Words(&ai), CpuIn::Words(&bi)], &mut oi)
+                        .expect("i32 matmul");
+                    black_box(&oi);
+                },
+                &mut || {
+                    kf.run_cpu_into(&[CpuIn::Words(afw), CpuIn::Words(bfw)], &mut of)
+                        .expect("f32 matmul");
+                    black_box(&of);
+                },
+            ],
+        );
+        // Spot-check the i32 product against an i64 sum.
+        for &(i, j) in &[(0, 0), (m - 1, n - 1), (m / 2, n / 3)] {
+            let want: i64 = (0..k)
+                .map(|q| ai[i * k + q] as i32 as i64 * bi[q * n + j] as i32 as i64)
+                .sum();
+            assert_eq!(oi[i * n + j] as i32 as i64, want, "{name}: c[{i},{j}]");
+        }
+        let g = |s: f64| 2.0 * (m * k * n) as f64 / s / 1e9;
+        println!(
+            "| {name} | {m}×{k}×{n} | {:.1} | {:.1} | {:.2} |",
+            g(t[0]),
+            g(t[1]),
+            t[1] / t[0]
         );
     }
 }
