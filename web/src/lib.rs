@@ -3,16 +3,18 @@
 //! load a saved graph (its JSON text) or an ONNX model (its bytes), feed `Float32Array`s by
 //! name, read the fetches back.
 //!
-//! Sessions here run on `cpu:0`, single-threaded (a page's wasm has no threads unless it is
-//! cross-origin isolated). WebGPU needs the asynchronous API (adapter, device and `mapAsync`
-//! are promises a page must not block on), which is not built yet. Errors reach JavaScript
-//! as `Error`s whose message is the native library's; bad input never panics, so the module
+//! Sessions run on `cpu:0` (single-threaded: a page's wasm has no threads unless it is
+//! cross-origin isolated) or, after `await initWebGpu()`, on the page's WebGPU adapter as
+//! `gpu:0` through `runAsync` (a page must not block on the GPU). Errors reach JavaScript as
+//! `Error`s whose message is the native library's; bad input never panics, so the module
 //! stays usable after one.
 
 use js_sys::Float32Array;
+use std::cell::RefCell;
+use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wgflow::onnx::{ImportOptions, InferenceSession};
-use wgflow::{Device, Graph, HostTensor, Session, SessionOptions};
+use wgflow::{Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 fn js(e: wgflow::Error) -> JsError {
     JsError::new(&e.to_string())
@@ -25,6 +27,31 @@ fn cpu_options() -> SessionOptions {
         default_device: Some(Device::Cpu),
         ..SessionOptions::default()
     }
+}
+
+/// Ask the browser for its WebGPU adapter and a device on it, and make them `gpu:0`.
+/// Await it once, before the first session; resolves to the number of adapters (0 or 1).
+#[wasm_bindgen(js_name = initWebGpu)]
+pub async fn init_webgpu() -> Result<u32, JsError> {
+    wgflow::backend::init_web()
+        .await
+        .map(|n| n as u32)
+        .map_err(js)
+}
+
+/// Every device, best first: `gpu:0` (after `initWebGpu`) and `cpu:0`, each as
+/// `"spec: name (type, backend)"`.
+#[wasm_bindgen(js_name = listDevices)]
+pub fn list_devices() -> Vec<String> {
+    wgflow::devices()
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {} ({}, {})",
+                d.device, d.name, d.device_type, d.backend
+            )
+        })
+        .collect()
 }
 
 /// A tensor crossing into or out of JavaScript: float32 values and dims.
@@ -82,31 +109,102 @@ impl WgTensor {
     }
 }
 
-/// A saved graph and its session on cpu:0.
+/// A saved graph and its session, on cpu:0 or the page's WebGPU adapter.
 #[wasm_bindgen]
 pub struct GraphSession {
     graph: Graph,
-    session: Session,
+    session: Rc<RefCell<Session>>,
+    device: Device,
 }
 
 #[wasm_bindgen]
 impl GraphSession {
-    /// The JSON text `Graph::save` writes (what `wgflow run` reads).
+    /// The JSON text `Graph::save` writes (what `wgflow run` reads), on cpu:0.
     #[wasm_bindgen(constructor)]
     pub fn new(json: &str) -> Result<GraphSession, JsError> {
+        GraphSession::on_device(json, "cpu:0")
+    }
+
+    /// The same on `device` (`"cpu:0"`, or `"gpu:0"` after `initWebGpu`).
+    #[wasm_bindgen(js_name = onDevice)]
+    pub fn on_device(json: &str, device: &str) -> Result<GraphSession, JsError> {
+        let device = Device::parse(device).map_err(js)?;
         let graph = Graph::from_json(json).map_err(js)?;
-        let session = Session::new(&graph, cpu_options()).map_err(js)?;
-        Ok(GraphSession { graph, session })
+        let options = match device {
+            Device::Cpu => cpu_options(),
+            _ => SessionOptions {
+                default_device: Some(device),
+                ..SessionOptions::default()
+            },
+        };
+        let session = Session::new(&graph, options).map_err(js)?;
+        Ok(GraphSession {
+            graph,
+            session: Rc::new(RefCell::new(session)),
+            device,
+        })
     }
 
     /// Feed `values[i]` to the node named `names[i]` and return the nodes named in
-    /// `fetches`, in order.
+    /// `fetches`, in order. cpu:0 only: a GPU in a page needs `runAsync`.
     pub fn run(
         &mut self,
         names: Vec<String>,
         values: Vec<WgTensor>,
         fetches: Vec<String>,
     ) -> Result<Vec<WgTensor>, JsError> {
+        if self.device != Device::Cpu {
+            return Err(JsError::new(&format!(
+                "{} in a page runs through runAsync (run would block the page)",
+                self.device
+            )));
+        }
+        let (feeds, fetch) = self.resolve(&names, &values, &fetches)?;
+        let mut session = self.session.try_borrow_mut().map_err(|_| busy())?;
+        let out = session.run(&feeds, &fetch).map_err(js)?;
+        out.iter().map(WgTensor::from_host).collect()
+    }
+
+    /// [`GraphSession::run`] on any device, as a `Promise` of the fetched tensors.
+    // The borrow is held across the GPU's await on purpose: it marks the session busy, so a
+    // second `runAsync` before this one settles is refused by `try_borrow_mut`, not run.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = runAsync)]
+    pub fn run_async(
+        &self,
+        names: Vec<String>,
+        values: Vec<WgTensor>,
+        fetches: Vec<String>,
+    ) -> js_sys::Promise {
+        let prepared = self.resolve(&names, &values, &fetches);
+        let session = self.session.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (feeds, fetch) = prepared?;
+            let out = {
+                let mut session = session.try_borrow_mut().map_err(|_| busy())?;
+                session.run_async(&feeds, &fetch).await.map_err(js)?
+            };
+            let array = js_sys::Array::new();
+            for t in &out {
+                array.push(&JsValue::from(WgTensor::from_host(t)?));
+            }
+            Ok(array.into())
+        })
+    }
+}
+
+fn busy() -> JsError {
+    JsError::new("this session is already running (await the last runAsync first)")
+}
+
+impl GraphSession {
+    #[allow(clippy::type_complexity)]
+    fn resolve(
+        &self,
+        names: &[String],
+        values: &[WgTensor],
+        fetches: &[String],
+    ) -> Result<(Vec<(Tensor, HostTensor)>, Vec<Tensor>), JsError> {
         if names.len() != values.len() {
             return Err(JsError::new(&format!(
                 "{} feed names for {} values",
@@ -121,15 +219,14 @@ impl GraphSession {
         };
         let feeds = names
             .iter()
-            .zip(&values)
+            .zip(values)
             .map(|(n, v)| Ok((node(n)?, v.host()?)))
             .collect::<Result<Vec<_>, JsError>>()?;
         let fetch = fetches
             .iter()
             .map(|n| node(n))
             .collect::<Result<Vec<_>, JsError>>()?;
-        let out = self.session.run(&feeds, &fetch).map_err(js)?;
-        out.iter().map(WgTensor::from_host).collect()
+        Ok((feeds, fetch))
     }
 }
 
