@@ -193,6 +193,17 @@ impl GraphSession {
     }
 }
 
+fn same_length(names: &[String], values: &[WgTensor]) -> Result<(), JsError> {
+    if names.len() != values.len() {
+        return Err(JsError::new(&format!(
+            "{} feed names for {} values",
+            names.len(),
+            values.len()
+        )));
+    }
+    Ok(())
+}
+
 fn busy() -> JsError {
     JsError::new("this session is already running (await the last runAsync first)")
 }
@@ -205,13 +216,7 @@ impl GraphSession {
         values: &[WgTensor],
         fetches: &[String],
     ) -> Result<(Vec<(Tensor, HostTensor)>, Vec<Tensor>), JsError> {
-        if names.len() != values.len() {
-            return Err(JsError::new(&format!(
-                "{} feed names for {} values",
-                names.len(),
-                values.len()
-            )));
-        }
+        same_length(names, values)?;
         let node = |name: &str| {
             self.graph
                 .tensor(name)
@@ -270,13 +275,7 @@ impl OnnxSession {
         names: Vec<String>,
         values: Vec<WgTensor>,
     ) -> Result<Vec<WgTensor>, JsError> {
-        if names.len() != values.len() {
-            return Err(JsError::new(&format!(
-                "{} feed names for {} values",
-                names.len(),
-                values.len()
-            )));
-        }
+        same_length(&names, &values)?;
         let feeds = names
             .iter()
             .zip(&values)

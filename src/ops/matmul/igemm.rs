@@ -93,11 +93,17 @@ pub(crate) fn igemm(
     }
     let panels = n.div_ceil(NR);
     let par = m * k * n >= par_macs && rayon::current_num_threads() > 1;
-    let out = |c: &mut [u32], jp: usize, acc: &[u32]| {
+    // Writes a panel's columns into C (rows of `c` from its first); `false` when the panel
+    // met a value of B outside i16.
+    let put = |c: &mut [u32], jp: usize, acc: Option<Vec<u32>>| {
+        let Some(acc) = acc else {
+            return false;
+        };
         let (j0, w) = (jp * NR, NR.min(n - jp * NR));
         for (row, a) in c.chunks_exact_mut(n).zip(acc.chunks_exact(NR)) {
             row[j0..j0 + w].copy_from_slice(&a[..w]);
         }
+        true
     };
     if par && panels >= 2 * rayon::current_num_threads() {
         // Tasks own panels of columns; C's columns are strided, so each writes its
@@ -125,24 +131,13 @@ pub(crate) fn igemm(
             .div_ceil(rayon::current_num_threads() * 2)
             .next_multiple_of(MR);
         return c.par_chunks_mut(rows * n).enumerate().all(|(t, c)| {
-            (0..panels).all(
-                |jp| match panel(jp, t * rows, c.len() / n, kp, k, n, &ap, b) {
-                    Some(acc) => {
-                        out(c, jp, &acc);
-                        true
-                    }
-                    None => false,
-                },
-            )
+            (0..panels).all(|jp| {
+                let acc = panel(jp, t * rows, c.len() / n, kp, k, n, &ap, b);
+                put(c, jp, acc)
+            })
         });
     }
-    (0..panels).all(|jp| match panel(jp, 0, m, kp, k, n, &ap, b) {
-        Some(acc) => {
-            out(c, jp, &acc);
-            true
-        }
-        None => false,
-    })
+    (0..panels).all(|jp| put(c, jp, panel(jp, 0, m, kp, k, n, &ap, b)))
 }
 
 struct SharedC(*mut u32);
