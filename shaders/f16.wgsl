@@ -9,7 +9,8 @@ fn wgf_to_f16(x: f32) -> f16 {
     var y = x;
     let bits = bitcast<u32>(x) & 0x7fffffffu;
     if bits <= 0x7f800000u && abs(x) >= 65520.0 {
-        y = select(bitcast<f32>(0xff800000u), bitcast<f32>(0x7f800000u), x > 0.0);
+        // ±inf with x's sign, computed from x: Tint rejects constant infinities.
+        y = bitcast<f32>((bitcast<u32>(x) & 0x80000000u) | 0x7f800000u);
     }
     return f16(y);
 }

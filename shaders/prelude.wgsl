@@ -1,9 +1,12 @@
 // wgflow prelude: helpers shared by every generated kernel.
 
 // NaN and infinity as bits read from private variables: Tint (Chrome's WebGPU) rejects a
-// constant expression whose value is NaN or infinite, such as `bitcast<f32>(wgf_nan_bits)`.
+// constant expression whose value is NaN or infinite (a bitcast of the bits 0x7f800000u).
+// Generated code writes any other non-finite constant as `bitcast<f32>(BITSu | wgf_zero_bits)`
+// (ops/wgsl.rs `literal`), which is not a constant expression either.
 var<private> wgf_nan_bits: u32 = 0x7fc00000u;
 var<private> wgf_inf_bits: u32 = 0x7f800000u;
+var<private> wgf_zero_bits: u32 = 0u;
 
 // NaN test on the bits: drivers may fold `x != x` to false under fast-math (lavapipe does).
 fn wgf_isnan(x: f32) -> bool {

@@ -147,8 +147,12 @@ pub fn literal(dtype: DType, word: u32) -> String {
                 format!("({v:.1})")
             } else if v.is_finite() && v == v.trunc() && v.abs() < 1e7 {
                 format!("{v:.1}")
-            } else {
+            } else if v.is_finite() {
                 format!("bitcast<f32>({word:#010x}u)")
+            } else {
+                // Not a constant expression: Tint (Chrome's WebGPU) rejects constant NaN and
+                // infinities. `wgf_zero_bits` is the prelude's private 0.
+                format!("bitcast<f32>({word:#010x}u | wgf_zero_bits)")
             }
         }
         DType::I32 => {
@@ -195,6 +199,10 @@ pub fn fill_template(template: &str, values: &[(&str, String)]) -> String {
         out = out.replace(&format!("{{{{{name}}}}}"), value);
     }
     debug_assert!(!out.contains("{{"), "unfilled placeholder in:\n{out}");
+    // A template without the prelude still gets the private zero its non-finite literals use.
+    if out.contains("wgf_zero_bits") && !out.contains("var<private> wgf_zero_bits") {
+        out.push_str("\nvar<private> wgf_zero_bits: u32 = 0u;\n");
+    }
     out
 }
 
@@ -250,7 +258,7 @@ mod tests {
     fn literals_are_bit_exact() {
         assert_eq!(
             literal(DType::F32, f32::INFINITY.to_bits()),
-            "bitcast<f32>(0x7f800000u)"
+            "bitcast<f32>(0x7f800000u | wgf_zero_bits)"
         );
         assert_eq!(literal(DType::F32, 2.0f32.to_bits()), "2.0");
         assert_eq!(

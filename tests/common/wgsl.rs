@@ -20,6 +20,41 @@ pub fn check(kernel: &Kernel) {
     if let Err(e) = validate(&kernel.describe(), &src) {
         panic!("{e}\n--- source ---\n{src}");
     }
+    if let Some(c) = constant_non_finite(&src) {
+        panic!(
+            "{}: `{c}` is a constant NaN or infinity, which Tint (Chrome's WebGPU) rejects\n--- source ---\n{src}",
+            kernel.describe()
+        );
+    }
+}
+
+/// A `bitcast<f32>(0x…u)` whose value is NaN or infinite: naga accepts it, Tint does not
+/// (the prelude's `wgf_inf_bits`, `wgf_nan_bits` and `wgf_zero_bits` make them run-time).
+pub fn constant_non_finite(src: &str) -> Option<String> {
+    let pat = "bitcast<f32>(0x";
+    let mut rest = src;
+    while let Some(i) = rest.find(pat) {
+        let hex: String = rest[i + pat.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .collect();
+        let after = &rest[i + pat.len() + hex.len()..];
+        if let Ok(bits) = u32::from_str_radix(&hex, 16) {
+            if !f32::from_bits(bits).is_finite() && after.starts_with("u)") {
+                return Some(format!("{pat}{hex}u)"));
+            }
+        }
+        rest = &rest[i + pat.len()..];
+    }
+    None
+}
+
+#[test]
+fn constant_non_finite_values_are_found() {
+    assert!(constant_non_finite("let x = bitcast<f32>(0xff800000u);").is_some());
+    assert!(constant_non_finite("let x = bitcast<f32>(0x7fc00000u);").is_some());
+    assert!(constant_non_finite("let x = bitcast<f32>(0x7f800000u | wgf_zero_bits);").is_none());
+    assert!(constant_non_finite("let x = bitcast<f32>(0x3dcccccdu);").is_none());
 }
 
 /// An elementwise kernel of `expr` over plain (contiguous, broadcast) inputs.

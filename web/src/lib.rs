@@ -16,6 +16,9 @@ use wasm_bindgen::prelude::*;
 use wgflow::onnx::{ImportOptions, InferenceSession};
 use wgflow::{Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
+mod digits;
+pub use digits::DigitsDemo;
+
 fn js(e: wgflow::Error) -> JsError {
     JsError::new(&e.to_string())
 }
@@ -52,6 +55,14 @@ pub fn list_devices() -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The device a session should use by default, as `Device::best()` ranks them: a hardware
+/// adapter if the page has one, else `cpu:0` (a fallback adapter such as SwiftShader is a
+/// CPU pretending to be a GPU, slower than wasm on the same cores).
+#[wasm_bindgen(js_name = bestDevice)]
+pub fn best_device() -> String {
+    Device::best().to_string()
 }
 
 /// A tensor crossing into or out of JavaScript: float32 values and dims.
@@ -257,6 +268,21 @@ impl OnnxSession {
     #[wasm_bindgen(js_name = inputNames)]
     pub fn input_names(&self) -> Vec<String> {
         self.inner.inputs().iter().map(|d| d.name.clone()).collect()
+    }
+
+    /// Input `i`'s declared dims, -1 where the size is symbolic (bound from the feed).
+    #[wasm_bindgen(js_name = inputDims)]
+    pub fn input_dims(&self, i: u32) -> Result<Vec<i32>, JsError> {
+        let d = self.inner.inputs().get(i as usize).ok_or_else(|| {
+            JsError::new(&format!(
+                "input {i} does not exist (the model has {})",
+                self.inner.inputs().len()
+            ))
+        })?;
+        Ok(d.dims
+            .iter()
+            .map(|d| d.known().map_or(-1, |n| i32::try_from(n).unwrap_or(-1)))
+            .collect())
     }
 
     /// The outputs' names.

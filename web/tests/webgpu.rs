@@ -43,6 +43,15 @@ async fn a_graph_runs_on_the_pages_webgpu_adapter() {
     assert_eq!(list[0].device, Device::Gpu(0));
     assert_eq!(list[1].device, Device::Cpu);
     web_sys_log(&format!("{:?}", list[0]));
+    // A fallback adapter (SwiftShader) is a CPU pretending to be a GPU: wasm cpu:0 beats it,
+    // so the default device is cpu:0 there, and gpu:0 only where it is hardware.
+    let expected = if list[0].device_type == "software" {
+        Device::Cpu
+    } else {
+        Device::Gpu(0)
+    };
+    assert_eq!(Device::best(), expected, "{:?}", list[0]);
+    assert_eq!(wgflow_web::best_device(), expected.to_string());
 
     let (m, k, n) = (33usize, 17usize, 29usize);
     let av: Vec<f32> = (0..m * k)

@@ -159,9 +159,17 @@ pub async fn init_web() -> Result<usize> {
             message: e.to_string(),
         })?;
     let name = "gpu:0".to_string();
-    device.on_uncaptured_error(Arc::new(|e| {
-        log::error!("uncaptured wgpu error on gpu:0: {e}")
-    }));
+    // Error scopes are not awaited in a page (`scoped`): the first error is kept here
+    // instead, and the next read-back returns it, so a failed run never looks like a result.
+    let uncaptured = Arc::new(Mutex::new(None::<String>));
+    {
+        let first = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e| {
+            log::error!("uncaptured wgpu error on gpu:0: {e}");
+            let mut first = first.lock().unwrap_or_else(PoisonError::into_inner);
+            first.get_or_insert_with(|| e.to_string());
+        }));
+    }
     let i = adapter.get_info();
     let info = PhysicalDevice {
         device: crate::device::Device::Gpu(0),
@@ -189,6 +197,7 @@ pub async fn init_web() -> Result<usize> {
         queue,
         pipelines: Mutex::new(HashMap::new()),
         disk_cache: None,
+        uncaptured,
     });
     let reg = Registry {
         adapters: vec![adapter],
@@ -301,6 +310,7 @@ pub fn get(index: usize) -> Result<Arc<GpuContext>> {
         queue,
         pipelines: Mutex::new(HashMap::new()),
         disk_cache,
+        uncaptured: Arc::new(Mutex::new(None)),
     });
     contexts[index] = Some(ctx.clone());
     Ok(ctx)
@@ -378,9 +388,28 @@ pub struct GpuContext {
     /// and llvmpipe can hold it longer (a cold GLSL compile, a long dispatch): waiting here
     /// instead has no timeout.
     gl_serial: Option<Mutex<()>>,
+    /// In a page: the first error no scope captured (native runs scope every call).
+    uncaptured: Arc<Mutex<Option<String>>>,
 }
 
 impl GpuContext {
+    /// The first error no scope captured since the last call, as [`Error::Gpu`] naming
+    /// `action` (in a page, where error scopes are not awaited; always `Ok` natively).
+    pub fn take_uncaptured(&self, action: &str) -> Result<()> {
+        let mut first = self
+            .uncaptured
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match first.take() {
+            None => Ok(()),
+            Some(message) => Err(Error::Gpu {
+                device: self.name.clone(),
+                action: action.to_string(),
+                message,
+            }),
+        }
+    }
+
     /// What kernel strategies this adapter gets: by its device type, unless
     /// `WGFLOW_KERNELS=software` or `WGFLOW_KERNELS=hardware` forces one family (to test or
     /// benchmark the other family's kernels on any adapter).

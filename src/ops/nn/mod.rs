@@ -342,7 +342,8 @@ impl PoolKernel {
         let (init, combine, finish) = match self.kind {
             // -inf is replaced by the first in-bounds element, which every window has.
             PoolKind::Max => (
-                "bitcast<f32>(0xff800000u)",
+                // -inf from the prelude's private bits (Tint rejects a constant -inf).
+                "-bitcast<f32>(wgf_inf_bits)",
                 "select(wgf_max(acc, v), v, count == 0u)",
                 "acc",
             ),

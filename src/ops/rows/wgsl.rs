@@ -56,7 +56,10 @@ pub(super) fn source(k: &RowKernel) -> String {
         sum(&mut w, "s", "exp(x[base + e] - shift)");
         w.line("let l = labels[row];");
         w.line(&format!("let ok = l >= 0 && u32(l) < {d}u;"));
-        w.line("let nan = bitcast<f32>(0x7fc00000u);");
+        w.line(&format!(
+            "let nan = {};",
+            wgsl::literal(DType::F32, f32::NAN.to_bits())
+        ));
     }
     match k.pass {
         RowPass::LayerNorm | RowPass::LayerNormXhat => {

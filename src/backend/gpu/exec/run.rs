@@ -265,6 +265,10 @@ impl GpuPlan {
             action: "mapping the staging buffer".into(),
             message: e.to_string(),
         })?;
+        if let Err(e) = self.ctx.take_uncaptured("running the plan") {
+            self.staging.unmap();
+            return Err(e);
+        }
         let _gl = self.ctx.gl_guard();
         let out = {
             let view = self
