@@ -156,6 +156,21 @@ impl InferenceSession {
         imp.session.run(&fed, &fetch)
     }
 
+    /// The asynchronous form of [`InferenceSession::run`] (what a web page awaits: a GPU there
+    /// must not be blocked on).
+    pub async fn run_async(
+        &mut self,
+        fetches: Option<&[&str]>,
+        feeds: &[(&str, HostTensor)],
+    ) -> Result<Vec<HostTensor>> {
+        let (imp, fed, fetch) = self.prepare(fetches, feeds)?;
+        let fed: Vec<(Tensor, HostTensor)> = fed
+            .into_iter()
+            .map(|(t, k)| (t, feeds[k].1.clone()))
+            .collect();
+        imp.session.run_async(&fed, &fetch).await
+    }
+
     /// [`InferenceSession::run`] taking the feeds by value, so that none is copied on the
     /// way (what the Python binding calls).
     pub fn run_owned(

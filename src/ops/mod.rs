@@ -286,6 +286,16 @@ impl Kernel {
 
     /// The kernel as it should run on an adapter: strategies that depend on the kind of
     /// device (e.g. matmul blocking) are chosen here. The CPU backend runs kernels unchanged.
+    /// This kernel reading input `keep` in place of input `drop` (which goes), where the kernel
+    /// can (elementwise kernels whose two inputs present the same elements); `None`
+    /// otherwise. The GPU executor asks when two inputs are bound to one buffer range.
+    pub fn merge_input(&self, keep: usize, drop: usize) -> Option<Kernel> {
+        match self {
+            Kernel::Elementwise(k) => k.merge_input(keep, drop).map(Kernel::Elementwise),
+            _ => None,
+        }
+    }
+
     pub fn for_adapter(&self, adapter: &AdapterKind) -> Kernel {
         match self {
             Kernel::MatMul(k) => Kernel::MatMul(k.blocked_for(adapter)),

@@ -6,7 +6,7 @@ use crate::common;
 
 use crate::common::golden::{ints, Case};
 use serde_json::Value as Json;
-use wgflow::{Axes, Graph, HostTensor, PadMode, SliceArg, Tensor};
+use wgflow::{Axes, DType, Device, Graph, HostTensor, PadMode, SliceArg, Tensor};
 
 const GOLDEN: &str = include_str!("../golden/movement.json");
 
@@ -337,5 +337,27 @@ fn large_concats_with_few_rows_match_indexing() {
         }
         assert_eq!(got.len(), want.len(), "{outer} rows of {sizes:?}");
         assert!(got == want, "{outer} rows of {sizes:?}");
+    }
+}
+
+/// A value and a reshape of it (one buffer range) read by one fused kernel: on a GPU the
+/// kernel binds the range once (WebGPU refuses two writable bindings of one range), and the
+/// result is still `x * x + x` computed here, on every device.
+#[test]
+fn a_value_and_its_reshape_in_one_kernel_bind_once() {
+    let xv: Vec<f32> = vec![-2.5, 0.0, 1.5, 3.0];
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [4], DType::F32).unwrap();
+    let r = g.reshape(x, &[1, 4]).unwrap();
+    let p = g.mul(x, r).unwrap();
+    let y = g.add(p, x).unwrap();
+    let want: Vec<f32> = xv.iter().map(|v| v * v + v).collect();
+    for device in std::iter::once(Device::Cpu).chain(common::gpus()) {
+        let mut s = common::session_on(&g, device);
+        let out = s
+            .run(&[(x, HostTensor::new(vec![4], xv.clone()).unwrap())], &[y])
+            .unwrap();
+        assert_eq!(out[0].dims(), [1, 4], "{device}");
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), want, "{device}");
     }
 }

@@ -137,3 +137,41 @@ fn float_pow_divmod_and_casts_use_prelude_helpers_and_validate() {
         }
     }
 }
+
+/// Two inputs presenting the same elements merge into one (what the GPU executor asks when
+/// both are bound to one buffer range); inputs that broadcast differently, differ in dtype or
+/// are read through a view do not.
+#[test]
+fn inputs_presenting_the_same_elements_merge() {
+    use wgflow::ops::ElementwiseKernel;
+    let expr = Expr::binary(
+        BinaryOp::Add,
+        Expr::input(0),
+        Expr::binary(BinaryOp::Mul, Expr::input(1), Expr::input(2)),
+    );
+    let k = |shapes: [&[usize]; 3], dtypes: [DType; 3]| ElementwiseKernel {
+        expr: expr.clone(),
+        inputs: shapes
+            .iter()
+            .zip(dtypes)
+            .map(|(s, d)| (Shape::new(s.to_vec()), d))
+            .collect(),
+        out_shape: Shape::new(vec![1, 4]),
+        out_dtype: DType::F32,
+        views: Vec::new(),
+    };
+    let f = DType::F32;
+    let merged = k([&[4], &[1, 4], &[4]], [f, f, f])
+        .merge_input(0, 1)
+        .unwrap();
+    assert_eq!(merged.inputs.len(), 2);
+    assert_eq!(merged.expr.describe(), "add(in0, mul(in0, in1))");
+    check(&Kernel::Elementwise(merged));
+    assert!(k([&[4, 1], &[1, 4], &[4]], [f, f, f])
+        .merge_input(0, 1)
+        .is_none());
+    assert!(k([&[4], &[4], &[4]], [f, DType::I32, f])
+        .merge_input(0, 1)
+        .is_none());
+    assert!(k([&[4], &[4], &[4]], [f, f, f]).merge_input(1, 1).is_none());
+}

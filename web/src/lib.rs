@@ -246,37 +246,62 @@ impl GraphSession {
     }
 }
 
-/// An ONNX model (its bytes; external data is refused) on cpu:0, onnxruntime's way: inputs
-/// and outputs by their ONNX names, symbolic dims bound from the feeds.
+/// An ONNX model (its bytes; external data is refused) on cpu:0 or the page's WebGPU
+/// adapter, onnxruntime's way: inputs and outputs by their ONNX names, symbolic dims bound
+/// from the feeds.
 #[wasm_bindgen]
 pub struct OnnxSession {
-    inner: InferenceSession,
+    inner: Rc<RefCell<InferenceSession>>,
+    device: Device,
 }
 
 #[wasm_bindgen]
 impl OnnxSession {
-    /// The model's bytes (a `Uint8Array`).
+    /// The model's bytes (a `Uint8Array`), on cpu:0.
     #[wasm_bindgen(constructor)]
     pub fn new(bytes: Vec<u8>) -> Result<OnnxSession, JsError> {
-        let inner =
-            InferenceSession::from_bytes(bytes, None, ImportOptions::default(), cpu_options())
-                .map_err(js)?;
-        Ok(OnnxSession { inner })
+        OnnxSession::on_device(bytes, "cpu:0")
+    }
+
+    /// The same on `device` (`"cpu:0"`, or `"gpu:0"` after `initWebGpu`, run through
+    /// `runAsync`).
+    #[wasm_bindgen(js_name = onDevice)]
+    pub fn on_device(bytes: Vec<u8>, device: &str) -> Result<OnnxSession, JsError> {
+        let device = Device::parse(device).map_err(js)?;
+        let options = match device {
+            Device::Cpu => cpu_options(),
+            _ => SessionOptions {
+                default_device: Some(device),
+                ..SessionOptions::default()
+            },
+        };
+        let inner = InferenceSession::from_bytes(bytes, None, ImportOptions::default(), options)
+            .map_err(js)?;
+        Ok(OnnxSession {
+            inner: Rc::new(RefCell::new(inner)),
+            device,
+        })
     }
 
     /// The inputs' names, as the model declares them.
     #[wasm_bindgen(js_name = inputNames)]
     pub fn input_names(&self) -> Vec<String> {
-        self.inner.inputs().iter().map(|d| d.name.clone()).collect()
+        self.inner
+            .borrow()
+            .inputs()
+            .iter()
+            .map(|d| d.name.clone())
+            .collect()
     }
 
     /// Input `i`'s declared dims, -1 where the size is symbolic (bound from the feed).
     #[wasm_bindgen(js_name = inputDims)]
     pub fn input_dims(&self, i: u32) -> Result<Vec<i32>, JsError> {
-        let d = self.inner.inputs().get(i as usize).ok_or_else(|| {
+        let inner = self.inner.borrow();
+        let d = inner.inputs().get(i as usize).ok_or_else(|| {
             JsError::new(&format!(
                 "input {i} does not exist (the model has {})",
-                self.inner.inputs().len()
+                inner.inputs().len()
             ))
         })?;
         Ok(d.dims
@@ -289,25 +314,65 @@ impl OnnxSession {
     #[wasm_bindgen(js_name = outputNames)]
     pub fn output_names(&self) -> Vec<String> {
         self.inner
+            .borrow()
             .outputs()
             .iter()
             .map(|d| d.name.clone())
             .collect()
     }
 
-    /// Feed `values[i]` to input `names[i]`; returns the model's outputs in order.
+    /// Feed `values[i]` to input `names[i]`; returns the model's outputs in order. cpu:0
+    /// only: a GPU in a page needs `runAsync`.
     pub fn run(
         &mut self,
         names: Vec<String>,
         values: Vec<WgTensor>,
     ) -> Result<Vec<WgTensor>, JsError> {
-        same_length(&names, &values)?;
-        let feeds = names
-            .iter()
-            .zip(&values)
-            .map(|(n, v)| Ok((n.as_str(), v.host()?)))
-            .collect::<Result<Vec<_>, JsError>>()?;
-        let out = self.inner.run(None, &feeds).map_err(js)?;
+        if self.device != Device::Cpu {
+            return Err(JsError::new(&format!(
+                "{} in a page runs through runAsync (run would block the page)",
+                self.device
+            )));
+        }
+        let owned = onnx_feeds(&names, &values)?;
+        let feeds: Vec<(&str, HostTensor)> = owned
+            .into_iter()
+            .zip(&names)
+            .map(|((_, h), n)| (n.as_str(), h))
+            .collect();
+        let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
+        let out = inner.run(None, &feeds).map_err(js)?;
         out.iter().map(WgTensor::from_host).collect()
     }
+
+    /// [`OnnxSession::run`] on any device, as a `Promise` of the outputs.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = runAsync)]
+    pub fn run_async(&self, names: Vec<String>, values: Vec<WgTensor>) -> js_sys::Promise {
+        let prepared = onnx_feeds(&names, &values);
+        let inner = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let feeds = prepared?;
+            let feeds: Vec<(&str, HostTensor)> =
+                feeds.iter().map(|(n, h)| (n.as_str(), h.clone())).collect();
+            let out = {
+                let mut inner = inner.try_borrow_mut().map_err(|_| busy())?;
+                inner.run_async(None, &feeds).await.map_err(js)?
+            };
+            let array = js_sys::Array::new();
+            for t in &out {
+                array.push(&JsValue::from(WgTensor::from_host(t)?));
+            }
+            Ok(array.into())
+        })
+    }
+}
+
+fn onnx_feeds(names: &[String], values: &[WgTensor]) -> Result<Vec<(String, HostTensor)>, JsError> {
+    same_length(names, values)?;
+    names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| Ok((n.clone(), v.host()?)))
+        .collect()
 }

@@ -119,3 +119,60 @@ async fn a_graph_runs_on_the_pages_webgpu_adapter() {
 fn web_sys_log(s: &str) {
     wasm_bindgen_test::console_log!("{s}");
 }
+
+/// An ONNX model on the page's WebGPU adapter: the quantize_dynamic MLP of
+/// tests/onnx/quantized.rs (integer matmuls, dynamic quantization) against onnxruntime's
+/// output stored beside it, through `InferenceSession::run_async`.
+#[wasm_bindgen_test]
+async fn an_onnx_model_runs_on_the_pages_webgpu_adapter() {
+    if wgflow::backend::init_web().await.expect("init_web") == 0 {
+        assert!(option_env!("WGFLOW_REQUIRE_BROWSER") != Some("1"));
+        return;
+    }
+    let model = include_bytes!("../../tests/data/onnx-quantized/mlp_dynamic.onnx");
+    let x = wgflow::npy::from_bytes(include_bytes!(
+        "../../tests/data/onnx-quantized/mlp_dynamic.input.npy"
+    ))
+    .unwrap();
+    let want: Vec<f32> = wgflow::npy::from_bytes(include_bytes!(
+        "../../tests/data/onnx-quantized/mlp_dynamic.unoptimized.npy"
+    ))
+    .unwrap()
+    .to_vec()
+    .unwrap();
+    let options = SessionOptions {
+        default_device: Some(Device::Gpu(0)),
+        ..SessionOptions::default()
+    };
+    let mut s = wgflow::onnx::InferenceSession::from_bytes(
+        model.to_vec(),
+        None,
+        wgflow::onnx::ImportOptions::default(),
+        options,
+    )
+    .expect("import on gpu:0");
+    let out = s.run_async(None, &[("x", x)]).await.expect("run on gpu:0");
+    let got: Vec<f32> = out[0].to_vec().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "output {i}: {g} against onnxruntime's {w}"
+        );
+    }
+    // A second binding of the same session: the first run's plan is reused.
+    let again = s
+        .run_async(
+            None,
+            &[(
+                "x",
+                wgflow::npy::from_bytes(include_bytes!(
+                    "../../tests/data/onnx-quantized/mlp_dynamic.input.npy"
+                ))
+                .unwrap(),
+            )],
+        )
+        .await
+        .expect("second run");
+    assert_eq!(again[0].to_vec::<f32>().unwrap(), got);
+}

@@ -190,6 +190,13 @@ impl Work {
                 Node::Input(id) => {
                     let pos = *input_pos.entry(id).or_insert_with(|| {
                         let src = self.ins.get(&id).map(|(s, _)| s.clone());
+                        // One value read the same way through two inputs is one binding: two
+                        // writable bindings of one range are an error in WebGPU (Dawn), and
+                        // the shared operations on it then merge too.
+                        if let Some(p) = src.as_ref().and_then(|s| srcs.iter().position(|t| t == s))
+                        {
+                            return p;
+                        }
                         srcs.push(src.unwrap_or((ValueId::new(0), None)));
                         srcs.len() - 1
                     });

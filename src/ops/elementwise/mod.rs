@@ -440,6 +440,39 @@ pub struct ElementwiseKernel {
 }
 
 impl ElementwiseKernel {
+    /// The same kernel reading input `keep` where it read input `drop` (which goes), when the
+    /// two present the same elements: same dtype, no views, and shapes equal but for leading
+    /// 1s (so they broadcast alike). For two inputs bound to one buffer range, which WebGPU
+    /// (Dawn) refuses as aliasing writable bindings.
+    pub fn merge_input(&self, keep: usize, drop: usize) -> Option<ElementwiseKernel> {
+        let (a, b) = (self.inputs.get(keep)?, self.inputs.get(drop)?);
+        let trimmed = |s: &Shape| {
+            s.0.iter()
+                .skip_while(|&&d| d == 1)
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        if keep == drop
+            || a.1 != b.1
+            || trimmed(&a.0) != trimmed(&b.0)
+            || self.view(keep).is_some()
+            || self.view(drop).is_some()
+        {
+            return None;
+        }
+        let renumber = |i: usize| if i > drop { i - 1 } else { i };
+        let expr = self
+            .expr
+            .substitute(&mut |i| Expr::input(renumber(if i == drop { keep } else { i })));
+        let mut merged = self.clone();
+        merged.expr = expr;
+        merged.inputs.remove(drop);
+        if drop < merged.views.len() {
+            merged.views.remove(drop);
+        }
+        Some(merged)
+    }
+
     /// Input `i`'s view, if it is read through one.
     pub fn view(&self, i: usize) -> Option<&InputView> {
         self.views.get(i).and_then(Option::as_ref)

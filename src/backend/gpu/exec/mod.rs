@@ -306,10 +306,30 @@ impl GpuPlan {
         }
         let mut slots: Vec<ValueId> = inputs.to_vec();
         slots.push(step.output);
-        let resources = slots
+        let mut resources = slots
             .iter()
             .map(|&v| self.slice(plan, v))
             .collect::<Result<Vec<_>>>()?;
+        // Two inputs bound to one range (a value and a view of it) are aliasing writable
+        // bindings, which WebGPU refuses: the kernel reads one binding for both where it can.
+        let mut kernel = kernel.clone();
+        'merge: loop {
+            // The last resource is the output.
+            for j in 1..resources.len() - 1 {
+                for i in 0..j {
+                    let (a, b) = (&resources[i], &resources[j]);
+                    if a.0 == b.0 && a.1 == b.1 && a.2 == b.2 {
+                        if let Some(k) = kernel.merge_input(i, j) {
+                            kernel = k;
+                            resources.remove(j);
+                            continue 'merge;
+                        }
+                    }
+                }
+            }
+            break;
+        }
+        let kernel = &kernel;
         let (wgsl, windows) = windowed(
             kernel,
             &resources,
