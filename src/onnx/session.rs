@@ -156,17 +156,18 @@ impl InferenceSession {
         imp.session.run(&fed, &fetch)
     }
 
-    /// The asynchronous form of [`InferenceSession::run`] (what a web page awaits: a GPU there
-    /// must not be blocked on).
+    /// The asynchronous form of [`InferenceSession::run_owned`] (what a web page awaits: a
+    /// GPU there must not be blocked on). The feeds are taken by value, not copied.
     pub async fn run_async(
         &mut self,
         fetches: Option<&[&str]>,
-        feeds: &[(&str, HostTensor)],
+        feeds: Vec<(&str, HostTensor)>,
     ) -> Result<Vec<HostTensor>> {
-        let (imp, fed, fetch) = self.prepare(fetches, feeds)?;
+        let (imp, fed, fetch) = self.prepare(fetches, &feeds)?;
+        let mut values: Vec<Option<HostTensor>> = feeds.into_iter().map(|(_, h)| Some(h)).collect();
         let fed: Vec<(Tensor, HostTensor)> = fed
             .into_iter()
-            .map(|(t, k)| (t, feeds[k].1.clone()))
+            .filter_map(|(t, k)| Some((t, values.get_mut(k)?.take()?)))
             .collect();
         imp.session.run_async(&fed, &fetch).await
     }

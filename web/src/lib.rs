@@ -98,8 +98,9 @@ impl WgTensor {
 }
 
 impl WgTensor {
-    fn host(&self) -> Result<HostTensor, JsError> {
-        HostTensor::new(self.dims.clone(), self.data.clone()).map_err(js)
+    /// The values as a feed, moved (a 16M-element feed is not copied once more here).
+    fn into_host(self) -> Result<HostTensor, JsError> {
+        HostTensor::new(self.dims, self.data).map_err(js)
     }
 
     fn from_host(t: &HostTensor) -> Result<WgTensor, JsError> {
@@ -170,7 +171,7 @@ impl GraphSession {
                 self.device
             )));
         }
-        let (feeds, fetch) = self.resolve(&names, &values, &fetches)?;
+        let (feeds, fetch) = self.resolve(&names, values, &fetches)?;
         let mut session = self.session.try_borrow_mut().map_err(|_| busy())?;
         let out = session.run(&feeds, &fetch).map_err(js)?;
         out.iter().map(WgTensor::from_host).collect()
@@ -187,7 +188,7 @@ impl GraphSession {
         values: Vec<WgTensor>,
         fetches: Vec<String>,
     ) -> js_sys::Promise {
-        let prepared = self.resolve(&names, &values, &fetches);
+        let prepared = self.resolve(&names, values, &fetches);
         let session = self.session.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let (feeds, fetch) = prepared?;
@@ -224,10 +225,10 @@ impl GraphSession {
     fn resolve(
         &self,
         names: &[String],
-        values: &[WgTensor],
+        values: Vec<WgTensor>,
         fetches: &[String],
     ) -> Result<(Vec<(Tensor, HostTensor)>, Vec<Tensor>), JsError> {
-        same_length(names, values)?;
+        same_length(names, &values)?;
         let node = |name: &str| {
             self.graph
                 .tensor(name)
@@ -236,7 +237,7 @@ impl GraphSession {
         let feeds = names
             .iter()
             .zip(values)
-            .map(|(n, v)| Ok((node(n)?, v.host()?)))
+            .map(|(n, v)| Ok((node(n)?, v.into_host()?)))
             .collect::<Result<Vec<_>, JsError>>()?;
         let fetch = fetches
             .iter()
@@ -334,14 +335,14 @@ impl OnnxSession {
                 self.device
             )));
         }
-        let owned = onnx_feeds(&names, &values)?;
+        let owned = onnx_feeds(&names, values)?;
         let feeds: Vec<(&str, HostTensor)> = owned
             .into_iter()
             .zip(&names)
             .map(|((_, h), n)| (n.as_str(), h))
             .collect();
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
-        let out = inner.run(None, &feeds).map_err(js)?;
+        let out = inner.run_owned(None, feeds).map_err(js)?;
         out.iter().map(WgTensor::from_host).collect()
     }
 
@@ -349,15 +350,15 @@ impl OnnxSession {
     #[allow(clippy::await_holding_refcell_ref)]
     #[wasm_bindgen(js_name = runAsync)]
     pub fn run_async(&self, names: Vec<String>, values: Vec<WgTensor>) -> js_sys::Promise {
-        let prepared = onnx_feeds(&names, &values);
+        let prepared = onnx_feeds(&names, values);
         let inner = self.inner.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let feeds = prepared?;
+            let (names, tensors): (Vec<String>, Vec<HostTensor>) = prepared?.into_iter().unzip();
             let feeds: Vec<(&str, HostTensor)> =
-                feeds.iter().map(|(n, h)| (n.as_str(), h.clone())).collect();
+                names.iter().map(String::as_str).zip(tensors).collect();
             let out = {
                 let mut inner = inner.try_borrow_mut().map_err(|_| busy())?;
-                inner.run_async(None, &feeds).await.map_err(js)?
+                inner.run_async(None, feeds).await.map_err(js)?
             };
             let array = js_sys::Array::new();
             for t in &out {
@@ -368,11 +369,14 @@ impl OnnxSession {
     }
 }
 
-fn onnx_feeds(names: &[String], values: &[WgTensor]) -> Result<Vec<(String, HostTensor)>, JsError> {
-    same_length(names, values)?;
+fn onnx_feeds(
+    names: &[String],
+    values: Vec<WgTensor>,
+) -> Result<Vec<(String, HostTensor)>, JsError> {
+    same_length(names, &values)?;
     names
         .iter()
         .zip(values)
-        .map(|(n, v)| Ok((n.clone(), v.host()?)))
+        .map(|(n, v)| Ok((n.clone(), v.into_host()?)))
         .collect()
 }

@@ -151,7 +151,10 @@ async fn an_onnx_model_runs_on_the_pages_webgpu_adapter() {
         options,
     )
     .expect("import on gpu:0");
-    let out = s.run_async(None, &[("x", x)]).await.expect("run on gpu:0");
+    let out = s
+        .run_async(None, vec![("x", x)])
+        .await
+        .expect("run on gpu:0");
     let got: Vec<f32> = out[0].to_vec().unwrap();
     assert_eq!(got.len(), want.len());
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
@@ -160,11 +163,11 @@ async fn an_onnx_model_runs_on_the_pages_webgpu_adapter() {
             "output {i}: {g} against onnxruntime's {w}"
         );
     }
-    // A second binding of the same session: the first run's plan is reused.
+    // A second run of the same session: the first run's plan is reused.
     let again = s
         .run_async(
             None,
-            &[(
+            vec![(
                 "x",
                 wgflow::npy::from_bytes(include_bytes!(
                     "../../tests/data/onnx-quantized/mlp_dynamic.input.npy"
