@@ -5,12 +5,10 @@
 //         [--workloads w1,w3,w4,squeezenet,resnet50] [--skip "SYSTEM@WORKLOAD,..."] [--json OUT]
 //
 // See benches/web/README.md for the setup (npm ci, the wasm build, models.py).
-import { spawn } from "node:child_process";
-import { createServer } from "node:http";
-import { readFile, writeFile } from "node:fs/promises";
-import { existsSync } from "node:fs";
-import { extname, join, resolve, dirname } from "node:path";
+import { writeFile } from "node:fs/promises";
+import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { browser, serve, sleep } from "../../web/demo/browser.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
@@ -35,54 +33,24 @@ const mounts = [
   ["/models/", models + "/"],
   ["/", here + "/"],
 ];
-const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm" };
-const server = createServer(async (req, res) => {
-  let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+const { url, close: closeServer } = await serve((path) => {
   if (path === "/") path = "/index.html";
   const [prefix, dir] = mounts.find(([p]) => path.startsWith(p));
   const file = resolve(dir + path.slice(prefix.length));
-  if (!file.startsWith(dirname(dir + "x"))) return res.writeHead(403).end();
-  try {
-    const body = await readFile(file);
-    res.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" }).end(body);
-  } catch {
-    res.writeHead(404).end();
-  }
+  return file.startsWith(dirname(dir + "x")) ? file : null;
 });
-await new Promise((r) => server.listen(0, "127.0.0.1", r));
-const site = `http://127.0.0.1:${server.address().port}/?${query}`;
+const site = `${url}?${query}`;
 
-const port = 9300 + Math.floor(Math.random() * 300);
-const driver = spawn(process.env.CHROMEDRIVER || "chromedriver", [`--port=${port}`], { stdio: "ignore" });
-const wd = `http://127.0.0.1:${port}`;
-async function call(method, path, body) {
-  const r = await fetch(wd + path, {
-    method,
-    headers: { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const j = await r.json();
-  if (!r.ok) throw new Error(`${method} ${path}: ${JSON.stringify(j.value).slice(0, 500)}`);
-  return j.value;
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-let session = null;
+let chrome = null;
 try {
-  for (let i = 0; !(await call("GET", "/status").catch(() => ({}))).ready; i++) {
-    if (i > 100) throw new Error("chromedriver did not start");
-    await sleep(100);
-  }
-  const chrome = { args: ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu"] };
-  if (existsSync("/usr/bin/chromium")) chrome.binary = "/usr/bin/chromium";
-  session = (await call("POST", "/session", {
-    capabilities: { alwaysMatch: { browserName: "chrome", "goog:chromeOptions": chrome, "goog:loggingPrefs": { browser: "ALL" }, timeouts: { script: 3600000 } } },
-  })).sessionId;
-  await call("POST", `/session/${session}/url`, { url: site });
+  chrome = await browser([], { timeouts: { script: 3600000 } });
+  const { call, S } = chrome;
+  await call("POST", `${S}/url`, { url: site });
   let state;
   let lastLog = "";
   const started = Date.now();
   for (;;) {
-    state = await call("POST", `/session/${session}/execute/sync`, {
+    state = await call("POST", `${S}/execute/sync`, {
       script: "return window.bench ? Object.assign({ log: document.getElementById('log').textContent }, window.bench) : null",
       args: [],
     });
@@ -95,7 +63,7 @@ try {
       if (state.done) break;
     }
     if (!state && Date.now() - started > 60000) {
-      const logs = await call("POST", `/session/${session}/se/log`, { type: "browser" }).catch(() => []);
+      const logs = await call("POST", `${S}/se/log`, { type: "browser" }).catch(() => []);
       throw new Error(`the page did not start:\n${logs.map((l) => l.message).join("\n")}`);
     }
     await sleep(500);
@@ -118,7 +86,6 @@ try {
   console.error(String(e && e.stack ? e.stack : e));
   process.exitCode = 1;
 } finally {
-  if (session) await call("DELETE", `/session/${session}`).catch(() => {});
-  driver.kill();
-  server.close();
+  if (chrome) await chrome.close();
+  closeServer();
 }

@@ -163,12 +163,7 @@ impl InferenceSession {
         fetches: Option<&[&str]>,
         feeds: Vec<(&str, HostTensor)>,
     ) -> Result<Vec<HostTensor>> {
-        let (imp, fed, fetch) = self.prepare(fetches, &feeds)?;
-        let mut values: Vec<Option<HostTensor>> = feeds.into_iter().map(|(_, h)| Some(h)).collect();
-        let fed: Vec<(Tensor, HostTensor)> = fed
-            .into_iter()
-            .filter_map(|(t, k)| Some((t, values.get_mut(k)?.take()?)))
-            .collect();
+        let (imp, fed, fetch) = self.prepare_owned(fetches, feeds)?;
         imp.session.run_async(&fed, &fetch).await
     }
 
@@ -179,13 +174,24 @@ impl InferenceSession {
         fetches: Option<&[&str]>,
         feeds: Vec<(&str, HostTensor)>,
     ) -> Result<Vec<HostTensor>> {
+        let (imp, fed, fetch) = self.prepare_owned(fetches, feeds)?;
+        imp.session.run(&fed, &fetch)
+    }
+
+    /// [`InferenceSession::prepare`] with the fed values moved into their placeholders.
+    #[allow(clippy::type_complexity)]
+    fn prepare_owned(
+        &mut self,
+        fetches: Option<&[&str]>,
+        feeds: Vec<(&str, HostTensor)>,
+    ) -> Result<(&mut Imported, Vec<(Tensor, HostTensor)>, Vec<Tensor>)> {
         let (imp, fed, fetch) = self.prepare(fetches, &feeds)?;
         let mut values: Vec<Option<HostTensor>> = feeds.into_iter().map(|(_, h)| Some(h)).collect();
         let fed: Vec<(Tensor, HostTensor)> = fed
             .into_iter()
             .filter_map(|(t, k)| Some((t, values.get_mut(k)?.take()?)))
             .collect();
-        imp.session.run(&fed, &fetch)
+        Ok((imp, fed, fetch))
     }
 
     /// The plan that [`InferenceSession::run`] runs for these feeds (compiled and cached).

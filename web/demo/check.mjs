@@ -6,14 +6,12 @@
 //
 //     node web/demo/check.mjs DIST [--screenshot docs/web-demo.png] [--epochs 5]
 //
-// Environment: CHROMEDRIVER (default `chromedriver`), CHROMIUM (default /usr/bin/chromium
-// where it exists); WGFLOW_REQUIRE_BROWSER=1 makes a missing WebGPU adapter a failure.
-import { spawn } from "node:child_process";
-import { createServer } from "node:http";
-import { readFile, writeFile, rename } from "node:fs/promises";
-import { existsSync } from "node:fs";
-import { extname, join, resolve, dirname, basename } from "node:path";
+// Environment: as browser.mjs says; WGFLOW_REQUIRE_BROWSER=1 makes a missing WebGPU adapter a
+// failure.
+import { writeFile, rename } from "node:fs/promises";
+import { join, resolve, dirname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
+import { browser, serve, sleep } from "./browser.mjs";
 
 const args = process.argv.slice(2);
 const dist = resolve(args[0] ?? "web/dist");
@@ -29,63 +27,16 @@ const model = join(root, "tests/data/onnx-light/light_squeezenet.onnx");
 function check(ok, what) {
   if (!ok) throw new Error(`check failed: ${what}`);
 }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// A static server for DIST, on a free port.
-const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
-const server = createServer(async (req, res) => {
-  if (process.env.WGFLOW_DEMO_DEBUG) console.log("GET", req.url);
-  let path = join(dist, decodeURIComponent(new URL(req.url, "http://x").pathname));
-  if (!path.startsWith(dist)) return res.writeHead(403).end();
-  if (path.endsWith("/")) path = join(path, "index.html");
-  try {
-    const body = await readFile(path);
-    res.writeHead(200, { "content-type": types[extname(path)] ?? "application/octet-stream" }).end(body);
-  } catch {
-    res.writeHead(404).end();
-  }
+const { url: site, close: closeServer } = await serve((p) => {
+  const file = resolve(dist, "." + (p.endsWith("/") ? p + "index.html" : p));
+  return file.startsWith(dist) ? file : null;
 });
-await new Promise((r) => server.listen(0, "127.0.0.1", r));
-const site = `http://127.0.0.1:${server.address().port}/`;
-
-// chromedriver on a free port.
-const port = 9600 + Math.floor(Math.random() * 300);
-const driver = spawn(process.env.CHROMEDRIVER || "chromedriver", [`--port=${port}`], { stdio: "ignore" });
-const wd = `http://127.0.0.1:${port}`;
-async function call(method, path, body) {
-  const r = await fetch(wd + path, {
-    method,
-    headers: { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const j = await r.json();
-  if (!r.ok) throw new Error(`${method} ${path}: ${JSON.stringify(j.value).slice(0, 500)}`);
-  return j.value;
-}
-let session = null;
-async function cleanup() {
-  if (session) await call("DELETE", `/session/${session}`).catch(() => {});
-  driver.kill();
-  server.close();
-}
+let chrome = null;
 
 try {
-  for (let i = 0; ; i++) {
-    try {
-      if ((await call("GET", "/status")).ready) break;
-    } catch {}
-    check(i < 100, "chromedriver did not start");
-    await sleep(100);
-  }
-  const chrome = {
-    args: ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--window-size=1150,1250"],
-  };
-  const binary = process.env.CHROMIUM || (existsSync("/usr/bin/chromium") ? "/usr/bin/chromium" : null);
-  if (binary) chrome.binary = binary;
-  session = (await call("POST", "/session", {
-    capabilities: { alwaysMatch: { browserName: "chrome", "goog:chromeOptions": chrome, "goog:loggingPrefs": { browser: "ALL" } } },
-  })).sessionId;
-  const S = `/session/${session}`;
+  chrome = await browser(["--window-size=1150,1250"]);
+  const { call, S } = chrome;
   const js = (script, a = []) => call("POST", `${S}/execute/sync`, { script, args: a });
   const state = () => js("return window.demo || null");
   async function until(what, pred, seconds) {
@@ -206,11 +157,12 @@ try {
   console.log("demo page: ok");
 } catch (e) {
   console.error(String(e && e.stack ? e.stack : e));
-  if (session) {
-    const log = await call("POST", `/session/${session}/se/log`, { type: "browser" }).catch(() => []);
+  if (chrome) {
+    const log = await chrome.call("POST", `${chrome.S}/se/log`, { type: "browser" }).catch(() => []);
     console.error(`the page's console:\n${log.map((l) => l.message).join("\n").slice(0, 20000)}`);
   }
   process.exitCode = 1;
 } finally {
-  await cleanup();
+  if (chrome) await chrome.close();
+  closeServer();
 }

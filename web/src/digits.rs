@@ -12,7 +12,7 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wgflow::trace::RunOptions;
 use wgflow::train::{Adam, Optimizer};
-use wgflow::{DType, Device, Dim, HostTensor, Session, SessionOptions, Tensor};
+use wgflow::{DType, Device, Dim, HostTensor, Session, Tensor};
 
 #[allow(dead_code)]
 mod model {
@@ -81,14 +81,7 @@ impl DigitsDemo {
         let train = Adam::new(0.003)
             .minimize(g, d.loss, &d.params)
             .map_err(js)?;
-        let options = match device {
-            Device::Cpu => crate::cpu_options(),
-            _ => SessionOptions {
-                default_device: Some(device),
-                ..SessionOptions::default()
-            },
-        };
-        let session = Session::new(&d.graph, options).map_err(js)?;
+        let session = Session::new(&d.graph, crate::options_for(device)).map_err(js)?;
         Ok(DigitsDemo {
             nodes: Rc::new(Nodes {
                 batch: d.batch,

@@ -32,6 +32,17 @@ fn cpu_options() -> SessionOptions {
     }
 }
 
+/// A session's options on `device`: [`cpu_options`] for cpu:0, else that device by default.
+fn options_for(device: Device) -> SessionOptions {
+    match device {
+        Device::Cpu => cpu_options(),
+        _ => SessionOptions {
+            default_device: Some(device),
+            ..SessionOptions::default()
+        },
+    }
+}
+
 /// Ask the browser for its WebGPU adapter and a device on it, and make them `gpu:0`.
 /// Await it once, before the first session; resolves to the number of adapters (0 or 1).
 #[wasm_bindgen(js_name = initWebGpu)]
@@ -142,14 +153,7 @@ impl GraphSession {
     pub fn on_device(json: &str, device: &str) -> Result<GraphSession, JsError> {
         let device = Device::parse(device).map_err(js)?;
         let graph = Graph::from_json(json).map_err(js)?;
-        let options = match device {
-            Device::Cpu => cpu_options(),
-            _ => SessionOptions {
-                default_device: Some(device),
-                ..SessionOptions::default()
-            },
-        };
-        let session = Session::new(&graph, options).map_err(js)?;
+        let session = Session::new(&graph, options_for(device)).map_err(js)?;
         Ok(GraphSession {
             graph,
             session: Rc::new(RefCell::new(session)),
@@ -269,15 +273,13 @@ impl OnnxSession {
     #[wasm_bindgen(js_name = onDevice)]
     pub fn on_device(bytes: Vec<u8>, device: &str) -> Result<OnnxSession, JsError> {
         let device = Device::parse(device).map_err(js)?;
-        let options = match device {
-            Device::Cpu => cpu_options(),
-            _ => SessionOptions {
-                default_device: Some(device),
-                ..SessionOptions::default()
-            },
-        };
-        let inner = InferenceSession::from_bytes(bytes, None, ImportOptions::default(), options)
-            .map_err(js)?;
+        let inner = InferenceSession::from_bytes(
+            bytes,
+            None,
+            ImportOptions::default(),
+            options_for(device),
+        )
+        .map_err(js)?;
         Ok(OnnxSession {
             inner: Rc::new(RefCell::new(inner)),
             device,

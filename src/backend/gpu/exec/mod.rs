@@ -288,7 +288,7 @@ impl GpuPlan {
     ) -> Result<PendingDispatch> {
         let (ctx, device, step) = (&self.ctx, self.device, &plan.steps[i]);
         let adapter = ctx.adapter_kind();
-        let kernel = &kernel.for_adapter(&adapter);
+        let mut kernel = kernel.for_adapter(&adapter);
         let label = format!("{} [{}]", step.nodes.join("+"), kernel.describe());
         // Lowering splits long loops; this is the net for shapes it cannot split (a
         // pooling window or one channel's convolution window past the limit).
@@ -312,7 +312,6 @@ impl GpuPlan {
             .collect::<Result<Vec<_>>>()?;
         // Two inputs bound to one range (a value and a view of it) are aliasing writable
         // bindings, which WebGPU refuses: the kernel reads one binding for both where it can.
-        let mut kernel = kernel.clone();
         'merge: loop {
             // The last resource is the output.
             for j in 1..resources.len() - 1 {
