@@ -548,3 +548,41 @@ fn uint64_and_bfloat16_through_wgflow_run() {
     assert!(err.contains("21474836480 at index 2"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `wgflow validate --list-onnx-ops` prints the importer's registry: one line per op type,
+/// hand-checked rows, and a count that is the library's.
+#[test]
+fn validate_lists_the_onnx_ops() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(["validate", "--list-onnx-ops"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |op: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(op))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert_eq!(row("Conv"), ["Conv", "ai.onnx", "1+", "2-3", "1", "nn"]);
+    assert_eq!(
+        row("QGemm"),
+        ["QGemm", "com.microsoft", "1+", "6-9", "1", "quant"]
+    );
+    assert_eq!(row("Upsample")[2], "7-9");
+    assert_eq!(row("Concat")[3], "1+");
+    assert!(row("NoSuchOp").is_empty());
+    let n = wgflow::onnx::supported_ops().len();
+    assert!(text.contains(&format!("{n} op types")), "{text}");
+    // A graph file and the list together are a usage error.
+    let both = Command::new(env!("CARGO_BIN_EXE_wgflow"))
+        .args(["validate", "x.json", "--list-onnx-ops"])
+        .output()
+        .unwrap();
+    assert!(!both.status.success());
+}

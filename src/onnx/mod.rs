@@ -109,6 +109,8 @@ mod ops_resize;
 mod ops_scatter;
 mod ops_shape;
 mod ops_spatial;
+mod registry;
+pub use registry::{supported_ops, supported_ops_markdown, OpSupport};
 mod session;
 pub use session::{Declared, InferenceSession};
 #[allow(missing_docs)]
@@ -268,7 +270,7 @@ pub fn import_bytes(bytes: &[u8], dir: Option<&Path>, opts: &ImportOptions) -> R
     }
     let model = proto::ModelProto::decode(bytes)
         .map_err(|e| fail("model", format!("not a valid ONNX protobuf: {e}")))?;
-    build::build(&model, dir, opts, translate)
+    build::build(&model, dir, opts, registry::translate)
 }
 
 /// Decode a serialized `TensorProto` (a conformance suite's `input_0.pb`) under the dtype
@@ -287,24 +289,4 @@ pub(crate) fn fail(at: impl Into<String>, message: impl Into<String>) -> Error {
         at: at.into(),
         message: message.into(),
     }
-}
-
-/// Every op's translator, tried family by family.
-fn translate(cx: &mut build::Cx, node: &build::Node) -> Option<Result<Vec<build::Val>>> {
-    ops_shape::translate(cx, node)
-        .or_else(|| ops_elementwise::translate(cx, node))
-        .or_else(|| ops_pool::translate(cx, node))
-        .or_else(|| ops_nn::translate(cx, node))
-        .or_else(|| ops_norm::translate(cx, node))
-        .or_else(|| ops_index::translate(cx, node))
-        .or_else(|| ops_loss::translate(cx, node))
-        .or_else(|| ops_resize::translate(cx, node))
-        .or_else(|| ops_recurrent::translate(cx, node))
-        .or_else(|| ops_control::translate(cx, node))
-        .or_else(|| ops_attention::translate(cx, node))
-        .or_else(|| ops_spatial::translate(cx, node))
-        .or_else(|| ops_quant::translate(cx, node))
-        .or_else(|| ops_host::translate(cx, node))
-        .or_else(|| ops_einsum::translate(cx, node))
-        .or_else(|| ops_scatter::translate(cx, node))
 }

@@ -8,17 +8,6 @@
 use super::build::{bad, Cx, Node, Val};
 use crate::{DType, HostTensor, Result, SliceArg, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    Some(match n.op {
-        "Attention" => attention(cx, n),
-        "RotaryEmbedding" => rotary(cx, n).map(|t| vec![t.into()]),
-        "SwiGLU" => swiglu(cx, n).map(|t| vec![t.into()]),
-        "LinearAttention" => linear_attention(cx, n),
-        "FlexAttention" => flex_attention(cx, n).map(|t| vec![t.into()]),
-        _ => return None,
-    })
-}
-
 /// `x[..., start..stop, ...]` along `axis`.
 fn slice_axis(cx: &mut Cx, x: Tensor, axis: usize, start: usize, stop: usize) -> Result<Tensor> {
     let mut args = vec![SliceArg::full(); axis];
@@ -177,7 +166,7 @@ fn safe_softmax(cx: &mut Cx, x: Tensor) -> Result<Tensor> {
     g.div(e, s)
 }
 
-fn attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (mut q, mut k, mut v) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
     let dt = cx.g.dtype(q)?;
     if !dt.is_float() {
@@ -373,7 +362,7 @@ fn attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     ])
 }
 
-fn rotary(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn rotary(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let xd = dims(cx, x)?;
     // Work in [B, S, H, D].
@@ -455,7 +444,7 @@ fn rotary(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     }
 }
 
-fn swiglu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn swiglu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
     if dims(cx, a)? != dims(cx, b)? {
         return Err(bad("SwiGLU's inputs must have the same shape"));
@@ -469,7 +458,7 @@ fn swiglu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     g.mul(sw, b)
 }
 
-fn linear_attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn linear_attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let rule = n
         .string("update_rule")
         .unwrap_or_else(|| "gated_delta".into());
@@ -609,7 +598,7 @@ fn linear_attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(vec![out.into(), state.into()])
 }
 
-fn flex_attention(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn flex_attention(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     for a in ["score_mod", "prob_mod"] {
         if n.has(a) {
             return Err(n.unsupported(format!("the graph-valued attribute {a}")));

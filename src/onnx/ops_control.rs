@@ -22,15 +22,6 @@ fn check_unrolled(cx: &Cx, start: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    Some(match n.op {
-        "Scan" => scan(cx, n),
-        "If" => if_(cx, n),
-        "Loop" => loop_(cx, n),
-        _ => return None,
-    })
-}
-
 /// Normalise `axis` against `rank`.
 fn axis_of(axis: i64, rank: usize, what: &str) -> Result<usize> {
     let r = rank as i64;
@@ -63,7 +54,7 @@ fn per(n: &Node, name: &str, count: usize, default: i64) -> Result<Vec<i64>> {
     }
 }
 
-fn scan(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn scan(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let body = n.graph("body")?;
     let m = usize::try_from(n.int("num_scan_inputs", -1))
         .map_err(|_| bad("num_scan_inputs is required"))?;
@@ -230,7 +221,7 @@ fn truth(h: &HostValue, what: &str) -> Result<bool> {
     }
 }
 
-fn if_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn if_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let cond = cx.host(n, 0)?;
     let branch = if truth(&cond, "the condition")? {
         n.graph("then_branch")?
@@ -249,7 +240,7 @@ fn int_scalar(v: i64, dtype: DType) -> Val {
     .into()
 }
 
-fn loop_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn loop_(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let body = n.graph("body")?;
     let trips = match n.input(0) {
         Some(_) => {

@@ -4,13 +4,9 @@
 //! run-time batch or sequence passes through untouched), and the result is transposed to
 //! the output's labels.
 
-use super::build::{bad, Cx, Node, Val};
+use super::build::{bad, Cx, Node};
 use crate::graph::Dim;
 use crate::{DType, Result, Tensor};
-
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    (n.op == "Einsum").then(|| einsum(cx, n).map(|t| vec![Val::T(t)]))
-}
 
 /// A label: a letter, or one axis of the ellipsis (numbered from the right).
 type Label = u32;
@@ -59,7 +55,7 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: usize) -> Result<Vec<La
     Ok(out)
 }
 
-fn einsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn einsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let eq = n
         .string("equation")
         .ok_or_else(|| bad("the equation attribute is required"))?;

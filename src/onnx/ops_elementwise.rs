@@ -3,95 +3,31 @@
 use super::build::{bad, Cx, Node, Val};
 use crate::{DType, Graph, Result, Tensor};
 
-type Unary = fn(&mut Graph, Tensor) -> Result<Tensor>;
-type Binary = fn(&mut Graph, Tensor, Tensor) -> Result<Tensor>;
+pub(super) type Unary = fn(&mut Graph, Tensor) -> Result<Tensor>;
+pub(super) type Binary = fn(&mut Graph, Tensor, Tensor) -> Result<Tensor>;
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    let unary: Option<Unary> = match n.op {
-        "Neg" => Some(Graph::neg),
-        "Abs" => Some(Graph::abs),
-        "Exp" => Some(Graph::exp),
-        "Log" => Some(Graph::log),
-        "Sqrt" => Some(Graph::sqrt),
-        "Reciprocal" => Some(Graph::reciprocal),
-        "Relu" => Some(Graph::relu),
-        "Sigmoid" => Some(Graph::sigmoid),
-        "Tanh" => Some(Graph::tanh),
-        "Erf" => Some(Graph::erf),
-        "Sin" => Some(Graph::sin),
-        "Cos" => Some(Graph::cos),
-        "Asin" => Some(Graph::asin),
-        "Acos" => Some(Graph::acos),
-        "Atan" => Some(Graph::atan),
-        "Asinh" => Some(Graph::asinh),
-        "Acosh" => Some(Graph::acosh),
-        "Atanh" => Some(Graph::atanh),
-        "Floor" => Some(Graph::floor),
-        "Ceil" => Some(Graph::ceil),
-        "Round" => Some(Graph::round),
-        "Sign" => Some(Graph::sign),
-        "Softplus" => Some(Graph::softplus),
-        "Not" => Some(Graph::logical_not),
-        "IsNaN" => Some(Graph::isnan),
-        _ => None,
-    };
-    if let Some(f) = unary {
-        return Some(
-            cx.t(n, 0)
-                .and_then(|x| f(&mut cx.g, x))
-                .map(|y| vec![Val::T(y)]),
-        );
+/// A one-input op through its graph builder.
+pub(super) fn unary(cx: &mut Cx, n: &Node, f: Unary) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    f(&mut cx.g, x)
+}
+
+/// A broadcasting two-input op through its graph builder (folded on the host when both
+/// inputs are known at import).
+pub(super) fn binary(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
+    if n.opset < 7 && n.has("broadcast") {
+        return Err(n.unsupported("legacy broadcast attribute"));
     }
-    let binary: Option<Binary> = match n.op {
-        "Add" => Some(Graph::add),
-        "Sub" => Some(Graph::sub),
-        "Mul" => Some(Graph::mul),
-        "Div" => Some(Graph::div),
-        "Equal" => Some(Graph::equal),
-        "Less" => Some(Graph::less),
-        "Greater" => Some(Graph::greater),
-        "LessOrEqual" => Some(Graph::less_equal),
-        "GreaterOrEqual" => Some(Graph::greater_equal),
-        "And" => Some(Graph::logical_and),
-        "Or" => Some(Graph::logical_or),
-        "Xor" => Some(Graph::logical_xor),
-        "BitwiseAnd" => Some(Graph::bitwise_and),
-        "BitwiseOr" => Some(Graph::bitwise_or),
-        "BitwiseXor" => Some(Graph::bitwise_xor),
-        _ => None,
-    };
-    if let Some(f) = binary {
-        if n.opset < 7 && n.has("broadcast") {
-            return Some(Err(n.unsupported("legacy broadcast attribute")));
-        }
-        return Some(binary_op(cx, n, f));
-    }
-    let variadic: Option<Binary> = match n.op {
-        "Sum" | "Mean" => Some(Graph::add),
-        "Max" => Some(Graph::maximum),
-        "Min" => Some(Graph::minimum),
-        _ => None,
-    };
-    if let Some(f) = variadic {
-        return Some(fold_inputs(cx, n, f));
-    }
-    Some(match n.op {
-        "Pow" => pow(cx, n),
-        "Mod" => modulo(cx, n),
-        "Where" => (|| {
-            let (c, a, b) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
-            Ok(vec![cx.g.select(c, a, b)?.into()])
-        })(),
-        "Clip" => clip(cx, n),
-        "IsInf" => is_inf(cx, n),
-        "BitShift" => bit_shift(cx, n),
-        "BitwiseNot" => bitwise_not(cx, n),
-        _ => return activation(cx, n),
-    })
+    binary_op(cx, n, f)
+}
+
+pub(super) fn where_(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let (c, a, b) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
+    cx.g.select(c, a, b)
 }
 
 /// `~x`. A uint64 (held in u32) is refused: its complement never fits 32 bits.
-fn bitwise_not(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn bitwise_not(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let uint64 = super::proto::tensor_proto::DataType::Uint64 as i32;
     if n.input(0).and_then(|i| cx.narrow_elem(i)) == Some(uint64) {
         return Err(bad(
@@ -107,7 +43,7 @@ fn bitwise_not(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 /// shifted right).
 /// Built from multiplications and floor divisions by powers of two, in two steps of at most
 /// 2^16 so each factor fits; the import wraps a left shift into the type's range.
-fn bit_shift(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn bit_shift(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (x, y) = (cx.t(n, 0)?, cx.t(n, 1)?);
     let dt = cx.g.dtype(x)?;
     if !matches!(dt, DType::I32 | DType::U32) {
@@ -160,7 +96,7 @@ fn binary_op(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
     Ok(vec![f(&mut cx.g, a, b)?.into()])
 }
 
-fn fold_inputs(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
+pub(super) fn fold_inputs(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
     let count = n.inputs.len();
     let mut acc = cx.t(n, 0)?;
     for i in 1..count {
@@ -175,7 +111,7 @@ fn fold_inputs(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
     Ok(vec![acc.into()])
 }
 
-fn pow(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn pow(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (x, mut y) = (cx.t(n, 0)?, cx.t(n, 1)?);
     let dt = cx.g.dtype(x)?;
     if cx.g.dtype(y)? != dt {
@@ -187,7 +123,7 @@ fn pow(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 /// `Mod`: `fmod = 0` is Python's `%` (sign of the divisor, [`Graph::remainder`]); `fmod = 1`
 /// is C's `fmod` (sign of the dividend): the remainder less `b` where it is non-zero and
 /// the signs differ.
-fn modulo(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn modulo(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
     let r = cx.g.remainder(a, b)?;
     if n.int("fmod", 0) == 0 {
@@ -204,7 +140,7 @@ fn modulo(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(vec![g.select(fix, rb, r)?.into()])
 }
 
-fn clip(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn clip(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let mut x = cx.t(n, 0)?;
     let dt = cx.g.dtype(x)?;
     let (lo, hi) = if n.opset < 11 {
@@ -231,7 +167,7 @@ fn clip(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(vec![x.into()])
 }
 
-fn is_inf(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn is_inf(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let x = cx.t(n, 0)?;
     let (pos, neg) = (
         n.int("detect_positive", 1) != 0,
@@ -259,126 +195,105 @@ fn is_inf(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 }
 
 /// Activations with attributes, composed from primitives.
-fn activation(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
+/// The registry hands it each op named in its match.
+pub(super) fn activation(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let op = n.op;
-    if !matches!(
-        op,
-        "LeakyRelu"
-            | "Elu"
-            | "Selu"
-            | "Celu"
-            | "ThresholdedRelu"
-            | "HardSigmoid"
-            | "HardSwish"
-            | "Softsign"
-            | "Gelu"
-            | "PRelu"
-            | "Mish"
-            | "Tan"
-            | "Sinh"
-            | "Cosh"
-            | "Shrink"
-    ) {
-        return None;
-    }
-    Some((|| {
-        let x = cx.t(n, 0)?;
-        let dt = cx.g.dtype(x)?;
-        let c = |cx: &mut Cx, v: f32| cx.scalar(v as f64, dt);
-        let y = match op {
-            "LeakyRelu" => cx.g.leaky_relu(x, n.float("alpha", 0.01))?,
-            "Elu" => cx.g.elu(x, n.float("alpha", 1.0))?,
-            "Selu" => {
-                let e = cx.g.elu(x, n.float("alpha", 1.673_263_2))?;
-                let gm = c(cx, n.float("gamma", 1.050_701))?;
-                cx.g.mul(e, gm)?
+    let x = cx.t(n, 0)?;
+    let dt = cx.g.dtype(x)?;
+    let c = |cx: &mut Cx, v: f32| cx.scalar(v as f64, dt);
+    let y = match op {
+        "LeakyRelu" => cx.g.leaky_relu(x, n.float("alpha", 0.01))?,
+        "Elu" => cx.g.elu(x, n.float("alpha", 1.0))?,
+        "Selu" => {
+            let e = cx.g.elu(x, n.float("alpha", 1.673_263_2))?;
+            let gm = c(cx, n.float("gamma", 1.050_701))?;
+            cx.g.mul(e, gm)?
+        }
+        "Celu" => {
+            // max(0, x) + min(0, alpha * expm1(x / alpha))
+            let a = c(cx, n.float("alpha", 1.0))?;
+            let z = c(cx, 0.0)?;
+            let g = &mut cx.g;
+            let xa = g.div(x, a)?;
+            let em = g.expm1(xa)?;
+            let neg = g.mul(a, em)?;
+            let neg = g.minimum(neg, z)?;
+            let pos = g.maximum(x, z)?;
+            g.add(pos, neg)?
+        }
+        "ThresholdedRelu" => {
+            let a = c(cx, n.float("alpha", 1.0))?;
+            let z = c(cx, 0.0)?;
+            let gt = cx.g.greater(x, a)?;
+            cx.g.select(gt, x, z)?
+        }
+        "HardSigmoid" | "HardSwish" => {
+            let (alpha, beta) = if op == "HardSwish" {
+                (1.0 / 6.0, 0.5)
+            } else {
+                (n.float("alpha", 0.2), n.float("beta", 0.5))
+            };
+            let (a, b, z, o) = (c(cx, alpha)?, c(cx, beta)?, c(cx, 0.0)?, c(cx, 1.0)?);
+            let g = &mut cx.g;
+            let ax = g.mul(x, a)?;
+            let t = g.add(ax, b)?;
+            let t = g.maximum(t, z)?;
+            let hs = g.minimum(t, o)?;
+            if op == "HardSwish" {
+                g.mul(x, hs)?
+            } else {
+                hs
             }
-            "Celu" => {
-                // max(0, x) + min(0, alpha * expm1(x / alpha))
-                let a = c(cx, n.float("alpha", 1.0))?;
-                let z = c(cx, 0.0)?;
-                let g = &mut cx.g;
-                let xa = g.div(x, a)?;
-                let em = g.expm1(xa)?;
-                let neg = g.mul(a, em)?;
-                let neg = g.minimum(neg, z)?;
-                let pos = g.maximum(x, z)?;
-                g.add(pos, neg)?
-            }
-            "ThresholdedRelu" => {
-                let a = c(cx, n.float("alpha", 1.0))?;
-                let z = c(cx, 0.0)?;
-                let gt = cx.g.greater(x, a)?;
-                cx.g.select(gt, x, z)?
-            }
-            "HardSigmoid" | "HardSwish" => {
-                let (alpha, beta) = if op == "HardSwish" {
-                    (1.0 / 6.0, 0.5)
-                } else {
-                    (n.float("alpha", 0.2), n.float("beta", 0.5))
-                };
-                let (a, b, z, o) = (c(cx, alpha)?, c(cx, beta)?, c(cx, 0.0)?, c(cx, 1.0)?);
-                let g = &mut cx.g;
-                let ax = g.mul(x, a)?;
-                let t = g.add(ax, b)?;
-                let t = g.maximum(t, z)?;
-                let hs = g.minimum(t, o)?;
-                if op == "HardSwish" {
-                    g.mul(x, hs)?
-                } else {
-                    hs
-                }
-            }
-            "Softsign" => {
-                let o = c(cx, 1.0)?;
-                let ab = cx.g.abs(x)?;
-                let d = cx.g.add(ab, o)?;
-                cx.g.div(x, d)?
-            }
-            "Gelu" => match n.string("approximate").as_deref().unwrap_or("none") {
-                "none" => cx.g.gelu(x, false)?,
-                "tanh" => cx.g.gelu(x, true)?,
-                a => return Err(n.unsupported(format!("approximate = '{a}'"))),
-            },
-            "PRelu" => {
-                let slope = cx.t(n, 1)?;
-                let z = c(cx, 0.0)?;
-                let lt = cx.g.less(x, z)?;
-                let sx = cx.g.mul(x, slope)?;
-                cx.g.select(lt, sx, x)?
-            }
-            "Mish" => {
-                let sp = cx.g.softplus(x)?;
-                let t = cx.g.tanh(sp)?;
-                cx.g.mul(x, t)?
-            }
-            "Tan" => {
-                let (s, co) = (cx.g.sin(x)?, cx.g.cos(x)?);
-                cx.g.div(s, co)?
-            }
-            "Sinh" | "Cosh" => {
-                let h = c(cx, 0.5)?;
-                let g = &mut cx.g;
-                let (e, nx) = (g.exp(x)?, g.neg(x)?);
-                let en = g.exp(nx)?;
-                let s = if op == "Sinh" {
-                    g.sub(e, en)?
-                } else {
-                    g.add(e, en)?
-                };
-                g.mul(s, h)?
-            }
-            "Shrink" => {
-                let (l, b) = (n.float("lambd", 0.5), n.float("bias", 0.0));
-                let (lp, ln, bb, z) = (c(cx, l)?, c(cx, -l)?, c(cx, b)?, c(cx, 0.0)?);
-                let g = &mut cx.g;
-                let (lo, hi) = (g.less(x, ln)?, g.greater(x, lp)?);
-                let (xp, xm) = (g.add(x, bb)?, g.sub(x, bb)?);
-                let t = g.select(hi, xm, z)?;
-                g.select(lo, xp, t)?
-            }
-            _ => return Err(bad("unreachable activation")),
-        };
-        Ok(vec![y.into()])
-    })())
+        }
+        "Softsign" => {
+            let o = c(cx, 1.0)?;
+            let ab = cx.g.abs(x)?;
+            let d = cx.g.add(ab, o)?;
+            cx.g.div(x, d)?
+        }
+        "Gelu" => match n.string("approximate").as_deref().unwrap_or("none") {
+            "none" => cx.g.gelu(x, false)?,
+            "tanh" => cx.g.gelu(x, true)?,
+            a => return Err(n.unsupported(format!("approximate = '{a}'"))),
+        },
+        "PRelu" => {
+            let slope = cx.t(n, 1)?;
+            let z = c(cx, 0.0)?;
+            let lt = cx.g.less(x, z)?;
+            let sx = cx.g.mul(x, slope)?;
+            cx.g.select(lt, sx, x)?
+        }
+        "Mish" => {
+            let sp = cx.g.softplus(x)?;
+            let t = cx.g.tanh(sp)?;
+            cx.g.mul(x, t)?
+        }
+        "Tan" => {
+            let (s, co) = (cx.g.sin(x)?, cx.g.cos(x)?);
+            cx.g.div(s, co)?
+        }
+        "Sinh" | "Cosh" => {
+            let h = c(cx, 0.5)?;
+            let g = &mut cx.g;
+            let (e, nx) = (g.exp(x)?, g.neg(x)?);
+            let en = g.exp(nx)?;
+            let s = if op == "Sinh" {
+                g.sub(e, en)?
+            } else {
+                g.add(e, en)?
+            };
+            g.mul(s, h)?
+        }
+        "Shrink" => {
+            let (l, b) = (n.float("lambd", 0.5), n.float("bias", 0.0));
+            let (lp, ln, bb, z) = (c(cx, l)?, c(cx, -l)?, c(cx, b)?, c(cx, 0.0)?);
+            let g = &mut cx.g;
+            let (lo, hi) = (g.less(x, ln)?, g.greater(x, lp)?);
+            let (xp, xm) = (g.add(x, bb)?, g.sub(x, bb)?);
+            let t = g.select(hi, xm, z)?;
+            g.select(lo, xp, t)?
+        }
+        _ => return Err(bad("not an activation")),
+    };
+    Ok(y)
 }

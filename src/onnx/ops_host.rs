@@ -9,22 +9,17 @@ use super::ops_shape::norm_axis;
 use super::tensor::{map_dtype, HostValue};
 use crate::{DType, HostTensor, Result};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    Some(match n.op {
-        "NonZero" => non_zero(cx, n),
-        "Compress" => compress(cx, n),
-        "NonMaxSuppression" => non_max_suppression(cx, n),
-        "HannWindow" | "HammingWindow" | "BlackmanWindow" => window(cx, n),
-        "EyeLike" => eye_like(cx, n),
-        // Tensors are never absent once imported: only an input left out has no element.
-        "OptionalHasElement" => Ok(vec![ints(
-            vec![],
-            vec![n.input(0).is_some() as i64],
-            DType::Bool,
-        )]),
-        "OptionalGetElement" => cx.t(n, 0).map(|t| vec![Val::T(t)]),
-        _ => return None,
-    })
+/// Tensors are never absent once imported: only an input left out has no element.
+pub(super) fn optional_has_element(_: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    Ok(vec![ints(
+        vec![],
+        vec![n.input(0).is_some() as i64],
+        DType::Bool,
+    )])
+}
+
+pub(super) fn optional_get_element(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    cx.t(n, 0).map(|t| vec![Val::T(t)])
 }
 
 fn ints(shape: Vec<usize>, v: Vec<i64>, dtype: DType) -> Val {
@@ -40,7 +35,7 @@ fn numbers(h: &HostValue) -> Result<Vec<f64>> {
 }
 
 /// The indices of the non-zero elements, `[rank, count]`, in row-major order.
-fn non_zero(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn non_zero(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let x = cx.host(n, 0)?;
     let shape = x.shape().to_vec();
     let v = numbers(&x)?;
@@ -59,7 +54,7 @@ fn non_zero(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 
 /// The slices along `axis` (or the elements of the flattened input) whose condition is true;
 /// positions past the condition's length are dropped.
-fn compress(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn compress(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let cond = numbers(&*cx.host(n, 1)?)?;
     let shape = cx.shape(n, 0)?;
     let mut x = cx.t(n, 0)?;
@@ -118,7 +113,7 @@ fn suppresses(a: &[f64; 4], b: &[f64; 4], threshold: f64) -> bool {
 /// Greedy non-maximum suppression per batch and class, as onnxruntime does it: candidates
 /// above the score threshold by descending score (ties by index), each kept unless a kept
 /// box overlaps it by more than the IoU threshold. `[count, 3]` of (batch, class, box).
-fn non_max_suppression(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn non_max_suppression(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let boxes_h = cx.host(n, 0)?;
     let scores_h = cx.host(n, 1)?;
     let (bs, ss) = (boxes_h.shape().to_vec(), scores_h.shape().to_vec());
@@ -174,7 +169,7 @@ fn non_max_suppression(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 }
 
 /// Hann, Hamming and Blackman windows of a size known at import (periodic by default).
-fn window(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn window(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let size = numbers(&*cx.host(n, 0)?)?
         .first()
         .copied()
@@ -228,7 +223,7 @@ fn float_output(cx: &Cx, n: &Node, attr: &str, h: HostTensor) -> Result<Vec<Val>
 }
 
 /// Ones on diagonal `k` of a 2-D shape, in the input's type or the `dtype` attribute's.
-fn eye_like(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn eye_like(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let shape = cx.shape(n, 0)?;
     let [r, c] = shape[..] else {
         return Err(bad(format!("the input must be 2-D, got {shape:?}")));

@@ -10,37 +10,20 @@ use super::tensor::HostValue;
 use crate::ops::index::ScatterReduce;
 use crate::{DType, Result, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    let r = match n.op {
-        "TopK" => return Some(top_k(cx, n)),
-        "Unique" => return Some(unique(cx, n)),
-        "GatherElements" => gather_elements(cx, n),
-        "ScatterElements" | "Scatter" => scatter_elements(cx, n),
-        "GatherND" => gather_nd(cx, n),
-        "ScatterND" => scatter_nd(cx, n),
-        "Trilu" => trilu(cx, n),
-        "Hardmax" => hardmax(cx, n),
-        "OneHot" => one_hot(cx, n),
-        "DepthToSpace" | "SpaceToDepth" => depth_space(cx, n),
-        "ReverseSequence" => reverse_sequence(cx, n),
-        "MaxUnpool" => max_unpool(cx, n),
-        "Swish" => (|| {
-            let x = cx.t(n, 0)?;
-            let a = cx.scalar(n.float("alpha", 1.0) as f64, cx.g.dtype(x)?)?;
-            let ax = cx.g.mul(x, a)?;
-            let s = cx.g.sigmoid(ax)?;
-            cx.g.mul(x, s)
-        })(),
-        _ => return None,
-    };
-    Some(r.map(|t| vec![t.into()]))
+/// `x · sigmoid(alpha · x)`.
+pub(super) fn swish(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let a = cx.scalar(n.float("alpha", 1.0) as f64, cx.g.dtype(x)?)?;
+    let ax = cx.g.mul(x, a)?;
+    let s = cx.g.sigmoid(ax)?;
+    cx.g.mul(x, s)
 }
 
 /// `Unique` of a value known at import (its output sizes depend on the values; a fed input
 /// is made a constant of the import by `InferenceSession`, once per value): the distinct
 /// elements (or slices along `axis`), sorted or in order of first appearance, their first
 /// indices, each element's index into them, and their counts.
-fn unique(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn unique(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let x = cx.host(n, 0)?;
     let shape = x.shape().to_vec();
     let (keys, kind): (Vec<f64>, Option<DType>) = match &*x {
@@ -191,7 +174,7 @@ fn index_constant(cx: &mut Cx, shape: &[usize], f: impl Fn(&[usize]) -> i64) -> 
 }
 
 /// `x[..., idx[i], ...]` along `axis` at every position of `idx` (negative indices wrap).
-fn gather_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn gather_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let rank = cx.shape(n, 0)?.len();
     let axis = norm_axis(n.int("axis", 0), rank)?;
     let (x, idx) = (cx.t(n, 0)?, cx.t(n, 1)?);
@@ -211,7 +194,7 @@ fn reduction(n: &Node) -> Result<ScatterReduce> {
         })
 }
 
-fn scatter_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn scatter_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let rank = cx.shape(n, 0)?.len();
     let axis = norm_axis(n.int("axis", 0), rank)?;
     let reduce = reduction(n)?;
@@ -222,7 +205,7 @@ fn scatter_elements(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// `GatherND`; with `batch_dims = b`, the leading `b` axes are flattened into one and each
 /// index row gets its batch's position as a first coordinate, which makes it a plain
 /// `gather_nd` of the flattened data.
-fn gather_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn gather_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (x, idx) = (cx.t(n, 0)?, cx.t(n, 1)?);
     let b = usize::try_from(n.int("batch_dims", 0)).map_err(|_| bad("negative batch_dims"))?;
     if b == 0 {
@@ -266,7 +249,7 @@ fn gather_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.reshape(y, &out)
 }
 
-fn scatter_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn scatter_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let reduce = reduction(n)?;
     let (data, idx, upd) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
     cx.g.scatter_nd(data, idx, upd, reduce)
@@ -274,7 +257,7 @@ fn scatter_nd(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// `TopK`: values and indices along `axis`, sorted (also when `sorted = 0`, which leaves the
 /// order to the backend). `k` is an input from opset 10, an attribute before.
-fn top_k(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn top_k(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let rank = cx.shape(n, 0)?.len();
     let axis = norm_axis(n.int("axis", -1), rank)?;
     let k = match n.input(1) {
@@ -290,7 +273,7 @@ fn top_k(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(vec![values.into(), indices.into()])
 }
 
-fn trilu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn trilu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let s = cx.shape(n, 0)?;
     if s.len() < 2 {
         return Err(bad("needs rank 2 or more"));
@@ -314,7 +297,7 @@ fn trilu(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.select(keep, x, z)
 }
 
-fn hardmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn hardmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let s = cx.g.probe_shape(x0)?.dims().to_vec();
     // Before opset 13: over the flattened trailing dimensions from `axis` (default 1).
@@ -337,7 +320,7 @@ fn hardmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.reshape(y, &back)
 }
 
-fn one_hot(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn one_hot(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let is = cx.shape(n, 0)?;
     let depth = match &*cx.host(n, 1)? {
         HostValue::Ints { v, .. } => v.first().copied(),
@@ -385,7 +368,7 @@ fn one_hot(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// The first `lens[b]` steps along the time axis reversed in each batch entry, the rest
 /// kept: one gather along time, its index `lens[b] - 1 - t` where `t < lens[b]`, else `t`.
-fn reverse_sequence(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn reverse_sequence(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let s = cx.shape(n, 0)?;
     let r = s.len();
     let (ta, ba) = (
@@ -420,7 +403,7 @@ fn reverse_sequence(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// The inverse of a max pooling: every value written at its flat index (MaxPool's
 /// `Indices`) in zeros of the unpooled shape (`output_shape`, or the pooling's inverse).
-fn max_unpool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn max_unpool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let xs = cx.shape(n, 0)?;
     if xs.len() < 3 {
         return Err(bad(format!("X must be [N, C, D1, ...], got {xs:?}")));
@@ -484,7 +467,7 @@ fn max_unpool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     g.pad(y, &pads, crate::PadMode::Constant(0.0))
 }
 
-fn depth_space(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn depth_space(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let s = cx.shape(n, 0)?;
     let b = usize::try_from(n.int("blocksize", 0))
         .ok()

@@ -4,19 +4,16 @@
 use super::build::{bad, Cx, Node, Val};
 use crate::{DType, Result, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    Some(match n.op {
-        "NegativeLogLikelihoodLoss" => (|| {
-            let x = cx.t(n, 0)?;
-            Ok(vec![nll(cx, n, x)?.into()])
-        })(),
-        "SoftmaxCrossEntropyLoss" => (|| {
-            let x = cx.t(n, 0)?;
-            let lp = cx.g.log_softmax(x, 1)?;
-            Ok(vec![nll(cx, n, lp)?.into(), lp.into()])
-        })(),
-        _ => return None,
-    })
+pub(super) fn nll_loss(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    nll(cx, n, x)
+}
+
+/// The loss and the log-probabilities.
+pub(super) fn softmax_cross_entropy(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let x = cx.t(n, 0)?;
+    let lp = cx.g.log_softmax(x, 1)?;
+    Ok(vec![nll(cx, n, lp)?.into(), lp.into()])
 }
 
 /// `-x[n, t[n, d...], d...] * w[t]` reduced as `reduction` says; `x` is `[N, C, d...]` and the

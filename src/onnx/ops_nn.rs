@@ -1,45 +1,33 @@
 //! Matrix products, convolution, pooling, softmax, reductions, arg-reductions
 //! and `CumSum`.
 
-use super::build::{bad, Cx, Node, Val};
+use super::build::{bad, Cx, Node};
 use super::ops_shape::norm_axis;
 use super::tensor::HostValue;
 use crate::ops::ScanOp;
 use crate::{Axes, Conv2dOptions, DType, HostTensor, PadMode, Result, SliceArg, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    let r = match n.op {
-        "MatMul" => (|| {
-            let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
-            cx.g.matmul(a, b)
-        })(),
-        "Gemm" => gemm(cx, n),
-        "Conv" => conv(cx, n),
-        "MaxPool" | "AveragePool" | "LpPool" => pool(cx, n),
-        "GlobalAveragePool" | "GlobalMaxPool" => (|| {
-            let x = cx.t(n, 0)?;
-            let r = cx.g.probe_shape(x)?.rank();
-            if r < 3 {
-                return Err(bad(format!("{} takes [N, C, D1, ...], got rank {r}", n.op)));
-            }
-            let axes: Vec<isize> = (2..r as isize).collect();
-            if n.op == "GlobalMaxPool" {
-                cx.g.max(x, axes, true)
-            } else {
-                cx.g.mean(x, axes, true)
-            }
-        })(),
-        "Softmax" | "LogSoftmax" => softmax(cx, n),
-        "ArgMax" | "ArgMin" => arg(cx, n),
-        "CumSum" | "CumProd" => cumsum(cx, n),
-        "ConvTranspose" => conv_transpose(cx, n),
-        op if op.starts_with("Reduce") => reduce(cx, n),
-        _ => return None,
-    };
-    Some(r.map(|t| vec![Val::T(t)]))
+pub(super) fn matmul(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
+    cx.g.matmul(a, b)
 }
 
-fn gemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+/// `GlobalAveragePool` and `GlobalMaxPool`: a mean or max over every spatial axis.
+pub(super) fn global_pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let x = cx.t(n, 0)?;
+    let r = cx.g.probe_shape(x)?.rank();
+    if r < 3 {
+        return Err(bad(format!("{} takes [N, C, D1, ...], got rank {r}", n.op)));
+    }
+    let axes: Vec<isize> = (2..r as isize).collect();
+    if n.op == "GlobalMaxPool" {
+        cx.g.max(x, axes, true)
+    } else {
+        cx.g.mean(x, axes, true)
+    }
+}
+
+pub(super) fn gemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (mut a, mut b) = (cx.t(n, 0)?, cx.t(n, 1)?);
     if n.int("transA", 0) != 0 {
         a = cx.g.transpose(a, &[1, 0])?;
@@ -237,7 +225,7 @@ pub(super) fn groups(n: &Node) -> Result<usize> {
         .ok_or_else(|| bad(format!("group must be at least 1, got {g}")))
 }
 
-fn conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let w0 = cx.t(n, 1)?;
     let bias = cx.opt_t(n, 2)?;
@@ -297,7 +285,7 @@ pub(super) fn conv_with(
     back_to(cx, y, &orig)
 }
 
-fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     if n.n_outputs > 1 {
         return Err(n.unsupported("MaxPool's Indices output"));
     }
@@ -464,7 +452,7 @@ fn window_reduce(cx: &mut Cx, x: Tensor, w: &WindowNd, max: bool) -> Result<Tens
     Ok(acc)
 }
 
-fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let s = cx.g.probe_shape(x)?.dims().to_vec();
     let log = n.op == "LogSoftmax";
@@ -494,7 +482,7 @@ fn softmax(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.reshape(y, &back)
 }
 
-fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let op = n.op;
     // Axes moved from an attribute to input 1: ReduceSum at 13, the others at 18.
     let since = if op == "ReduceSum" { 13 } else { 18 };
@@ -572,7 +560,7 @@ fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     }
 }
 
-fn arg(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn arg(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let s = cx.g.probe_shape(x)?.dims().to_vec();
     let axis = norm_axis(n.int("axis", 0), s.len())?;
@@ -598,7 +586,7 @@ fn arg(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.sub(last, i)
 }
 
-fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let axis = cx.ints(n, 1)?;
     let axis = *axis.first().ok_or_else(|| bad("axis must be a scalar"))?;
     let x = cx.t(n, 0)?;
@@ -622,7 +610,7 @@ fn cumsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// [`Graph::conv2d_backprop_input`] onto the unpadded output, cropped by the pads.
 ///
 /// [`Graph::conv2d_backprop_input`]: crate::Graph::conv2d_backprop_input
-fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn conv_transpose(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x0 = cx.t(n, 0)?;
     let w0 = cx.t(n, 1)?;
     let orig = cx.g.probe_shape(x0)?.dims().to_vec();

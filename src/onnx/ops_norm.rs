@@ -6,20 +6,6 @@ use super::ops_shape::norm_axis;
 use super::tensor::HostValue;
 use crate::{DType, HostTensor, Result, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    Some(match n.op {
-        "BatchNormalization" => batch_norm(cx, n),
-        "LayerNormalization" => layer_norm(cx, n),
-        "RMSNormalization" => rms_norm(cx, n).map(|t| vec![t.into()]),
-        "InstanceNormalization" => instance_norm(cx, n).map(|t| vec![t.into()]),
-        "GroupNormalization" => group_norm(cx, n).map(|t| vec![t.into()]),
-        "LpNormalization" => lp_norm(cx, n).map(|t| vec![t.into()]),
-        "LRN" => lrn(cx, n).map(|t| vec![t.into()]),
-        "MeanVarianceNormalization" => mvn(cx, n).map(|t| vec![t.into()]),
-        _ => return None,
-    })
-}
-
 /// `(x - mean) / sqrt(var + eps)` over `axes`, with the mean and `1 / sqrt(var + eps)`.
 fn normalize(cx: &mut Cx, x: Tensor, axes: Vec<isize>, eps: f32) -> Result<[Tensor; 3]> {
     let dt = cx.g.dtype(x)?;
@@ -36,7 +22,7 @@ fn normalize(cx: &mut Cx, x: Tensor, axes: Vec<isize>, eps: f32) -> Result<[Tens
     Ok([g.div(d, sd)?, m, inv])
 }
 
-fn layer_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn layer_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let x = cx.t(n, 0)?;
     let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(n.int("axis", -1), r)?;
@@ -54,7 +40,7 @@ fn layer_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(vec![y.into(), mean.into(), inv.into()])
 }
 
-fn rms_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn rms_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(n.int("axis", -1), r)?;
@@ -78,7 +64,7 @@ fn per_channel(cx: &mut Cx, p: Tensor, r: usize) -> Result<Tensor> {
     cx.g.reshape(p, &s)
 }
 
-fn instance_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn instance_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let r = cx.g.probe_shape(x)?.rank();
     if r < 3 {
@@ -93,7 +79,7 @@ fn instance_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// Over groups of channels; the scale and bias are per channel (opset 21) or, before, per
 /// group.
-fn group_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn group_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let shape = cx.g.probe_shape(x)?.dims().to_vec();
     let r = shape.len();
@@ -128,7 +114,7 @@ fn group_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     cx.g.reshape(y, &back)
 }
 
-fn lp_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn lp_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let r = cx.g.probe_shape(x)?.rank();
     let axis = norm_axis(n.int("axis", -1), r)? as isize;
@@ -156,7 +142,7 @@ fn lp_norm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// Local response normalisation across channels: `x / (bias + alpha / size * Σ x²)^beta`,
 /// the sum over a window of `size` channels (zero-padded), as shifted slices of `x²`.
-fn lrn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn lrn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let shape = cx.g.probe_shape(x)?.dims().to_vec();
     let size = usize::try_from(n.int("size", 0))
@@ -206,7 +192,7 @@ fn lrn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// `(x - E[x]) / (sqrt(E[x²] - E[x]²) + 1e-9)` over `axes` (default `[0, 2, 3]`), the
 /// reference's formula (the epsilon is added to the deviation, not the variance).
-fn mvn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn mvn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let r = cx.g.probe_shape(x)?.rank();
     let axes: Vec<isize> = n
@@ -229,7 +215,7 @@ fn mvn(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     g.div(d, den)
 }
 
-fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn batch_norm(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let training = n.opset >= 14 && n.int("training_mode", 0) != 0;
     if !training && n.n_outputs == 1 {
         if let Some(y) = affine_batch_norm(cx, n)? {

@@ -5,9 +5,13 @@ use super::build::{bad, Cx, Node, Val};
 use super::ops_nn::window_nd;
 use crate::{DType, HostTensor, PadMode, Result, SliceArg};
 
-/// `MaxPool` with two outputs; everything else goes on to `ops_nn`.
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    (n.op == "MaxPool" && n.n_outputs > 1).then(|| max_pool_with_indices(cx, n))
+/// `MaxPool`: with its indices output, here; without, as every other pool.
+pub(super) fn max_pool(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    if n.n_outputs > 1 {
+        max_pool_with_indices(cx, n)
+    } else {
+        Ok(vec![super::ops_nn::pool(cx, n)?.into()])
+    }
 }
 
 /// The window maxima and where they are: the flat index into the input (row-major over

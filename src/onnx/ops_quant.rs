@@ -14,22 +14,12 @@ use super::proto::tensor_proto::DataType;
 use super::tensor::{narrow_range, small_float};
 use crate::{DType, Result, SliceArg, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    let r = match n.op {
-        "QuantizeLinear" => quantize(cx, n),
-        "DequantizeLinear" => dequantize(cx, n),
-        "DynamicQuantizeLinear" => return Some(dynamic_quantize(cx, n)),
-        "MatMulInteger" => matmul_integer(cx, n, 0, 1, 2, 3),
-        "ConvInteger" => conv_integer(cx, n, 0, 1, 2, 3, None),
-        "QLinearMatMul" => qlinear_matmul(cx, n),
-        "QLinearConv" => qlinear_conv(cx, n),
-        // onnxruntime's contrib ops (com.microsoft) that its QOperator quantizer writes.
-        "QGemm" => qgemm(cx, n),
-        "QLinearGlobalAveragePool" => qlinear_global_average_pool(cx, n),
-        "QLinearAdd" | "QLinearMul" => qlinear_binary(cx, n),
-        _ => return None,
-    };
-    Some(r.map(|t| vec![Val::T(t)]))
+pub(super) fn matmul_integer_op(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    matmul_integer(cx, n, 0, 1, 2, 3)
+}
+
+pub(super) fn conv_integer_op(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    conv_integer(cx, n, 0, 1, 2, 3, None)
 }
 
 /// The range of the 8/16-bit type of input `i` (a zero point), or of `default`.
@@ -128,7 +118,7 @@ fn axis_block(cx: &Cx, n: &Node, x: Tensor) -> Result<(usize, Option<usize>, usi
     Ok((rank, axis, len, block))
 }
 
-fn quantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn quantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let x = f32_of(cx, x)?;
     let (rank, axis, len, block) = axis_block(cx, n, x)?;
@@ -158,7 +148,7 @@ fn quantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     saturate(cx, v, zp, range)
 }
 
-fn dequantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn dequantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let (rank, axis, len, block) = axis_block(cx, n, x)?;
     let scale0 = cx.t(n, 1)?;
@@ -181,7 +171,7 @@ fn dequantize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// uint8 `y`, its scale and zero point from `x`'s range widened to include 0, as
 /// onnxruntime computes them (a range of 0 takes scale 1).
-fn dynamic_quantize(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn dynamic_quantize(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let x = cx.t(n, 0)?;
     let x = f32_of(cx, x)?;
     let zero = cx.scalar(0.0, DType::F32)?;
@@ -334,7 +324,7 @@ fn conv_integer(
 
 /// `alpha · a_scale · b_scale · ((A - a_zp)(B - b_zp) + C)`, C an i32 bias at scale
 /// `a_scale · b_scale`; requantized to `y_zp`'s type when `y_scale` is given, else f32.
-fn qgemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn qgemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (mut a, mut b) = (cx.t(n, 0)?, cx.t(n, 3)?);
     let (az, bz) = (opt_input(cx, n, 2)?, opt_input(cx, n, 5)?);
     a = shifted(cx, a, az, -2)?;
@@ -388,7 +378,7 @@ fn qgemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// The mean over the spatial axes, requantized: the sum in i32 (exact), then
 /// `(sum - N·x_zp) · x_scale / (N · y_scale)`, rounded, plus `y_zp`, as onnxruntime does.
-fn qlinear_global_average_pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn qlinear_global_average_pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let dims = cx.g.probe_shape(x)?.dims().to_vec();
     if dims.len() < 3 {
@@ -423,7 +413,7 @@ fn qlinear_global_average_pool(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// `QLinearAdd`: `(a_s/c_s)(A - a_zp) + (b_s/c_s)(B - b_zp)`; `QLinearMul`:
 /// `(a_s·b_s/c_s)(A - a_zp)(B - b_zp)`; rounded, plus `c_zp`, saturated.
-fn qlinear_binary(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn qlinear_binary(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let side = |cx: &mut Cx, v: usize, s: usize, z: usize| -> Result<(Tensor, Tensor)> {
         let t = cx.t(n, v)?;
         let mut t = cx.g.cast(t, DType::F32)?;
@@ -509,13 +499,13 @@ fn requantize_f32(
     saturate(cx, v, zp, range)
 }
 
-fn qlinear_matmul(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn qlinear_matmul(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let acc = matmul_integer(cx, n, 0, 3, 2, 5)?;
     let scales = (cx.t(n, 1)?, cx.t(n, 4)?, cx.t(n, 6)?);
     requantize(cx, n, acc, scales, -1, 7)
 }
 
-fn qlinear_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn qlinear_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let bias = cx.opt_t(n, 8)?;
     let acc = conv_integer(cx, n, 0, 3, 2, 5, bias)?;
     let scales = (cx.t(n, 1)?, cx.t(n, 4)?, cx.t(n, 6)?);

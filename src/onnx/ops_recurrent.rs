@@ -3,19 +3,20 @@
 //! recurrence; and `CausalConvWithState`, a depthwise causal 1-D convolution that carries
 //! its last `k - 1` inputs as state.
 
-use super::build::{bad, Cx, Node, Val};
+use super::build::{bad, Cx, Node};
 use super::ops_control::index;
 use crate::{Conv2dOptions, DType, Result, SliceArg, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    let r = match n.op {
-        "RNN" => recurrent(cx, n, Cell::Rnn),
-        "GRU" => recurrent(cx, n, Cell::Gru),
-        "LSTM" => recurrent(cx, n, Cell::Lstm),
-        "CausalConvWithState" => causal_conv(cx, n),
-        _ => return None,
-    };
-    Some(r.map(|v| v.into_iter().map(Val::T).collect()))
+pub(super) fn rnn(cx: &mut Cx, n: &Node) -> Result<Vec<Tensor>> {
+    recurrent(cx, n, Cell::Rnn)
+}
+
+pub(super) fn gru(cx: &mut Cx, n: &Node) -> Result<Vec<Tensor>> {
+    recurrent(cx, n, Cell::Gru)
+}
+
+pub(super) fn lstm(cx: &mut Cx, n: &Node) -> Result<Vec<Tensor>> {
+    recurrent(cx, n, Cell::Lstm)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -423,7 +424,7 @@ fn lstm_step(
 /// `CausalConvWithState(input [B, C, L], weight [C, 1, k], bias?, past_state? [B, C, k-1])`:
 /// the depthwise convolution of `[past_state, input]` (zeros without a past state), with an
 /// optional SiLU, and the padded input's last `k - 1` positions as the present state.
-fn causal_conv(cx: &mut Cx, n: &Node) -> Result<Vec<Tensor>> {
+pub(super) fn causal_conv(cx: &mut Cx, n: &Node) -> Result<Vec<Tensor>> {
     let act = n.string("activation").unwrap_or_else(|| "none".into());
     if !matches!(act.as_str(), "none" | "silu" | "swish") {
         return Err(n.unsupported(format!("activation '{act}'")));

@@ -2,18 +2,11 @@
 //! computes, per output position, the source indices and weights of its 1 (nearest), 2
 //! (linear) or 4 (cubic) taps, and the graph sums `take(x, idx_k, axis) * w_k`.
 
-use super::build::{bad, Cx, Node, Val};
+use super::build::{bad, Cx, Node};
 use super::limits::{self, room};
 use super::ops_shape::norm_axis;
 use super::tensor::HostValue;
 use crate::{DType, HostTensor, Result, Tensor};
-
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    Some(match n.op {
-        "Resize" | "Upsample" => resize(cx, n).map(|t| vec![t.into()]),
-        _ => return None,
-    })
-}
 
 fn floats_of(cx: &mut Cx, n: &Node, i: usize) -> Result<Option<Vec<f64>>> {
     if n.input(i).is_none() {
@@ -234,7 +227,7 @@ fn taps(
     Ok((taps, outside))
 }
 
-fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let s = cx.shape(n, 0)?;
     let r = s.len();
     let legacy = n.op == "Upsample" || n.opset < 11;

@@ -2,23 +2,14 @@
 //! batch entry's write index, linear or circular) as one gather and a select, and `Col2Im`
 //! (sliding blocks summed back into an image) as one scatter-add.
 
-use super::build::{bad, Cx, Node, Val};
+use super::build::{bad, Cx, Node};
 use super::ops_shape::norm_axis;
 use crate::{DType, HostTensor, Result, Tensor};
-
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    let r = match n.op {
-        "TensorScatter" => tensor_scatter(cx, n),
-        "Col2Im" => col2im(cx, n),
-        _ => return None,
-    };
-    Some(r.map(|t| vec![Val::T(t)]))
-}
 
 /// `past` with `update[b, .., j, ..]` written at position `write_indices[b] + j` along
 /// `axis` (modulo the cache length when circular). Each cache position reads
 /// `update[.., p - w[b], ..]` where that is inside the update, and keeps its value elsewhere.
-fn tensor_scatter(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn tensor_scatter(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (ps, us) = (cx.shape(n, 0)?, cx.shape(n, 1)?);
     let r = ps.len();
     let axis = norm_axis(n.int("axis", -2), r)?;
@@ -90,7 +81,7 @@ fn tensor_scatter(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// `[N, C·∏k, L]` blocks summed into `[N, C, *image_shape]`: each column's value added at
 /// its image position (`block · stride - pad_begin + k · dilation`), those in the padding
 /// sent to one extra slot that is dropped.
-fn col2im(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn col2im(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let xs = cx.shape(n, 0)?;
     let image: Vec<usize> = to_sizes(&cx.ints(n, 1)?)?;
     let block: Vec<usize> = to_sizes(&cx.ints(n, 2)?)?;

@@ -7,34 +7,6 @@ use super::limits::{self, host_vec, MAX_HOST_ELEMENTS};
 use super::tensor::{checked_dims, map_dtype, HostValue};
 use crate::{DType, HostTensor, PadMode, Result, SliceArg, Tensor};
 
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    Some(match n.op {
-        "Identity" => one_val(cx, n),
-        "Dropout" => dropout(cx, n),
-        "Constant" => constant(cx, n),
-        "Shape" => shape(cx, n),
-        "Size" => size(cx, n),
-        "ConstantOfShape" => constant_of_shape(cx, n),
-        "Range" => range(cx, n),
-        "Cast" | "CastLike" => cast(cx, n),
-        "BitCast" => bit_cast(cx, n),
-        "CenterCropPad" => center_crop_pad(cx, n),
-        "Reshape" => reshape(cx, n),
-        "Flatten" => flatten(cx, n),
-        "Transpose" => transpose(cx, n),
-        "Squeeze" => squeeze(cx, n),
-        "Unsqueeze" => unsqueeze(cx, n),
-        "Expand" => expand(cx, n),
-        "Concat" => concat(cx, n),
-        "Split" => split(cx, n),
-        "Slice" => slice(cx, n),
-        "Pad" => pad(cx, n),
-        "Gather" => gather(cx, n),
-        "Tile" => tile(cx, n),
-        _ => return None,
-    })
-}
-
 fn one(t: Tensor) -> Result<Vec<Val>> {
     Ok(vec![Val::T(t)])
 }
@@ -64,14 +36,14 @@ fn host_ints_of(cx: &mut Cx, n: &Node, i: usize) -> Option<(Vec<usize>, Vec<i64>
     }
 }
 
-fn one_val(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn one_val(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     if let Some((s, v, d)) = host_ints_of(cx, n, 0) {
         return host_ints(s, v, d);
     }
     one(cx.t(n, 0)?)
 }
 
-fn dropout(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn dropout(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     // training_mode must be known at import (false): a fed one could switch dropout on.
     // In training mode only a ratio of 0, known at import, keeps every element.
     if n.opset >= 12 && n.input(2).is_some() && cx.ints(n, 2)?.first().is_some_and(|&m| m != 0) {
@@ -105,7 +77,7 @@ fn dropout(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(out)
 }
 
-fn constant(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn constant(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     if let Some(t) = n.tensor("value", cx.opts)? {
         return Ok(vec![t.into()]);
     }
@@ -129,7 +101,7 @@ fn constant(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Err(n.unsupported("a Constant without a tensor, float(s) or int(s) value"))
 }
 
-fn shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let r = s.len() as i64;
     let clamp = |x: i64| (if x < 0 { x + r } else { x }).clamp(0, r) as usize;
@@ -139,12 +111,12 @@ fn shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     host_ints(vec![v.len()], v, DType::I32)
 }
 
-fn size(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn size(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     host_ints(vec![], vec![s.iter().product::<usize>() as i64], DType::I32)
 }
 
-fn constant_of_shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn constant_of_shape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let dims = cx.ints(n, 0)?;
     let shape = checked_dims(&dims, cx.opts).map_err(bad)?;
     let count: usize = shape.iter().product();
@@ -197,7 +169,7 @@ fn filled<T: Clone>(count: usize, w: T) -> Result<Vec<T>> {
     Ok(v)
 }
 
-fn range(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn range(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (a, b, c) = (cx.host(n, 0)?, cx.host(n, 1)?, cx.host(n, 2)?);
     let opts = cx.opts;
     match (&*a, &*b, &*c) {
@@ -249,7 +221,7 @@ fn first<T: Copy>(v: &[T]) -> Result<T> {
         .ok_or_else(|| bad("expected a scalar, got an empty tensor"))
 }
 
-fn cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let to = if n.op == "CastLike" {
         cx.dtype(n, 1)?
     } else {
@@ -273,7 +245,7 @@ fn cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 /// A reinterpretation of each element's bits in another type of the same width: between
 /// integer types (held in i32 or u32 and wrapped into the target's range by the import) a
 /// cast; between float and integer types unsupported (no bit-level view in the graph).
-fn bit_cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn bit_cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let to_elem = n.int("to", 0) as i32;
     let to = map_dtype(to_elem, cx.opts).map_err(bad)?;
     let from = cx.dtype(n, 0)?;
@@ -291,7 +263,7 @@ fn bit_cast(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
 
 /// Each axis of `axes` cropped (centred; an odd excess leaves the extra element at the end)
 /// or zero-padded (likewise) to the size `shape` gives it.
-fn center_crop_pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn center_crop_pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let target = cx.ints(n, 1)?;
     let axes: Vec<usize> = match n.ints("axes") {
@@ -383,7 +355,7 @@ fn to_reshape(cx: &mut Cx, n: &Node, dims: Vec<usize>) -> Result<Vec<Val>> {
     one(cx.g.reshape(x, &d)?)
 }
 
-fn reshape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn reshape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let spec = if n.opset < 5 {
         n.ints("shape").unwrap_or_default()
     } else {
@@ -394,7 +366,7 @@ fn reshape(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     to_reshape(cx, n, dims)
 }
 
-fn flatten(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn flatten(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let r = s.len() as i64;
     let a = n.int("axis", 1);
@@ -406,7 +378,7 @@ fn flatten(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     to_reshape(cx, n, dims)
 }
 
-fn transpose(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn transpose(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let r = cx.shape(n, 0)?.len();
     let perm: Vec<isize> = match n.ints("perm") {
         Some(p) => p.iter().map(|&p| p as isize).collect(),
@@ -425,7 +397,7 @@ fn axes_arg(cx: &mut Cx, n: &Node, since: i64, input: usize) -> Result<Option<Ve
     }
 }
 
-fn squeeze(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn squeeze(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let axes = axes_arg(cx, n, 13, 1)?;
     let drop: Vec<usize> = match axes {
@@ -445,7 +417,7 @@ fn squeeze(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     to_reshape(cx, n, dims)
 }
 
-fn unsqueeze(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn unsqueeze(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let axes = axes_arg(cx, n, 13, 1)?.ok_or_else(|| bad("axes are required"))?;
     let r = s.len() + axes.len();
@@ -489,7 +461,7 @@ pub(super) fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
         .collect()
 }
 
-fn expand(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn expand(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let spec = cx.ints(n, 1)?;
     let spec = checked_dims(&spec, cx.opts).map_err(bad)?;
@@ -501,7 +473,7 @@ fn expand(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     one(cx.g.broadcast_to(x, &out)?)
 }
 
-fn concat(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn concat(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let count = n.inputs.len();
     let rank = cx.shape(n, 0)?.len();
     let axis = norm_axis(n.int("axis", 0), rank)?;
@@ -530,7 +502,7 @@ fn slice_axis(cx: &mut Cx, x: Tensor, axis: usize, start: usize, stop: usize) ->
     cx.g.slice(x, &args)
 }
 
-fn split(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn split(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let axis = norm_axis(n.int("axis", 0), s.len())?;
     let dim = s[axis];
@@ -578,7 +550,7 @@ fn split(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(out)
 }
 
-fn slice(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn slice(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let (starts, ends, axes, steps) = if n.opset < 10 {
         let starts = n.ints("starts").ok_or_else(|| bad("starts are required"))?;
@@ -627,7 +599,7 @@ fn slice(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     one(cx.g.slice(x, &args)?)
 }
 
-fn pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let r = s.len();
     let mode = n.string("mode").unwrap_or_else(|| "constant".into());
@@ -748,7 +720,7 @@ fn pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     }
 }
 
-fn gather(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn gather(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let s = cx.shape(n, 0)?;
     let axis = norm_axis(n.int("axis", 0), s.len())?;
     if let (Some((ds, dv, dt)), Some((is, iv, _))) =
@@ -775,7 +747,7 @@ fn gather(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     one(cx.g.take(x, i, axis as isize)?)
 }
 
-fn tile(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+pub(super) fn tile(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let rank = cx.shape(n, 0)?.len();
     let reps = cx.ints(n, 1)?;
     if rank == 0 || reps.len() != rank {

@@ -8,21 +8,9 @@
 //! arithmetic and each tap one `take` of a `[N·S, C]` view of the input at a flat index,
 //! weighted and summed.
 
-use super::build::{bad, Cx, Node, Val};
+use super::build::{bad, Cx, Node};
 use super::ops_shape::norm_axis;
 use crate::{DType, HostTensor, Result, SliceArg, Tensor};
-
-pub(super) fn translate(cx: &mut Cx, n: &Node) -> Option<Result<Vec<Val>>> {
-    let r = match n.op {
-        "GridSample" => grid_sample(cx, n),
-        "AffineGrid" => affine_grid(cx, n),
-        "DFT" => dft(cx, n),
-        "Det" => det(cx, n),
-        "DeformConv" => deform_conv(cx, n),
-        _ => return None,
-    };
-    Some(r.map(|t| vec![Val::T(t)]))
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -107,7 +95,7 @@ impl Ew<'_, '_> {
 /// for 1).
 type Tap = (Tensor, Option<Tensor>);
 
-fn grid_sample(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn grid_sample(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (x, grid) = (cx.t(n, 0)?, cx.t(n, 1)?);
     let xs = cx.g.probe_shape(x)?.dims().to_vec();
     let gs = cx.g.probe_shape(grid)?.dims().to_vec();
@@ -349,7 +337,7 @@ fn cubic_weights(ew: &mut Ew<'_, '_>, t: Tensor) -> Result<Vec<Tensor>> {
     ])
 }
 
-fn affine_grid(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn affine_grid(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let theta = cx.t(n, 0)?;
     let size = cx.ints(n, 1)?;
     let ts = cx.g.probe_shape(theta)?.dims().to_vec();
@@ -413,7 +401,7 @@ fn affine_grid(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// constant `[L, K]` cosine and sine matrices (angles reduced mod n in f64, so the table is
 /// exact to f32 rounding). Forward: `Y = Σ x·e^(-2πi·jk/n)`; inverse: `e^(+…)` over n;
 /// inverse and onesided: NumPy's `irfft` (Hermitian input, real output).
-fn dft(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn dft(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let dims = cx.g.probe_shape(x)?.dims().to_vec();
     let rank = dims.len();
@@ -586,7 +574,7 @@ fn dft(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 
 /// `Det` of `[…, n, n]` for n up to 4: the sum over permutations of signed products of
 /// entries (exact up to f32 rounding of at most 24 products).
-fn det(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn det(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let x = cx.t(n, 0)?;
     let dims = cx.g.probe_shape(x)?.dims().to_vec();
     let r = dims.len();
@@ -646,7 +634,7 @@ fn det(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 /// 2-D `DeformConv` with one filter group: for each offset group, the input's channels are
 /// sampled bilinearly (zeros outside) at every kernel tap moved by its offset, times the
 /// mask; the samples `[N, C·K, P]` then meet the filters `[O, C·K]` in one matmul.
-fn deform_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+pub(super) fn deform_conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (x, w, off) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
     let (bias, mask) = (cx.opt_t(n, 3)?, cx.opt_t(n, 4)?);
     let xs = cx.g.probe_shape(x)?.dims().to_vec();

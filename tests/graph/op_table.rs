@@ -95,3 +95,62 @@ fn every_builder_and_primitive_has_a_row() {
         "ops without a row in docs/ops*.md: {missing:?}"
     );
 }
+
+/// `docs/onnx-ops.md` holds the importer's table as `supported_ops_markdown` prints it
+/// (`WGFLOW_UPDATE_DOCS=1` rewrites it).
+#[test]
+fn the_onnx_op_page_is_the_registry() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/onnx-ops.md");
+    let doc = std::fs::read_to_string(path).unwrap_or_default();
+    let marker = "<!-- generated from src/onnx/registry.rs -->\n";
+    let table = wgflow::onnx::supported_ops_markdown();
+    let head = doc.split(marker).next().unwrap_or_default();
+    let want = format!("{head}{marker}{table}");
+    if std::env::var_os("WGFLOW_UPDATE_DOCS").is_some() {
+        std::fs::write(path, &want).unwrap();
+        return;
+    }
+    assert!(
+        doc == want,
+        "docs/onnx-ops.md is not the registry's table: rerun with WGFLOW_UPDATE_DOCS=1"
+    );
+}
+
+/// Every ONNX op type has one row, and the translators are reached only through it: no
+/// `ops_*.rs` file dispatches on op names from a `translate` of its own.
+#[test]
+fn every_onnx_op_is_one_registry_row() {
+    let ops = wgflow::onnx::supported_ops();
+    let mut seen = std::collections::BTreeSet::new();
+    for d in &ops {
+        assert!(
+            seen.insert((d.domain, d.op)),
+            "{} twice in the registry",
+            d.op
+        );
+        assert!(
+            d.inputs.0 <= d.inputs.1 && d.outputs.0 <= d.outputs.1,
+            "{}",
+            d.op
+        );
+        let file = format!(
+            "{}/src/onnx/ops_{}.rs",
+            env!("CARGO_MANIFEST_DIR"),
+            d.family
+        );
+        assert!(std::path::Path::new(&file).is_file(), "{}: no {file}", d.op);
+    }
+    assert!(ops.len() > 150, "{} rows", ops.len());
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/onnx");
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("ops_") {
+            continue;
+        }
+        let code = std::fs::read_to_string(e.path()).unwrap();
+        assert!(
+            !code.contains("fn translate("),
+            "{name} has a translate of its own: add rows to src/onnx/registry.rs instead"
+        );
+    }
+}

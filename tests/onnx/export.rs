@@ -233,6 +233,33 @@ fn other_mappings_round_trip() {
         .constant(HostTensor::new([2, 3], vec![0i32, 3, 1, 2, 2, 0]).unwrap())
         .unwrap();
     outs.push(g.sparse_softmax_cross_entropy(x, labels).unwrap());
+    // ScatterElements with reduction = add, two updates landing on one element.
+    let idx = g
+        .constant(HostTensor::new([2, 2], vec![1i32, 0, 1, 1]).unwrap())
+        .unwrap();
+    let upd = g
+        .slice(
+            x,
+            &[
+                SliceArg::range(0, 2),
+                SliceArg::range(0, 1),
+                SliceArg::range(0, 2),
+            ],
+        )
+        .unwrap();
+    let upd = g.reshape(upd, &[2, 2]).unwrap();
+    let base = g
+        .slice(
+            x,
+            &[
+                SliceArg::range(1, 2),
+                SliceArg::range(1, 3),
+                SliceArg::range(2, 4),
+            ],
+        )
+        .unwrap();
+    let base = g.reshape(base, &[2, 2]).unwrap();
+    outs.push(g.scatter_add(base, idx, upd, 1).unwrap());
     let xv = input(&[2, 3, 4], 5);
     let iv = HostTensor::new([3], vec![3, 0, 1]).unwrap();
     round_trip("mappings", &g, &outs, &[(x, xv), (i, iv)], None);
@@ -245,6 +272,16 @@ fn unsupported_ops_and_unfrozen_variables_are_errors() {
     let y = g.relu(r).unwrap();
     let e = export_bytes(&g, &[y]).unwrap_err().to_string();
     assert!(e.contains("random") && e.contains("no ONNX export"), "{e}");
+    // Every family says why it cannot export: a scatter with max needs a later opset.
+    let mut g = Graph::new();
+    let d = g.placeholder("d", [3], DType::F32).unwrap();
+    let i = g.placeholder("i", [2], DType::I32).unwrap();
+    let u = g.placeholder("u", [2], DType::F32).unwrap();
+    let y = g
+        .scatter_elements(d, i, u, 0, wgflow::ops::index::ScatterReduce::Max)
+        .unwrap();
+    let e = export_bytes(&g, &[y]).unwrap_err().to_string();
+    assert!(e.contains("needs opset 18"), "{e}");
 
     let mut g = Graph::new();
     let v = g

@@ -534,3 +534,48 @@ fn packed_and_float8_tensors_decode_and_bad_sizes_are_errors() {
     let e = load_tensor(&tensor(DataType::Float8e5m2, &[2], &[1, 2, 3]), &opts).unwrap_err();
     assert!(e.to_string().contains("3 bytes"), "{e}");
 }
+
+/// The registry's row is checked before a translator runs: the input and output counts, an
+/// op ONNX removed, a domain or op it does not have.
+#[test]
+fn nodes_are_checked_against_their_registry_row() {
+    let x = || vec![value("x", &[1, 1, 4, 4])];
+    let one = |op: &str, inputs: &[&str], outputs: &[&str], opset: i64| {
+        refused(&model_at(
+            opset,
+            x(),
+            vec![],
+            vec![node(op, inputs, outputs, vec![])],
+            &[outputs[0]],
+        ))
+    };
+    let e = one("Conv", &["x"], &["y"], 13);
+    assert!(
+        e.contains("Conv takes 2 to 3 inputs, the node has 1"),
+        "{e}"
+    );
+    let e = one("Relu", &["x", "x"], &["y"], 13);
+    assert!(e.contains("Relu takes 1 inputs, the node has 2"), "{e}");
+    let e = one("Relu", &["x"], &["y", "z"], 13);
+    assert!(e.contains("Relu has 1 outputs, the node has 2"), "{e}");
+    let e = one("Upsample", &["x"], &["y"], 13);
+    assert!(
+        e.contains("Upsample was removed from ONNX after opset 9"),
+        "{e}"
+    );
+    let e = one("NoSuchOp", &["x"], &["y"], 13);
+    assert!(e.contains("(NoSuchOp, opset 13): unsupported op"), "{e}");
+    // A contrib op in the default domain, and an ai.onnx op in another domain.
+    let e = one("QLinearAdd", &["x"; 7], &["y"], 13);
+    assert!(e.contains("unsupported op"), "{e}");
+    let mut m = model_at(
+        13,
+        x(),
+        vec![],
+        vec![node("Relu", &["x"], &["y"], vec![])],
+        &["y"],
+    );
+    m.graph.as_mut().unwrap().node[0].domain = Some("com.example".into());
+    let e = refused(&m);
+    assert!(e.contains("domain 'com.example' is unsupported"), "{e}");
+}

@@ -40,12 +40,15 @@ enum Command {
     /// imported) without touching any GPU; print a one-line summary, or the error and exit 1.
     Validate {
         /// The graph file (JSON written by Graph::save), or an ONNX model (`.onnx`).
-        #[arg(value_name = "GRAPH.json")]
-        graph: PathBuf,
+        #[arg(value_name = "GRAPH.json", required_unless_present = "list_onnx_ops")]
+        graph: Option<PathBuf>,
         /// A size for an ONNX model's symbolic input dimension or a graph file's run-time
         /// dimension (repeatable), e.g. `--dim N=1`.
         #[arg(long = "dim", value_name = "NAME=SIZE")]
         dims: Vec<String>,
+        /// Print the ONNX op types the importer translates (domain, opsets, arity) instead.
+        #[arg(long, conflicts_with = "graph")]
+        list_onnx_ops: bool,
     },
     /// Run a saved graph: read feeds from .npy files, write fetches as .npy, print a summary.
     Run {
@@ -193,7 +196,18 @@ fn main() -> ExitCode {
     };
     let result: CliResult = match cli.command {
         Command::Devices { visible, json } => devices(visible, json),
-        Command::Validate { graph, dims } => validate(&graph, &dims),
+        Command::Validate {
+            list_onnx_ops: true,
+            ..
+        } => list_onnx_ops(),
+        Command::Validate {
+            graph: Some(graph),
+            dims,
+            ..
+        } => validate(&graph, &dims),
+        Command::Validate { graph: None, .. } => {
+            Err("a graph file or --list-onnx-ops is needed".into())
+        }
         Command::Run {
             common,
             feeds,
@@ -360,6 +374,46 @@ fn print_dot(args: &GraphArgs) -> CliResult {
         "{}",
         wgflow::trace::dot(session.graph(), &plan)
     ))?;
+    Ok(())
+}
+
+/// The importer's op table, one op per line.
+fn list_onnx_ops() -> CliResult {
+    let ops = wgflow::onnx::supported_ops();
+    let count = |(a, b): (usize, usize)| match (a, b) {
+        (a, b) if a == b => a.to_string(),
+        (a, usize::MAX) => format!("{a}+"),
+        (a, b) => format!("{a}-{b}"),
+    };
+    outln!(
+        "{:<28} {:<16} {:<8} {:<8} {:<8} family",
+        "op",
+        "domain",
+        "opsets",
+        "inputs",
+        "outputs"
+    )?;
+    for d in &ops {
+        let opsets = match d.until {
+            Some(u) => format!("{}-{u}", d.since),
+            None => format!("{}+", d.since),
+        };
+        let domain = if d.domain.is_empty() {
+            "ai.onnx"
+        } else {
+            d.domain
+        };
+        outln!(
+            "{:<28} {:<16} {:<8} {:<8} {:<8} {}",
+            d.op,
+            domain,
+            opsets,
+            count(d.inputs),
+            count(d.outputs),
+            d.family
+        )?;
+    }
+    outln!("{} op types", ops.len())?;
     Ok(())
 }
 

@@ -23,15 +23,6 @@ use fold::{batch_norm_folds, fold_batch_norm, Fold};
 use narrow::{narrow_of_name, narrow_output};
 use run_time::{probe_like, unrolled_over_run_time, PROBE_LIKE};
 
-/// onnxruntime's contrib ops (`com.microsoft`) that the importer translates
-/// (`ops_quant.rs`): those its QOperator quantizer writes.
-pub(crate) const CONTRIB: &[&str] = &[
-    "QGemm",
-    "QLinearGlobalAveragePool",
-    "QLinearAdd",
-    "QLinearMul",
-];
-
 /// The lowest `ai.onnx` opset accepted.
 const MIN_OPSET: i64 = 7;
 /// The newest `ai.onnx` opset (onnx 1.23's): a later one may change an op's meaning.
@@ -59,6 +50,8 @@ impl From<HostValue> for Val {
 /// One node being translated: its identity (for errors), attributes and input names.
 pub(crate) struct Node<'a> {
     pub op: &'a str,
+    /// The op's domain as the node names it (`""` for ai.onnx).
+    pub domain: &'a str,
     pub opset: i64,
     pub inputs: Vec<Option<&'a str>>,
     pub n_outputs: usize,
@@ -295,7 +288,7 @@ fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Vec<Dim>, DT
 
 /// The translators of every op (in `ops_*.rs`, chained by `onnx/mod.rs`): handed in so that
 /// this module, which the translators use, does not depend on them.
-pub(crate) type Translate = fn(&mut Cx, &Node) -> Option<Result<Vec<Val>>>;
+pub(crate) type Translate = fn(&mut Cx, &Node) -> Result<Vec<Val>>;
 
 fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     let (opset, translate) = (cx.opset, cx.translate);
@@ -307,15 +300,6 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
         .unwrap_or_else(|| format!("#{index}"));
     let at = || format!("node '{name}' ({op}, opset {opset})");
     let domain = proto.domain.as_deref().unwrap_or("");
-    // The preview domain's ops are translated one by one, never as their ai.onnx namesakes.
-    let preview = domain == "ai.onnx.preview" && op == "FlexAttention";
-    let contrib = domain == "com.microsoft" && CONTRIB.contains(&op);
-    if !matches!(domain, "" | "ai.onnx") && !preview && !contrib {
-        return Err(fail(
-            at(),
-            format!("domain '{domain}' is unsupported (only ai.onnx, ai.onnx.preview's FlexAttention and com.microsoft's {})", CONTRIB.join(", ")),
-        ));
-    }
     let inputs: Vec<Option<&str>> = proto
         .input
         .iter()
@@ -331,6 +315,7 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     }
     let node = Node {
         op,
+        domain,
         opset,
         inputs,
         n_outputs: proto.output.len(),
@@ -368,7 +353,7 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
         }
     }
     let outer = std::mem::replace(&mut cx.cur_sym, sym_args);
-    let result = translate(cx, &node).unwrap_or_else(|| Err(bad("unsupported op")));
+    let result = translate(cx, &node);
     let result = match node.attr_error() {
         Some(e) if result.is_ok() => Err(e),
         _ => result,

@@ -49,9 +49,19 @@ fn unary(ex: &mut Ex, cx: &Cx, u: UnaryOp) -> Result<String> {
         UnaryOp::IsInf => "IsInf",
         UnaryOp::LogicalNot => "Not",
         // Bitwise ops arrive at opset 18; exports declare 17.
-        UnaryOp::BitNot => return Err(unsupported("bitwise_not (opset 18)")),
+        UnaryOp::BitNot => {
+            return Err(unsupported(
+                "bitwise_not",
+                "BitwiseNot needs opset 18; the exporter writes 17",
+            ))
+        }
         // Float8 and float4 types arrive at opsets 19 and 23; exports declare 17.
-        UnaryOp::RoundTo(_) => return Err(unsupported(&format!("{} (opset 19)", u.name()))),
+        UnaryOp::RoundTo(_) => {
+            return Err(unsupported(
+                u.name(),
+                "rounding to a precision needs opset 19; the exporter writes 17",
+            ))
+        }
         UnaryOp::RoundBf16 => {
             let bf16 = super::super::proto::tensor_proto::DataType::Bfloat16 as i64;
             let h = ex.op("Cast", vec![x], vec![attr_i("to", bf16)]);
@@ -103,7 +113,10 @@ fn binary(ex: &mut Ex, cx: &Cx, b: BinaryOp) -> Result<String> {
         BinaryOp::LogicalOr => "Or",
         BinaryOp::LogicalXor => "Xor",
         BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => {
-            return Err(unsupported(&format!("{} (opset 18)", b.name())))
+            return Err(unsupported(
+                b.name(),
+                "bitwise ops need opset 18; the exporter writes 17",
+            ))
         }
         BinaryOp::NotEqual => {
             let e = ex.op("Equal", vec![a, c], vec![]);

@@ -155,7 +155,32 @@ pub fn model(
                     Op::MatMul(_) | Op::Nn(_) | Op::Rows(_) => nn::export(&mut ex, &cx),
                     Op::Movement(m) => movement::export(&mut ex, &cx, m),
                     Op::Reduce(_) | Op::Scan(_) | Op::Index(_) => reduce::export(&mut ex, &cx),
-                    _ => Err(unsupported(op.name())),
+                    // Every family says how it exports or why it cannot: no catch-all arm.
+                    Op::Leaf(_) => Err(unsupported(op.name(), "a leaf is exported above")),
+                    Op::Random(_) => Err(unsupported(
+                        op.name(),
+                        "ONNX's RandomNormal/RandomUniform draw other values than wgflow's seeded streams",
+                    )),
+                    Op::Custom(_) => Err(unsupported(
+                        op.name(),
+                        "a user's kernel (a Rust closure or raw WGSL) has no ONNX op",
+                    )),
+                    Op::State(_) => Err(unsupported(
+                        op.name(),
+                        "an assignment changes a session's variables; an ONNX graph is pure",
+                    )),
+                    Op::Sizes(_) => Err(unsupported(
+                        op.name(),
+                        "sizes of run-time dimensions exist only before a session binds them; export the bound graph",
+                    )),
+                    Op::Segment(_) => Err(unsupported(
+                        op.name(),
+                        "segment sums are not exported yet (ScatterElements with reduction = add could express them)",
+                    )),
+                    Op::Attention(_) => Err(unsupported(
+                        op.name(),
+                        "fused attention needs opset 23's Attention; the exporter writes opset 17",
+                    )),
                 };
                 r.map_err(|e| match e {
                     crate::Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
@@ -200,8 +225,8 @@ pub fn model(
 }
 
 /// An op with no ONNX mapping.
-fn unsupported(op: &str) -> crate::Error {
-    fail("", format!("op '{op}' has no ONNX export"))
+fn unsupported(op: &str, why: &str) -> crate::Error {
+    fail("", format!("op '{op}' has no ONNX export: {why}"))
 }
 
 /// What a family's exporter sees of the node.

@@ -58,7 +58,17 @@ pub(super) fn export(ex: &mut Ex, cx: &Cx) -> Result<String> {
             let shape = ex.i64_vec("shape", &i64s(cx.node.shape.dims()));
             Ok(ex.op("Reshape", vec![loss, shape], vec![]))
         }
-        op => Err(unsupported(op.name())),
+        Op::Nn(
+            Nn::Conv2dBackpropInput { .. } | Nn::Conv2dBackpropFilter { .. } | Nn::PoolGrad { .. },
+        )
+        | Op::Rows(Rows {
+            pass: RowPass::LayerNormXhat | RowPass::LayerNormGrad | RowPass::SoftmaxXentGrad,
+            ..
+        }) => Err(unsupported(
+            cx.node.op.name(),
+            "a gradient pass; export the forward graph (ONNX has no backward ops in ai.onnx)",
+        )),
+        op => Err(unsupported(op.name(), "not a matmul, nn or rows op")),
     }
 }
 

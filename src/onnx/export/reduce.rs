@@ -1,7 +1,7 @@
 //! Reductions, scans (cumsum) and the indexing family (gather_elements).
 
-use super::{attr_i, attr_ints, i64s, onnx_dtype, unsupported, Cx, Ex};
-use crate::ops::index::Index;
+use super::{attr_i, attr_ints, attr_s, i64s, onnx_dtype, unsupported, Cx, Ex};
+use crate::ops::index::{Index, ScatterReduce};
 use crate::ops::{Op, Reduce, ReduceOp, Scan, ScanOp};
 use crate::{DType, Result};
 
@@ -29,7 +29,35 @@ pub(super) fn export(ex: &mut Ex, cx: &Cx) -> Result<String> {
             vec![cx.x(0), cx.x(1)],
             vec![attr_i("axis", *axis as i64)],
         )),
-        op => Err(unsupported(op.name())),
+        Op::Index(Index::ScatterElements { axis, reduce }) => {
+            let reduction = match reduce {
+                ScatterReduce::None => "none",
+                ScatterReduce::Add => "add",
+                ScatterReduce::Mul => "mul",
+                ScatterReduce::Max | ScatterReduce::Min => {
+                    return Err(unsupported(
+                        cx.node.op.name(),
+                        "reduction max/min needs opset 18; the exporter writes 17",
+                    ))
+                }
+            };
+            Ok(ex.op(
+                "ScatterElements",
+                vec![cx.x(0), cx.x(1), cx.x(2)],
+                vec![attr_i("axis", *axis as i64), attr_s("reduction", reduction)],
+            ))
+        }
+        Op::Index(Index::TopKIndices { .. }) => Err(unsupported(
+            cx.node.op.name(),
+            "not exported yet (ONNX TopK's indices output, cast to int32, would express it)",
+        )),
+        Op::Scan(Scan {
+            op: ScanOp::Prod, ..
+        }) => Err(unsupported(
+            cx.node.op.name(),
+            "CumProd needs opset 26; the exporter writes 17",
+        )),
+        op => Err(unsupported(op.name(), "not a reduction, scan or index op")),
     }
 }
 
@@ -75,7 +103,10 @@ fn reduce(ex: &mut Ex, cx: &Cx, r: &Reduce) -> Result<String> {
         ReduceOp::ArgMax | ReduceOp::ArgMin => {
             // One axis (a flattened multi-axis arg reduction has no ONNX op).
             let [axis] = axes[..] else {
-                return Err(unsupported("argmax/argmin over several axes"));
+                return Err(unsupported(
+                    cx.node.op.name(),
+                    "ONNX ArgMax/ArgMin take one axis",
+                ));
             };
             let op = if r.op == ReduceOp::ArgMax {
                 "ArgMax"
