@@ -24,7 +24,7 @@ pub struct CpuPlan {
     vars: HashMap<ValueId, Arc<RwLock<Vec<u32>>>>,
     /// Each cpu dispatch step's operands, resolved at prepare (by step index), so a run does
     /// no lookups per kernel; `None` for other steps and for a step that cannot run here,
-    /// which takes [`CpuPlan::run_kernel`]'s path and reports why when it runs.
+    /// which resolves again when it runs and reports why.
     steps: Vec<Option<StepAt>>,
 }
 
@@ -101,7 +101,7 @@ impl Backend for CpuPlan {
             .iter()
             .map(|step| match &step.kind {
                 StepKind::Dispatch { kernel, inputs } if step.device == device => {
-                    resolve(plan, &vars, arena_words, kernel, inputs, step.output)
+                    resolve(plan, &vars, arena_words, kernel, inputs, step.output).ok()
                 }
                 _ => None,
             })
@@ -185,8 +185,10 @@ impl Backend for CpuPlan {
     }
 }
 
-/// A dispatch's operands as [`CpuPlan::run_kernel`] finds them, when they are all where that
-/// function would accept them; `None` sends the step down that path, which reports the error.
+/// Where a dispatch's operands lie (the output's arena slot, each input in the arena, a
+/// constant or a variable, or placed in its run of the output), found once per plan: the
+/// one place cpu:0 locates operands. An error names what the memory plan got wrong, or the
+/// kernel that has no CPU implementation.
 fn resolve(
     plan: &Plan,
     vars: &HashMap<ValueId, Arc<RwLock<Vec<u32>>>>,
@@ -194,33 +196,50 @@ fn resolve(
     kernel: &Kernel,
     inputs: &[ValueId],
     output: ValueId,
-) -> Option<StepAt> {
+) -> Result<StepAt> {
     if !kernel.has_cpu() {
-        return None;
+        return Err(Error::Placement {
+            node: plan.values[output].name.clone(),
+            op: kernel.describe(),
+            requested: "cpu:0".into(),
+            message: "this kernel has no CPU implementation; place it on a GPU".into(),
+        });
     }
-    let offsets = &plan.memory(Device::Cpu)?.offsets;
-    let slot = |root: ValueId| offsets.get(&root).map(|&o| (o / 4) as usize);
+    let outside = |v: ValueId| Error::Internal(format!("value {v} lies outside the cpu arena"));
+    let offsets = plan
+        .memory(Device::Cpu)
+        .map(|m| &m.offsets)
+        .ok_or_else(|| Error::Internal("the plan has no cpu memory plan".into()))?;
+    let slot = |root: ValueId| {
+        offsets
+            .get(&root)
+            .map(|&o| (o / 4) as usize)
+            .ok_or_else(|| Error::Internal(format!("value {root} has no cpu arena slot")))
+    };
     let out_off = slot(plan.root(output))?;
     let out_len = plan.values[output].shape.numel();
-    let out_end = out_off.checked_add(out_len)?;
-    if out_end > arena_words {
-        return None;
-    }
-    // A batch-1 concatenation whose inputs were planned into its output.
-    let starts = match kernel {
-        Kernel::Concat(k) => k.chunks().filter(|s| s.len() == inputs.len()),
-        _ => None,
-    };
+    let out_end = out_off
+        .checked_add(out_len)
+        .filter(|&e| e <= arena_words)
+        .ok_or_else(|| outside(output))?;
+    // Inputs planned into their runs of the output (a batch-1 concatenation's).
+    let starts = kernel
+        .as_dyn()
+        .input_runs()
+        .filter(|s| s.len() == inputs.len());
     let mut copies = Vec::new();
     let mut at = Vec::with_capacity(inputs.len());
     for (j, &v) in inputs.iter().enumerate() {
         let root = plan.root(v);
+        let n = plan.values[v].shape.numel();
         if let Some(starts) = &starts {
-            let n = plan.values[v].shape.numel();
-            if starts[j].checked_add(n)? > out_len {
-                return None;
+            if starts[j].checked_add(n).is_none_or(|e| e > out_len) {
+                return Err(Error::Internal(format!(
+                    "input {j} of {} runs past its output",
+                    kernel.describe()
+                )));
             }
-            if root == v && slot(root) == out_off.checked_add(starts[j]) {
+            if root == v && slot(root).ok() == out_off.checked_add(starts[j]) {
                 at.push(InAt::Placed);
                 continue;
             }
@@ -228,25 +247,33 @@ fn resolve(
         }
         at.push(match &plan.values[root].source {
             Source::Constant(_) => InAt::Constant(root),
-            Source::Variable { .. } => InAt::Variable(vars.get(&root)?.clone()),
+            Source::Variable { name, .. } => InAt::Variable(
+                vars.get(&root)
+                    .ok_or_else(|| {
+                        Error::Internal(format!("variable '{name}' has no cpu storage"))
+                    })?
+                    .clone(),
+            ),
             _ => {
-                let n = plan.values[v].shape.numel();
                 let off = slot(root)?;
-                if off.checked_add(n)? > arena_words {
-                    return None;
+                if off.checked_add(n).is_none_or(|e| e > arena_words) {
+                    return Err(outside(v));
                 }
                 if off == out_off && n == out_len {
                     InAt::Output
                 } else if off + n <= out_off || off >= out_end {
                     InAt::Arena(off, n)
                 } else {
-                    return None;
+                    return Err(Error::Internal(format!(
+                        "input value {v} overlaps the output {output} of {} in the cpu arena",
+                        kernel.describe()
+                    )));
                 }
             }
         });
     }
     let placed = at.iter().any(|i| matches!(i, InAt::Placed));
-    Some(StepAt {
+    Ok(StepAt {
         out_off,
         out_len,
         inputs: at,
@@ -255,8 +282,9 @@ fn resolve(
     })
 }
 
-/// Run one dispatch whose operands [`resolve`] placed: [`CpuPlan::run_kernel`] without the
-/// lookups.
+/// Run one dispatch whose operands [`resolve`] placed, writing straight into the output's
+/// arena slot, which the memory plan keeps disjoint from every input except one it is
+/// written in place over.
 fn run_resolved(
     arena: &mut [u32],
     plan: &Plan,
@@ -428,7 +456,10 @@ impl CpuPlan {
             if let Some(Some(at)) = self.steps.get(i.index()) {
                 run_resolved(&mut self.arena, plan, kernel, step.output, at)?;
             } else {
-                self.run_kernel(plan, kernel, inputs, step.output)?;
+                // Not resolvable when the plan was prepared: resolving again gives the error.
+                let words = self.arena.len();
+                let at = resolve(plan, &self.vars, words, kernel, inputs, step.output)?;
+                run_resolved(&mut self.arena, plan, kernel, step.output, &at)?;
             }
         }
         Ok(())
@@ -505,83 +536,5 @@ impl CpuPlan {
             .and_then(|m| m.offsets.get(&root))
             .map(|&o| (o / 4) as usize)
             .ok_or_else(|| Error::Internal(format!("value {root} has no cpu arena slot")))
-    }
-
-    /// Run one kernel: it reads its inputs where they lie (arena, constants, variables) and
-    /// writes straight into the output's arena slot, which the memory plan keeps disjoint
-    /// from every input except one it is written in place over.
-    pub fn run_kernel(
-        &mut self,
-        plan: &Plan,
-        kernel: &Kernel,
-        inputs: &[ValueId],
-        output: ValueId,
-    ) -> Result<()> {
-        if !kernel.has_cpu() {
-            return Err(Error::Placement {
-                node: plan.values[output].name.clone(),
-                op: kernel.describe(),
-                requested: "cpu:0".into(),
-                message: "this kernel has no CPU implementation; place it on a GPU".into(),
-            });
-        }
-        reserve_output(plan, kernel, output)?;
-        let out_off = self.offset(plan, plan.root(output))?;
-        let out_len = plan.values[output].shape.numel();
-        let out_end = out_off + out_len;
-        let outside = |v: ValueId| Error::Internal(format!("value {v} lies outside the cpu arena"));
-        if out_end > self.arena.len() {
-            return Err(outside(output));
-        }
-        // Where each input lies: outside the arena, or an arena range.
-        enum At<'a> {
-            Held(Words<'a>),
-            Arena(usize, usize),
-            Output,
-        }
-        let mut at = Vec::with_capacity(inputs.len());
-        for &v in inputs {
-            let root = plan.root(v);
-            let n = plan.values[v].shape.numel();
-            at.push(match &plan.values[root].source {
-                Source::Constant(t) => At::Held(Words::Slice(t.words())),
-                Source::Variable { name, .. } => {
-                    let words = self.vars.get(&root).ok_or_else(|| {
-                        Error::Internal(format!("variable '{name}' has no cpu storage"))
-                    })?;
-                    At::Held(Words::Variable(
-                        words.read().unwrap_or_else(PoisonError::into_inner),
-                    ))
-                }
-                _ => {
-                    let off = self.offset(plan, root)?;
-                    if off + n > self.arena.len() {
-                        return Err(outside(v));
-                    }
-                    if off == out_off && n == out_len {
-                        At::Output
-                    } else if off + n <= out_off || off >= out_end {
-                        At::Arena(off, n)
-                    } else {
-                        return Err(Error::Internal(format!(
-                            "input value {v} overlaps the output {output} of {} in the cpu arena",
-                            kernel.describe()
-                        )));
-                    }
-                }
-            });
-        }
-        let (below, rest) = self.arena.split_at_mut(out_off);
-        let (out, above) = rest.split_at_mut(out_len);
-        let ins: Vec<CpuIn<'_>> = at
-            .iter()
-            .map(|a| match a {
-                At::Held(w) => CpuIn::Words(w),
-                At::Arena(off, n) if *off < out_off => CpuIn::Words(&below[*off..*off + n]),
-                At::Arena(off, n) => CpuIn::Words(&above[off - out_end..off - out_end + n]),
-                At::Output => CpuIn::Output,
-            })
-            .collect();
-        kernel.run_cpu_into(&ins, out)
     }
 }

@@ -4,7 +4,6 @@
 
 use super::{Plan, Source, StepKind, Target, ValueId};
 use crate::device::{Device, DeviceLimits};
-use crate::ops::Kernel;
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 
@@ -44,30 +43,25 @@ fn in_place_pairs(plan: &Plan, last: &HashMap<ValueId, usize>) -> HashMap<ValueI
     let mut pairs = HashMap::new();
     let mut taken = std::collections::HashSet::new();
     for (i, s) in plan.steps.iter().enumerate() {
-        let StepKind::Dispatch {
-            kernel: Kernel::Elementwise(k),
-            inputs,
-        } = &s.kind
-        else {
+        let StepKind::Dispatch { kernel, inputs } = &s.kind else {
             continue;
         };
+        let k = kernel.as_dyn();
         let out = &plan.values[s.output];
         // WebGPU in a browser (Dawn) refuses a dispatch whose writable binding overlaps
         // another binding, which an in-place pair is.
         if cfg!(target_arch = "wasm32") && matches!(out.device, crate::Device::Gpu(_)) {
             continue;
         }
-        for (j, &v) in inputs.iter().enumerate() {
+        for &v in inputs {
             let r = plan.root(v);
             // Every read of the slot is at the output's own index (no broadcast, no view).
             let same_index = inputs
                 .iter()
-                .zip(&k.inputs)
                 .enumerate()
-                .filter(|(_, (&x, _))| plan.root(x) == r)
-                .all(|(i, (_, (shape, _)))| shape == &out.shape && k.view(i).is_none());
-            let ok = k.inputs[j].0 == out.shape
-                && same_index
+                .filter(|(_, &x)| plan.root(x) == r)
+                .all(|(i, _)| k.reads_at_output_index(i, &out.shape));
+            let ok = same_index
                 && last.get(&r) == Some(&i)
                 && plan.values[r].device == out.device
                 && plan.values[r].bytes() == out.bytes()
@@ -84,7 +78,7 @@ fn in_place_pairs(plan: &Plan, last: &HashMap<ValueId, usize>) -> HashMap<ValueI
 }
 
 /// cpu:0 concatenations whose inputs can be written straight into their run of the output
-/// (see [`crate::ops::ConcatKernel::chunks`]): input → (the concatenation's output, byte
+/// (see [`crate::ops::KernelDef::input_runs`]): input → (the concatenation's output, byte
 /// offset in it). An input qualifies when a cpu:0 dispatch produces it (not a feed, constant,
 /// variable or view), it holds 4-byte words, the concatenation reads it once, no other
 /// concatenation took it, and neither it nor the output takes part in an in-place pair
@@ -112,15 +106,13 @@ fn concat_places(
         .map(|s| s.output)
         .collect();
     for s in &plan.steps {
-        let StepKind::Dispatch {
-            kernel: Kernel::Concat(k),
-            inputs,
-        } = &s.kind
-        else {
+        let StepKind::Dispatch { kernel, inputs } = &s.kind else {
             continue;
         };
         let out = s.output;
-        let Some(starts) = k.chunks() else { continue };
+        let Some(starts) = kernel.as_dyn().input_runs() else {
+            continue;
+        };
         if s.device != device
             || starts.len() != inputs.len()
             || paired.contains(&out)

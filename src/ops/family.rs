@@ -527,4 +527,28 @@ pub trait KernelDef: fmt::Debug {
     fn loop_iterations(&self) -> Option<u64> {
         None
     }
+
+    /// Where each input lies inside the output, in elements, when the inputs are disjoint
+    /// runs of it (a concatenation along its outermost non-unit axis): their producers may
+    /// then write straight into the output's slot, and the kernel copies only the others.
+    /// `None` (the default) for kernels whose inputs are not runs of their output.
+    fn input_runs(&self) -> Option<Vec<usize>> {
+        None
+    }
+
+    /// Whether input `input` is read only at the index the output is written, so the output
+    /// may take that input's slot once it dies (each invocation reads its element before
+    /// writing it). `false` (the default) for kernels that read around, broadcast or view.
+    fn reads_at_output_index(&self, input: usize, output: &Shape) -> bool {
+        let _ = (input, output);
+        false
+    }
+
+    /// Whether a binding larger than the device's binding limit may be split into windows
+    /// the kernel is dispatched over one at a time (its WGSL indexes each binding only
+    /// through the offsets the windows rebase). `false` for users' raw WGSL, whose indexing
+    /// is not ours to rewrite.
+    fn binding_windows(&self) -> bool {
+        true
+    }
 }

@@ -380,6 +380,32 @@ fn kernel_facts_live_in_kernel_def() {
     );
 }
 
+/// The backends and the memory planner have no op knowledge: they name no kernel type, and
+/// ask `KernelDef` (where inputs lie in the output, which input an output may overwrite,
+/// whether bindings may be windowed) instead. Fusion and lowering, which build kernels,
+/// may name them.
+#[test]
+fn backends_and_the_memory_plan_name_no_kernel_type() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ops_mod = std::fs::read_to_string(root.join("src/ops/mod.rs")).expect("ops/mod.rs");
+    let kernels = registry_lines(&ops_mod, "kernels");
+    let mut files = Vec::new();
+    rust_files(&root.join("src/backend"), &mut files);
+    files.push(root.join("src/compile/memory.rs"));
+    assert!(files.len() > 5, "{files:?}");
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("source");
+        for (variant, payload) in &kernels {
+            let arm = format!("Kernel::{variant}(");
+            assert!(
+                !text.contains(&arm) && !text.contains(payload.as_str()),
+                "{} names the kernel type {variant}: ask KernelDef instead",
+                f.display()
+            );
+        }
+    }
+}
+
 /// The files of one family's folder (docs/architecture.md, "Op families").
 const LAYOUT: [&str; 6] = [
     "mod.rs",

@@ -733,6 +733,10 @@ impl KernelDef for RawKernel {
         false
     }
 
+    fn binding_windows(&self) -> bool {
+        false
+    }
+
     fn invocations(&self) -> u64 {
         self.invocations
     }

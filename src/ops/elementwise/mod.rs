@@ -643,6 +643,12 @@ impl KernelDef for ElementwiseKernel {
         "elementwise"
     }
 
+    fn reads_at_output_index(&self, input: usize, output: &Shape) -> bool {
+        self.inputs
+            .get(input)
+            .is_some_and(|(shape, _)| shape == output && self.view(input).is_none())
+    }
+
     fn class(&self) -> KernelClass {
         KernelClass::Elementwise
     }

@@ -678,6 +678,10 @@ impl KernelDef for ConcatKernel {
         "concat"
     }
 
+    fn input_runs(&self) -> Option<Vec<usize>> {
+        self.chunks()
+    }
+
     fn class(&self) -> KernelClass {
         KernelClass::Movement
     }

@@ -128,7 +128,7 @@ fn windowed<'a>(
             limit_name: "max_storage_buffer_binding_size",
             limit: max,
         };
-        if matches!(kernel, crate::ops::Kernel::RawWgsl(_)) {
+        if !kernel.as_dyn().binding_windows() {
             return Err(too_big());
         }
         let elem = binding_decl(&wgsl, b)
