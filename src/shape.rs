@@ -36,10 +36,14 @@ impl Shape {
     /// Row-major strides in elements.
     pub fn strides(&self) -> Vec<usize> {
         let mut s = vec![0; self.rank()];
-        let mut acc = 1;
+        let mut acc = 1usize;
         for i in (0..self.rank()).rev() {
             s[i] = acc;
-            acc *= self.0[i];
+            // The product past the first axis (the element count) is not a stride: left
+            // uncomputed, it cannot overflow where every stride fits.
+            if i > 0 {
+                acc = acc.saturating_mul(self.0[i]);
+            }
         }
         s
     }

@@ -104,6 +104,15 @@ impl InferenceSession {
             value_inputs: Vec::new(),
             pinned: Vec::new(),
         };
+        // On a 32-bit target (wasm32) the probe sizes that stand in for run-time dimensions
+        // (about 2^17 each) overflow a usize element count once two meet in one tensor
+        // (`[batch, seq, hidden]`): such a model is imported per binding there.
+        if cfg!(target_pointer_width = "32") && has_symbols(&s.inputs, &s.import) {
+            s.per_binding = Some(
+                "symbolic dimensions are bound before import on a 32-bit target (wasm32)".into(),
+            );
+            return Ok(s);
+        }
         match import_bytes(&s.bytes, s.dir.as_deref(), &s.import) {
             Ok(model) => {
                 let session = Session::new(&model.graph, s.options.clone())?;

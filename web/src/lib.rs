@@ -9,12 +9,12 @@
 //! `Error`s whose message is the native library's; bad input never panics, so the module
 //! stays usable after one.
 
-use js_sys::Float32Array;
+use js_sys::{BigInt64Array, Float32Array, Int32Array};
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wgflow::onnx::{ImportOptions, InferenceSession};
-use wgflow::{Device, Graph, HostTensor, Session, SessionOptions, Tensor};
+use wgflow::{DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
 
 mod digits;
 pub use digits::DigitsDemo;
@@ -77,11 +77,22 @@ pub fn best_device() -> String {
 }
 
 /// A tensor crossing into or out of JavaScript: float32 values and dims.
+/// A tensor crossing into or out of wgflow: float32 (`Float32Array`), int32 (`Int32Array`)
+/// or int64 (`BigInt64Array`: an ONNX model's `input_ids`, an ArgMax), with its dims.
 #[wasm_bindgen]
 #[derive(Clone)]
 pub struct WgTensor {
-    data: Vec<f32>,
+    values: Values,
     dims: Vec<usize>,
+}
+
+#[derive(Clone)]
+enum Values {
+    F32(Vec<f32>),
+    I32(Vec<i32>),
+    /// int64 as JavaScript holds it; wgflow holds int64 as i32, so a feed's values are range
+    /// checked on the way in ([`HostTensor::from_i64`]).
+    I64(Vec<i64>),
 }
 
 #[wasm_bindgen]
@@ -89,16 +100,55 @@ impl WgTensor {
     /// `data` in row-major order; its length must be the product of `dims`.
     #[wasm_bindgen(constructor)]
     pub fn new(data: Float32Array, dims: Vec<u32>) -> WgTensor {
-        WgTensor {
-            data: data.to_vec(),
-            dims: dims.into_iter().map(|d| d as usize).collect(),
+        WgTensor::with(Values::F32(data.to_vec()), dims)
+    }
+
+    /// An int32 tensor.
+    #[wasm_bindgen(js_name = fromInt32)]
+    pub fn from_int32(data: Int32Array, dims: Vec<u32>) -> WgTensor {
+        WgTensor::with(Values::I32(data.to_vec()), dims)
+    }
+
+    /// An int64 tensor (what exported NLP models take as `input_ids` and
+    /// `attention_mask`): a value outside int32's range is an error naming its index when
+    /// it is fed.
+    #[wasm_bindgen(js_name = fromBigInt64)]
+    pub fn from_big_int64(data: BigInt64Array, dims: Vec<u32>) -> WgTensor {
+        WgTensor::with(Values::I64(data.to_vec()), dims)
+    }
+
+    /// `"float32"`, `"int32"` or `"int64"` (an ONNX output the model declares int64).
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> String {
+        match self.values {
+            Values::F32(_) => "float32",
+            Values::I32(_) => "int32",
+            Values::I64(_) => "int64",
+        }
+        .into()
+    }
+
+    /// The values as a new `Float32Array` (integers converted: exact below 2^24).
+    #[wasm_bindgen(getter)]
+    pub fn data(&self) -> Float32Array {
+        match &self.values {
+            Values::F32(v) => Float32Array::from(&v[..]),
+            Values::I32(v) => {
+                Float32Array::from(&v.iter().map(|&x| x as f32).collect::<Vec<_>>()[..])
+            }
+            Values::I64(v) => {
+                Float32Array::from(&v.iter().map(|&x| x as f32).collect::<Vec<_>>()[..])
+            }
         }
     }
 
-    /// The values, as a new `Float32Array`.
-    #[wasm_bindgen(getter)]
-    pub fn data(&self) -> Float32Array {
-        Float32Array::from(&self.data[..])
+    /// An integer tensor's values as a new `BigInt64Array`; an error for float32.
+    #[wasm_bindgen(js_name = int64Data)]
+    pub fn int64_data(&self) -> Result<BigInt64Array, JsError> {
+        let v = self
+            .i64_values()
+            .ok_or_else(|| JsError::new("a float32 tensor has no int64 data: read .data"))?;
+        Ok(BigInt64Array::from(&v[..]))
     }
 
     /// The dims.
@@ -109,26 +159,67 @@ impl WgTensor {
 }
 
 impl WgTensor {
-    /// The values as a feed, moved (a 16M-element feed is not copied once more here).
-    fn into_host(self) -> Result<HostTensor, JsError> {
-        HostTensor::new(self.dims, self.data).map_err(js)
+    fn with(values: Values, dims: Vec<u32>) -> WgTensor {
+        WgTensor {
+            values,
+            dims: dims.into_iter().map(|d| d as usize).collect(),
+        }
     }
 
-    fn from_host(t: &HostTensor) -> Result<WgTensor, JsError> {
+    /// The values as a feed, moved (a 16M-element feed is not copied once more here).
+    fn into_host(self) -> Result<HostTensor, JsError> {
+        match self.values {
+            Values::F32(v) => HostTensor::new(self.dims, v),
+            Values::I32(v) => HostTensor::new(self.dims, v),
+            Values::I64(v) => HostTensor::from_i64(self.dims, &v),
+        }
+        .map_err(js)
+    }
+
+    /// A result for JavaScript: float32 for floating-point results, int64 where the model
+    /// declares it (`int64`), int32 for other integers and booleans (0 or 1).
+    fn from_host(t: &HostTensor, int64: bool) -> Result<WgTensor, JsError> {
+        let values = match t.dtype() {
+            DType::F32 | DType::F16 => Values::F32(t.to_f32().map_err(js)?),
+            DType::I32 if int64 => Values::I64(t.to_i64_vec().map_err(js)?),
+            DType::U32 => Values::I64(
+                t.to_vec::<u32>()
+                    .map_err(js)?
+                    .into_iter()
+                    .map(i64::from)
+                    .collect(),
+            ),
+            DType::I32 | DType::Bool => Values::I32(t.words().iter().map(|&w| w as i32).collect()),
+        };
         Ok(WgTensor {
-            data: t.to_f32().map_err(js)?,
+            values,
             dims: t.dims().to_vec(),
         })
     }
 
     /// A tensor from Rust values (what the tests build).
     pub fn from_vec(data: Vec<f32>, dims: Vec<usize>) -> WgTensor {
-        WgTensor { data, dims }
+        WgTensor {
+            values: Values::F32(data),
+            dims,
+        }
     }
 
-    /// The values.
-    pub fn values(&self) -> &[f32] {
-        &self.data
+    /// A float32 tensor's values; `None` for an integer one.
+    pub fn values(&self) -> Option<&[f32]> {
+        match &self.values {
+            Values::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// An integer tensor's values, widened to i64; `None` for a float32 one.
+    pub fn i64_values(&self) -> Option<Vec<i64>> {
+        match &self.values {
+            Values::F32(_) => None,
+            Values::I32(v) => Some(v.iter().map(|&x| i64::from(x)).collect()),
+            Values::I64(v) => Some(v.clone()),
+        }
     }
 }
 
@@ -178,7 +269,7 @@ impl GraphSession {
         let (feeds, fetch) = self.resolve(&names, values, &fetches)?;
         let mut session = self.session.try_borrow_mut().map_err(|_| busy())?;
         let out = session.run(&feeds, &fetch).map_err(js)?;
-        out.iter().map(WgTensor::from_host).collect()
+        out.iter().map(|t| WgTensor::from_host(t, false)).collect()
     }
 
     /// [`GraphSession::run`] on any device, as a `Promise` of the fetched tensors.
@@ -202,7 +293,7 @@ impl GraphSession {
             };
             let array = js_sys::Array::new();
             for t in &out {
-                array.push(&JsValue::from(WgTensor::from_host(t)?));
+                array.push(&JsValue::from(WgTensor::from_host(t, false)?));
             }
             Ok(array.into())
         })
@@ -345,7 +436,11 @@ impl OnnxSession {
             .collect();
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         let out = inner.run_owned(None, feeds).map_err(js)?;
-        out.iter().map(WgTensor::from_host).collect()
+        let int64: Vec<bool> = inner.outputs().iter().map(|d| d.is_int64()).collect();
+        out.iter()
+            .zip(int64)
+            .map(|(t, i)| WgTensor::from_host(t, i))
+            .collect()
     }
 
     /// [`OnnxSession::run`] on any device, as a `Promise` of the outputs.
@@ -358,13 +453,15 @@ impl OnnxSession {
             let (names, tensors): (Vec<String>, Vec<HostTensor>) = prepared?.into_iter().unzip();
             let feeds: Vec<(&str, HostTensor)> =
                 names.iter().map(String::as_str).zip(tensors).collect();
-            let out = {
+            let (out, int64) = {
                 let mut inner = inner.try_borrow_mut().map_err(|_| busy())?;
-                inner.run_async(None, feeds).await.map_err(js)?
+                let out = inner.run_async(None, feeds).await.map_err(js)?;
+                let int64: Vec<bool> = inner.outputs().iter().map(|d| d.is_int64()).collect();
+                (out, int64)
             };
             let array = js_sys::Array::new();
-            for t in &out {
-                array.push(&JsValue::from(WgTensor::from_host(t)?));
+            for (t, i) in out.iter().zip(int64) {
+                array.push(&JsValue::from(WgTensor::from_host(t, i)?));
             }
             Ok(array.into())
         })

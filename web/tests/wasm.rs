@@ -27,7 +27,7 @@ fn run(
         .collect();
     let fetches = fetches.iter().map(|f| f.to_string()).collect();
     match s.run(names, values, fetches) {
-        Ok(out) => out.iter().map(|t| t.values().to_vec()).collect(),
+        Ok(out) => out.iter().map(|t| t.values().unwrap().to_vec()).collect(),
         Err(_) => panic!("run failed"),
     }
 }
@@ -163,7 +163,7 @@ fn an_onnx_model_from_bytes_matches_onnxruntime() {
         .iter()
         .map(|&v| v as f64)
         .collect();
-    close("mlp_dynamic", out[0].values(), &want, 1e-5);
+    close("mlp_dynamic", out[0].values().unwrap(), &want, 1e-5);
 }
 
 /// Wrong lengths, unknown names, a truncated model: errors, and the session still runs.
@@ -192,4 +192,90 @@ fn bad_input_is_an_error_and_the_module_stays_usable() {
     assert!(OnnxSession::new(model[..model.len() / 2].to_vec()).is_err());
     let out = run(&mut s, &[("x", vec![1.0, -2.0, 0.5], vec![3])], &[&yn]);
     close("after errors", &out[0], &[-1.0, 2.0, -0.5], 0.0);
+}
+
+/// An exported transformer encoder as a page feeds it: int64 `input_ids` and
+/// `attention_mask` from `BigInt64Array`s, at two batch and sequence sizes in one session
+/// (the symbolic dims bound from the feeds), outputs by the model's names in its order, the
+/// ArgMax `predictions` back as int64, all against onnxruntime's stored outputs.
+#[wasm_bindgen_test]
+fn int64_ids_from_big_int64_arrays_match_onnxruntime() {
+    use js_sys::BigInt64Array;
+    macro_rules! npy {
+        ($f:literal) => {
+            wgflow::npy::from_bytes(include_bytes!(concat!(
+                "../../tests/data/onnx-patterns/encoder.",
+                $f,
+                ".npy"
+            )))
+            .unwrap()
+        };
+    }
+    let model = include_bytes!("../../tests/data/onnx-patterns/encoder.onnx");
+    let mut s = OnnxSession::new(model.to_vec()).unwrap_or_else(|_| panic!("import"));
+    assert_eq!(s.output_names(), ["logits", "predictions", "pooler_logits"]);
+    let sizes = [
+        (
+            npy!("1x7.input_ids"),
+            npy!("1x7.attention_mask"),
+            npy!("1x7.logits"),
+            npy!("1x7.predictions"),
+        ),
+        (
+            npy!("29x7.input_ids"),
+            npy!("29x7.attention_mask"),
+            npy!("29x7.logits"),
+            npy!("29x7.predictions"),
+        ),
+    ];
+    let big = |t: &HostTensor| {
+        let v = t.to_i64_vec().unwrap();
+        let dims = t.dims().iter().map(|&d| d as u32).collect();
+        WgTensor::from_big_int64(BigInt64Array::from(&v[..]), dims)
+    };
+    for (ids, mask, logits, predictions) in &sizes {
+        let out = s
+            .run(
+                vec!["input_ids".into(), "attention_mask".into()],
+                vec![big(ids), big(mask)],
+            )
+            .unwrap_or_else(|_| panic!("run"));
+        assert_eq!(out[0].dtype(), "float32");
+        assert_eq!(
+            out[0].dims(),
+            logits.dims().iter().map(|&d| d as u32).collect::<Vec<_>>()
+        );
+        let want: Vec<f64> = logits
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        close("logits", out[0].values().unwrap(), &want, 1e-4);
+        assert_eq!(out[1].dtype(), "int64");
+        assert_eq!(
+            out[1].i64_values().unwrap(),
+            predictions.to_i64_vec().unwrap()
+        );
+        let back = out[1].int64_data().unwrap_or_else(|_| panic!("int64Data"));
+        assert_eq!(
+            back.length() as usize,
+            predictions.dims().iter().product::<usize>()
+        );
+    }
+    // An id past int32 is an error naming its index; the session still runs after it.
+    let mut ids = sizes[0].0.to_i64_vec().unwrap();
+    ids[3] = 1 << 40;
+    let bad = WgTensor::from_big_int64(BigInt64Array::from(&ids[..]), vec![1, 7]);
+    let e = s.run(
+        vec!["input_ids".into(), "attention_mask".into()],
+        vec![bad, big(&sizes[0].1)],
+    );
+    assert!(e.is_err());
+    assert!(s
+        .run(
+            vec!["input_ids".into(), "attention_mask".into()],
+            vec![big(&sizes[0].0), big(&sizes[0].1)],
+        )
+        .is_ok());
 }
