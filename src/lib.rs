@@ -29,6 +29,19 @@
 //! Pin work to a device with a scope (`with tf.device('/GPU:0')`): `g.device("gpu:0", |g| ...)`.
 //! List devices with [`devices()`]; pick one with [`Device::best()`].
 
+// Library code returns errors: a panic on input a user controls would abort their program
+// (or poison a page's module). Tests may unwrap.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
 pub mod backend;
 pub mod checkpoint;
 pub mod compile;

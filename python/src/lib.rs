@@ -6,6 +6,19 @@
 //! surface (operators, context managers, `vectorize`, arrays) is the pure-Python package in
 //! `pysrc/wgflow/`, which calls only what this module exports.
 
+// Library code returns errors: a panic on input a user controls would abort their program
+// (or poison a page's module). Tests may unwrap.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
 use pyo3::prelude::*;
 
 mod convert;

@@ -482,3 +482,31 @@ fn every_op_family_has_the_one_folder_layout() {
     assert!(families >= 10, "found {families} family folders");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The no-panic rule is checked by clippy, not kept by habit: the library and both bindings
+/// deny `unwrap`, `expect`, `panic!`, `todo!` and `unimplemented!` outside tests (CI runs
+/// clippy with `-D warnings`). Indexing is not denied: 2,000 sites index slices whose bounds
+/// the code has checked, and the fuzzers and hostile-input tests exercise them.
+#[test]
+fn the_no_panic_lints_are_on() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for crate_root in ["src/lib.rs", "python/src/lib.rs", "web/src/lib.rs"] {
+        let text = std::fs::read_to_string(root.join(crate_root)).expect("crate root");
+        let head = &text[..text
+            .find("\nuse ")
+            .or_else(|| text.find("\npub mod "))
+            .unwrap_or(text.len())];
+        for lint in [
+            "clippy::unwrap_used",
+            "clippy::expect_used",
+            "clippy::panic",
+            "clippy::todo",
+            "clippy::unimplemented",
+        ] {
+            assert!(
+                head.contains("#![cfg_attr(") && head.contains("deny(") && head.contains(lint),
+                "{crate_root} does not deny {lint}"
+            );
+        }
+    }
+}

@@ -14,7 +14,8 @@ use wgflow::trace::RunOptions;
 use wgflow::train::{Adam, Optimizer};
 use wgflow::{DType, Device, Dim, HostTensor, Session, Tensor};
 
-#[allow(dead_code)]
+// The example's `expect`s build tensors whose lengths match by construction.
+#[allow(dead_code, clippy::expect_used)]
 mod model {
     include!("../../graph-examples/digits_model.rs");
 }

@@ -9,6 +9,19 @@
 //! `Error`s whose message is the native library's; bad input never panics, so the module
 //! stays usable after one.
 
+// Library code returns errors: a panic on input a user controls would abort their program
+// (or poison a page's module). Tests may unwrap.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
 use js_sys::{BigInt64Array, Float32Array, Int32Array};
 use std::cell::RefCell;
 use std::rc::Rc;
