@@ -11,6 +11,7 @@
 //! (`web/.cargo/config.toml` names it; `.ci/run` installs it).
 #![cfg(target_arch = "wasm32")]
 
+use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 use wgflow::{Axes, DType, Graph, HostTensor};
 use wgflow_web::{GraphSession, OnnxSession, WgTensor};
@@ -278,4 +279,50 @@ fn int64_ids_from_big_int64_arrays_match_onnxruntime() {
             vec![big(&sizes[0].0), big(&sizes[0].1)],
         )
         .is_ok());
+}
+
+/// A graph with two run-time dimensions meeting in one tensor (`[batch, seq, seq]` scores),
+/// in a page: on wasm32 the probe sizes that stand in for them (about 2^17 each) overflow a
+/// 32-bit element count, which must not panic (it would poison the module) or mislead the
+/// plan. Checked against float64.
+#[wasm_bindgen_test]
+fn two_run_time_dimensions_in_one_tensor_never_panic() {
+    let mut g = Graph::new();
+    let x = g
+        .placeholder_dyn("x", [None, None, Some(2)], DType::F32)
+        .unwrap();
+    let t = g.transpose(x, &[0, 2, 1]).unwrap();
+    let p = g.matmul(x, t).unwrap();
+    let p = g.softmax(p, -1).unwrap();
+    let z = g.matmul(p, x).unwrap();
+    let y = g.sum(z, Axes::List(vec![1, 2]), false).unwrap();
+    let yn = g.name(y).unwrap().to_string();
+    let json = g.to_json().unwrap();
+    let mut s =
+        GraphSession::new(&json).unwrap_or_else(|e| panic!("session: {:?}", JsValue::from(e)));
+    let values = vec![WgTensor::from_vec(
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        vec![2, 3, 2],
+    )];
+    let out = s
+        .run(vec!["x".into()], values, vec![yn])
+        .unwrap_or_else(|e| panic!("run: {:?}", JsValue::from(e)));
+    // softmax(x xᵀ) x summed over rows and features, in float64.
+    let xs = [[1.0f64, 2.0], [3.0, 4.0], [5.0, 6.0]];
+    let mut want = 0.0;
+    for r in &xs {
+        let logits: Vec<f64> = xs.iter().map(|c| r[0] * c[0] + r[1] * c[1]).collect();
+        let m = logits.iter().cloned().fold(f64::MIN, f64::max);
+        let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
+        let total: f64 = e.iter().sum();
+        for (w, c) in e.iter().zip(&xs) {
+            want += w / total * (c[0] + c[1]);
+        }
+    }
+    close(
+        "attention-like",
+        out[0].values().unwrap(),
+        &[want, want],
+        1e-5,
+    );
 }
