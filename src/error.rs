@@ -5,6 +5,7 @@
 //! establish (e.g. a pruned graph is acyclic) are reported as [`Error::Internal`] rather than
 //! panicking, so a bug in wgflow surfaces as an error value too.
 
+use crate::{DType, Shape};
 use std::panic::Location;
 
 /// Result alias used throughout wgflow.
@@ -14,12 +15,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A builder rejected its inputs (shapes, dtypes, attributes).
+    /// A builder rejected its inputs (shapes, dtypes, attributes); `kind` says which, with
+    /// the inputs' facts.
     #[error("{op} at {location}: {message}")]
     Build {
         op: String,
         location: &'static Location<'static>,
         message: String,
+        kind: BuildKind,
     },
     /// A graph was asked about a tensor it did not make (a tensor of another graph, or one
     /// built in a clone after cloning).
@@ -137,6 +140,23 @@ pub enum Error {
     Internal(String),
 }
 
+/// What kind of input a builder refused ([`Error::Build`]), with the facts it saw.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BuildKind {
+    /// The number of inputs: the op's arity as it states it (`"2"`, `"1 or more"`), and the
+    /// count given.
+    Arity { expected: String, got: usize },
+    /// The inputs' dtypes (in argument order) are not ones the op takes together: a
+    /// dtype the op does not support, or two that differ where they must agree.
+    DType { inputs: Vec<DType> },
+    /// The inputs' shapes (in argument order) do not fit the op or its attributes: they do
+    /// not broadcast, a rank or size is wrong, an axis is out of range.
+    Shape { inputs: Vec<Shape> },
+    /// Anything else a builder refuses: a name taken, a scope, an argument's value.
+    Other,
+}
+
 impl Error {
     /// A build error attributed to the caller location of a `#[track_caller]` builder.
     pub(crate) fn build(
@@ -144,10 +164,40 @@ impl Error {
         location: &'static Location<'static>,
         message: impl Into<String>,
     ) -> Self {
+        Error::build_kind(op, location, message, BuildKind::Other)
+    }
+
+    /// [`Error::build`] refusing the inputs' dtypes (`inputs`, in argument order).
+    pub(crate) fn build_dtype(
+        op: &str,
+        location: &'static Location<'static>,
+        message: impl Into<String>,
+        inputs: &[DType],
+    ) -> Self {
+        let inputs = inputs.to_vec();
+        Error::build_kind(op, location, message, BuildKind::DType { inputs })
+    }
+
+    /// [`Error::build`] of a given kind.
+    pub(crate) fn build_kind(
+        op: &str,
+        location: &'static Location<'static>,
+        message: impl Into<String>,
+        kind: BuildKind,
+    ) -> Self {
         Error::Build {
             op: op.to_string(),
             location,
             message: message.into(),
+            kind,
+        }
+    }
+
+    /// The kind of a builder's refusal; `None` for other errors.
+    pub fn build_kind_of(&self) -> Option<&BuildKind> {
+        match self {
+            Error::Build { kind, .. } => Some(kind),
+            _ => None,
         }
     }
 }

@@ -1,12 +1,14 @@
 //! wgflow's [`Error`] as Python exceptions, by variant: `ValueError` for shapes and values,
-//! `TypeError` for dtypes and unsupported constructs, `RuntimeError` for devices.
+//! `TypeError` for dtypes and unsupported constructs, `RuntimeError` for devices. A builder's
+//! refusal goes by its [`BuildKind`]: a dtype or an argument count is a `TypeError`, a shape
+//! a `ValueError`.
 //!
 //! A builder error carries the Rust caller's location, which for Python users is a line of
 //! this crate; it is replaced by the Python caller's file and line (`wgflow._util.caller`).
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use wgflow::Error;
+use wgflow::{BuildKind, Error};
 
 /// Which Python exception type a message about a dtype (rather than a shape or value) gets.
 fn about_dtype(message: &str) -> bool {
@@ -49,10 +51,18 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             op,
             location,
             message,
+            kind,
         } => {
             let at = python_caller(py).unwrap_or_else(|| location.to_string());
             let text = format!("{op} at {at}: {message}");
-            if about_dtype(&message) {
+            // By the kind the library gives (Python's convention: a wrong argument count is
+            // a TypeError too); the text decides only for builders' other refusals.
+            let dtype = match kind {
+                BuildKind::DType { .. } | BuildKind::Arity { .. } => true,
+                BuildKind::Shape { .. } => false,
+                _ => about_dtype(&message),
+            };
+            if dtype {
                 PyTypeError::new_err(text)
             } else {
                 PyValueError::new_err(text)

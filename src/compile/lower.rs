@@ -207,6 +207,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                         op: node.op.name().to_string(),
                         location: node.location,
                         message: format!("'{}' does not assign to a variable", node.name),
+                        kind: crate::BuildKind::Other,
                     });
                 };
                 if let Some(&(_, first)) = assigned.iter().find(|(v, _)| *v == id(variable)) {
@@ -317,6 +318,7 @@ fn empty_result(node: &Node, inputs: &[(Shape, DType)]) -> Result<Option<HostTen
                     .join(", "),
                 node.shape
             ),
+            kind: crate::BuildKind::Other,
         }),
     }
 }

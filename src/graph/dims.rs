@@ -539,6 +539,7 @@ impl Graph {
                     binding.describe(self),
                     node.name
                 ),
+                kind: crate::BuildKind::Other,
             };
             g.device_scopes.extend(node.device);
             let before = g.len();

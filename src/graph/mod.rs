@@ -35,7 +35,7 @@ pub(crate) use dims::{SymDim, Symbols};
 
 use crate::device::DeviceSpec;
 use crate::ops::{Declared, Op};
-use crate::{DType, Error, Result, Shape};
+use crate::{BuildKind, DType, Error, Result, Shape};
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -345,10 +345,15 @@ impl Graph {
         let fail = |m: String| Error::build(site.op, site.loc, m);
         let arity = op.family().arity();
         if !arity.admits(inputs.len()) {
-            return Err(fail(format!(
-                "takes {arity} input(s), {} given",
-                inputs.len()
-            )));
+            return Err(Error::build_kind(
+                site.op,
+                site.loc,
+                format!("takes {arity} input(s), {} given", inputs.len()),
+                BuildKind::Arity {
+                    expected: arity.to_string(),
+                    got: inputs.len(),
+                },
+            ));
         }
         let mut nodes = Vec::with_capacity(inputs.len());
         let mut types = Vec::with_capacity(inputs.len());
@@ -360,7 +365,7 @@ impl Graph {
         let (shape, dtype) = op
             .family()
             .infer(&types, declared)
-            .map_err(|m| fail(self.syms.humanize(&m)))?;
+            .map_err(|r| rejected(site, &types, r, |m| self.syms.humanize(m)))?;
         // A builder that declares a shape derived from a tensor with run-time dimensions
         // (`broadcast_to(one, shape_of_x)`, a random tensor like x) declares probe sizes.
         let declared_sym = declared_sym.or_else(|| {
@@ -509,4 +514,23 @@ pub(crate) fn check_size(
         ));
     }
     Ok(())
+}
+
+/// A family's refusal as a build error carrying the inputs' dtypes or shapes.
+fn rejected(
+    site: Site<'_>,
+    types: &[(Shape, DType)],
+    r: crate::ops::Reject,
+    humanize: impl Fn(&str) -> String,
+) -> Error {
+    let message = humanize(r.message());
+    let kind = match r {
+        crate::ops::Reject::DType(_) => BuildKind::DType {
+            inputs: types.iter().map(|t| t.1).collect(),
+        },
+        crate::ops::Reject::Shape(_) => BuildKind::Shape {
+            inputs: types.iter().map(|t| t.0.clone()).collect(),
+        },
+    };
+    Error::build_kind(site.op, site.loc, message, kind)
 }

@@ -52,6 +52,45 @@ impl fmt::Display for Arity {
     }
 }
 
+/// Why a family's shape/dtype rule ([`Family::infer`]) refused its inputs. The graph turns
+/// it into an [`crate::Error::Build`] whose [`crate::BuildKind`] carries the inputs' dtypes or
+/// shapes. A plain `String` converts to [`Reject::Shape`], so helpers about shapes, ranks and
+/// attributes return `String`s and `?` works; a rule says [`Reject::DType`] where the inputs'
+/// dtypes are the fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reject {
+    /// A dtype the op does not take, or dtypes that must agree and do not.
+    DType(String),
+    /// Shapes, ranks, sizes or attributes that do not fit.
+    Shape(String),
+}
+
+impl Reject {
+    /// A [`Reject::DType`].
+    pub fn dtype(message: impl Into<String>) -> Reject {
+        Reject::DType(message.into())
+    }
+
+    /// The message, whatever the kind.
+    pub fn message(&self) -> &str {
+        match self {
+            Reject::DType(m) | Reject::Shape(m) => m,
+        }
+    }
+}
+
+impl From<String> for Reject {
+    fn from(message: String) -> Reject {
+        Reject::Shape(message)
+    }
+}
+
+impl From<&str> for Reject {
+    fn from(message: &str) -> Reject {
+        Reject::Shape(message.into())
+    }
+}
+
 /// What a builder declares about a node's output where the op's attributes do not fix it:
 /// the target of a reshape or view, the extent of a strided read, the padded shape, the
 /// reduced shape (which says whether reduced axes are kept), a random tensor's shape, a
@@ -254,7 +293,7 @@ pub trait Family: fmt::Debug {
         &self,
         inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> std::result::Result<(Shape, DType), String>;
+    ) -> std::result::Result<(Shape, DType), Reject>;
 
     /// The node as kernels (or a feed, constant or view).
     fn lower(&self, cx: &mut LowerCx<'_>) -> Result<Lowered>;
@@ -280,7 +319,7 @@ pub trait Family: fmt::Debug {
         &self,
         inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> std::result::Result<(Shape, DType), String> {
+    ) -> std::result::Result<(Shape, DType), Reject> {
         self.infer(inputs, declared)
     }
 

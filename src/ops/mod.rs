@@ -27,6 +27,7 @@ pub use custom::Custom;
 pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, SmallFloat, UnaryOp};
 pub use family::{
     Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+    Reject,
 };
 pub use leaf::{Initializer, Leaf};
 pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};

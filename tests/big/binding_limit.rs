@@ -181,3 +181,59 @@ fn raw_kernels_over_the_binding_limit_are_a_clear_error() {
         );
     }
 }
+
+/// The quantized models' integer products at the indexing boundaries: an i32 matmul of 8-bit
+/// values whose output and left operand are each past the binding limit (so past 2^24
+/// elements, and past 65,535 workgroups in one dimension), on cpu:0 (the `vpmaddwd` integer
+/// GEMM) and every GPU (windowed bindings), exact against i64 sums computed here on a
+/// sample of rows that includes both ends and every window seam.
+#[test]
+fn integer_matmul_past_the_binding_limit_is_exact() {
+    let _heavy = crate::heavy();
+    let gpus = common::gpus();
+    let lim = gpus.first().map_or(128 << 20, |&g| limit(g));
+    let (k, n) = (64usize, 48usize);
+    let m = (lim as usize / 4) / n + 5;
+    assert!(m * n > 1 << 24 && m * k * 4 > lim as usize);
+    // 8-bit values, as MatMulInteger's zero-point-shifted operands.
+    let q = |i: usize| ((i.wrapping_mul(2_654_435_761) >> 9) % 256) as i32 - 128;
+    let a: Vec<i32> = (0..m * k).map(q).collect();
+    let b: Vec<i32> = (0..k * n).map(|i| q(i + 7)).collect();
+    let mut g = Graph::new();
+    let ta = g.placeholder("a", vec![m, k], DType::I32).unwrap();
+    let tb = g
+        .constant(HostTensor::new(vec![k, n], b.clone()).unwrap())
+        .unwrap();
+    let y = g.matmul(ta, tb).unwrap();
+    let feed = HostTensor::new(vec![m, k], a.clone()).unwrap();
+    // Rows at the ends, around each window seam of the output and of A, and a stride.
+    let mut rows: Vec<usize> = (0..m).step_by(4099).chain([1, m - 2, m - 1]).collect();
+    for w in 1..4 {
+        for bytes_per_row in [4 * n, 4 * k] {
+            let seam = w * lim as usize / bytes_per_row;
+            rows.extend(seam.saturating_sub(1)..(seam + 2).min(m));
+        }
+    }
+    let mut devices = vec![Device::Cpu];
+    devices.extend(gpus);
+    for d in devices {
+        let mut s = common::session_on(&g, d);
+        let out = s
+            .run(&[(ta, feed.clone())], &[y])
+            .unwrap_or_else(|e| panic!("{d}: {e}"));
+        let got = out[0].to_vec::<i32>().unwrap();
+        assert_eq!(got.len(), m * n, "{d}");
+        for &r in &rows {
+            for c in 0..n {
+                let want: i64 = (0..k)
+                    .map(|j| a[r * k + j] as i64 * b[j * n + c] as i64)
+                    .sum();
+                assert_eq!(
+                    got[r * n + c] as i64,
+                    want,
+                    "{d}: row {r} of {m}, column {c}"
+                );
+            }
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! Build-time errors are values that name the op, the shapes or dtypes, and the caller's line.
 
-use wgflow::{DType, Error, Graph};
+use wgflow::{DType, Error, Graph, HostTensor};
 
 fn line_of(marker: &str) -> u32 {
     let src = include_str!("errors.rs");
@@ -278,4 +278,61 @@ fn every_op_output_must_fit_u32_indexing() {
     );
     let msg = g.tile(a, &[1, 1 << 16]).unwrap_err().to_string();
     assert!(msg.contains("2^32 - 1"), "{msg}");
+}
+
+/// A builder's refusal says its kind with the facts it saw, so callers (the Python binding's
+/// TypeError/ValueError) match the variant, not the text.
+#[test]
+fn build_errors_carry_their_kind_and_facts() {
+    use wgflow::{BuildKind, Shape};
+    let mut g = Graph::new();
+    let a = g.constant([1.0f32, 2.0, 3.0]).unwrap();
+    let b = g.constant([1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let i = g.constant([1i32, 2, 3]).unwrap();
+    let e = g.add(a, b).unwrap_err();
+    assert_eq!(
+        e.build_kind_of(),
+        Some(&BuildKind::Shape {
+            inputs: vec![Shape::from(vec![3]), Shape::from(vec![4])]
+        })
+    );
+    let e = g.add(a, i).unwrap_err();
+    assert_eq!(
+        e.build_kind_of(),
+        Some(&BuildKind::DType {
+            inputs: vec![DType::F32, DType::I32]
+        })
+    );
+    // An unsupported dtype of one input, an index of the wrong dtype, a shape rule.
+    let e = g.sin(i).unwrap_err();
+    assert!(
+        matches!(e.build_kind_of(), Some(BuildKind::DType { inputs }) if inputs == &[DType::I32])
+    );
+    let e = g.take(a, a, 0).unwrap_err();
+    assert!(
+        matches!(e.build_kind_of(), Some(BuildKind::DType { .. })),
+        "{e}"
+    );
+    let m = g
+        .constant(HostTensor::new([2, 2], vec![1.0f32; 4]).unwrap())
+        .unwrap();
+    let e = g.matmul(a, m).unwrap_err();
+    assert!(
+        matches!(e.build_kind_of(), Some(BuildKind::Shape { inputs }) if inputs.len() == 2),
+        "{e}"
+    );
+    let e = g.concat(&[a, i], 0).unwrap_err();
+    assert!(
+        matches!(e.build_kind_of(), Some(BuildKind::DType { .. })),
+        "{e}"
+    );
+    let e = g.matmul(a, i).unwrap_err();
+    assert!(
+        matches!(e.build_kind_of(), Some(BuildKind::DType { .. })),
+        "{e}"
+    );
+    // A name taken is neither.
+    g.placeholder("x", [2], DType::F32).unwrap();
+    let e = g.placeholder("x", [2], DType::F32).unwrap_err();
+    assert_eq!(e.build_kind_of(), Some(&BuildKind::Other));
 }

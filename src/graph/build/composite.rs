@@ -18,10 +18,11 @@ impl Graph {
         let loc = Location::caller();
         let node = self.arg(x, "softmax", loc)?;
         if !node.dtype.is_float() {
-            return Err(Error::build(
+            return Err(Error::build_dtype(
                 "softmax",
                 loc,
                 format!("needs f32 or f16, got {}", node.dtype),
+                &[node.dtype],
             ));
         }
         node.shape.axis(axis).ok_or_else(|| {
@@ -325,10 +326,11 @@ impl Graph {
     ) -> Result<(usize, Shape)> {
         let node = self.arg(x, op, loc)?;
         if !node.dtype.is_float() {
-            return Err(Error::build(
+            return Err(Error::build_dtype(
                 op,
                 loc,
                 format!("needs f32 or f16, got {}", node.dtype),
+                &[node.dtype],
             ));
         }
         let list = match axes {

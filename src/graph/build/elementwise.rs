@@ -248,10 +248,11 @@ impl Graph {
         let loc = Location::caller();
         let d = self.arg(x, "clip", loc)?.dtype;
         if !d.is_numeric() {
-            return Err(Error::build(
+            return Err(Error::build_dtype(
                 "clip",
                 loc,
                 format!("dtype {d} is not supported (expects f32, i32 or u32)"),
+                &[d],
             ));
         }
         self.name_scope("clip", |g| {

@@ -260,10 +260,11 @@ impl Graph {
         let inode = self.arg(indices, op, loc)?;
         let (ishape, idtype) = (inode.shape.clone(), inode.dtype);
         if idtype != DType::I32 {
-            return Err(Error::build(
+            return Err(Error::build_dtype(
                 op,
                 loc,
                 format!("indices must be i32, got {idtype}"),
+                &[idtype],
             ));
         }
         let k = match ishape.dims().last() {

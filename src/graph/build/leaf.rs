@@ -293,9 +293,12 @@ impl Graph {
         let loc = Location::caller();
         let err = |m: String| Error::build("arange", loc, m);
         if !dtype.is_numeric() {
-            return Err(err(format!(
-                "dtype {dtype} is not supported (expects f32, i32 or u32)"
-            )));
+            return Err(Error::build_dtype(
+                "arange",
+                loc,
+                format!("dtype {dtype} is not supported (expects f32, i32 or u32)"),
+                &[dtype],
+            ));
         }
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
             return Err(err(format!(

@@ -73,10 +73,11 @@ impl Graph {
         if d.is_float() {
             Ok(d)
         } else {
-            Err(Error::build(
+            Err(Error::build_dtype(
                 op,
                 loc,
                 format!("dtype {d} is not supported (expects f32 or f16)"),
+                &[d],
             ))
         }
     }

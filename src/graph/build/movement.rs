@@ -406,13 +406,17 @@ impl Graph {
     #[track_caller]
     pub fn take(&mut self, x: Tensor, indices: Tensor, axis: isize) -> Result<Tensor> {
         let loc = Location::caller();
-        let shape = self.arg(x, "take", loc)?.shape.clone();
+        let (shape, shape_dtype) = {
+            let n = self.arg(x, "take", loc)?;
+            (n.shape.clone(), n.dtype)
+        };
         let index_node = self.arg(indices, "take", loc)?;
         if index_node.dtype != DType::I32 {
-            return Err(Error::build(
+            return Err(Error::build_dtype(
                 "take",
                 loc,
                 format!("indices must be i32, got {}", index_node.dtype),
+                &[shape_dtype, index_node.dtype],
             ));
         }
         let k = shape.axis(axis).ok_or_else(|| {
@@ -533,7 +537,7 @@ impl Graph {
 /// Report an inner builder's error under the composite the user called.
 fn relabel(e: Error, op: &str, loc: Loc) -> Error {
     match e {
-        Error::Build { message, .. } => Error::build(op, loc, message),
+        Error::Build { message, kind, .. } => Error::build_kind(op, loc, message, kind),
         other => other,
     }
 }

@@ -63,10 +63,11 @@ impl Graph {
     ) -> Result<Tensor> {
         let node = self.arg(x, "size_of", loc)?;
         if !dtype.is_numeric() {
-            return Err(Error::build(
+            return Err(Error::build_dtype(
                 "size_of",
                 loc,
                 format!("dtype {dtype} is not numeric"),
+                &[dtype],
             ));
         }
         if let Some(&a) = axes.iter().find(|&&a| a >= node.shape.rank()) {

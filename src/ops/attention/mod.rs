@@ -29,7 +29,9 @@ mod file;
 mod grad;
 mod wgsl;
 
-use super::family::{disjoint_words, run_via_reference, Arity, CpuIn, Declared, EmptyInput};
+use super::family::{
+    disjoint_words, run_via_reference, Arity, CpuIn, Declared, EmptyInput, Reject,
+};
 use super::family::{Family, GradCx, KernelClass, KernelDef};
 use super::family::{LowerCx, Lowered};
 use super::Kernel;
@@ -172,19 +174,19 @@ impl Family for Attention {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         if inputs.len() != self.pass.arity() {
-            return Err(format!(
+            return Err(Reject::from(format!(
                 "{} takes {} inputs",
                 self.name(),
                 self.pass.arity()
-            ));
+            )));
         }
         if let Some((_, d)) = inputs.iter().find(|(_, d)| *d != DType::F32) {
-            return Err(format!(
+            return Err(Reject::dtype(format!(
                 "{} of {d} is not supported (expects f32)",
                 self.name()
-            ));
+            )));
         }
         let (q, k) = (&inputs[0].0, &inputs[1].0);
         check_qk(q, k, self.causal)?;

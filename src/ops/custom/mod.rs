@@ -10,7 +10,9 @@
 //! as-is on a GPU. See [`RawWgsl`] for the binding convention.
 
 use super::elementwise::{BinaryOp, ElementwiseKernel, Expr, Node, UnaryOp};
-use super::family::{Arity, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered};
+use super::family::{
+    Arity, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered, Reject,
+};
 use super::Kernel;
 use crate::{DType, Shape};
 use std::cell::RefCell;
@@ -351,6 +353,7 @@ impl ElementwiseFn {
             op: format!("kernel '{}'", self.name),
             location,
             message: m,
+            kind: crate::BuildKind::Other,
         };
         let s = Signature::parse(sig).map_err(bad)?;
         if s.args.len() != self.arity {
@@ -618,11 +621,11 @@ impl Family for Custom {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         match self {
             Custom::Elementwise(c) => {
                 let dtypes: Vec<DType> = inputs.iter().map(|i| i.1).collect();
-                let dtype = check_expr(&c.expr, &dtypes)?;
+                let dtype = check_expr(&c.expr, &dtypes).map_err(Reject::dtype)?;
                 let mut shape = Shape::scalar();
                 for (s, _) in inputs {
                     shape = Shape::broadcast(&shape, s).ok_or_else(|| {
@@ -637,7 +640,9 @@ impl Family for Custom {
                     .output_for(inputs)
                     .map_err(|m| format!("output rule: {m}"))?;
                 if shape.dims().contains(&0) {
-                    return Err(format!("output shape {shape} is empty or too large"));
+                    return Err(Reject::from(format!(
+                        "output shape {shape} is empty or too large"
+                    )));
                 }
                 Ok((shape, dtype))
             }

@@ -4,7 +4,7 @@
 //! producer into its consumer never changes which element an input supplies).
 
 use super::family::{
-    Arity, CpuIn, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+    Arity, CpuIn, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered, Reject,
 };
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn};
@@ -567,8 +567,10 @@ impl Family for Elementwise {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
-        let unsupported = |d: DType, ok: &str| format!("dtype {d} is not supported (expects {ok})");
+    ) -> Result<(Shape, DType), Reject> {
+        let unsupported = |d: DType, ok: &str| {
+            Reject::dtype(format!("dtype {d} is not supported (expects {ok})"))
+        };
         match (*self, inputs) {
             (Elementwise::Unary(op), [(s, d)]) => Ok((
                 s.clone(),
@@ -579,7 +581,7 @@ impl Family for Elementwise {
                 let shape = Shape::broadcast(sa, sb)
                     .ok_or_else(|| format!("shapes {sa} and {sb} cannot broadcast"))?;
                 if da != db {
-                    return Err(format!("dtypes {da} and {db} differ; wgflow does not promote implicitly, cast one operand"));
+                    return Err(Reject::dtype(format!("dtypes {da} and {db} differ; wgflow does not promote implicitly, cast one operand")));
                 }
                 Ok((
                     shape,
@@ -588,23 +590,23 @@ impl Family for Elementwise {
             }
             (Elementwise::Select, [(sc, dc), (sa, da), (sb, db)]) => {
                 if *dc != DType::Bool {
-                    return Err(format!("condition must be bool, got {dc}"));
+                    return Err(Reject::dtype(format!("condition must be bool, got {dc}")));
                 }
                 if da != db {
-                    return Err(format!(
+                    return Err(Reject::dtype(format!(
                         "branches have dtypes {da} and {db}; cast one explicitly"
-                    ));
+                    )));
                 }
                 let shape = Shape::broadcast(sa, sb)
                     .and_then(|s| Shape::broadcast(sc, &s))
                     .ok_or_else(|| format!("shapes {sc}, {sa} and {sb} cannot broadcast"))?;
                 Ok((shape, *da))
             }
-            _ => Err(format!(
+            _ => Err(Reject::from(format!(
                 "takes {} input(s), {} given",
                 self.arity(),
                 inputs.len()
-            )),
+            ))),
         }
     }
 

@@ -44,7 +44,7 @@ mod grad;
 mod reference;
 mod wgsl;
 
-use super::family::{Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef};
+use super::family::{Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, Reject};
 use super::family::{LowerCx, Lowered};
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut, UInt, MAX_RANK};
@@ -161,14 +161,14 @@ impl IndexKernel {
 
 /// The dtypes a scatter with `reduce` accepts: replacing moves any dtype; reductions compute
 /// on f32, i32 and u32.
-fn check_reduce_dtype(reduce: ScatterReduce, d: DType) -> Result<(), String> {
+fn check_reduce_dtype(reduce: ScatterReduce, d: DType) -> Result<(), Reject> {
     match (reduce, d) {
         (ScatterReduce::None, _) | (_, DType::F32 | DType::I32 | DType::U32) => Ok(()),
-        _ => Err(format!(
+        _ => Err(Reject::dtype(format!(
             "scatter_elements with reduce '{}' on {d} is not supported (expects f32, i32 or \
              u32; cast first)",
             reduce.name()
-        )),
+        ))),
     }
 }
 
@@ -179,33 +179,31 @@ fn check_indices(
     index: &(Shape, DType),
     axis: usize,
     what: &str,
-) -> Result<(), String> {
+) -> Result<(), Reject> {
     let (ishape, idtype) = index;
     if *idtype != DType::I32 {
-        return Err(format!("indices must be i32, got {idtype}"));
+        return Err(Reject::dtype(format!("indices must be i32, got {idtype}")));
     }
     if axis >= data.rank() {
-        return Err(format!(
-            "axis {axis} is out of range for {what} of shape {data}"
-        ));
+        return Err(format!("axis {axis} is out of range for {what} of shape {data}").into());
     }
     if ishape.rank() != data.rank() {
-        return Err(format!(
-            "indices {ishape} must have the rank of {what} {data}"
-        ));
+        return Err(format!("indices {ishape} must have the rank of {what} {data}").into());
     }
     for (d, (&i, &x)) in ishape.dims().iter().zip(data.dims()).enumerate() {
         if d != axis && i > x {
             return Err(format!(
                 "indices {ishape} are larger than {what} {data} in dimension {d} (only \
                  the axis {axis} may differ)"
-            ));
+            )
+            .into());
         }
     }
     if ishape.numel() > 0 && data.dims()[axis] == 0 {
         return Err(format!(
             "indices {ishape} select along axis {axis} of {what} {data}, which is empty"
-        ));
+        )
+        .into());
     }
     Ok(())
 }
@@ -237,7 +235,7 @@ impl Family for Index {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         match *self {
             Index::GatherElements { axis } => {
                 let [(x, dtype), index] = inputs else {
@@ -252,15 +250,15 @@ impl Family for Index {
                 };
                 check_indices(data, index, axis, "data")?;
                 if *ushape != index.0 {
-                    return Err(format!(
+                    return Err(Reject::from(format!(
                         "updates {ushape} must have the indices' shape {}",
                         index.0
-                    ));
+                    )));
                 }
                 if udtype != dtype {
-                    return Err(format!(
+                    return Err(Reject::dtype(format!(
                         "updates are {udtype} but data is {dtype} (cast first)"
-                    ));
+                    )));
                 }
                 check_reduce_dtype(reduce, *dtype)?;
                 Ok((data.clone(), *dtype))
@@ -270,21 +268,25 @@ impl Family for Index {
                     return Err("top_k takes one input".into());
                 };
                 if !matches!(dtype, DType::F32 | DType::I32 | DType::U32) {
-                    return Err(format!(
+                    return Err(Reject::dtype(format!(
                         "top_k of {dtype} is not supported (expects f32, i32 or u32)"
-                    ));
+                    )));
                 }
                 let Some(&n) = x.dims().get(axis) else {
-                    return Err(format!("axis {axis} is out of range for shape {x}"));
+                    return Err(Reject::from(format!(
+                        "axis {axis} is out of range for shape {x}"
+                    )));
                 };
                 if k > n {
-                    return Err(format!("k = {k} is larger than axis {axis} of {x}"));
+                    return Err(Reject::from(format!(
+                        "k = {k} is larger than axis {axis} of {x}"
+                    )));
                 }
                 if n as u64 > super::LOOP_LIMIT {
-                    return Err(format!(
+                    return Err(Reject::from(format!(
                         "top_k along an axis of {n} elements is not supported (at most {})",
                         super::LOOP_LIMIT
-                    ));
+                    )));
                 }
                 let mut dims = x.dims().to_vec();
                 dims[axis] = k;

@@ -2,7 +2,7 @@
 //! by the session. They have no kernel; lowering turns them into a plan's constant, feed or
 //! variable values.
 
-use super::family::{Arity, Declared, Family, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, LowerCx, Lowered, Reject};
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 use crate::{DType, HostTensor, Result, Shape};
@@ -55,7 +55,7 @@ impl Family for Leaf {
         &self,
         _inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> std::result::Result<(Shape, DType), String> {
+    ) -> std::result::Result<(Shape, DType), Reject> {
         match self {
             Leaf::Constant(t) => Ok((t.shape().clone(), t.dtype())),
             Leaf::Placeholder => match (declared.shape, declared.dtype) {

@@ -5,7 +5,7 @@ use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
 use crate::ops::family::{
     missing_inputs, Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
-    LowerCx, Lowered,
+    LowerCx, Lowered, Reject,
 };
 use crate::ops::{BinaryOp, ElementwiseKernel, Expr, Kernel, Pass, ReduceKernel, ReduceOp};
 use crate::{DType, Shape};
@@ -440,14 +440,17 @@ impl Family for MatMul {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         let [(sa, da), (sb, db)] = inputs else {
-            return Err(format!("takes 2 inputs, {} given", inputs.len()));
+            return Err(Reject::from(format!(
+                "takes 2 inputs, {} given",
+                inputs.len()
+            )));
         };
         if da != db || !da.is_numeric() {
-            return Err(format!(
+            return Err(Reject::dtype(format!(
                 "operands must share a numeric dtype, got {da} and {db}"
-            ));
+            )));
         }
         Ok((matmul_shape(sa, sb)?, *da))
     }

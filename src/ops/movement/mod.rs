@@ -8,7 +8,7 @@
 
 use crate::ops::family::{
     missing_inputs, Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
-    LowerCx, Lowered,
+    LowerCx, Lowered, Reject,
 };
 use crate::ops::wgsl::{self as shader, Writer};
 use crate::ops::Kernel;
@@ -416,16 +416,16 @@ impl Family for Movement {
         &self,
         inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         match (self, inputs.first()) {
             (Movement::Strided { strides, .. }, Some((_, dtype))) => {
                 let out = declared.need_shape(self.name())?;
                 if out.rank() != strides.len() {
-                    return Err(format!(
+                    return Err(Reject::from(format!(
                         "{} to {out} with {} strides",
                         self.name(),
                         strides.len()
-                    ));
+                    )));
                 }
                 Ok((out.clone(), *dtype))
             }
@@ -480,19 +480,19 @@ impl Family for Movement {
         &self,
         inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         let Some((input, dtype)) = inputs.first() else {
-            return Err(format!("{} needs an input", self.name()));
+            return Err(Reject::from(format!("{} needs an input", self.name())));
         };
         let shape = match self {
             Movement::Reshape => {
                 let out = declared.need_shape("reshape")?;
                 if out.numel() != input.numel() {
-                    return Err(format!(
+                    return Err(Reject::from(format!(
                         "cannot reshape {input} ({} elements) to {out} ({} elements)",
                         input.numel(),
                         out.numel()
-                    ));
+                    )));
                 }
                 out.clone()
             }

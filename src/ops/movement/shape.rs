@@ -125,19 +125,18 @@ pub(super) fn strided_shape(
 }
 
 /// Concat along `axis`: equal ranks and dtypes, equal sizes outside the axis.
-pub(super) fn concat_shape(inputs: &[(Shape, DType)], axis: usize) -> Result<Shape, String> {
+pub(super) fn concat_shape(inputs: &[(Shape, DType)], axis: usize) -> Result<Shape, Reject> {
     let (base, dtype) = &inputs[0];
     if axis >= base.rank() {
-        return Err(format!("axis {axis} is out of range for shape {base}"));
+        return Err(format!("axis {axis} is out of range for shape {base}").into());
     }
     let mut total = 0usize;
     for (s, d) in inputs {
         let agree = s.rank() == base.rank()
             && (0..s.rank()).all(|j| j == axis || s.dims()[j] == base.dims()[j]);
         if !agree || d != dtype {
-            return Err(format!(
-                "{d} {s} does not match {dtype} {base} outside axis {axis}"
-            ));
+            let m = format!("{d} {s} does not match {dtype} {base} outside axis {axis}");
+            return Err(if agree { Reject::dtype(m) } else { m.into() });
         }
         total = total
             .checked_add(s.dims()[axis])
@@ -166,15 +165,15 @@ pub(super) fn pad_shape(input: &Shape, out: &Shape, before: &[usize]) -> Result<
 }
 
 /// `take`: `x.shape[:axis] + indices.shape + x.shape[axis+1:]`, i32 indices.
-pub(super) fn gather_shape(inputs: &[(Shape, DType)], axis: usize) -> Result<Shape, String> {
+pub(super) fn gather_shape(inputs: &[(Shape, DType)], axis: usize) -> Result<Shape, Reject> {
     let [(x, _), (indices, di)] = inputs else {
-        return Err(format!("take needs 2 inputs, {} given", inputs.len()));
+        return Err(format!("take needs 2 inputs, {} given", inputs.len()).into());
     };
     if *di != DType::I32 {
-        return Err(format!("indices must be i32, got {di}"));
+        return Err(Reject::dtype(format!("indices must be i32, got {di}")));
     }
     if axis >= x.rank() {
-        return Err(format!("axis {axis} is out of range for shape {x}"));
+        return Err(format!("axis {axis} is out of range for shape {x}").into());
     }
     let d = x.dims();
     let dims = d[..axis]

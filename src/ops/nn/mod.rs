@@ -5,7 +5,7 @@
 
 use crate::ops::elementwise::binary_cpu;
 use crate::ops::family::{
-    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered, Reject,
 };
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::{BinaryOp, Epilogue, Kernel, Pass, ReduceKernel, ReduceOp};
@@ -386,24 +386,24 @@ fn conv2d_shape(
     groups: usize,
     (xs, dx): (&Shape, DType),
     (ws, dw): (&Shape, DType),
-) -> Result<(Shape, DType), String> {
+) -> Result<(Shape, DType), Reject> {
     if xs.rank() != 4 || ws.rank() != 4 || dx != DType::F32 || dw != DType::F32 {
-        return Err(format!(
+        return Err(Reject::from(format!(
             "needs f32 x [N, C, H, W] and w [O, C/groups, KH, KW], got {dx} {xs} and {dw} {ws}"
-        ));
+        )));
     }
     let (xd, wd, g) = (xs.dims(), ws.dims(), groups);
     if g == 0 || xd[1] % g != 0 || wd[0] % g != 0 || wd[1] * g != xd[1] {
-        return Err(format!(
+        return Err(Reject::from(format!(
             "{g} groups do not fit input channels {} and weight {ws} (needs C = groups * w.shape[1] and O divisible by groups)",
             xd[1]
-        ));
+        )));
     }
     if window.kernel != [wd[2], wd[3]] {
-        return Err(format!(
+        return Err(Reject::from(format!(
             "window {:?} does not match weight {ws}",
             window.kernel
-        ));
+        )));
     }
     let [oh, ow] = window.out_hw([xd[2], xd[3]])?;
     Ok((Shape(vec![xd[0], wd[0], oh, ow]), DType::F32))
@@ -477,26 +477,28 @@ impl Family for Nn {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         match (self, inputs) {
             (Nn::Conv2d { window, groups }, [(xs, dx), (ws, dw)]) => {
                 conv2d_shape(window, *groups, (xs, *dx), (ws, *dw))
             }
             (Nn::Pool { window, .. }, [(xs, dx)]) => {
                 if xs.rank() != 4 || *dx != DType::F32 {
-                    return Err(format!("needs f32 [N, C, H, W], got {dx} {xs}"));
+                    return Err(Reject::from(format!(
+                        "needs f32 [N, C, H, W], got {dx} {xs}"
+                    )));
                 }
                 let (kernel, padding) = (window.kernel, window.padding);
                 if (0..2).any(|k| 2 * padding[k] > kernel[k]) {
-                    return Err(format!(
+                    return Err(Reject::from(format!(
                         "padding {padding:?} must be at most half of kernel {kernel:?}"
-                    ));
+                    )));
                 }
                 if window.dilation != [1, 1] {
-                    return Err(format!(
+                    return Err(Reject::from(format!(
                         "pooling has no dilation, got {:?}",
                         window.dilation
-                    ));
+                    )));
                 }
                 let d = xs.dims();
                 let [oh, ow] = window.out_hw([d[2], d[3]])?;
@@ -528,18 +530,18 @@ impl Family for Nn {
                 let (x, dy) = match ins {
                     [(xs, dx), (ys, dy)] => (Some((xs, *dx)), (ys, *dy)),
                     [(ys, dy)] => (None, (ys, *dy)),
-                    _ => return Err(format!("takes {} input(s)", self.arity())),
+                    _ => return Err(Reject::from(format!("takes {} input(s)", self.arity()))),
                 };
                 Ok((
                     backward::pool_grad_shape(*kind, window, *input_hw, x, dy)?,
                     DType::F32,
                 ))
             }
-            _ => Err(format!(
+            _ => Err(Reject::from(format!(
                 "takes {} input(s), {} given",
                 self.arity(),
                 inputs.len()
-            )),
+            ))),
         }
     }
 

@@ -29,7 +29,9 @@
 //! the algorithm is unchanged, so stateful uniform numbers are bit-identical on every device
 //! too, and a session's `k`-th run draws the same numbers as any other session's `k`-th.
 
-use crate::ops::family::{Arity, Declared, Family, KernelClass, KernelDef, LowerCx, Lowered};
+use crate::ops::family::{
+    Arity, Declared, Family, KernelClass, KernelDef, LowerCx, Lowered, Reject,
+};
 use crate::ops::wgsl::{self, Writer};
 use crate::ops::Kernel;
 use crate::{DType, Shape};
@@ -261,12 +263,12 @@ impl Family for RandomSpec {
         &self,
         inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         if let [(shape, dtype)] = inputs {
             if *dtype != DType::U32 || shape != &Shape::from([2]) {
-                return Err(format!(
+                return Err(Reject::from(format!(
                     "reads the run counter, a u32 [2] tensor; got {dtype} {shape}"
-                ));
+                )));
             }
         }
         Ok((declared.need_shape(self.name())?.clone(), DType::F32))

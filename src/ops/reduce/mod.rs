@@ -5,7 +5,7 @@
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
 use crate::ops::elementwise::binary_cpu;
 use crate::ops::family::{
-    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+    Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered, Reject,
 };
 use crate::ops::wgsl::Writer;
 use crate::ops::{BinaryOp, ElementwiseKernel, Epilogue, Expr, Kernel};
@@ -476,22 +476,25 @@ impl Family for Reduce {
         &self,
         inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         let [(input, dtype)] = inputs else {
-            return Err(format!("takes 1 input, {} given", inputs.len()));
+            return Err(Reject::from(format!(
+                "takes 1 input, {} given",
+                inputs.len()
+            )));
         };
         let logical = matches!(self.op, ReduceOp::All | ReduceOp::Any);
         if !logical && !dtype.is_numeric() {
-            return Err(format!(
+            return Err(Reject::dtype(format!(
                 "dtype {dtype} is not supported (expects f32, i32 or u32)"
-            ));
+            )));
         }
         let sorted = self.axes.windows(2).all(|w| w[0] < w[1]);
         if !sorted || self.axes.iter().any(|&a| a >= input.rank()) {
-            return Err(format!(
+            return Err(Reject::from(format!(
                 "axes {:?} must be sorted, unique and below the rank of shape {input}",
                 self.axes
-            ));
+            )));
         }
         let keep = |keepdims: bool| {
             let dims = input.dims().iter().enumerate();
@@ -508,12 +511,12 @@ impl Family for Reduce {
             None => keep(false),
             Some(s) if *s == keep(false) || *s == keep(true) => s.clone(),
             Some(s) => {
-                return Err(format!(
+                return Err(Reject::from(format!(
                     "reducing axes {:?} of shape {input} gives {} or (keeping them) {}, not {s}",
                     self.axes,
                     keep(false),
                     keep(true)
-                ))
+                )))
             }
         };
         check_empty(self.op, input, &self.axes, &out)?;

@@ -37,7 +37,9 @@ mod file;
 mod grad;
 mod wgsl;
 
-use super::family::{disjoint_words, run_via_reference, Arity, CpuIn, Declared, EmptyInput};
+use super::family::{
+    disjoint_words, run_via_reference, Arity, CpuIn, Declared, EmptyInput, Reject,
+};
 use super::family::{Family, GradCx};
 use super::family::{KernelClass, KernelDef};
 use super::family::{LowerCx, Lowered};
@@ -169,16 +171,19 @@ impl Family for Rows {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         let name = self.name();
         if inputs.len() != self.pass.arity() {
-            return Err(format!("{name} takes {} inputs", self.pass.arity()));
+            return Err(Reject::from(format!(
+                "{name} takes {} inputs",
+                self.pass.arity()
+            )));
         }
         let (x, xd) = &inputs[0];
         if *xd != DType::F32 || x.rank() == 0 {
-            return Err(format!(
+            return Err(Reject::from(format!(
                 "{name} needs an f32 input of rank 1 or more ([.., D]), got {xd} {x}"
-            ));
+            )));
         }
         let r = x.rank();
         let d = x.dims()[r - 1];
@@ -196,7 +201,7 @@ impl Family for Rows {
         };
         if !self.pass.is_norm() {
             if d == 0 {
-                return Err(format!("{name}: logits {x} have no classes"));
+                return Err(Reject::from(format!("{name}: logits {x} have no classes")));
             }
             want(1, &lead, DType::I32, "labels")?;
         }
@@ -214,7 +219,10 @@ impl Family for Rows {
             RowPass::LayerNormXhat => {}
         }
         if self.pass.is_norm() && !self.eps().is_finite() {
-            return Err(format!("{name}: eps {} is not finite", self.eps()));
+            return Err(Reject::from(format!(
+                "{name}: eps {} is not finite",
+                self.eps()
+            )));
         }
         Ok((x.clone(), DType::F32))
     }

@@ -15,7 +15,7 @@
 //! | `cumsum` `cumprod` | 1 | `axis`; `exclusive`, `reverse`: booleans |
 
 use super::family::{
-    Arg, Arity, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
+    Arg, Arity, Declared, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered, Reject,
 };
 use super::Kernel;
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
@@ -72,13 +72,13 @@ impl ScanOp {
 }
 
 /// The dtypes a scan accepts (f16 and bool accumulate in another type in NumPy; cast first).
-pub fn check_dtype(op: ScanOp, d: DType) -> Result<(), String> {
+pub fn check_dtype(op: ScanOp, d: DType) -> Result<(), Reject> {
     match d {
         DType::F32 | DType::I32 | DType::U32 => Ok(()),
-        DType::F16 | DType::Bool => Err(format!(
+        DType::F16 | DType::Bool => Err(Reject::dtype(format!(
             "{} of {d} is not supported (expects f32, i32 or u32; cast first)",
             op.name()
-        )),
+        ))),
     }
 }
 
@@ -201,15 +201,15 @@ impl Family for Scan {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         let [(shape, dtype)] = inputs else {
-            return Err(format!("{} takes one input", self.name()));
+            return Err(Reject::from(format!("{} takes one input", self.name())));
         };
         if self.axis >= shape.rank() {
-            return Err(format!(
+            return Err(Reject::from(format!(
                 "axis {} is out of range for shape {shape}",
                 self.axis
-            ));
+            )));
         }
         check_dtype(self.op, *dtype)?;
         Ok((shape.clone(), *dtype))

@@ -34,7 +34,7 @@ mod grad;
 mod reference;
 mod wgsl;
 
-use super::family::{run_via_reference, CpuIn, LowerCx, Lowered};
+use super::family::{run_via_reference, CpuIn, LowerCx, Lowered, Reject};
 use super::family::{Arity, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef};
 use super::Kernel;
 use crate::device::Device;
@@ -102,12 +102,12 @@ fn padded(positions: usize) -> usize {
 }
 
 /// The dtypes a segment sum adds.
-fn check_dtype(d: DType) -> Result<(), String> {
+fn check_dtype(d: DType) -> Result<(), Reject> {
     match d {
         DType::F32 | DType::I32 | DType::U32 => Ok(()),
-        _ => Err(format!(
+        _ => Err(Reject::dtype(format!(
             "segment_sum of {d} is not supported (expects f32, i32 or u32; cast first)"
-        )),
+        ))),
     }
 }
 
@@ -125,28 +125,33 @@ impl Family for Segment {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> Result<(Shape, DType), String> {
+    ) -> Result<(Shape, DType), Reject> {
         let [(data, dtype), (ids, idtype)] = inputs else {
             return Err("segment_sum takes data and segment ids".into());
         };
         check_dtype(*dtype)?;
         let Some(&m) = data.dims().get(self.axis) else {
-            return Err(format!(
+            return Err(Reject::from(format!(
                 "axis {} is out of range for data of shape {data}",
                 self.axis
-            ));
+            )));
         };
         if *idtype != DType::I32 {
-            return Err(format!("segment ids must be i32, got {idtype}"));
+            return Err(Reject::dtype(format!(
+                "segment ids must be i32, got {idtype}"
+            )));
         }
         if ids.dims() != [m] {
-            return Err(format!(
+            return Err(Reject::from(format!(
                 "segment ids {ids} must be 1-D of the length of data {data} along axis {} ({m})",
                 self.axis
-            ));
+            )));
         }
         if self.segments > u32::MAX as usize - 1 {
-            return Err(format!("{} segments is too many", self.segments));
+            return Err(Reject::from(format!(
+                "{} segments is too many",
+                self.segments
+            )));
         }
         let mut dims = data.dims().to_vec();
         dims[self.axis] = self.segments;

@@ -6,7 +6,7 @@
 //! rebuilds each of them through the same builder, which then makes the constant
 //! (`graph/dims.rs`). So they never reach a kernel; constant folding sees the sizes.
 
-use super::family::{Arity, Declared, Family, GradCx, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, GradCx, LowerCx, Lowered, Reject};
 use crate::graph::def::{NodeDef, NodeIn, NodeOut};
 use crate::graph::{Graph, Tensor};
 use crate::{DType, Error, Result, Shape};
@@ -45,15 +45,17 @@ impl Family for Sizes {
         &self,
         inputs: &[(Shape, DType)],
         declared: Declared<'_>,
-    ) -> std::result::Result<(Shape, DType), String> {
+    ) -> std::result::Result<(Shape, DType), Reject> {
         let Some((input, _)) = inputs.first() else {
-            return Err(format!("{} needs an input", self.name()));
+            return Err(Reject::from(format!("{} needs an input", self.name())));
         };
         match self {
             Sizes::ShapeOf => Ok((Shape::from([input.rank()]), DType::I32)),
             Sizes::SizeOf(axes) => {
                 if let Some(&a) = axes.iter().find(|&&a| a >= input.rank()) {
-                    return Err(format!("axis {a} is out of range for {input}"));
+                    return Err(Reject::from(format!(
+                        "axis {a} is out of range for {input}"
+                    )));
                 }
                 Ok((Shape::scalar(), declared.dtype.unwrap_or(DType::F32)))
             }

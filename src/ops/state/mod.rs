@@ -6,7 +6,7 @@
 //! assignments to one variable in one run are an error naming both. An assignment's output is
 //! the new value, so fetching it returns what the variable will hold after the run.
 
-use super::family::{Arity, Declared, Family, LowerCx, Lowered};
+use super::family::{Arity, Declared, Family, LowerCx, Lowered, Reject};
 use crate::graph::def::{NodeDef, NodeIn};
 use crate::graph::{Graph, Tensor};
 use crate::{DType, HostTensor, Result, Shape};
@@ -51,22 +51,22 @@ impl Family for State {
         &self,
         inputs: &[(Shape, DType)],
         _declared: Declared<'_>,
-    ) -> std::result::Result<(Shape, DType), String> {
+    ) -> std::result::Result<(Shape, DType), Reject> {
         match (self, inputs) {
             (State::Assign, [(vs, vd), (s, d)]) => {
                 if vs != s || vd != d {
-                    return Err(format!(
+                    return Err(Reject::from(format!(
                         "the value is {d} {s}, but the variable is {vd} {vs}"
-                    ));
+                    )));
                 }
                 Ok((vs.clone(), *vd))
             }
             (State::Group, _) => Ok((Shape::new(vec![0]), DType::F32)),
-            _ => Err(format!(
+            _ => Err(Reject::from(format!(
                 "takes {} input(s), {} given",
                 self.arity(),
                 inputs.len()
-            )),
+            ))),
         }
     }
 
