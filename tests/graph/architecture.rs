@@ -27,7 +27,7 @@ fn reexport(name: &str) -> Option<&'static str> {
     Some(match name {
         "DType" => "dtype",
         "Shape" => "shape",
-        "Error" | "Result" => "error",
+        "Error" | "Result" | "BuildKind" => "error",
         "HostTensor" | "Element" => "host",
         "Device" | "DeviceSpec" | "PhysicalDevice" => "device",
         "SliceArg" => "ops",
