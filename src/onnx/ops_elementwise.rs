@@ -12,15 +12,6 @@ pub(super) fn unary(cx: &mut Cx, n: &Node, f: Unary) -> Result<Tensor> {
     f(&mut cx.g, x)
 }
 
-/// A broadcasting two-input op through its graph builder (folded on the host when both
-/// inputs are known at import).
-pub(super) fn binary(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
-    if n.opset < 7 && n.has("broadcast") {
-        return Err(n.unsupported("legacy broadcast attribute"));
-    }
-    binary_op(cx, n, f)
-}
-
 pub(super) fn where_(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let (c, a, b) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
     cx.g.select(c, a, b)
@@ -88,7 +79,10 @@ pub(super) fn bit_shift(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     Ok(vec![v.into()])
 }
 
-fn binary_op(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
+/// A broadcasting two-input op through its graph builder (folded on the host when both
+/// inputs are known at import). The importer's lowest opset is 7, so the legacy
+/// `broadcast` attribute never reaches it.
+pub(super) fn binary(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
     if let Some(v) = super::host_fold::binary(cx, n)? {
         return Ok(v);
     }

@@ -449,11 +449,7 @@ impl OnnxSession {
             .collect();
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         let out = inner.run_owned(None, feeds).map_err(js)?;
-        let int64: Vec<bool> = inner.outputs().iter().map(|d| d.is_int64()).collect();
-        out.iter()
-            .zip(int64)
-            .map(|(t, i)| WgTensor::from_host(t, i))
-            .collect()
+        onnx_results(&inner, &out)
     }
 
     /// [`OnnxSession::run`] on any device, as a `Promise` of the outputs.
@@ -466,19 +462,26 @@ impl OnnxSession {
             let (names, tensors): (Vec<String>, Vec<HostTensor>) = prepared?.into_iter().unzip();
             let feeds: Vec<(&str, HostTensor)> =
                 names.iter().map(String::as_str).zip(tensors).collect();
-            let (out, int64) = {
+            let results = {
                 let mut inner = inner.try_borrow_mut().map_err(|_| busy())?;
                 let out = inner.run_async(None, feeds).await.map_err(js)?;
-                let int64: Vec<bool> = inner.outputs().iter().map(|d| d.is_int64()).collect();
-                (out, int64)
+                onnx_results(&inner, &out)?
             };
             let array = js_sys::Array::new();
-            for (t, i) in out.iter().zip(int64) {
-                array.push(&JsValue::from(WgTensor::from_host(t, i)?));
+            for t in results {
+                array.push(&JsValue::from(t));
             }
             Ok(array.into())
         })
     }
+}
+
+/// A model's outputs for JavaScript, int64 where the model declares it.
+fn onnx_results(inner: &InferenceSession, out: &[HostTensor]) -> Result<Vec<WgTensor>, JsError> {
+    out.iter()
+        .zip(inner.outputs())
+        .map(|(t, d)| WgTensor::from_host(t, d.is_int64()))
+        .collect()
 }
 
 fn onnx_feeds(
