@@ -86,7 +86,9 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
                 PyValueError::new_err(text)
             }
         }
-        e @ Error::NotDifferentiable { .. } => PyTypeError::new_err(e.to_string()),
+        e @ Error::NotDifferentiable { .. } => {
+            PyTypeError::new_err(without_binding_site(&e.to_string()))
+        }
         e @ Error::Onnx { .. } => {
             let text = e.to_string();
             if about_dtype(&text) {
@@ -99,10 +101,10 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         | Error::Shader { .. }
         | Error::GraphDef { .. }
         | Error::Assign { .. }
-        | Error::Checkpoint { .. }) => PyValueError::new_err(e.to_string()),
+        | Error::Checkpoint { .. }) => PyValueError::new_err(without_binding_site(&e.to_string())),
         // Device, Placement, Limit, LoopLimit, Dispatch, Alloc, Gpu, Internal and whatever
         // variants come later: the device or the library, not the user's values.
-        e => PyRuntimeError::new_err(e.to_string()),
+        e => PyRuntimeError::new_err(without_binding_site(&e.to_string())),
     }
 }
 

@@ -13,6 +13,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Mutex;
+use wgflow::ops::custom::{Invocations, OutputRule, RawWgsl};
 use wgflow::ops::index::ScatterReduce;
 use wgflow::ops::{BinaryOp, Expr, SmallFloat, UnaryOp};
 use wgflow::train::{Adam, Optimizer, Sgd};
@@ -224,6 +225,48 @@ fn expr_node(node: &Bound<'_, PyAny>, done: &[Expr]) -> PyResult<Expr> {
             )))
         }
     })
+}
+
+/// A raw WGSL kernel from the Python layer's description: a dict with `name`, `source`,
+/// `entry_point`, `output` (an input index, or a `(shape, dtype)` pair), `invocations`
+/// (`None`: one per output element) and `gradients` (a list of `(input, dict)`).
+fn raw_spec(spec: &Bound<'_, PyDict>, depth: usize) -> PyResult<RawWgsl> {
+    let s = Some(spec);
+    let name = req::<String>(s, "name", "RawKernel")?;
+    let source = req::<String>(s, "source", "RawKernel")?;
+    let entry = req::<String>(s, "entry_point", "RawKernel")?;
+    let out = spec
+        .get_item("output")?
+        .ok_or_else(|| PyTypeError::new_err("RawKernel: missing argument 'output'"))?;
+    let output = if let Ok(i) = out.extract::<usize>() {
+        OutputRule::LikeInput(i)
+    } else if let Ok((shape, dtype)) = out.extract::<(Vec<usize>, String)>() {
+        OutputRule::Fixed(shape.into(), parse_dtype(&dtype)?)
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "RawKernel '{name}': output is an input index or a (shape, dtype) pair, not {}",
+            out.repr()?
+        )));
+    };
+    let invocations = match get::<u64>(s, "invocations")? {
+        None => Invocations::PerOutputElement,
+        Some(n) => Invocations::Fixed(n),
+    };
+    let mut k = RawWgsl::new(&name, &source, &entry, output, invocations);
+    if let Some(grads) = spec.get_item("gradients")? {
+        if !grads.is_none() {
+            if depth > 0 {
+                return Err(PyTypeError::new_err(format!(
+                    "RawKernel '{name}': a gradient kernel cannot have gradient kernels of its own"
+                )));
+            }
+            for item in grads.try_iter()? {
+                let (i, g): (usize, Bound<'_, PyDict>) = item?.extract()?;
+                k = k.with_gradient(i, raw_spec(&g, depth + 1)?);
+            }
+        }
+    }
+    Ok(k)
 }
 
 fn initializer(init: &str, seed: u64) -> PyResult<Initializer> {
@@ -438,6 +481,21 @@ impl PyGraph {
 
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         self.read(|g| g.to_json())?.py_err(py)
+    }
+
+    /// A raw WGSL kernel over `inputs` (`spec` as [`raw_spec`] reads it), validated by naga
+    /// here; the node runs on a GPU only.
+    fn raw_kernel(
+        &self,
+        py: Python<'_>,
+        spec: Bound<'_, PyDict>,
+        inputs: Vec<PyRef<'_, PyTensor>>,
+    ) -> PyResult<PyTensor> {
+        let k = raw_spec(&spec, 0)?;
+        let xs: Vec<Tensor> = inputs.iter().map(|t| t.t).collect();
+        Ok(PyTensor {
+            t: self.build(py, |g| g.raw_kernel(&k, &xs))?,
+        })
     }
 
     /// Build op `name` of the library's builder over `inputs` with keyword `attrs`; returns
@@ -715,7 +773,13 @@ impl PyGraph {
                     self.one(py, |g| g.avg_pool2d(xs[0], k, s, p))
                 }
             }
-            "zeros" | "ones" | "full" | "random_uniform" | "random_normal" => {
+            "zeros"
+            | "ones"
+            | "full"
+            | "random_uniform"
+            | "random_normal"
+            | "stateful_random_uniform"
+            | "stateful_random_normal" => {
                 arity(0)?;
                 let shape = req::<Vec<usize>>(a, "shape", name)?;
                 let d = dtype_attr(a)?;
@@ -727,15 +791,25 @@ impl PyGraph {
                         let v = req::<f64>(a, "value", name)?;
                         self.one(py, |g| g.full(shape.clone(), d, v))
                     }
-                    "random_uniform" => {
+                    "random_uniform" | "stateful_random_uniform" => {
                         let lo = get::<f32>(a, "low")?.unwrap_or(0.0);
                         let hi = get::<f32>(a, "high")?.unwrap_or(1.0);
-                        self.one(py, |g| g.random_uniform(shape.clone(), lo, hi, seed))
+                        if name == "random_uniform" {
+                            self.one(py, |g| g.random_uniform(shape.clone(), lo, hi, seed))
+                        } else {
+                            self.one(py, |g| {
+                                g.stateful_random_uniform(shape.clone(), lo, hi, seed)
+                            })
+                        }
                     }
                     _ => {
                         let m = get::<f32>(a, "mean")?.unwrap_or(0.0);
                         let s = get::<f32>(a, "std")?.unwrap_or(1.0);
-                        self.one(py, |g| g.random_normal(shape.clone(), m, s, seed))
+                        if name == "random_normal" {
+                            self.one(py, |g| g.random_normal(shape.clone(), m, s, seed))
+                        } else {
+                            self.one(py, |g| g.stateful_random_normal(shape.clone(), m, s, seed))
+                        }
                     }
                 }
             }

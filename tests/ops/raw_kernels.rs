@@ -292,6 +292,83 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) { y[gid.x] = x.x; }
     );
 }
 
+/// A shader whose bindings disagree with the tensors bound to them would read bits of one
+/// type as another, or leave its output unwritten (and, one binding short, write an input):
+/// each is refused when the node is built, with the binding and the tensor named.
+#[test]
+fn bindings_must_hold_their_tensors_dtypes_and_the_output() {
+    let mut g = Graph::new();
+    let x = g.constant([1.0f32, 2.0]).unwrap();
+    let i = g.constant([1i32, 2]).unwrap();
+    let k = |src: &str, out: OutputRule| {
+        RawWgsl::new("k", src, "reverse_neg", out, Invocations::PerOutputElement)
+    };
+    // An i32 input read as f32.
+    let e = g
+        .raw_kernel(&k(REVERSE, OutputRule::LikeInput(0)), &[i])
+        .unwrap_err();
+    assert_eq!(
+        e.build_kind_of(),
+        Some(&wgflow::BuildKind::DType {
+            inputs: vec![DType::I32]
+        }),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("'x' at @binding(0) must be array<i32>: input 0 is i32"),
+        "{e}"
+    );
+    // An i32 output written as f32.
+    let e = g
+        .raw_kernel(
+            &k(REVERSE, OutputRule::Fixed(Shape::new(vec![2]), DType::I32)),
+            &[x],
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("'y' at @binding(1) must be array<i32>: the output is i32"),
+        "{e}"
+    );
+    // Two inputs to a shader with one input binding: binding 1 would be read as input 1
+    // and written as the output.
+    let m = shader_msg(
+        g.raw_kernel(&k(REVERSE, OutputRule::LikeInput(0)), &[x, x])
+            .unwrap_err(),
+    );
+    assert!(m.contains("declares no @binding(2) for its output"), "{m}");
+    // vec4 and atomic element types of the right scalar are accepted.
+    let vec4 = REVERSE.replace("array<f32>", "array<vec4<f32>>");
+    g.raw_kernel(&k(&vec4, OutputRule::LikeInput(0)), &[x])
+        .unwrap();
+    // A gradient kernel is checked the same way: dy has the output's dtype.
+    let grad = RawWgsl::new(
+        "g",
+        GRAD_I32_DY,
+        "main",
+        OutputRule::LikeInput(0),
+        Invocations::PerOutputElement,
+    );
+    let with_grad = k(REVERSE, OutputRule::LikeInput(0)).with_gradient(0, grad);
+    let m = shader_msg(g.raw_kernel(&with_grad, &[x]).unwrap_err());
+    assert!(
+        m.contains("'dy' at @binding(1) must be array<f32>: input 1 is f32"),
+        "{m}"
+    );
+}
+
+/// A gradient kernel for a one-input f32 kernel whose `dy` binding is wrongly `i32`.
+const GRAD_I32_DY: &str = r#"
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dy: array<i32>;
+@group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < arrayLength(&dx)) { dx[gid.x] = f32(dy[gid.x]) * x[gid.x]; }
+}
+"#;
+
 #[test]
 fn raw_kernel_on_cpu_is_a_placement_error_unless_soft_placement_moves_it() {
     let mut g = Graph::new();

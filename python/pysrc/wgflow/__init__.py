@@ -4,7 +4,7 @@ the built-in CPU device ``cpu:0``.
 * Devices, TensorFlow/PyTorch style: ``list_physical_devices``, ``set_visible_devices``,
   ``best_device``.
 * Graphs, TensorFlow 1 style: ``Graph``, ``Session``, ``train``.
-* User kernels, the Numba way: ``@vectorize``.
+* User kernels, the Numba way: ``@vectorize``; raw WGSL, CuPy's way: ``RawKernel``.
 * Arrays, the CuPy way: ``array``.
 * ONNX models, onnxruntime's way: ``InferenceSession`` (and ``onnx.import_trainable``).
 """
@@ -20,13 +20,14 @@ from ._devices import (
     set_visible_devices,
 )
 from ._graph import BINARY, UNARY, WITH_ATTRS, Graph, Tensor
+from ._raw import RawKernel
 from ._session import Session
 from ._vectorize import vectorize
 from ._wgflow import __version__
 from .onnx import InferenceSession
 
 __all__ = [
-    "Array", "Graph", "InferenceSession", "PhysicalDevice", "Session", "Tensor", "array",
+    "Array", "Graph", "InferenceSession", "PhysicalDevice", "RawKernel", "Session", "Tensor", "array",
     "asarray", "asnumpy", "best_device", "get_visible_devices", "is_gpu_available",
     "list_physical_devices", "onnx", "set_visible_devices", "train", "vectorize",
 ]

@@ -408,6 +408,25 @@ class Graph:
     def random_normal(self, shape, mean=0.0, std=1.0, seed=0):
         return self._op("random_normal", [], shape=list(shape), mean=mean, std=std, seed=seed)[0]
 
+    def stateful_random_uniform(self, shape, low=0.0, high=1.0, seed=0):
+        """Like ``random_uniform``, with new numbers on every run (``tf.random.uniform``): a
+        session's sequence of runs is reproducible and the same on every device."""
+        return self._op("stateful_random_uniform", [], shape=list(shape), low=low, high=high, seed=seed)[0]
+
+    def stateful_random_normal(self, shape, mean=0.0, std=1.0, seed=0):
+        """Like ``random_normal``, with new numbers on every run."""
+        return self._op("stateful_random_normal", [], shape=list(shape), mean=mean, std=std, seed=seed)[0]
+
+    def raw_kernel(self, kernel, inputs):
+        """A node running ``kernel`` (a ``wgflow.RawKernel``) over ``inputs``; the shader is
+        validated by naga here. It runs on a GPU only."""
+        from ._raw import RawKernel
+
+        if not isinstance(kernel, RawKernel):
+            raise TypeError(f"raw_kernel takes a wgflow.RawKernel, not {type(kernel).__name__}")
+        ins = _ops(self, list(inputs))
+        return self._wrap(self._g.raw_kernel(kernel._spec(), ins))
+
     def eye(self, n, m=None, k=0, dtype="float32"):
         return self._op("eye", [], n=n, m=n if m is None else m, k=k, dtype=dtype_name(dtype))[0]
 

@@ -44,8 +44,10 @@ impl Graph {
     pub fn raw_kernel(&mut self, kernel: &RawWgsl, inputs: &[Tensor]) -> Result<Tensor> {
         let loc = Location::caller();
         let op = format!("raw kernel '{}'", kernel.name);
+        let mut ins = Vec::with_capacity(inputs.len());
         for &t in inputs {
-            self.arg(t, &op, loc)?;
+            let n = self.arg(t, &op, loc)?;
+            ins.push((n.shape.clone(), n.dtype));
         }
         kernel.check(inputs.len())?;
         for (i, grad) in &kernel.gradients {
@@ -62,6 +64,15 @@ impl Graph {
             }
             // It reads the inputs and dy.
             grad.check(inputs.len() + 1)?;
+            // Its bindings: the inputs, dy (the forward output's dtype), dx (input i's).
+            if let Ok((_, out)) = kernel.output_for(&ins) {
+                let mut dtypes: Vec<DType> = ins.iter().map(|i| i.1).collect();
+                dtypes.extend([out, ins[*i].1]);
+                grad.check_bindings(&dtypes).map_err(|m| Error::Shader {
+                    kernel: grad.name.clone(),
+                    message: m,
+                })?;
+            }
         }
         let custom = Op::Custom(Custom::Raw(Arc::new(kernel.clone())));
         let site = Site::new(&op, loc).named(&kernel.name);

@@ -644,6 +644,9 @@ impl Family for Custom {
                         "output shape {shape} is empty or too large"
                     )));
                 }
+                let mut dtypes: Vec<DType> = inputs.iter().map(|i| i.1).collect();
+                dtypes.push(dtype);
+                r.check_bindings(&dtypes).map_err(Reject::dtype)?;
                 Ok((shape, dtype))
             }
         }

@@ -215,9 +215,11 @@ impl RawWgsl {
                 "@workgroup_size({x}, {y}, {z}) must be one-dimensional, e.g. @workgroup_size(64)"
             )));
         }
+        let mut output_declared = false;
         for (_, var) in module.global_variables.iter() {
             let Some(b) = &var.binding else { continue };
             let name = var.name.as_deref().unwrap_or("?");
+            output_declared |= b.group == 0 && b.binding as usize == inputs;
             if b.group != 0 || b.binding as usize > inputs {
                 return Err(bad(format!(
                     "'{name}' is declared at @group({}) @binding({}), but the convention provides only @group(0) @binding(0..={inputs}) ({inputs} input(s) then the output)",
@@ -235,7 +237,63 @@ impl RawWgsl {
                 )));
             }
         }
+        // Without it the output would never be written, and with one binding too few for
+        // the inputs, the kernel would write its last input.
+        if !output_declared {
+            return Err(bad(format!(
+                "the shader declares no @binding({inputs}) for its output ({inputs} input(s) take @binding(0..{inputs}), the output the next)"
+            )));
+        }
         Ok(x)
+    }
+
+    /// Check the shader's bindings against the tensors bound to them, `dtypes` being every
+    /// binding's dtype in order (the inputs, then the output): each binding the shader
+    /// declares holds its tensor's element type (`bool` is `u32`; a vector or atomic of it
+    /// is accepted).
+    pub fn check_bindings(&self, dtypes: &[DType]) -> Result<(), String> {
+        let module =
+            crate::ops::wgsl::validate(&self.name, &self.source).map_err(|e| e.to_string())?;
+        for (_, var) in module.global_variables.iter() {
+            let Some(b) = &var.binding else { continue };
+            let i = b.binding as usize;
+            let Some(&want) = dtypes.get(i) else { continue };
+            let name = var.name.as_deref().unwrap_or("?");
+            let what = if i + 1 == dtypes.len() {
+                "the output".to_string()
+            } else {
+                format!("input {i}")
+            };
+            let scalar = match &module.types[var.ty].inner {
+                naga::TypeInner::Array { base, .. } => match &module.types[*base].inner {
+                    naga::TypeInner::Scalar(s)
+                    | naga::TypeInner::Vector { scalar: s, .. }
+                    | naga::TypeInner::Atomic(s) => Some(*s),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let held = scalar.and_then(|s| match (s.kind, s.width) {
+                (naga::ScalarKind::Float, 4) => Some(DType::F32),
+                (naga::ScalarKind::Float, 2) => Some(DType::F16),
+                (naga::ScalarKind::Sint, 4) => Some(DType::I32),
+                (naga::ScalarKind::Uint, 4) => Some(DType::U32),
+                _ => None,
+            });
+            let fits = held == Some(want) || (want == DType::Bool && held == Some(DType::U32));
+            if !fits {
+                let wgsl = match want {
+                    DType::F32 => "f32",
+                    DType::F16 => "f16",
+                    DType::I32 => "i32",
+                    DType::U32 | DType::Bool => "u32",
+                };
+                return Err(format!(
+                    "'{name}' at @binding({i}) must be array<{wgsl}>: {what} is {want}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The output shape and dtype for inputs `ins`.
