@@ -153,7 +153,11 @@ pub enum BuildKind {
     /// The inputs' shapes (in argument order) do not fit the op or its attributes: they do
     /// not broadcast, a rank or size is wrong, an axis is out of range.
     Shape { inputs: Vec<Shape> },
-    /// Anything else a builder refuses: a name taken, a scope, an argument's value.
+    /// An argument's value (not a tensor's shape or dtype) is outside what the op takes: a
+    /// rate, a range, a scale, a learning rate, a size too large, an index in a constant.
+    Value,
+    /// Anything else a builder refuses: a name taken, a tensor of another graph, a node
+    /// that must be a variable, run-time dimensions an op does not take yet.
     Other,
 }
 
@@ -190,6 +194,41 @@ impl Error {
             location,
             message: message.into(),
             kind,
+        }
+    }
+
+    /// This builder error as a refusal of the inputs' shapes (`inputs`, in argument order);
+    /// another error is returned as it is.
+    pub(crate) fn of_shapes(self, inputs: &[&Shape]) -> Self {
+        let inputs = inputs.iter().map(|s| (*s).clone()).collect();
+        self.of_kind(BuildKind::Shape { inputs })
+    }
+
+    /// This builder error as a refusal of an argument's value.
+    pub(crate) fn of_value(self) -> Self {
+        self.of_kind(BuildKind::Value)
+    }
+
+    /// This builder error as a wrong number of inputs.
+    pub(crate) fn of_arity(self, expected: &str, got: usize) -> Self {
+        let expected = expected.to_string();
+        self.of_kind(BuildKind::Arity { expected, got })
+    }
+
+    fn of_kind(self, kind: BuildKind) -> Self {
+        match self {
+            Error::Build {
+                op,
+                location,
+                message,
+                ..
+            } => Error::Build {
+                op,
+                location,
+                message,
+                kind,
+            },
+            e => e,
         }
     }
 

@@ -1,7 +1,7 @@
 //! wgflow's [`Error`] as Python exceptions, by variant: `ValueError` for shapes and values,
 //! `TypeError` for dtypes and unsupported constructs, `RuntimeError` for devices. A builder's
 //! refusal goes by its [`BuildKind`]: a dtype or an argument count is a `TypeError`, a shape
-//! a `ValueError`.
+//! or an argument's value a `ValueError`.
 //!
 //! A builder error carries the Rust caller's location, which for Python users is a line of
 //! this crate; it is replaced by the Python caller's file and line (`wgflow._util.caller`).
@@ -59,7 +59,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             // a TypeError too); the text decides only for builders' other refusals.
             let dtype = match kind {
                 BuildKind::DType { .. } | BuildKind::Arity { .. } => true,
-                BuildKind::Shape { .. } => false,
+                BuildKind::Shape { .. } | BuildKind::Value => false,
                 _ => about_dtype(&message),
             };
             if dtype {

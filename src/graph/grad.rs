@@ -67,7 +67,8 @@ impl Graph {
                 "sum_to",
                 loc,
                 format!("shape {shape} does not broadcast to {from}"),
-            ));
+            )
+            .of_shapes(&[&from]));
         }
         let lead = from.rank() - shape.rank();
         let axes: Vec<isize> = (0..from.rank())

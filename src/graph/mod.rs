@@ -175,7 +175,7 @@ impl Graph {
     pub fn device<T>(&mut self, spec: &str, f: impl FnOnce(&mut Graph) -> Result<T>) -> Result<T> {
         let location = Location::caller();
         let spec = DeviceSpec::parse(spec)
-            .map_err(|e| Error::build("device scope", location, e.to_string()))?;
+            .map_err(|e| Error::build("device scope", location, e.to_string()).of_value())?;
         self.device_scopes.push(spec);
         let r = f(self);
         self.device_scopes.pop();
@@ -511,7 +511,8 @@ pub(crate) fn check_size(
             op,
             location,
             format!("shape {shape} has more than 2^32 - 1 elements, the most a kernel can index"),
-        ));
+        )
+        .of_value());
     }
     Ok(())
 }

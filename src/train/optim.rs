@@ -46,7 +46,8 @@ impl LearningRate {
                 op,
                 loc,
                 format!("the learning rate must be finite and >= 0, got {v}"),
-            )),
+            )
+            .of_value()),
             LearningRate::Tensor(t) => {
                 let n = g.arg(t, op, loc)?;
                 if n.dtype != DType::F32 || n.shape.rank() != 0 {
@@ -154,14 +155,11 @@ impl Optimizer for Sgd {
                 op,
                 loc,
                 format!("momentum must be finite and >= 0, got {mu}"),
-            ));
+            )
+            .of_value());
         }
         if self.nesterov && mu == 0.0 {
-            return Err(Error::build(
-                op,
-                loc,
-                "Nesterov momentum needs a momentum > 0",
-            ));
+            return Err(Error::build(op, loc, "Nesterov momentum needs a momentum > 0").of_value());
         }
         check_pairs(g, grads_and_vars, op, loc)?;
         let lr = self.lr.tensor(g, op, loc)?;
@@ -242,11 +240,7 @@ impl Adam {
 
     fn check(&self, op: &str, loc: Loc) -> Result<()> {
         let bad = |what: &str, v: f32, rule: &str| {
-            Err(Error::build(
-                op,
-                loc,
-                format!("{what} must be {rule}, got {v}"),
-            ))
+            Err(Error::build(op, loc, format!("{what} must be {rule}, got {v}")).of_value())
         };
         for (what, b) in [("beta1", self.beta1), ("beta2", self.beta2)] {
             if !(0.0..1.0).contains(&b) {

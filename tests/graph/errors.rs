@@ -1,6 +1,6 @@
 //! Build-time errors are values that name the op, the shapes or dtypes, and the caller's line.
 
-use wgflow::{DType, Error, Graph, HostTensor};
+use wgflow::{BuildKind, DType, Error, Graph, HostTensor, Shape};
 
 fn line_of(marker: &str) -> u32 {
     let src = include_str!("errors.rs");
@@ -284,7 +284,6 @@ fn every_op_output_must_fit_u32_indexing() {
 /// TypeError/ValueError) match the variant, not the text.
 #[test]
 fn build_errors_carry_their_kind_and_facts() {
-    use wgflow::{BuildKind, Shape};
     let mut g = Graph::new();
     let a = g.constant([1.0f32, 2.0, 3.0]).unwrap();
     let b = g.constant([1.0f32, 2.0, 3.0, 4.0]).unwrap();
@@ -335,4 +334,79 @@ fn build_errors_carry_their_kind_and_facts() {
     g.placeholder("x", [2], DType::F32).unwrap();
     let e = g.placeholder("x", [2], DType::F32).unwrap_err();
     assert_eq!(e.build_kind_of(), Some(&BuildKind::Other));
+}
+
+/// The builders' own checks (before a family's rule) carry their kind and facts too: a
+/// shape that does not fit names the shapes it saw, an argument out of range is a value,
+/// an empty list of tensors is an argument count.
+#[test]
+fn builder_checks_carry_their_kind() {
+    let mut g = Graph::new();
+    let x = g
+        .constant(HostTensor::new([2, 3], vec![1.0f32; 6]).unwrap())
+        .unwrap();
+    let v = g.constant([1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let shapes = |e: &wgflow::Error| match e.build_kind_of() {
+        Some(BuildKind::Shape { inputs }) => inputs.clone(),
+        other => panic!("expected a shape refusal, got {other:?}: {e}"),
+    };
+    let two_by_three = Shape::new(vec![2, 3]);
+    let cases: Vec<(wgflow::Error, Vec<Shape>)> = vec![
+        (
+            g.reshape(x, &[4, 2]).unwrap_err(),
+            vec![two_by_three.clone()],
+        ),
+        (
+            g.transpose(x, &[0, 0]).unwrap_err(),
+            vec![two_by_three.clone()],
+        ),
+        (
+            g.squeeze(x, Some(&[0])).unwrap_err(),
+            vec![two_by_three.clone()],
+        ),
+        (
+            g.broadcast_to(x, &[4, 3]).unwrap_err(),
+            vec![two_by_three.clone()],
+        ),
+        (g.split(x, 2, 1).unwrap_err(), vec![two_by_three.clone()]),
+        (g.softmax(x, 5).unwrap_err(), vec![two_by_three.clone()]),
+        (g.cumsum(x, -3).unwrap_err(), vec![two_by_three.clone()]),
+        (
+            g.sum(x, [2isize], false).unwrap_err(),
+            vec![two_by_three.clone()],
+        ),
+        (
+            g.stack(&[x, v], 0).unwrap_err(),
+            vec![two_by_three.clone(), Shape::new(vec![4])],
+        ),
+    ];
+    for (e, want) in cases {
+        assert_eq!(shapes(&e), want, "{e}");
+    }
+    for e in [
+        g.dropout(x, 1.5, 0).unwrap_err(),
+        g.random_uniform([2], 3.0, 1.0, 0).unwrap_err(),
+        g.random_normal([2], 0.0, -1.0, 0).unwrap_err(),
+        g.full([2], DType::I32, 1e20).unwrap_err(),
+        g.tile(x, &[usize::MAX, 2]).unwrap_err(),
+    ] {
+        assert_eq!(e.build_kind_of(), Some(&BuildKind::Value), "{e}");
+    }
+    let e = g.concat(&[], 0).unwrap_err();
+    assert_eq!(
+        e.build_kind_of(),
+        Some(&BuildKind::Arity {
+            expected: "1 or more".into(),
+            got: 0
+        }),
+        "{e}"
+    );
+    let i = g.constant([1i32, 0]).unwrap();
+    let e = g.one_hot(v, 3).unwrap_err();
+    assert!(
+        matches!(e.build_kind_of(), Some(BuildKind::DType { .. })),
+        "{e}"
+    );
+    let e = g.one_hot(i, 0).unwrap_err();
+    assert_eq!(e.build_kind_of(), Some(&BuildKind::Value), "{e}");
 }

@@ -28,19 +28,15 @@ impl Graph {
         let d = shape.dims().last().copied().unwrap_or(0);
         let scale = scale.unwrap_or(1.0 / (d.max(1) as f32).sqrt());
         if !scale.is_finite() {
-            return Err(Error::build(
-                "attention",
-                loc,
-                format!("scale {scale} is not finite"),
-            ));
+            return Err(
+                Error::build("attention", loc, format!("scale {scale} is not finite")).of_value(),
+            );
         }
         let ks = &self.arg(k, "attention", loc)?.shape;
         if ks.rank() >= 2 && ks.dims()[ks.rank() - 2] == 0 {
-            return Err(Error::build(
-                "attention",
-                loc,
-                format!("k {ks} has no keys"),
-            ));
+            return Err(
+                Error::build("attention", loc, format!("k {ks} has no keys")).of_shapes(&[ks]),
+            );
         }
         self.attention_at(AttentionPass::Forward, &[q, k, v], causal, scale, loc)
     }

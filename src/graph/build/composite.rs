@@ -31,6 +31,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {}", node.shape),
             )
+            .of_shapes(&[&node.shape])
         })?;
         self.name_scope("softmax", |g| {
             let m = g.reduce(ReduceOp::Max, x, Axes::List(vec![axis]), true, loc)?;
@@ -176,12 +177,21 @@ impl Graph {
         let loc = Location::caller();
         let node = self.arg(x, "batch_norm", loc)?;
         let (shape, dtype) = (node.shape.clone(), node.dtype);
-        if shape.rank() < 2 || !dtype.is_float() {
+        if !dtype.is_float() {
+            return Err(Error::build_dtype(
+                "batch_norm",
+                loc,
+                format!("needs f32 or f16 [N, C, ...], got {dtype} {shape}"),
+                &[dtype],
+            ));
+        }
+        if shape.rank() < 2 {
             return Err(Error::build(
                 "batch_norm",
                 loc,
                 format!("needs f32 or f16 [N, C, ...], got {dtype} {shape}"),
-            ));
+            )
+            .of_shapes(&[&shape]));
         }
         let c = shape.dims()[1];
         let mut pshape = vec![1; shape.rank()];
@@ -193,7 +203,8 @@ impl Graph {
                     "batch_norm",
                     loc,
                     format!("parameters must have shape [{c}], got {ps}"),
-                ));
+                )
+                .of_shapes(&[&shape, ps]));
             }
         }
         self.name_scope("batch_norm", |g| {
@@ -215,12 +226,21 @@ impl Graph {
     pub fn one_hot(&mut self, indices: Tensor, depth: usize) -> Result<Tensor> {
         let loc = Location::caller();
         let d = self.arg(indices, "one_hot", loc)?.dtype;
-        if d != DType::I32 || depth == 0 || depth > i32::MAX as usize {
+        if d != DType::I32 {
+            return Err(Error::build_dtype(
+                "one_hot",
+                loc,
+                format!("needs i32 indices and a depth in 1..2^31, got {d} and {depth}"),
+                &[d],
+            ));
+        }
+        if depth == 0 || depth > i32::MAX as usize {
             return Err(Error::build(
                 "one_hot",
                 loc,
                 format!("needs i32 indices and a depth in 1..2^31, got {d} and {depth}"),
-            ));
+            )
+            .of_value());
         }
         self.name_scope("one_hot", |g| {
             let e = g.expand_dims(indices, -1)?;
@@ -246,7 +266,8 @@ impl Graph {
                 "dropout",
                 loc,
                 format!("rate must lie in [0, 1), got {rate}"),
-            ));
+            )
+            .of_value());
         }
         if rate == 0.0 {
             return Ok(x);
@@ -287,7 +308,7 @@ impl Graph {
             Axes::List(l) => {
                 let shape = &self.arg(x, name, loc)?.shape;
                 reduce::reduce_shape(shape, Some(l), keepdims)
-                    .map_err(|m| Error::build(name, loc, m))?
+                    .map_err(|m| Error::build(name, loc, m).of_shapes(&[shape]))?
                     .0
             }
         };
@@ -338,8 +359,8 @@ impl Graph {
             Axes::List(l) => Some(l.as_slice()),
         };
         let shape = node.shape.clone();
-        let (resolved, out) =
-            reduce::reduce_shape(&shape, list, keepdims).map_err(|m| Error::build(op, loc, m))?;
+        let (resolved, out) = reduce::reduce_shape(&shape, list, keepdims)
+            .map_err(|m| Error::build(op, loc, m).of_shapes(&[&shape]))?;
         Ok((resolved.iter().map(|&a| shape.dims()[a]).product(), out))
     }
 

@@ -94,6 +94,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {shape}"),
             )
+            .of_shapes(&[shape])
         })?;
         let n = shape.dims()[k] as i64;
         let index_node = self.arg(indices, op, loc)?;
@@ -110,7 +111,8 @@ impl Graph {
                         "index {} is out of range for axis {axis} of size {n}",
                         bad as i32
                     ),
-                ));
+                )
+                .of_value());
             }
         }
         Ok(k)
@@ -170,6 +172,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {shape}"),
             )
+            .of_shapes(&[shape])
         })?;
         self.add_op(
             Op::Index(Index::TopKIndices { axis, k, largest }),
@@ -235,7 +238,8 @@ impl Graph {
                     "updates {ushape} must be indices.shape[:-1] + data.shape[{k}:] = {}",
                     crate::Shape(want)
                 ),
-            ));
+            )
+            .of_shapes(&[&dshape, &ishape, &ushape]));
         }
         let r: usize = dshape.dims()[k..].iter().product();
         let d2 = self.reshape(data, &[rows as isize, r as isize])?;
@@ -278,7 +282,8 @@ impl Graph {
                          data {dshape})",
                         dshape.rank()
                     ),
-                ))
+                )
+                .of_shapes(&[&dshape, &ishape]))
             }
         };
         let dims = &dshape.dims()[..k];
@@ -287,7 +292,8 @@ impl Graph {
                 op,
                 loc,
                 format!("indices select in an empty dimension of data {dshape}"),
-            ));
+            )
+            .of_shapes(&[&dshape, &ishape]));
         }
         let rows: usize = dims.iter().product();
         if rows > i32::MAX as usize {
@@ -295,7 +301,8 @@ impl Graph {
                 op,
                 loc,
                 format!("data {dshape} has more than 2^31 rows to index"),
-            ));
+            )
+            .of_value());
         }
         let m = ishape.numel() / k;
         let vec = |g: &mut Graph, v: Vec<i32>| g.constant(crate::HostTensor::new([k], v)?);

@@ -126,7 +126,7 @@ impl Graph {
                         "placeholder",
                         location,
                         format!("dimension {axis}: '{n}' is not a dimension name"),
-                    ))
+                    ).of_value())
                 }
                 Dim::Named(n) => n,
                 Dim::Unknown => format!("{full}.{axis}"),
@@ -135,7 +135,7 @@ impl Graph {
                         "placeholder",
                         location,
                         format!("dimension {axis}: a placeholder's dimension is a size, a name or unknown, not {d}"),
-                    ))
+                    ).of_value())
                 }
             };
             let k = self.syms.intern(&symbol);
@@ -271,7 +271,7 @@ impl Graph {
     pub(crate) fn filled_like(&mut self, x: Tensor, v: f64, op: &str, loc: Loc) -> Result<Tensor> {
         let node = self.arg(x, op, loc)?;
         let (shape, dtype) = (node.shape.clone(), node.dtype);
-        let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e))?;
+        let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e).of_value())?;
         let c = self.host_constant(op, Shape::scalar(), dtype, vec![w], loc)?;
         if shape.rank() == 0 {
             return Ok(c);
@@ -291,7 +291,7 @@ impl Graph {
     #[track_caller]
     pub fn arange(&mut self, start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
         let loc = Location::caller();
-        let err = |m: String| Error::build("arange", loc, m);
+        let err = |m: String| Error::build("arange", loc, m).of_value();
         if !dtype.is_numeric() {
             return Err(Error::build_dtype(
                 "arange",
@@ -353,7 +353,7 @@ impl Graph {
     #[track_caller]
     pub fn eye(&mut self, n: usize, m: usize, k: isize, dtype: DType) -> Result<Tensor> {
         let loc = Location::caller();
-        let one = scalar_word(dtype, 1.0).map_err(|e| Error::build("eye", loc, e))?;
+        let one = scalar_word(dtype, 1.0).map_err(|e| Error::build("eye", loc, e).of_value())?;
         check_size("eye", &Shape::from([n, m]), loc)?;
         let words = (0..n * m)
             .map(|i| {
@@ -407,7 +407,7 @@ impl Graph {
     }
 
     fn filled(&mut self, op: &str, shape: Shape, dtype: DType, v: f64, loc: Loc) -> Result<Tensor> {
-        let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e))?;
+        let w = scalar_word(dtype, v).map_err(|e| Error::build(op, loc, e).of_value())?;
         if self.has_unknown_dims() && self.syms.decode_shape(&shape).iter().any(|d| !d.is_known()) {
             // Probe sizes of a tensor with run-time dimensions (see graph/dims.rs): a
             // broadcast scalar, rebuilt at each binding.
@@ -418,7 +418,7 @@ impl Graph {
         check_size(op, &shape, loc)?;
         let n = shape.numel();
         let mut words = crate::host::fresh_vec(n).ok_or_else(|| {
-            Error::build(op, loc, format!("cannot allocate {n} elements for {shape}"))
+            Error::build(op, loc, format!("cannot allocate {n} elements for {shape}")).of_value()
         })?;
         words.resize(n, w);
         self.host_constant(op, shape, dtype, words, loc)
@@ -444,7 +444,7 @@ impl Graph {
 
     /// A scalar constant (fusion turns it into a literal).
     pub(super) fn lit(&mut self, dtype: DType, v: f64, loc: Loc) -> Result<Tensor> {
-        let w = scalar_word(dtype, v).map_err(|e| Error::build("literal", loc, e))?;
+        let w = scalar_word(dtype, v).map_err(|e| Error::build("literal", loc, e).of_value())?;
         self.host_constant("literal", Shape::from([]), dtype, vec![w], loc)
     }
 

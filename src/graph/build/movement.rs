@@ -29,8 +29,8 @@ impl Graph {
     pub fn reshape(&mut self, x: Tensor, shape: &[isize]) -> Result<Tensor> {
         let loc = Location::caller();
         let from = &self.arg(x, "reshape", loc)?.shape;
-        let out =
-            movement::reshape_shape(from, shape).map_err(|m| Error::build("reshape", loc, m))?;
+        let out = movement::reshape_shape(from, shape)
+            .map_err(|m| Error::build("reshape", loc, m).of_shapes(&[from]))?;
         self.view(x, out, "reshape", loc)
     }
 
@@ -59,8 +59,9 @@ impl Graph {
         let mut target = Vec::new();
         for d in dims.into_iter().map(Into::into) {
             target.push(match d {
-                Dim::Known(n) => isize::try_from(n)
-                    .map_err(|_| Error::build("reshape", loc, format!("size {n} is too large")))?,
+                Dim::Known(n) => isize::try_from(n).map_err(|_| {
+                    Error::build("reshape", loc, format!("size {n} is too large")).of_value()
+                })?,
                 Dim::Unknown => -1,
                 named => {
                     let sym = self
@@ -70,15 +71,15 @@ impl Graph {
                         .syms
                         .probe_a_shape(std::slice::from_ref(&sym))
                         .ok_or_else(|| {
-                            Error::build("reshape", loc, format!("{named} is too large"))
+                            Error::build("reshape", loc, format!("{named} is too large")).of_value()
                         })?;
                     probe.dims()[0] as isize
                 }
             });
         }
         let from = &self.arg(x, "reshape", loc)?.shape;
-        let out =
-            movement::reshape_shape(from, &target).map_err(|m| Error::build("reshape", loc, m))?;
+        let out = movement::reshape_shape(from, &target)
+            .map_err(|m| Error::build("reshape", loc, m).of_shapes(&[from]))?;
         self.view(x, out, "reshape", loc)
     }
 
@@ -87,8 +88,8 @@ impl Graph {
     pub fn transpose(&mut self, x: Tensor, perm: &[isize]) -> Result<Tensor> {
         let loc = Location::caller();
         let from = &self.arg(x, "transpose", loc)?.shape;
-        let (perm, out) =
-            movement::permute_shape(from, perm).map_err(|m| Error::build("transpose", loc, m))?;
+        let (perm, out) = movement::permute_shape(from, perm)
+            .map_err(|m| Error::build("transpose", loc, m).of_shapes(&[from]))?;
         if perm.iter().enumerate().all(|(i, &p)| i == p) {
             // The identity permutation moves nothing: a view.
             return self.view(x, out, "transpose", loc);
@@ -121,6 +122,7 @@ impl Graph {
                             loc,
                             format!("axis {a} is out of range for shape {shape}"),
                         )
+                        .of_shapes(&[&shape])
                     })?;
                     if shape.dims()[k] != 1 {
                         return Err(Error::build(
@@ -130,7 +132,8 @@ impl Graph {
                                 "axis {a} of shape {shape} has size {}, not 1",
                                 shape.dims()[k]
                             ),
-                        ));
+                        )
+                        .of_shapes(&[&shape]));
                     }
                     v.push(k);
                 }
@@ -156,7 +159,8 @@ impl Graph {
                 "expand_dims",
                 loc,
                 format!("axis {axis} is out of range for rank {r} (+1)"),
-            ));
+            )
+            .of_shapes(&[&Shape::new(dims.clone())]));
         }
         dims.insert(k as usize, 1);
         self.view(x, Shape(dims), "expand_dims", loc)
@@ -173,7 +177,8 @@ impl Graph {
                 "broadcast_to",
                 loc,
                 format!("shape {from} cannot broadcast to {to}"),
-            ));
+            )
+            .of_shapes(&[&from]));
         }
         if from == to {
             return self.view(x, to, "broadcast_to", loc);
@@ -193,8 +198,8 @@ impl Graph {
         let loc = Location::caller();
         self.whole_run_time_axes(x, args, loc)?;
         let from = self.arg(x, "slice", loc)?.shape.clone();
-        let (to, offset, strides) =
-            movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;
+        let (to, offset, strides) = movement::slice_plan(&from, args)
+            .map_err(|m| Error::build("slice", loc, m).of_shapes(&[&from]))?;
         if to == from
             && offset == 0
             && strides == from.strides().iter().map(|&s| s as i64).collect::<Vec<_>>()
@@ -221,11 +226,12 @@ impl Graph {
                     loc,
                     format!("axis {a} is out of range for shape {shape}"),
                 )
+                .of_shapes(&[&shape])
             })?;
             args[k] = SliceArg::new(None, None, -1);
         }
-        let (to, offset, strides) =
-            movement::slice_plan(&shape, &args).map_err(|m| Error::build("flip", loc, m))?;
+        let (to, offset, strides) = movement::slice_plan(&shape, &args)
+            .map_err(|m| Error::build("flip", loc, m).of_shapes(&[&shape]))?;
         self.strided(x, StridedKind::Flip, to, offset, strides, loc)
     }
 
@@ -239,18 +245,17 @@ impl Graph {
     #[track_caller]
     pub fn stack(&mut self, xs: &[Tensor], axis: isize) -> Result<Tensor> {
         let loc = Location::caller();
-        let first = *xs
-            .first()
-            .ok_or_else(|| Error::build("stack", loc, "needs at least one tensor"))?;
+        let first = *xs.first().ok_or_else(|| {
+            Error::build("stack", loc, "needs at least one tensor").of_arity("1 or more", 0)
+        })?;
         let base = &self.arg(first, "stack", loc)?.shape;
         for &x in xs {
             let s = &self.arg(x, "stack", loc)?.shape;
             if s != base {
-                return Err(Error::build(
-                    "stack",
-                    loc,
-                    format!("shapes {base} and {s} differ"),
-                ));
+                return Err(
+                    Error::build("stack", loc, format!("shapes {base} and {s} differ"))
+                        .of_shapes(&[base, s]),
+                );
             }
         }
         let expanded = xs
@@ -272,6 +277,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {shape}"),
             )
+            .of_shapes(&[&shape])
         })?;
         let n = shape.dims()[k];
         if sections == 0 || !n.is_multiple_of(sections) {
@@ -279,7 +285,8 @@ impl Graph {
                 "split",
                 loc,
                 format!("axis {axis} of size {n} does not split into {sections} equal sections"),
-            ));
+            )
+            .of_shapes(&[&shape]));
         }
         let part = (n / sections) as isize;
         (0..sections as isize)
@@ -303,7 +310,8 @@ impl Graph {
                 "pad",
                 loc,
                 format!("{} pad widths for shape {shape}", pads.len()),
-            ));
+            )
+            .of_shapes(&[&shape]));
         }
         let mut pads = pads.to_vec();
         pads.resize(shape.rank(), (0, 0));
@@ -317,6 +325,7 @@ impl Graph {
                     .collect::<Option<_>>()
                     .ok_or_else(|| {
                         Error::build("pad", loc, format!("pads {pads:?} overflow shape {shape}"))
+                            .of_value()
                     })?;
                 let value = match dtype {
                     DType::F32 => (v as f32).to_bits(),
@@ -339,7 +348,7 @@ impl Graph {
                             "pad",
                             loc,
                             format!("reflect padding ({a}, {b}) of axis {k} needs both below its size {d}"),
-                        ));
+                        ).of_shapes(&[&shape]));
                     }
                     let mut parts = Vec::new();
                     let axis_slice = |start: Option<isize>, stop: Option<isize>| {
@@ -390,7 +399,7 @@ impl Graph {
             .map(|(&d, &r)| d.checked_mul(r))
             .collect::<Option<_>>()
             .ok_or_else(|| {
-                Error::build("tile", loc, format!("reps {reps:?} overflow the shape"))
+                Error::build("tile", loc, format!("reps {reps:?} overflow the shape")).of_value()
             })?;
         let v = self.view(x, Shape(paired), "tile", loc)?;
         let b = self
@@ -425,6 +434,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {shape}"),
             )
+            .of_shapes(&[&shape])
         })?;
         let n = shape.dims()[k] as i64;
         if let Op::Leaf(Leaf::Constant(t)) = &index_node.op {
@@ -440,7 +450,8 @@ impl Graph {
                         "index {} is out of range for axis {axis} of size {n}",
                         bad as i32
                     ),
-                ));
+                )
+                .of_value());
             }
         }
         let op = Op::Movement(Movement::Gather(k));
@@ -502,15 +513,15 @@ impl Graph {
     fn slice_at(&mut self, x: Tensor, args: &[SliceArg], loc: Loc) -> Result<Tensor> {
         self.whole_run_time_axes(x, args, loc)?;
         let from = self.arg(x, "slice", loc)?.shape.clone();
-        let (to, offset, strides) =
-            movement::slice_plan(&from, args).map_err(|m| Error::build("slice", loc, m))?;
+        let (to, offset, strides) = movement::slice_plan(&from, args)
+            .map_err(|m| Error::build("slice", loc, m).of_shapes(&[&from]))?;
         self.strided(x, StridedKind::Slice, to, offset, strides, loc)
     }
 
     fn concat_at(&mut self, xs: &[Tensor], axis: isize, loc: Loc) -> Result<Tensor> {
-        let first = *xs
-            .first()
-            .ok_or_else(|| Error::build("concat", loc, "needs at least one tensor"))?;
+        let first = *xs.first().ok_or_else(|| {
+            Error::build("concat", loc, "needs at least one tensor").of_arity("1 or more", 0)
+        })?;
         let base = self.arg(first, "concat", loc)?.shape.clone();
         let k = base.axis(axis).ok_or_else(|| {
             Error::build(
@@ -518,6 +529,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {base}"),
             )
+            .of_shapes(&[&base])
         })?;
         if xs.len() > CONCAT_FAN_IN {
             let parts = xs

@@ -71,7 +71,8 @@ impl Graph {
                         "conv2d",
                         loc,
                         format!("bias must have shape [{o}], got {bs}"),
-                    ));
+                    )
+                    .of_shapes(&[bs]));
                 }
                 let b4 = self.view(b, Shape(vec![1, o, 1, 1]), "reshape", loc)?;
                 self.binary(BinaryOp::Add, y, b4, loc)

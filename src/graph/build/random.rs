@@ -109,7 +109,8 @@ fn check_uniform(op: &str, low: f32, high: f32, loc: Loc) -> Result<()> {
         op,
         loc,
         format!("needs finite low <= high, got [{low}, {high})"),
-    ))
+    )
+    .of_value())
 }
 
 fn check_normal(op: &str, mean: f32, std: f32, loc: Loc) -> Result<()> {
@@ -120,5 +121,6 @@ fn check_normal(op: &str, mean: f32, std: f32, loc: Loc) -> Result<()> {
         op,
         loc,
         format!("needs a finite mean and std >= 0, got mean {mean}, std {std}"),
-    ))
+    )
+    .of_value())
 }

@@ -89,7 +89,7 @@ impl Graph {
             Axes::List(l) => Some(l.as_slice()),
         };
         let (axes, out) = reduce::reduce_shape(from, list, keepdims)
-            .map_err(|m| Error::build(op.name(), loc, m))?;
+            .map_err(|m| Error::build(op.name(), loc, m).of_shapes(&[from]))?;
         let site = Site::new(op.name(), loc);
         self.add_op(
             Op::Reduce(Reduce { op, axes }),

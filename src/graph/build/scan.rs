@@ -38,6 +38,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {shape}"),
             )
+            .of_shapes(&[shape])
         })?;
         let scan = Scan {
             op,

@@ -29,6 +29,7 @@ impl Graph {
                 loc,
                 format!("axis {axis} is out of range for shape {shape}"),
             )
+            .of_shapes(&[shape])
         })?;
         self.add_op(
             Op::Segment(Segment { axis, segments }),

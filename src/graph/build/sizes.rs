@@ -33,7 +33,7 @@ impl Graph {
                 .iter()
                 .map(|&d| i32::try_from(d))
                 .collect::<std::result::Result<_, _>>()
-                .map_err(|_| Error::build("shape_of", loc, "a dimension exceeds i32"))?;
+                .map_err(|_| Error::build("shape_of", loc, "a dimension exceeds i32").of_value())?;
             let n = dims.len();
             return self.push_constant(HostTensor::new([n], dims)?, loc);
         }
@@ -75,7 +75,8 @@ impl Graph {
                 "size_of",
                 loc,
                 format!("axis {a} is out of range for rank {}", node.shape.rank()),
-            ));
+            )
+            .of_shapes(&[&node.shape]));
         }
         if !node.dynamic {
             let dims = node.shape.dims();
