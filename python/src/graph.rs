@@ -200,9 +200,7 @@ fn expr_node(node: &Bound<'_, PyAny>, done: &[Expr]) -> PyResult<Expr> {
         }
         "un" => {
             let n: String = node.get_item(1)?.extract()?;
-            let op = UnaryOp::ALL
-                .into_iter()
-                .find(|o| o.name() == n)
+            let op = UnaryOp::from_name(&n)
                 .ok_or_else(|| PyTypeError::new_err(format!("no elementwise function '{n}'")))?;
             Expr::unary(op, at(2)?)
         }
@@ -267,6 +265,17 @@ fn raw_spec(spec: &Bound<'_, PyDict>, depth: usize) -> PyResult<RawWgsl> {
         }
     }
     Ok(k)
+}
+
+/// The names of the unary primitives (the library's elementwise table), which the Python
+/// layer makes methods and functions; the `round_to` formats are one method, `round_to`.
+#[pyfunction]
+pub fn unary_primitives() -> Vec<&'static str> {
+    UnaryOp::ALL
+        .into_iter()
+        .filter(|u| !matches!(u, UnaryOp::RoundTo(_)))
+        .map(UnaryOp::name)
+        .collect()
 }
 
 fn initializer(init: &str, seed: u64) -> PyResult<Initializer> {
@@ -535,10 +544,13 @@ impl PyGraph {
                 }
             };
         }
+        // Every unary primitive by its row of the library's elementwise table.
+        if let Some(u) = UnaryOp::from_name(name) {
+            arity(1)?;
+            return self.one(py, |g| g.unary_op(u, xs[0]));
+        }
         table! {
-            unary: neg abs exp log sqrt tanh sigmoid relu floor ceil round sign reciprocal rsqrt
-                log1p expm1 sin cos erf softplus softsign asin acos atan asinh acosh atanh isnan
-                isinf isfinite logical_not square silu zeros_like ones_like bitwise_not round_bf16;
+            unary: square silu zeros_like ones_like;
             binary: add sub mul div maximum minimum pow equal less greater not_equal less_equal
                 greater_equal logical_and logical_or logical_xor floor_divide remainder matmul
                 assign assign_add assign_sub sparse_softmax_cross_entropy bitwise_and bitwise_or

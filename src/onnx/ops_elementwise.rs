@@ -1,15 +1,16 @@
 //! Elementwise ops: arithmetic, comparisons, logic, activations, `Where`, `Clip`.
 
 use super::build::{bad, Cx, Node, Val};
+use crate::ops::UnaryOp;
 use crate::{DType, Graph, Result, Tensor};
 
-pub(super) type Unary = fn(&mut Graph, Tensor) -> Result<Tensor>;
 pub(super) type Binary = fn(&mut Graph, Tensor, Tensor) -> Result<Tensor>;
 
-/// A one-input op through its graph builder.
-pub(super) fn unary(cx: &mut Cx, n: &Node, f: Unary) -> Result<Tensor> {
+/// An ONNX op that is one unary primitive (its row of the elementwise table).
+pub(super) fn primitive(cx: &mut Cx, n: &Node) -> Result<Tensor> {
+    let op = UnaryOp::from_onnx(n.op).ok_or_else(|| bad("not a unary primitive"))?;
     let x = cx.t(n, 0)?;
-    f(&mut cx.g, x)
+    cx.g.unary_op(op, x)
 }
 
 pub(super) fn where_(cx: &mut Cx, n: &Node) -> Result<Tensor> {
@@ -238,12 +239,6 @@ pub(super) fn activation(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             } else {
                 hs
             }
-        }
-        "Softsign" => {
-            let o = c(cx, 1.0)?;
-            let ab = cx.g.abs(x)?;
-            let d = cx.g.add(ab, o)?;
-            cx.g.div(x, d)?
         }
         "Gelu" => match n.string("approximate").as_deref().unwrap_or("none") {
             "none" => cx.g.gelu(x, false)?,

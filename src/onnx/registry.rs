@@ -1,11 +1,14 @@
 //! The ONNX ops the importer translates: one row per op type, with its domain, the opsets it
 //! exists in, its arity (from the ONNX schema; onnxruntime's for `com.microsoft`) and its
 //! translator. Translation looks the node up here, checks it against the row and calls the
-//! translator; nothing depends on the order of the rows. `wgflow validate --list-onnx-ops`
+//! translator; nothing depends on the order of the rows. The ONNX ops that are one unary
+//! primitive each (`Exp`, `Sin`, `Not`, …) are not listed here: their rows come from the
+//! elementwise table ([`crate::ops::elementwise::table`]), unless a row here handles
+//! attributes or types the primitive cannot (`IsInf`, `BitwiseNot`). `wgflow validate --list-onnx-ops`
 //! and `docs/onnx-ops.md` print this table ([`supported_ops`]).
 
 use super::build::{bad, Cx, Node, Val};
-use super::ops_elementwise::{activation, binary, fold_inputs, unary, where_};
+use super::ops_elementwise::{activation, binary, fold_inputs, where_};
 use super::{
     ops_attention as attention, ops_control as control, ops_einsum as einsum,
     ops_elementwise as ew, ops_host as host, ops_index as index, ops_loss as loss, ops_nn as nn,
@@ -122,31 +125,6 @@ const OPS: &[OpDef] = ops! {
         def("Tile", 1, [2, 3], ONE, Vals(shape::tile)),
     ]
     "elementwise": [
-        def("Neg", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::neg))),
-        def("Abs", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::abs))),
-        def("Exp", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::exp))),
-        def("Log", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::log))),
-        def("Sqrt", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::sqrt))),
-        def("Reciprocal", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::reciprocal))),
-        def("Relu", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::relu))),
-        def("Sigmoid", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::sigmoid))),
-        def("Tanh", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::tanh))),
-        def("Erf", 9, ONE, ONE, One(|cx, n| unary(cx, n, Graph::erf))),
-        def("Sin", 7, ONE, ONE, One(|cx, n| unary(cx, n, Graph::sin))),
-        def("Cos", 7, ONE, ONE, One(|cx, n| unary(cx, n, Graph::cos))),
-        def("Asin", 7, ONE, ONE, One(|cx, n| unary(cx, n, Graph::asin))),
-        def("Acos", 7, ONE, ONE, One(|cx, n| unary(cx, n, Graph::acos))),
-        def("Atan", 7, ONE, ONE, One(|cx, n| unary(cx, n, Graph::atan))),
-        def("Asinh", 9, ONE, ONE, One(|cx, n| unary(cx, n, Graph::asinh))),
-        def("Acosh", 9, ONE, ONE, One(|cx, n| unary(cx, n, Graph::acosh))),
-        def("Atanh", 9, ONE, ONE, One(|cx, n| unary(cx, n, Graph::atanh))),
-        def("Floor", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::floor))),
-        def("Ceil", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::ceil))),
-        def("Round", 11, ONE, ONE, One(|cx, n| unary(cx, n, Graph::round))),
-        def("Sign", 9, ONE, ONE, One(|cx, n| unary(cx, n, Graph::sign))),
-        def("Softplus", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::softplus))),
-        def("Not", 1, ONE, ONE, One(|cx, n| unary(cx, n, Graph::logical_not))),
-        def("IsNaN", 9, ONE, ONE, One(|cx, n| unary(cx, n, Graph::isnan))),
         def("Add", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::add))),
         def("Sub", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::sub))),
         def("Mul", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::mul))),
@@ -180,7 +158,6 @@ const OPS: &[OpDef] = ops! {
         def("ThresholdedRelu", 10, ONE, ONE, One(activation)),
         def("HardSigmoid", 1, ONE, ONE, One(activation)),
         def("HardSwish", 14, ONE, ONE, One(activation)),
-        def("Softsign", 1, ONE, ONE, One(activation)),
         def("Gelu", 20, ONE, ONE, One(activation)),
         def("PRelu", 1, [2, 2], ONE, One(activation)),
         def("Mish", 18, ONE, ONE, One(activation)),
@@ -311,9 +288,27 @@ const OPS: &[OpDef] = ops! {
     ]
 };
 
+/// The rows of the unary primitives that are ONNX ops 1:1 and have no row in [`OPS`].
+fn primitive_rows() -> &'static [OpDef] {
+    static ROWS: OnceLock<Vec<OpDef>> = OnceLock::new();
+    ROWS.get_or_init(|| {
+        crate::ops::elementwise::table::UNARY
+            .iter()
+            .filter_map(|u| u.onnx)
+            .filter(|(op, _)| !OPS.iter().any(|d| d.domain.is_empty() && d.op == *op))
+            .map(|(op, since)| def(op, since, ONE, ONE, One(ew::primitive)).family("elementwise"))
+            .collect()
+    })
+}
+
+/// Every row: [`OPS`] and the unary primitives'.
+fn rows() -> impl Iterator<Item = &'static OpDef> {
+    OPS.iter().chain(primitive_rows())
+}
+
 fn table() -> &'static HashMap<(&'static str, &'static str), &'static OpDef> {
     static TABLE: OnceLock<HashMap<(&str, &str), &OpDef>> = OnceLock::new();
-    TABLE.get_or_init(|| OPS.iter().map(|d| ((d.domain, d.op), d)).collect())
+    TABLE.get_or_init(|| rows().map(|d| ((d.domain, d.op), d)).collect())
 }
 
 /// The row for `op` in `domain` (`""` and `"ai.onnx"` are the same domain).
@@ -400,8 +395,7 @@ pub struct OpSupport {
 
 /// Every op type the importer translates, sorted by domain and op type.
 pub fn supported_ops() -> Vec<OpSupport> {
-    let mut v: Vec<OpSupport> = OPS
-        .iter()
+    let mut v: Vec<OpSupport> = rows()
         .map(|d| OpSupport {
             domain: d.domain,
             op: d.op,

@@ -8,11 +8,8 @@ import numpy as np
 from . import _wgflow
 from ._util import as_feed, dtype_name
 
-UNARY = (
-    "neg abs exp log sqrt tanh sigmoid relu floor ceil round sign reciprocal rsqrt log1p expm1 "
-    "sin cos erf softplus softsign asin acos atan asinh acosh atanh isnan isinf isfinite "
-    "logical_not square silu zeros_like ones_like bitwise_not round_bf16"
-).split()
+# The library's unary primitives (its elementwise table), then composites.
+UNARY = list(_wgflow.unary_primitives()) + "square silu zeros_like ones_like".split()
 BINARY = (
     "add sub mul div maximum minimum pow equal less greater not_equal less_equal greater_equal "
     "logical_and logical_or logical_xor floor_divide remainder matmul assign assign_add "

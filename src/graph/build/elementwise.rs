@@ -263,6 +263,13 @@ impl Graph {
         })
     }
 
+    /// The unary primitive `op` of `x` (what each of the builders above calls; for callers
+    /// that choose the primitive at run time, such as importers and bindings).
+    #[track_caller]
+    pub fn unary_op(&mut self, op: UnaryOp, x: Tensor) -> Result<Tensor> {
+        self.unary(op, x, Location::caller())
+    }
+
     pub(crate) fn unary(&mut self, op: UnaryOp, x: Tensor, loc: Loc) -> Result<Tensor> {
         let site = Site::new(op.name(), loc);
         self.add_op(

@@ -1,6 +1,6 @@
 //! Elementwise primitives, `where` and casts.
 
-use super::{attr_i, onnx_dtype, unsupported, Cx, Ex};
+use super::{attr_i, onnx_dtype, unsupported, Cx, Ex, OPSET};
 use crate::ops::{BinaryOp, Elementwise, UnaryOp};
 use crate::{DType, Result};
 
@@ -17,79 +17,58 @@ pub(super) fn export(ex: &mut Ex, cx: &Cx, e: Elementwise) -> Result<String> {
     }
 }
 
+/// A primitive with an ONNX op (its row of the elementwise table) is that op, where opset
+/// [`OPSET`] has it; the others are composites of ONNX ops, or refused with the reason.
 fn unary(ex: &mut Ex, cx: &Cx, u: UnaryOp) -> Result<String> {
     let x = cx.x(0);
     let dtype = cx.input(0).dtype;
-    let simple = match u {
-        UnaryOp::Neg => "Neg",
-        UnaryOp::Abs => "Abs",
-        UnaryOp::Exp => "Exp",
-        UnaryOp::Log => "Log",
-        UnaryOp::Sqrt => "Sqrt",
-        UnaryOp::Tanh => "Tanh",
-        UnaryOp::Sigmoid => "Sigmoid",
-        UnaryOp::Relu => "Relu",
-        UnaryOp::Floor => "Floor",
-        UnaryOp::Ceil => "Ceil",
-        UnaryOp::Round => "Round",
-        UnaryOp::Sign => "Sign",
-        UnaryOp::Reciprocal => "Reciprocal",
-        UnaryOp::Sin => "Sin",
-        UnaryOp::Cos => "Cos",
-        UnaryOp::Erf => "Erf",
-        UnaryOp::Softplus => "Softplus",
-        UnaryOp::Softsign => "Softsign",
-        UnaryOp::Asin => "Asin",
-        UnaryOp::Acos => "Acos",
-        UnaryOp::Atan => "Atan",
-        UnaryOp::Asinh => "Asinh",
-        UnaryOp::Acosh => "Acosh",
-        UnaryOp::Atanh => "Atanh",
-        UnaryOp::IsNan => "IsNaN",
-        UnaryOp::IsInf => "IsInf",
-        UnaryOp::LogicalNot => "Not",
-        // Bitwise ops arrive at opset 18; exports declare 17.
-        UnaryOp::BitNot => {
-            return Err(unsupported(
-                "bitwise_not",
-                "BitwiseNot needs opset 18; the exporter writes 17",
-            ))
-        }
-        // Float8 and float4 types arrive at opsets 19 and 23; exports declare 17.
-        UnaryOp::RoundTo(_) => {
+    if let Some((op, since)) = u.def().onnx {
+        if since > OPSET {
             return Err(unsupported(
                 u.name(),
-                "rounding to a precision needs opset 19; the exporter writes 17",
-            ))
+                &format!("{op} needs opset {since}; the exporter writes {OPSET}"),
+            ));
         }
+        return Ok(ex.op(op, vec![x], vec![]));
+    }
+    match u {
+        // Float8 and float4 types arrive at opsets 19 and 23.
+        UnaryOp::RoundTo(_) => Err(unsupported(
+            u.name(),
+            &format!("rounding to a precision needs opset 19; the exporter writes {OPSET}"),
+        )),
         UnaryOp::RoundBf16 => {
             let bf16 = super::super::proto::tensor_proto::DataType::Bfloat16 as i64;
             let h = ex.op("Cast", vec![x], vec![attr_i("to", bf16)]);
             let back = onnx_dtype(dtype) as i64;
-            return Ok(ex.op("Cast", vec![h], vec![attr_i("to", back)]));
+            Ok(ex.op("Cast", vec![h], vec![attr_i("to", back)]))
         }
         UnaryOp::Rsqrt => {
             let s = ex.op("Sqrt", vec![x], vec![]);
-            return Ok(ex.op("Reciprocal", vec![s], vec![]));
+            Ok(ex.op("Reciprocal", vec![s], vec![]))
         }
         UnaryOp::Log1p => {
             let one = ex.scalar(1.0, dtype)?;
             let s = ex.op("Add", vec![x, one], vec![]);
-            return Ok(ex.op("Log", vec![s], vec![]));
+            Ok(ex.op("Log", vec![s], vec![]))
         }
         UnaryOp::Expm1 => {
             let one = ex.scalar(1.0, dtype)?;
             let e = ex.op("Exp", vec![x], vec![]);
-            return Ok(ex.op("Sub", vec![e, one], vec![]));
+            Ok(ex.op("Sub", vec![e, one], vec![]))
         }
         UnaryOp::IsFinite => {
             let n = ex.op("IsNaN", vec![x.clone()], vec![]);
             let i = ex.op("IsInf", vec![x], vec![]);
             let o = ex.op("Or", vec![n, i], vec![]);
-            return Ok(ex.op("Not", vec![o], vec![]));
+            Ok(ex.op("Not", vec![o], vec![]))
         }
-    };
-    Ok(ex.op(simple, vec![x], vec![]))
+        // A primitive whose row names no ONNX op and that has no composite above.
+        _ => Err(unsupported(
+            u.name(),
+            "it has no ONNX op in the elementwise table and no composite in the exporter",
+        )),
+    }
 }
 
 fn binary(ex: &mut Ex, cx: &Cx, b: BinaryOp) -> Result<String> {

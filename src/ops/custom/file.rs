@@ -119,7 +119,7 @@ impl<'de> Visitor<'de> for ExprVisitor {
             }
             "unary" => {
                 let name: String = next(&mut seq, "unary op")?;
-                let op = UnaryOp::ALL.into_iter().find(|u| u.name() == name);
+                let op = UnaryOp::from_name(&name);
                 let op = op.ok_or_else(|| {
                     de::Error::custom(format!("unknown unary op {}", quote(&name)))
                 })?;

@@ -20,6 +20,7 @@ pub mod expr;
 pub mod file;
 pub(crate) mod grad;
 pub mod reference;
+pub mod table;
 pub(crate) mod vmath;
 mod wgsl;
 
@@ -182,137 +183,6 @@ pub enum BinaryOp {
     BitOr,
     /// `x ^ y` (i32, u32).
     BitXor,
-}
-
-impl UnaryOp {
-    /// Every unary primitive (for exhaustive tests).
-    pub const ALL: [UnaryOp; 38] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sqrt,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Relu,
-        UnaryOp::Floor,
-        UnaryOp::Ceil,
-        UnaryOp::Round,
-        UnaryOp::Sign,
-        UnaryOp::Reciprocal,
-        UnaryOp::Rsqrt,
-        UnaryOp::Log1p,
-        UnaryOp::Expm1,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Erf,
-        UnaryOp::Softplus,
-        UnaryOp::Softsign,
-        UnaryOp::Asin,
-        UnaryOp::Acos,
-        UnaryOp::Atan,
-        UnaryOp::Asinh,
-        UnaryOp::Acosh,
-        UnaryOp::Atanh,
-        UnaryOp::IsNan,
-        UnaryOp::IsInf,
-        UnaryOp::IsFinite,
-        UnaryOp::LogicalNot,
-        UnaryOp::BitNot,
-        UnaryOp::RoundBf16,
-        UnaryOp::RoundTo(SmallFloat::F8E4M3Fn),
-        UnaryOp::RoundTo(SmallFloat::F8E4M3FnUz),
-        UnaryOp::RoundTo(SmallFloat::F8E5M2),
-        UnaryOp::RoundTo(SmallFloat::F8E5M2FnUz),
-        UnaryOp::RoundTo(SmallFloat::F4E2M1),
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Floor => "floor",
-            UnaryOp::Ceil => "ceil",
-            UnaryOp::Round => "round",
-            UnaryOp::Sign => "sign",
-            UnaryOp::Reciprocal => "reciprocal",
-            UnaryOp::Rsqrt => "rsqrt",
-            UnaryOp::Log1p => "log1p",
-            UnaryOp::Expm1 => "expm1",
-            UnaryOp::Sin => "sin",
-            UnaryOp::Cos => "cos",
-            UnaryOp::Erf => "erf",
-            UnaryOp::Softplus => "softplus",
-            UnaryOp::Softsign => "softsign",
-            UnaryOp::Asin => "asin",
-            UnaryOp::Acos => "acos",
-            UnaryOp::Atan => "atan",
-            UnaryOp::Asinh => "asinh",
-            UnaryOp::Acosh => "acosh",
-            UnaryOp::Atanh => "atanh",
-            UnaryOp::IsNan => "isnan",
-            UnaryOp::IsInf => "isinf",
-            UnaryOp::IsFinite => "isfinite",
-            UnaryOp::LogicalNot => "logical_not",
-            UnaryOp::BitNot => "bitwise_not",
-            UnaryOp::RoundBf16 => "round_bf16",
-            UnaryOp::RoundTo(SmallFloat::F8E4M3Fn) => "round_f8e4m3fn",
-            UnaryOp::RoundTo(SmallFloat::F8E4M3FnUz) => "round_f8e4m3fnuz",
-            UnaryOp::RoundTo(SmallFloat::F8E5M2) => "round_f8e5m2",
-            UnaryOp::RoundTo(SmallFloat::F8E5M2FnUz) => "round_f8e5m2fnuz",
-            UnaryOp::RoundTo(SmallFloat::F4E2M1) => "round_f4e2m1",
-        }
-    }
-
-    /// Produces bool whatever its operand's dtype.
-    pub fn is_predicate(self) -> bool {
-        matches!(
-            self,
-            UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::IsFinite | UnaryOp::LogicalNot
-        )
-    }
-
-    /// Defined on every numeric dtype (not only f32).
-    fn accepts_integers(self) -> bool {
-        matches!(
-            self,
-            UnaryOp::Abs
-                | UnaryOp::Relu
-                | UnaryOp::Floor
-                | UnaryOp::Ceil
-                | UnaryOp::Round
-                | UnaryOp::Sign
-                | UnaryOp::IsNan
-                | UnaryOp::IsInf
-                | UnaryOp::IsFinite
-        )
-    }
-
-    /// The dtype rule: `Err` names the dtypes this op accepts.
-    pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
-        let ok = match self {
-            UnaryOp::Neg => x.is_signed(),
-            UnaryOp::LogicalNot => x == DType::Bool,
-            UnaryOp::BitNot => matches!(x, DType::I32 | DType::U32),
-            op if op.accepts_integers() => x.is_numeric(),
-            _ => x.is_float(),
-        };
-        match (ok, self) {
-            (true, op) if op.is_predicate() => Ok(DType::Bool),
-            (true, _) => Ok(x),
-            (false, UnaryOp::Neg) => Err("f32 or i32"),
-            (false, UnaryOp::LogicalNot) => Err("bool"),
-            (false, UnaryOp::BitNot) => Err("i32 or u32"),
-            (false, op) if op.accepts_integers() => Err("f32, i32 or u32"),
-            (false, _) => Err("f32"),
-        }
-    }
 }
 
 impl BinaryOp {
