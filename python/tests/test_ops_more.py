@@ -89,3 +89,20 @@ def test_creation_bitwise_and_rounding(device):
     np.testing.assert_array_equal(got[8], np.array([1.0, 3.0, 6.0, 6.0, 0.0, -0.0], np.float32))
     with pytest.raises(ValueError, match="float8_e4m3fn"):
         g.round_to(f, "float8")
+
+
+def test_every_unary_primitive_is_a_method_and_a_function(device):
+    # The package's list comes from the library's elementwise table: a primitive added
+    # there (tan was) is a method, a function and an array op with no Python change.
+    assert {"tan", "softsign", "erf", "bitwise_not"} <= set(wgflow.UNARY)
+    a = np.linspace(-1.4, 1.4, 29, dtype=np.float32)
+    g = wgflow.Graph()
+    x = g.placeholder("x", [29], "float32")
+    y = g.tan(x)
+    z = wgflow.tan(x)
+    got, got2 = wgflow.Session(g, device=device).run([y, z], feed_dict={x: a})
+    want = np.tan(a.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=4e-6)
+    np.testing.assert_array_equal(got, got2)
+    with pytest.raises(TypeError, match="f32"):
+        g.tan(g.constant(np.arange(3, dtype=np.int32)))

@@ -257,10 +257,6 @@ pub(super) fn activation(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             let t = cx.g.tanh(sp)?;
             cx.g.mul(x, t)?
         }
-        "Tan" => {
-            let (s, co) = (cx.g.sin(x)?, cx.g.cos(x)?);
-            cx.g.div(s, co)?
-        }
         "Sinh" | "Cosh" => {
             let h = c(cx, 0.5)?;
             let g = &mut cx.g;

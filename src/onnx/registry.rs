@@ -161,7 +161,6 @@ const OPS: &[OpDef] = ops! {
         def("Gelu", 20, ONE, ONE, One(activation)),
         def("PRelu", 1, [2, 2], ONE, One(activation)),
         def("Mish", 18, ONE, ONE, One(activation)),
-        def("Tan", 7, ONE, ONE, One(activation)),
         def("Sinh", 9, ONE, ONE, One(activation)),
         def("Cosh", 9, ONE, ONE, One(activation)),
         def("Shrink", 9, ONE, ONE, One(activation)),

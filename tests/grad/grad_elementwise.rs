@@ -144,6 +144,7 @@ fn unary_rules_match_finite_differences() {
         ("expm1", |g, x| g.expm1(x), rand(&s, -2.0, 2.0, 16)),
         ("sin", |g, x| g.sin(x), rand(&s, -3.0, 3.0, 17)),
         ("cos", |g, x| g.cos(x), rand(&s, -3.0, 3.0, 18)),
+        ("tan", |g, x| g.tan(x), rand(&s, -1.2, 1.2, 28)),
         ("erf", |g, x| g.erf(x), rand(&s, -2.0, 2.0, 19)),
         ("softplus", |g, x| g.softplus(x), rand(&s, -3.0, 3.0, 20)),
         ("softsign", |g, x| g.softsign(x), rand(&s, -3.0, 3.0, 21)),
@@ -494,6 +495,8 @@ fn special_values_of_smooth_rules() {
         ),
         ("softplus", |g, x| g.softplus(x), 0.0, 0.5),
         ("softsign", |g, x| g.softsign(x), -3.0, 1.0 / 16.0),
+        // tan(π/4) = 1: the slope is 1 + 1 = 2.
+        ("tan", |g, x| g.tan(x), std::f32::consts::FRAC_PI_4, 2.0),
         ("asin", |g, x| g.asin(x), 0.6, 1.25),
         ("atan", |g, x| g.atan(x), 2.0, 0.2),
         ("acosh", |g, x| g.acosh(x), 1.25, 1.0 / 0.75),

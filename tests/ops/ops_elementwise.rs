@@ -528,6 +528,60 @@ fn softsign_matches_f64_on_every_device_with_special_values() {
     }
 }
 
+/// tan against float64 on every device: ±0 keep their sign, NaN and ±inf give NaN, values
+/// near the poles (where f32 tan is huge but finite), and a sweep over several periods; its
+/// gradient `1 + tan²` against float64.
+#[test]
+fn tan_matches_f64_on_every_device() {
+    let mut xs: Vec<f32> = vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e-30];
+    xs.extend((0..97).map(|i| (i as f32 - 48.0) * 0.131));
+    // Near π/2, where the slope is steep: GPUs get a looser tolerance there.
+    let near_pole = [1.55f32, -1.56, 1.5705];
+    xs.extend(near_pole);
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [xs.len()], DType::F32).unwrap();
+    let y = g.tan(x).unwrap();
+    let loss = g.sum(y, wgflow::Axes::All, false).unwrap();
+    let dx = g.gradients(loss, &[x]).unwrap()[0].expect("a gradient");
+    let feed = HostTensor::new([xs.len()], xs.clone()).unwrap();
+    let mut devices = vec![Device::Cpu];
+    devices.extend(common::gpus());
+    for d in devices {
+        let out = common::session_on(&g, d)
+            .run(&[(x, feed.clone())], &[y, dx])
+            .unwrap();
+        let (got, grad) = (
+            out[0].to_vec::<f32>().unwrap(),
+            out[1].to_vec::<f32>().unwrap(),
+        );
+        for (i, &x) in xs.iter().enumerate() {
+            let t = (x as f64).tan();
+            // cpu:0 rounds f64's tan once; GPUs' tan is sin/cos in f32 (a few ulp of
+            // each, amplified by the slope 1 + tan² near the poles).
+            let rtol = match d {
+                Device::Cpu => 6e-8,
+                _ if near_pole.contains(&x) => 2e-3,
+                _ => 4e-6,
+            };
+            // The gradient squares the f32 value (and rounds twice more): twice the error.
+            let cases = [
+                ("tan", got[i], t, rtol),
+                ("gradient", grad[i], 1.0 + t * t, 2.0 * rtol + 2.4e-7),
+            ];
+            for (what, got, want, rtol) in cases {
+                let ok = if want.is_nan() {
+                    got.is_nan()
+                } else if want == 0.0 {
+                    got == 0.0 && got.is_sign_negative() == want.is_sign_negative()
+                } else {
+                    ((got as f64) - want).abs() <= rtol * want.abs() + 1e-30
+                };
+                assert!(ok, "{d}: {what}({x:e}) = {got:e}, float64 says {want:e}");
+            }
+        }
+    }
+}
+
 /// The inverse trigonometric and hyperbolic functions against float64 on every device: the
 /// domain edges (±1, 0, ±0's sign, NaN, ±inf, out of domain → NaN, `atanh(±1) = ±inf`) and
 /// a dense sweep, and their gradients against float64 inside the domain.

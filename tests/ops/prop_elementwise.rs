@@ -214,13 +214,14 @@ proptest! {
                 UnaryOp::Expm1 => g.expm1(x),
                 // ±inf are outside the documented GPU contract of sin/cos.
                 // So are |x| > 1e4 (argument reduction is driver-defined).
-                UnaryOp::Sin | UnaryOp::Cos
+                UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tan
                     if special.is_infinite() || xs.iter().any(|v| v.abs() > 1e4) =>
                 {
                     continue
                 }
                 UnaryOp::Sin => g.sin(x),
                 UnaryOp::Cos => g.cos(x),
+                UnaryOp::Tan => g.tan(x),
                 UnaryOp::Erf => g.erf(x),
                 UnaryOp::Softplus => g.softplus(x),
                 UnaryOp::Softsign => g.softsign(x),

@@ -53,6 +53,8 @@ impl Graph {
         sin => Sin;
         /// Cosine (f32).
         cos => Cos;
+        /// Tangent (f32), `tan(x)`; like `sin`, GPUs may lose accuracy for |x| far beyond 2π.
+        tan => Tan;
         /// The error function (f32): a rational approximation with max error 4.2e-7
         /// (see `ops/elementwise/reference.rs`).
         erf => Erf;

@@ -52,6 +52,9 @@ pub enum UnaryOp {
     Expm1,
     Sin,
     Cos,
+    /// Tangent; ±inf at odd multiples of π/2 only where f32 reaches them (it never does
+    /// exactly), NaN at ±inf.
+    Tan,
     Erf,
     /// `log(1 + e^x)`, evaluated as `max(x, 0) + log1p(e^-|x|)` so it never overflows.
     Softplus,

@@ -389,6 +389,8 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
         (DType::F32, UnaryOp::Expm1) => fw(f(w).exp_m1()),
         (DType::F32, UnaryOp::Sin) => fw(f(w).sin()),
         (DType::F32, UnaryOp::Cos) => fw(f(w).cos()),
+        // In f64 and rounded once: f32's own tan loses digits near the poles.
+        (DType::F32, UnaryOp::Tan) => fw((f(w) as f64).tan() as f32),
         (DType::F32, UnaryOp::Erf) => fw(erf(f(w))),
         (DType::F32, UnaryOp::Softplus) => {
             let x = f(w);
@@ -445,6 +447,7 @@ pub fn unary_cpu(op: UnaryOp, d: DType, w: u32) -> u32 {
             | UnaryOp::Expm1
             | UnaryOp::Sin
             | UnaryOp::Cos
+            | UnaryOp::Tan
             | UnaryOp::Erf
             | UnaryOp::Softplus
             | UnaryOp::Softsign

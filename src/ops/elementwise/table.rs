@@ -96,7 +96,7 @@ use UnaryOp as U;
 
 /// Every unary primitive, in [`UnaryOp::ALL`]'s order.
 #[rustfmt::skip]
-pub const UNARY: [UnaryDef; 38] = [
+pub const UNARY: [UnaryDef; 39] = [
     row(U::Neg, "neg", Signed).onnx("Neg", 1),
     row(U::Abs, "abs", Numeric).onnx("Abs", 1),
     row(U::Exp, "exp", Float).onnx("Exp", 1),
@@ -115,6 +115,7 @@ pub const UNARY: [UnaryDef; 38] = [
     row(U::Expm1, "expm1", Float),
     row(U::Sin, "sin", Float).onnx("Sin", 7),
     row(U::Cos, "cos", Float).onnx("Cos", 7),
+    row(U::Tan, "tan", Float).onnx("Tan", 7),
     row(U::Erf, "erf", Float).onnx("Erf", 9),
     row(U::Softplus, "softplus", Float).onnx("Softplus", 1),
     row(U::Softsign, "softsign", Float).onnx("Softsign", 1),
@@ -219,7 +220,8 @@ mod tests {
             let _: () = match op {
                 U::Neg | U::Abs | U::Exp | U::Log | U::Sqrt | U::Tanh | U::Sigmoid | U::Relu => (),
                 U::Floor | U::Ceil | U::Round | U::Sign | U::Reciprocal | U::Rsqrt => (),
-                U::Log1p | U::Expm1 | U::Sin | U::Cos | U::Erf | U::Softplus | U::Softsign => (),
+                U::Log1p | U::Expm1 | U::Sin | U::Cos | U::Tan | U::Erf | U::Softplus => (),
+                U::Softsign => (),
                 U::Asin | U::Acos | U::Atan | U::Asinh | U::Acosh | U::Atanh => (),
                 U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot | U::BitNot => (),
                 U::RoundBf16 | U::RoundTo(_) => (),

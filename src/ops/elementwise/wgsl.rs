@@ -212,6 +212,7 @@ fn unary_wgsl(op: UnaryOp, x: &str, d: DType) -> String {
         UnaryOp::Expm1 => format!("wgf_expm1({x})"),
         UnaryOp::Sin => format!("sin({x})"),
         UnaryOp::Cos => format!("cos({x})"),
+        UnaryOp::Tan => format!("tan({x})"),
         UnaryOp::Erf => format!("wgf_erf({x})"),
         UnaryOp::Softplus => format!("wgf_softplus({x})"),
         UnaryOp::Softsign => format!("wgf_softsign({x})"),

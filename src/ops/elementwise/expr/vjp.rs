@@ -240,6 +240,13 @@ impl Grad {
                     let e = self.un(U::Exp, a);
                     at(self.mul(g, e))
                 }
+                // 1 + tan², from the value itself.
+                U::Tan => {
+                    let one = self.lit(self.dtypes[y], 1.0);
+                    let y2 = self.mul(y, y);
+                    let d = self.bin(B::Add, one, y2);
+                    at(self.mul(g, d))
+                }
                 U::Sin => {
                     let c = self.un(U::Cos, a);
                     at(self.mul(g, c))
