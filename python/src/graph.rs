@@ -206,9 +206,7 @@ fn expr_node(node: &Bound<'_, PyAny>, done: &[Expr]) -> PyResult<Expr> {
         }
         "bin" => {
             let n: String = node.get_item(1)?.extract()?;
-            let op = BinaryOp::ALL
-                .into_iter()
-                .find(|o| o.name() == n)
+            let op = BinaryOp::from_name(&n)
                 .ok_or_else(|| PyTypeError::new_err(format!("no elementwise operator '{n}'")))?;
             Expr::binary(op, at(2)?, at(3)?)
         }
@@ -276,6 +274,12 @@ pub fn unary_primitives() -> Vec<&'static str> {
         .filter(|u| !matches!(u, UnaryOp::RoundTo(_)))
         .map(UnaryOp::name)
         .collect()
+}
+
+/// The names of the binary primitives (the library's elementwise table).
+#[pyfunction]
+pub fn binary_primitives() -> Vec<&'static str> {
+    BinaryOp::ALL.into_iter().map(BinaryOp::name).collect()
 }
 
 fn initializer(init: &str, seed: u64) -> PyResult<Initializer> {
@@ -544,17 +548,18 @@ impl PyGraph {
                 }
             };
         }
-        // Every unary primitive by its row of the library's elementwise table.
+        // Every primitive by its row of the library's elementwise table.
         if let Some(u) = UnaryOp::from_name(name) {
             arity(1)?;
             return self.one(py, |g| g.unary_op(u, xs[0]));
         }
+        if let Some(b) = BinaryOp::from_name(name) {
+            arity(2)?;
+            return self.one(py, |g| g.binary_op(b, xs[0], xs[1]));
+        }
         table! {
             unary: square silu zeros_like ones_like;
-            binary: add sub mul div maximum minimum pow equal less greater not_equal less_equal
-                greater_equal logical_and logical_or logical_xor floor_divide remainder matmul
-                assign assign_add assign_sub sparse_softmax_cross_entropy bitwise_and bitwise_or
-                bitwise_xor gather_nd;
+            binary: matmul assign assign_add assign_sub sparse_softmax_cross_entropy gather_nd;
         }
         macro_rules! reduce {
             ($($r:ident)*) => {

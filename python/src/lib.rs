@@ -40,6 +40,7 @@ fn _wgflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(devices::parse_device, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::import_trainable, m)?)?;
     m.add_function(wrap_pyfunction!(graph::unary_primitives, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::binary_primitives, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,10 +1,22 @@
 //! Elementwise ops: arithmetic, comparisons, logic, activations, `Where`, `Clip`.
 
 use super::build::{bad, Cx, Node, Val};
-use crate::ops::UnaryOp;
+use crate::ops::{BinaryOp, UnaryOp};
 use crate::{DType, Graph, Result, Tensor};
 
 pub(super) type Binary = fn(&mut Graph, Tensor, Tensor) -> Result<Tensor>;
+
+/// An ONNX op that is one binary primitive (its row of the elementwise table), folded on the
+/// host when both inputs are known at import. The importer's lowest opset is 7, so the
+/// legacy `broadcast` attribute never reaches it.
+pub(super) fn binary_primitive(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
+    let op = BinaryOp::from_onnx(n.op).ok_or_else(|| bad("not a binary primitive"))?;
+    if let Some(v) = super::host_fold::binary(cx, n)? {
+        return Ok(v);
+    }
+    let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
+    Ok(vec![cx.g.binary_op(op, a, b)?.into()])
+}
 
 /// An ONNX op that is one unary primitive (its row of the elementwise table).
 pub(super) fn primitive(cx: &mut Cx, n: &Node) -> Result<Tensor> {
@@ -78,17 +90,6 @@ pub(super) fn bit_shift(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         };
     }
     Ok(vec![v.into()])
-}
-
-/// A broadcasting two-input op through its graph builder (folded on the host when both
-/// inputs are known at import). The importer's lowest opset is 7, so the legacy
-/// `broadcast` attribute never reaches it.
-pub(super) fn binary(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {
-    if let Some(v) = super::host_fold::binary(cx, n)? {
-        return Ok(v);
-    }
-    let (a, b) = (cx.t(n, 0)?, cx.t(n, 1)?);
-    Ok(vec![f(&mut cx.g, a, b)?.into()])
 }
 
 pub(super) fn fold_inputs(cx: &mut Cx, n: &Node, f: Binary) -> Result<Vec<Val>> {

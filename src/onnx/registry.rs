@@ -2,13 +2,14 @@
 //! exists in, its arity (from the ONNX schema; onnxruntime's for `com.microsoft`) and its
 //! translator. Translation looks the node up here, checks it against the row and calls the
 //! translator; nothing depends on the order of the rows. The ONNX ops that are one unary
-//! primitive each (`Exp`, `Sin`, `Not`, …) are not listed here: their rows come from the
-//! elementwise table ([`crate::ops::elementwise::table`]), unless a row here handles
-//! attributes or types the primitive cannot (`IsInf`, `BitwiseNot`). `wgflow validate --list-onnx-ops`
+//! or binary primitive each (`Exp`, `Not`, `Add`, `LessOrEqual`, …) are not listed here:
+//! their rows come from the elementwise table ([`crate::ops::elementwise::table`]), unless a
+//! row here handles attributes, operand counts or types the primitive cannot (`IsInf`,
+//! `BitwiseNot`, `Max`, `Min`, `Pow`). `wgflow validate --list-onnx-ops`
 //! and `docs/onnx-ops.md` print this table ([`supported_ops`]).
 
 use super::build::{bad, Cx, Node, Val};
-use super::ops_elementwise::{activation, binary, fold_inputs, where_};
+use super::ops_elementwise::{activation, fold_inputs, where_};
 use super::{
     ops_attention as attention, ops_control as control, ops_einsum as einsum,
     ops_elementwise as ew, ops_host as host, ops_index as index, ops_loss as loss, ops_nn as nn,
@@ -125,21 +126,6 @@ const OPS: &[OpDef] = ops! {
         def("Tile", 1, [2, 3], ONE, Vals(shape::tile)),
     ]
     "elementwise": [
-        def("Add", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::add))),
-        def("Sub", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::sub))),
-        def("Mul", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::mul))),
-        def("Div", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::div))),
-        def("Equal", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::equal))),
-        def("Less", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::less))),
-        def("Greater", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::greater))),
-        def("LessOrEqual", 12, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::less_equal))),
-        def("GreaterOrEqual", 12, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::greater_equal))),
-        def("And", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::logical_and))),
-        def("Or", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::logical_or))),
-        def("Xor", 1, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::logical_xor))),
-        def("BitwiseAnd", 18, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::bitwise_and))),
-        def("BitwiseOr", 18, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::bitwise_or))),
-        def("BitwiseXor", 18, [2, 2], ONE, Vals(|cx, n| binary(cx, n, Graph::bitwise_xor))),
         def("Sum", 1, [1, V], ONE, Vals(|cx, n| fold_inputs(cx, n, Graph::add))),
         def("Mean", 1, [1, V], ONE, Vals(|cx, n| fold_inputs(cx, n, Graph::add))),
         def("Max", 1, [1, V], ONE, Vals(|cx, n| fold_inputs(cx, n, Graph::maximum))),
@@ -287,20 +273,29 @@ const OPS: &[OpDef] = ops! {
     ]
 };
 
-/// The rows of the unary primitives that are ONNX ops 1:1 and have no row in [`OPS`].
+/// The rows of the elementwise primitives that are ONNX ops 1:1 and have no row in [`OPS`].
 fn primitive_rows() -> &'static [OpDef] {
     static ROWS: OnceLock<Vec<OpDef>> = OnceLock::new();
     ROWS.get_or_init(|| {
-        crate::ops::elementwise::table::UNARY
+        use crate::ops::elementwise::table::{BINARY, UNARY};
+        let hand = |op: &str| OPS.iter().any(|d| d.domain.is_empty() && d.op == op);
+        let unary = UNARY
             .iter()
             .filter_map(|u| u.onnx)
-            .filter(|(op, _)| !OPS.iter().any(|d| d.domain.is_empty() && d.op == *op))
-            .map(|(op, since)| def(op, since, ONE, ONE, One(ew::primitive)).family("elementwise"))
+            .map(|(op, since)| def(op, since, ONE, ONE, One(ew::primitive)));
+        let binary = BINARY
+            .iter()
+            .filter_map(|b| b.onnx)
+            .map(|(op, since)| def(op, since, [2, 2], ONE, Vals(ew::binary_primitive)));
+        unary
+            .chain(binary)
+            .filter(|d| !hand(d.op))
+            .map(|d| d.family("elementwise"))
             .collect()
     })
 }
 
-/// Every row: [`OPS`] and the unary primitives'.
+/// Every row: [`OPS`] and the elementwise primitives'.
 fn rows() -> impl Iterator<Item = &'static OpDef> {
     OPS.iter().chain(primitive_rows())
 }

@@ -10,11 +10,8 @@ from ._util import as_feed, dtype_name
 
 # The library's unary primitives (its elementwise table), then composites.
 UNARY = list(_wgflow.unary_primitives()) + "square silu zeros_like ones_like".split()
-BINARY = (
-    "add sub mul div maximum minimum pow equal less greater not_equal less_equal greater_equal "
-    "logical_and logical_or logical_xor floor_divide remainder matmul assign assign_add "
-    "assign_sub sparse_softmax_cross_entropy take gather_elements bitwise_and bitwise_or "
-    "bitwise_xor gather_nd"
+BINARY = list(_wgflow.binary_primitives()) + (
+    "matmul assign assign_add assign_sub sparse_softmax_cross_entropy take gather_elements gather_nd"
 ).split()
 # Builders with keyword attributes: name -> attribute names in positional order.
 WITH_ATTRS = {

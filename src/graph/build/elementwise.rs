@@ -282,6 +282,13 @@ impl Graph {
         )
     }
 
+    /// The binary primitive `op` of `a` and `b` (what each of the builders above calls;
+    /// for callers that choose the primitive at run time).
+    #[track_caller]
+    pub fn binary_op(&mut self, op: BinaryOp, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(op, a, b, Location::caller())
+    }
+
     pub(crate) fn binary(
         &mut self,
         op: BinaryOp,

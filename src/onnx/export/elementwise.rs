@@ -75,46 +75,32 @@ fn binary(ex: &mut Ex, cx: &Cx, b: BinaryOp) -> Result<String> {
     let (a, c) = (cx.x(0), cx.x(1));
     let dtype = cx.input(0).dtype;
     let float = matches!(dtype, DType::F32 | DType::F16);
-    let simple = match b {
-        BinaryOp::Add => "Add",
-        BinaryOp::Sub => "Sub",
-        BinaryOp::Mul => "Mul",
-        BinaryOp::Div => "Div",
-        BinaryOp::Maximum => "Max",
-        BinaryOp::Minimum => "Min",
-        BinaryOp::Pow => "Pow",
-        BinaryOp::Equal => "Equal",
-        BinaryOp::Less => "Less",
-        BinaryOp::Greater => "Greater",
-        BinaryOp::LessEqual => "LessOrEqual",
-        BinaryOp::GreaterEqual => "GreaterOrEqual",
-        BinaryOp::LogicalAnd => "And",
-        BinaryOp::LogicalOr => "Or",
-        BinaryOp::LogicalXor => "Xor",
-        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => {
+    if let Some((op, since)) = b.def().onnx {
+        if since > OPSET {
             return Err(unsupported(
                 b.name(),
-                "bitwise ops need opset 18; the exporter writes 17",
-            ))
+                &format!("{op} needs opset {since}; the exporter writes {OPSET}"),
+            ));
         }
+        return Ok(ex.op(op, vec![a, c], vec![]));
+    }
+    match b {
         BinaryOp::NotEqual => {
             let e = ex.op("Equal", vec![a, c], vec![]);
-            return Ok(ex.op("Not", vec![e], vec![]));
+            Ok(ex.op("Not", vec![e], vec![]))
         }
         BinaryOp::FloorDiv if float => {
             let d = ex.op("Div", vec![a, c], vec![]);
-            return Ok(ex.op("Floor", vec![d], vec![]));
+            Ok(ex.op("Floor", vec![d], vec![]))
         }
         BinaryOp::Remainder if float => {
             // a - floor(a / b) * b: the sign of the divisor, like NumPy's `%`.
             let d = ex.op("Div", vec![a.clone(), c.clone()], vec![]);
             let f = ex.op("Floor", vec![d], vec![]);
             let m = ex.op("Mul", vec![f, c], vec![]);
-            return Ok(ex.op("Sub", vec![a, m], vec![]));
+            Ok(ex.op("Sub", vec![a, m], vec![]))
         }
-        BinaryOp::Remainder => {
-            return Ok(ex.op("Mod", vec![a, c], vec![attr_i("fmod", 0)]));
-        }
+        BinaryOp::Remainder => Ok(ex.op("Mod", vec![a, c], vec![attr_i("fmod", 0)])),
         BinaryOp::FloorDiv => {
             // Integer floor division: a / b truncates; subtract one where the remainder
             // (ONNX `Mod` with the divisor's sign) is non-zero and the signs differ.
@@ -132,8 +118,12 @@ fn binary(ex: &mut Ex, cx: &Cx, b: BinaryOp) -> Result<String> {
             let fix = ex.op("And", vec![rnz, differ], vec![]);
             let one = ex.scalar(1.0, dtype)?;
             let q1 = ex.op("Sub", vec![q.clone(), one], vec![]);
-            return Ok(ex.op("Where", vec![fix, q1, q], vec![]));
+            Ok(ex.op("Where", vec![fix, q1, q], vec![]))
         }
-    };
-    Ok(ex.op(simple, vec![a, c], vec![]))
+        // A primitive whose row names no ONNX op and that has no composite above.
+        _ => Err(unsupported(
+            b.name(),
+            "it has no ONNX op in the elementwise table and no composite in the exporter",
+        )),
+    }
 }

@@ -127,7 +127,7 @@ impl<'de> Visitor<'de> for ExprVisitor {
             }
             "binary" => {
                 let name: String = next(&mut seq, "binary op")?;
-                let op = BinaryOp::ALL.into_iter().find(|b| b.name() == name);
+                let op = BinaryOp::from_name(&name);
                 let op = op.ok_or_else(|| {
                     de::Error::custom(format!("unknown binary op {}", quote(&name)))
                 })?;

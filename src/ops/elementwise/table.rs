@@ -1,8 +1,8 @@
-//! The unary elementwise primitives, one row each: what every front end and format needs to
-//! know about a primitive that is not code. [`UnaryOp::ALL`], [`UnaryOp::name`], the dtype
-//! rule ([`UnaryOp::result_dtype`]), the ONNX importer's and exporter's 1:1 mappings, the
-//! graph file's names and the Python bindings' list all read this table; nothing else keeps
-//! a list of the primitives.
+//! The elementwise primitives, one row each: what every front end and format needs to know
+//! about a primitive that is not code. `ALL`, `name`, the dtype rule (`result_dtype`), the
+//! ONNX importer's and exporter's 1:1 mappings, the graph file's names and the Python
+//! bindings' lists all read these tables ([`UNARY`], [`BINARY`]); nothing else keeps a list
+//! of the primitives.
 //!
 //! What each primitive computes is code, one `match` arm per backend, and the compiler
 //! lists every arm a new variant needs: the scalar reference (`reference.rs`, which cpu:0
@@ -11,7 +11,7 @@
 //! variant, one row here, one builder line (`graph/build/elementwise.rs`, where its rustdoc
 //! lives), those three arms, and its tests.
 
-use super::{SmallFloat, UnaryOp};
+use super::{BinaryOp, SmallFloat, UnaryOp};
 use crate::DType;
 
 /// The dtypes a unary primitive takes.
@@ -197,6 +197,142 @@ impl UnaryOp {
     }
 }
 
+/// What a binary primitive computes from two operands of one dtype, as far as dtypes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryKind {
+    /// Numeric operands, a result of their dtype.
+    Arithmetic,
+    /// Any dtype, a bool result (`equal`, `not_equal`).
+    Equality,
+    /// Numeric operands, a bool result.
+    Ordering,
+    /// bool operands and result.
+    Logical,
+    /// i32 or u32 operands and result.
+    Bitwise,
+}
+
+/// One binary primitive's row (the fields as [`UnaryDef`]'s).
+#[derive(Debug, Clone, Copy)]
+pub struct BinaryDef {
+    pub op: BinaryOp,
+    pub name: &'static str,
+    pub onnx: Option<(&'static str, i64)>,
+    pub kind: BinaryKind,
+}
+
+const fn bin(op: BinaryOp, name: &'static str, kind: BinaryKind) -> BinaryDef {
+    BinaryDef {
+        op,
+        name,
+        onnx: None,
+        kind,
+    }
+}
+
+impl BinaryDef {
+    const fn onnx(mut self, op: &'static str, since: i64) -> Self {
+        self.onnx = Some((op, since));
+        self
+    }
+}
+
+use BinaryKind::{Arithmetic, Bitwise, Equality, Logical, Ordering};
+use BinaryOp as B;
+
+/// Every binary primitive, in [`BinaryOp::ALL`]'s order. ONNX's `Max`, `Min` and `Pow` take
+/// more operands or mixed types, so their import rows are hand-written; they export 1:1.
+#[rustfmt::skip]
+pub const BINARY: [BinaryDef; 21] = [
+    bin(B::Add, "add", Arithmetic).onnx("Add", 1),
+    bin(B::Sub, "sub", Arithmetic).onnx("Sub", 1),
+    bin(B::Mul, "mul", Arithmetic).onnx("Mul", 1),
+    bin(B::Div, "div", Arithmetic).onnx("Div", 1),
+    bin(B::Maximum, "maximum", Arithmetic).onnx("Max", 1),
+    bin(B::Minimum, "minimum", Arithmetic).onnx("Min", 1),
+    bin(B::Pow, "pow", Arithmetic).onnx("Pow", 1),
+    bin(B::Equal, "equal", Equality).onnx("Equal", 1),
+    bin(B::Less, "less", Ordering).onnx("Less", 1),
+    bin(B::Greater, "greater", Ordering).onnx("Greater", 1),
+    bin(B::NotEqual, "not_equal", Equality),
+    bin(B::LessEqual, "less_equal", Ordering).onnx("LessOrEqual", 12),
+    bin(B::GreaterEqual, "greater_equal", Ordering).onnx("GreaterOrEqual", 12),
+    bin(B::LogicalAnd, "logical_and", Logical).onnx("And", 1),
+    bin(B::LogicalOr, "logical_or", Logical).onnx("Or", 1),
+    bin(B::LogicalXor, "logical_xor", Logical).onnx("Xor", 1),
+    bin(B::FloorDiv, "floor_divide", Arithmetic),
+    bin(B::Remainder, "remainder", Arithmetic),
+    bin(B::BitAnd, "bitwise_and", Bitwise).onnx("BitwiseAnd", 18),
+    bin(B::BitOr, "bitwise_or", Bitwise).onnx("BitwiseOr", 18),
+    bin(B::BitXor, "bitwise_xor", Bitwise).onnx("BitwiseXor", 18),
+];
+
+static UNLISTED_BINARY: BinaryDef = bin(BinaryOp::Add, "unlisted_binary_primitive", Arithmetic);
+
+const fn all_binary() -> [BinaryOp; BINARY.len()] {
+    let mut out = [BinaryOp::Add; BINARY.len()];
+    let mut i = 0;
+    while i < BINARY.len() {
+        out[i] = BINARY[i].op;
+        i += 1;
+    }
+    out
+}
+
+impl BinaryOp {
+    /// Every binary primitive (for exhaustive tests), from [`BINARY`].
+    pub const ALL: [BinaryOp; BINARY.len()] = all_binary();
+
+    /// This primitive's row.
+    pub fn def(self) -> &'static BinaryDef {
+        BINARY
+            .iter()
+            .find(|d| d.op == self)
+            .unwrap_or(&UNLISTED_BINARY)
+    }
+
+    /// Its name in graph files and expressions.
+    pub fn name(self) -> &'static str {
+        self.def().name
+    }
+
+    /// The primitive of that name.
+    pub fn from_name(name: &str) -> Option<BinaryOp> {
+        BINARY.iter().find(|d| d.name == name).map(|d| d.op)
+    }
+
+    /// The primitive an ONNX op (default domain) is, 1:1.
+    pub fn from_onnx(op: &str) -> Option<BinaryOp> {
+        BINARY
+            .iter()
+            .find(|d| d.onnx.is_some_and(|(o, _)| o == op))
+            .map(|d| d.op)
+    }
+
+    /// Produces bool from operands of any (shared) dtype.
+    pub fn is_comparison(self) -> bool {
+        matches!(self.def().kind, Equality | Ordering)
+    }
+
+    pub fn is_logical(self) -> bool {
+        self.def().kind == Logical
+    }
+
+    /// The dtype rule for operands of dtype `x` (both operands must already agree).
+    pub fn result_dtype(self, x: DType) -> Result<DType, &'static str> {
+        match self.def().kind {
+            Equality => Ok(DType::Bool),
+            Ordering if x.is_numeric() => Ok(DType::Bool),
+            Logical if x == DType::Bool => Ok(DType::Bool),
+            Logical => Err("bool"),
+            Bitwise if matches!(x, DType::I32 | DType::U32) => Ok(x),
+            Bitwise => Err("i32 or u32"),
+            Ordering | Arithmetic if !x.is_numeric() => Err("f32, i32 or u32"),
+            Ordering | Arithmetic => Ok(x),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +361,27 @@ mod tests {
                 U::Asin | U::Acos | U::Atan | U::Asinh | U::Acosh | U::Atanh => (),
                 U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot | U::BitNot => (),
                 U::RoundBf16 | U::RoundTo(_) => (),
+            };
+        }
+    }
+
+    #[test]
+    fn every_binary_primitive_has_one_row() {
+        for (i, d) in BINARY.iter().enumerate() {
+            assert_eq!(BINARY.iter().filter(|e| e.op == d.op).count(), 1, "{d:?}");
+            assert_eq!(d.op.def().op, d.op);
+            assert_eq!(BinaryOp::from_name(d.name), Some(d.op));
+            if let Some((o, _)) = d.onnx {
+                assert_eq!(BinaryOp::from_onnx(o), Some(d.op));
+            }
+            assert_eq!(BinaryOp::ALL[i], d.op);
+        }
+        for op in BinaryOp::ALL {
+            let _: () = match op {
+                B::Add | B::Sub | B::Mul | B::Div | B::Maximum | B::Minimum | B::Pow => (),
+                B::Equal | B::Less | B::Greater | B::NotEqual | B::LessEqual => (),
+                B::GreaterEqual | B::LogicalAnd | B::LogicalOr | B::LogicalXor => (),
+                B::FloorDiv | B::Remainder | B::BitAnd | B::BitOr | B::BitXor => (),
             };
         }
     }
