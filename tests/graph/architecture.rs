@@ -511,3 +511,37 @@ fn the_no_panic_lints_are_on() {
         }
     }
 }
+
+/// The elementwise table (`src/ops/elementwise/table.rs`) is the only list of the
+/// primitives' names: no other Rust file of the library or its bindings spells out six or
+/// more of them as string literals (a hand-kept list, which would drift from the table).
+/// The Python package's maps from Python syntax (operators in `_array.py`, `math.*` and
+/// AST nodes in `_vectorize.py`) are translations, not lists, and are not scanned.
+#[test]
+fn the_elementwise_table_is_the_only_list_of_primitive_names() {
+    use wgflow::ops::{BinaryOp, UnaryOp};
+    let names: Vec<String> = UnaryOp::ALL
+        .iter()
+        .map(|u| u.name())
+        .chain(BinaryOp::ALL.iter().map(|b| b.name()))
+        .map(|n| format!("\"{n}\""))
+        .collect();
+    assert!(names.len() >= 60, "{} names", names.len());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "python/src", "web/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut lists = Vec::new();
+    for f in files {
+        if f.ends_with("src/ops/elementwise/table.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).expect("readable source");
+        let n = names.iter().filter(|n| text.contains(n.as_str())).count();
+        if n >= 6 {
+            lists.push(format!("{} spells {n} primitive names", f.display()));
+        }
+    }
+    assert!(lists.is_empty(), "{}", lists.join("\n"));
+}
