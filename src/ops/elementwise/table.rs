@@ -8,7 +8,7 @@
 //! lists every arm a new variant needs: the scalar reference (`reference.rs`, which cpu:0
 //! also runs for ops without a vectorized path), the WGSL (`wgsl.rs`, with helpers in
 //! `shaders/prelude.wgsl`) and the derivative (`expr/vjp.rs`). A new primitive is one
-//! variant, one row here, one builder line (`graph/build/elementwise.rs`, where its rustdoc
+//! variant, one row here (and its index, next to the table), one builder line (`graph/build/elementwise.rs`, where its rustdoc
 //! lives), those three arms, and its tests.
 
 use super::{BinaryOp, SmallFloat, UnaryOp};
@@ -139,46 +139,96 @@ pub const UNARY: [UnaryDef; 39] = [
     row(U::RoundTo(SmallFloat::F8E5M2FnUz), "round_f8e5m2fnuz", Float),
     row(U::RoundTo(SmallFloat::F4E2M1), "round_f4e2m1", Float),
 ];
+/// `ALL`, `def`, `name`, `from_name` and `from_onnx` of a primitive enum, read from its
+/// table; `index` (the enum's own exhaustive rule) places each variant at its row.
+macro_rules! lookups {
+    ($op:ident, $def:ident, $table:ident, $first:expr) => {
+        impl $op {
+            /// Every primitive (for exhaustive tests), in its table's order.
+            pub const ALL: [$op; $table.len()] = {
+                let mut out = [$first; $table.len()];
+                let mut i = 0;
+                while i < $table.len() {
+                    out[i] = $table[i].op;
+                    i += 1;
+                }
+                out
+            };
 
-/// What a variant without a row would get: a name that says so.
-static UNLISTED: UnaryDef = row(UnaryOp::Neg, "unlisted_unary_primitive", Float);
+            /// This primitive's row (`every_primitive_has_its_row` checks the indices).
+            pub fn def(self) -> &'static $def {
+                &$table[self.index()]
+            }
 
-const fn all_ops() -> [UnaryOp; UNARY.len()] {
-    let mut out = [UnaryOp::Neg; UNARY.len()];
-    let mut i = 0;
-    while i < UNARY.len() {
-        out[i] = UNARY[i].op;
-        i += 1;
-    }
-    out
+            /// Its name in graph files and expressions.
+            pub fn name(self) -> &'static str {
+                self.def().name
+            }
+
+            /// The primitive of that name.
+            pub fn from_name(name: &str) -> Option<$op> {
+                $table.iter().find(|d| d.name == name).map(|d| d.op)
+            }
+
+            /// The primitive an ONNX op (default domain) is, 1:1.
+            pub fn from_onnx(op: &str) -> Option<$op> {
+                $table
+                    .iter()
+                    .find(|d| d.onnx.is_some_and(|(o, _)| o == op))
+                    .map(|d| d.op)
+            }
+        }
+    };
 }
 
+lookups!(UnaryOp, UnaryDef, UNARY, UnaryOp::Neg);
+lookups!(BinaryOp, BinaryDef, BINARY, BinaryOp::Add);
+
 impl UnaryOp {
-    /// Every unary primitive (for exhaustive tests), from [`UNARY`].
-    pub const ALL: [UnaryOp; UNARY.len()] = all_ops();
-
-    /// This primitive's row.
-    pub fn def(self) -> &'static UnaryDef {
-        // `every_unary_primitive_has_one_row` keeps the fallback unreachable.
-        UNARY.iter().find(|d| d.op == self).unwrap_or(&UNLISTED)
-    }
-
-    /// Its name in graph files and expressions.
-    pub fn name(self) -> &'static str {
-        self.def().name
-    }
-
-    /// The primitive of that name.
-    pub fn from_name(name: &str) -> Option<UnaryOp> {
-        UNARY.iter().find(|d| d.name == name).map(|d| d.op)
-    }
-
-    /// The primitive an ONNX op (default domain) is, 1:1.
-    pub fn from_onnx(op: &str) -> Option<UnaryOp> {
-        UNARY
-            .iter()
-            .find(|d| d.onnx.is_some_and(|(o, _)| o == op))
-            .map(|d| d.op)
+    /// Its row in [`UNARY`]: an exhaustive match, so a new variant does not build until it
+    /// has one. A constant-time lookup, since `cpu:0`'s reference asks per element.
+    const fn index(self) -> usize {
+        match self {
+            U::Neg => 0,
+            U::Abs => 1,
+            U::Exp => 2,
+            U::Log => 3,
+            U::Sqrt => 4,
+            U::Tanh => 5,
+            U::Sigmoid => 6,
+            U::Relu => 7,
+            U::Floor => 8,
+            U::Ceil => 9,
+            U::Round => 10,
+            U::Sign => 11,
+            U::Reciprocal => 12,
+            U::Rsqrt => 13,
+            U::Log1p => 14,
+            U::Expm1 => 15,
+            U::Sin => 16,
+            U::Cos => 17,
+            U::Tan => 18,
+            U::Erf => 19,
+            U::Softplus => 20,
+            U::Softsign => 21,
+            U::Asin => 22,
+            U::Acos => 23,
+            U::Atan => 24,
+            U::Asinh => 25,
+            U::Acosh => 26,
+            U::Atanh => 27,
+            U::IsNan => 28,
+            U::IsInf => 29,
+            U::IsFinite => 30,
+            U::LogicalNot => 31,
+            U::BitNot => 32,
+            U::RoundBf16 => 33,
+            U::RoundTo(SmallFloat::F8E4M3Fn) => 34,
+            U::RoundTo(SmallFloat::F8E4M3FnUz) => 35,
+            U::RoundTo(SmallFloat::F8E5M2) => 36,
+            U::RoundTo(SmallFloat::F8E5M2FnUz) => 37,
+            U::RoundTo(SmallFloat::F4E2M1) => 38,
+        }
     }
 
     /// Produces bool whatever its operand's dtype.
@@ -267,46 +317,10 @@ pub const BINARY: [BinaryDef; 21] = [
     bin(B::BitXor, "bitwise_xor", Bitwise).onnx("BitwiseXor", 18),
 ];
 
-static UNLISTED_BINARY: BinaryDef = bin(BinaryOp::Add, "unlisted_binary_primitive", Arithmetic);
-
-const fn all_binary() -> [BinaryOp; BINARY.len()] {
-    let mut out = [BinaryOp::Add; BINARY.len()];
-    let mut i = 0;
-    while i < BINARY.len() {
-        out[i] = BINARY[i].op;
-        i += 1;
-    }
-    out
-}
-
 impl BinaryOp {
-    /// Every binary primitive (for exhaustive tests), from [`BINARY`].
-    pub const ALL: [BinaryOp; BINARY.len()] = all_binary();
-
-    /// This primitive's row.
-    pub fn def(self) -> &'static BinaryDef {
-        BINARY
-            .iter()
-            .find(|d| d.op == self)
-            .unwrap_or(&UNLISTED_BINARY)
-    }
-
-    /// Its name in graph files and expressions.
-    pub fn name(self) -> &'static str {
-        self.def().name
-    }
-
-    /// The primitive of that name.
-    pub fn from_name(name: &str) -> Option<BinaryOp> {
-        BINARY.iter().find(|d| d.name == name).map(|d| d.op)
-    }
-
-    /// The primitive an ONNX op (default domain) is, 1:1.
-    pub fn from_onnx(op: &str) -> Option<BinaryOp> {
-        BINARY
-            .iter()
-            .find(|d| d.onnx.is_some_and(|(o, _)| o == op))
-            .map(|d| d.op)
+    /// Its row in [`BINARY`]: the enum is fieldless and declared in the table's order.
+    const fn index(self) -> usize {
+        self as usize
     }
 
     /// Produces bool from operands of any (shared) dtype.
@@ -337,52 +351,22 @@ impl BinaryOp {
 mod tests {
     use super::*;
 
-    /// A variant without a row would take row 0's facts: every variant has exactly one,
-    /// and names and ONNX ops are unique.
+    /// Each row sits at its variant's index, once; names and ONNX ops lead back to it.
     #[test]
-    fn every_unary_primitive_has_one_row() {
+    fn every_primitive_has_its_row() {
         for (i, d) in UNARY.iter().enumerate() {
-            assert_eq!(UNARY.iter().filter(|e| e.op == d.op).count(), 1, "{d:?}");
-            assert_eq!(d.op.def().op, d.op);
+            assert_eq!(d.op.index(), i, "{d:?}");
             assert_eq!(UnaryOp::from_name(d.name), Some(d.op));
             if let Some((o, _)) = d.onnx {
                 assert_eq!(UnaryOp::from_onnx(o), Some(d.op));
             }
-            assert_eq!(UnaryOp::ALL[i], d.op);
         }
-        // The compiler checks this match is exhaustive: a new variant fails to build here
-        // until it has a row above.
-        for op in UnaryOp::ALL {
-            let _: () = match op {
-                U::Neg | U::Abs | U::Exp | U::Log | U::Sqrt | U::Tanh | U::Sigmoid | U::Relu => (),
-                U::Floor | U::Ceil | U::Round | U::Sign | U::Reciprocal | U::Rsqrt => (),
-                U::Log1p | U::Expm1 | U::Sin | U::Cos | U::Tan | U::Erf | U::Softplus => (),
-                U::Softsign => (),
-                U::Asin | U::Acos | U::Atan | U::Asinh | U::Acosh | U::Atanh => (),
-                U::IsNan | U::IsInf | U::IsFinite | U::LogicalNot | U::BitNot => (),
-                U::RoundBf16 | U::RoundTo(_) => (),
-            };
-        }
-    }
-
-    #[test]
-    fn every_binary_primitive_has_one_row() {
         for (i, d) in BINARY.iter().enumerate() {
-            assert_eq!(BINARY.iter().filter(|e| e.op == d.op).count(), 1, "{d:?}");
-            assert_eq!(d.op.def().op, d.op);
+            assert_eq!(d.op.index(), i, "{d:?}");
             assert_eq!(BinaryOp::from_name(d.name), Some(d.op));
             if let Some((o, _)) = d.onnx {
                 assert_eq!(BinaryOp::from_onnx(o), Some(d.op));
             }
-            assert_eq!(BinaryOp::ALL[i], d.op);
-        }
-        for op in BinaryOp::ALL {
-            let _: () = match op {
-                B::Add | B::Sub | B::Mul | B::Div | B::Maximum | B::Minimum | B::Pow => (),
-                B::Equal | B::Less | B::Greater | B::NotEqual | B::LessEqual => (),
-                B::GreaterEqual | B::LogicalAnd | B::LogicalOr | B::LogicalXor => (),
-                B::FloorDiv | B::Remainder | B::BitAnd | B::BitOr | B::BitXor => (),
-            };
         }
     }
 }
