@@ -9,7 +9,9 @@
 //! Set `WGFLOW_BENCH_DEVICE=gpu:1` to pick another adapter, `WGFLOW_BENCH_QUICK=1` for fewer
 //! iterations, `WGFLOW_BENCH_ONLY=memory` for the memory table alone, `WGFLOW_BENCH_ONLY=cpu`
 //! for W1-W7 on cpu:0 against NumPy (`benches/numpy_w.py`, run when Python with NumPy is
-//! present), TensorFlow and JAX (`benches/peers_w.py`, see `table/cpu.rs`) and the adapter.
+//! present), TensorFlow and JAX (`benches/peers_w.py`, see `table/cpu.rs`) and the adapter
+//! (none with `WGFLOW_BENCH_DEVICE=cpu:0`); `WGFLOW_BENCH_LOAD=2,50` runs that table beside a
+//! background load (two threads, each busy half of every 10 ms).
 
 #[path = "table/first_run.rs"]
 mod first_run;

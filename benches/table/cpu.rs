@@ -256,11 +256,13 @@ fn ms(v: Option<f64>) -> String {
 /// The workloads on cpu:0 and on `gpu`, next to NumPy, TensorFlow and JAX when present: what
 /// a user without a GPU gets, against the frameworks they would otherwise use.
 pub fn cpu_table(gpu: Device, iters: usize) {
+    let load = background_load();
     let python = peers_python();
     let numpy_before = numpy_ms(&python);
     let peers_before = peers_ms(&python);
     let (cpu, kernels) = device_seconds(Device::Cpu, iters);
-    let (gpu_s, _) = device_seconds(gpu, iters);
+    // `WGFLOW_BENCH_DEVICE=cpu:0` leaves the adapter's column out rather than run cpu:0 twice.
+    let gpu_s = (gpu != Device::Cpu).then(|| device_seconds(gpu, iters).0);
     let numpy_after = numpy_ms(&python);
     let peers_after = peers_ms(&python);
     // Each script runs before and after wgflow; the faster of the two stands (the drift of
@@ -298,6 +300,9 @@ pub fn cpu_table(gpu: Device, iters: usize) {
     for n in &peers.notes {
         println!("  note: {n}");
     }
+    if let Some(l) = &load {
+        println!("  all of it beside a background load: {l}");
+    }
     println!(
         "{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>11} {:>10}",
         "workload", "NumPy", "TF", "TF+XLA", "JAX", "wgflow cpu:0", "wgflow/best", gpu
@@ -315,7 +320,7 @@ pub fn cpu_table(gpu: Device, iters: usize) {
             ms(cols[3]),
             ms(Some(cpu[i] * 1e3)),
             best.map_or_else(|| "—".into(), |b| format!("{:.2}x", cpu[i] * 1e3 / b)),
-            ms(Some(gpu_s[i] * 1e3)),
+            ms(gpu_s.map(|t| t[i] * 1e3)),
         );
     }
     println!(
@@ -332,4 +337,41 @@ pub fn cpu_table(gpu: Device, iters: usize) {
             );
         }
     }
+}
+
+/// `WGFLOW_BENCH_LOAD=THREADS[,DUTY]`: other work on the same cores for the whole table,
+/// peers' runs included: `THREADS` threads, each busy for `DUTY`% of every 10 ms (100 when
+/// left out), as a browser tab or a build beside the user's program would be. The threads
+/// run until the bench exits. Returns what the table's header says about it.
+fn background_load() -> Option<String> {
+    let spec = std::env::var("WGFLOW_BENCH_LOAD").ok()?;
+    let mut parts = spec.split(',');
+    let threads: usize = parts.next()?.trim().parse().ok()?;
+    let duty: u64 = parts
+        .next()
+        .map_or(Some(100), |d| d.trim().parse().ok())?
+        .min(100);
+    let busy = std::time::Duration::from_micros(duty * 100);
+    let idle = std::time::Duration::from_micros((100 - duty) * 100);
+    for _ in 0..threads {
+        std::thread::spawn(move || {
+            let mut x = 1u64;
+            loop {
+                let t = std::time::Instant::now();
+                while t.elapsed() < busy {
+                    for _ in 0..1000 {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                }
+                if !idle.is_zero() {
+                    std::thread::sleep(idle);
+                }
+            }
+        });
+    }
+    Some(format!(
+        "{threads} threads, each busy {duty}% of every 10 ms"
+    ))
 }

@@ -13,6 +13,7 @@ use crate::{Error, Result};
 use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use web_time::Instant;
 
 /// The CPU's arena for one plan. It is allocated on the first run, not when the plan is
 /// prepared, so planning a graph too large for this machine costs nothing, and running it is
@@ -403,20 +404,26 @@ thread_local! {
 }
 
 /// `f` with the pool's other workers kept awake: each spins, running whatever parallel
-/// work appears, until `f` returns. A worker that finds no work sleeps within tens of
+/// work appears, while `f` runs. A worker that finds no work sleeps within tens of
 /// microseconds, and waking it again costs a futex and, in a VM, an inter-processor
 /// interrupt per step: SqueezeNet's 41 steps took 42 context switches per run and 7.4 ms
 /// median on the 2-core development machine, against 6 and 6.0 ms spinning
-/// (`wgflow profile light_squeezenet.onnx --runs 200`). onnxruntime's pool spins the same
-/// way. `WGFLOW_NO_SPIN` (set to anything, read at the first run) turns it off, for a
-/// machine shared with other work that a spinning core would slow.
+/// (`wgflow profile light_squeezenet.onnx --runs 200`).
+///
+/// Spinning for a whole run took cores from other programs on a shared machine, and from
+/// the run itself when those programs took them back (issue 46: W1 and W6 lost twice as
+/// much as NumPy and JAX beside a browser benchmark). So a worker spins the way
+/// onnxruntime's and OpenMP's pools do, briefly ([`spin`]): it parks after [`SPIN_IDLE`]
+/// without work, gives its core away now and then while it waits, and when it finds it was
+/// descheduled (another program wanted the core) no worker spins for [`CONTENDED`].
+/// `WGFLOW_NO_SPIN` (set to anything, read at the first run) turns spinning off.
 fn warm<R>(f: impl FnOnce() -> R) -> R {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     // Read once: an environment lookup locks and allocates, and this runs per run.
     static NO_SPIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let no_spin = *NO_SPIN.get_or_init(|| std::env::var_os("WGFLOW_NO_SPIN").is_some());
-    if rayon::current_num_threads() < 2 || no_spin {
+    if rayon::current_num_threads() < 2 || no_spin || contended() {
         return f();
     }
     let done = Arc::new(AtomicBool::new(false));
@@ -426,11 +433,7 @@ fn warm<R>(f: impl FnOnce() -> R) -> R {
         if Some(ctx.index()) == me || OWNER.get() {
             return;
         }
-        while !flag.load(Ordering::Acquire) {
-            if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                std::hint::spin_loop();
-            }
-        }
+        spin(&flag);
     });
     // A run started on a worker that is waiting inside another run's steps (it stole the
     // job) leaves that worker the owner it was.
@@ -444,6 +447,78 @@ fn warm<R>(f: impl FnOnce() -> R) -> R {
     }
     let _stop = Stop(done, was);
     f()
+}
+
+/// How long a spinning worker waits for work before it parks: longer than the gap between
+/// two parallel kernels of a run (a few microseconds of scheduling, or a small serial
+/// kernel), far shorter than a serial stretch it would only burn a core through.
+const SPIN_IDLE: std::time::Duration = std::time::Duration::from_micros(250);
+
+/// A gap this long between two checks of a spinning loop (a few microseconds apart when
+/// the worker keeps its core) means the OS ran something else on the core: spinning there
+/// only delays that program and, through it, this run.
+const DESCHEDULED: std::time::Duration = std::time::Duration::from_micros(1000);
+
+/// How long no worker spins after one was descheduled; the next run after that tries again,
+/// so spinning comes back once the other program is done.
+const CONTENDED: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// When a spinning worker was last descheduled, in microseconds since [`epoch`] (0: never).
+static DESCHEDULED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn since_epoch(t: Instant) -> u64 {
+    (t.saturating_duration_since(epoch()).as_micros() as u64).max(1)
+}
+
+/// Whether a spinning worker was descheduled within the last [`CONTENDED`].
+fn contended() -> bool {
+    let at = DESCHEDULED_AT.load(std::sync::atomic::Ordering::Relaxed);
+    within_window(at, since_epoch(Instant::now()))
+}
+
+/// Whether `now` is within [`CONTENDED`] of a descheduling at `at` (0: none), both in
+/// microseconds since [`epoch`].
+fn within_window(at: u64, now: u64) -> bool {
+    at != 0 && now.saturating_sub(at) < CONTENDED.as_micros() as u64
+}
+
+/// Run the pool's jobs until `done`, [`SPIN_IDLE`] passes without one, or the worker finds
+/// it was descheduled. Every 64 empty rounds it checks the clock and yields its core to any
+/// other runnable thread (`sched_yield`, about a microsecond when there is none).
+fn spin(done: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let mut worked = Instant::now();
+    let mut checked = worked;
+    let mut rounds = 0u32;
+    while !done.load(Ordering::Acquire) {
+        if rayon::yield_now() == Some(rayon::Yield::Executed) {
+            worked = Instant::now();
+            checked = worked;
+            continue;
+        }
+        rounds = rounds.wrapping_add(1);
+        if !rounds.is_multiple_of(64) {
+            std::hint::spin_loop();
+            continue;
+        }
+        let now = Instant::now();
+        if now - checked > DESCHEDULED {
+            DESCHEDULED_AT.store(since_epoch(now), Ordering::Relaxed);
+            return;
+        }
+        if now - worked > SPIN_IDLE {
+            return;
+        }
+        // The yield is inside the next check's gap: a program that takes the core now
+        // shows up as descheduling.
+        checked = now;
+        std::thread::yield_now();
+    }
 }
 
 impl CpuPlan {
@@ -536,5 +611,36 @@ impl CpuPlan {
             .and_then(|m| m.offsets.get(&root))
             .map(|&o| (o / 4) as usize)
             .ok_or_else(|| Error::Internal(format!("value {root} has no cpu arena slot")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A spinning worker parks on its own when no work comes, even if the run goes on: the
+    /// pool never holds a core through a long serial stretch or an idle session.
+    #[test]
+    fn a_worker_without_work_stops_spinning() {
+        let done = AtomicBool::new(false);
+        let t = Instant::now();
+        spin(&done);
+        let took = t.elapsed();
+        assert!(!done.load(Ordering::Relaxed));
+        assert!(took >= SPIN_IDLE || contended(), "returned after {took:?}");
+    }
+
+    /// Being descheduled keeps every worker from spinning for a while, and only for a while.
+    #[test]
+    fn descheduling_pauses_spinning_for_a_window() {
+        let window = CONTENDED.as_micros() as u64;
+        let at = 5_000_000;
+        assert!(within_window(at, at));
+        assert!(within_window(at, at + window - 1));
+        assert!(!within_window(at, at + window));
+        assert!(!within_window(0, at));
+        // A clock read before the descheduling was stored still counts as inside it.
+        assert!(within_window(at, at - 10));
     }
 }
