@@ -38,6 +38,10 @@ const SHAPES: &[(&str, usize, usize, usize, bool, bool)] = &[
     ("conv2 W·cols", 32, 144, 1024, false, false),
     ("conv2 dW=dy·colsᵀ", 32, 1024, 144, false, true),
     ("conv2 dcols=Wᵀ·dy", 144, 32, 1024, true, false),
+    ("LSTM step h·Rᵀ, batch 8", 8, 256, 1024, false, true),
+    ("LSTM step h·R, batch 8", 8, 256, 1024, false, false),
+    ("LSTM step h·Rᵀ, batch 1", 1, 256, 1024, false, true),
+    ("linear 24 tokens 768·3072", 24, 768, 3072, false, false),
 ];
 
 /// `(name, m, k, n)` of the i32 table.

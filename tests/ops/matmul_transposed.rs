@@ -279,6 +279,52 @@ fn small_side_shapes_of_an_mlp_backward_pass() {
     run_cases(&cases, 1e-6);
 }
 
+/// A few rows of A against a long K (cpu:0's `few_rows` kernel, which reads B where it lies:
+/// 16-column strips of a row-major B, four-column dot products of a transposed one) in every
+/// layout: rows left over after blocks of 4 and 2, strips and quads cut short by N, K not a
+/// multiple of 8, N split over threads, and batches stacked into rows or run one by one.
+#[test]
+fn few_rows_against_long_k_in_every_layout() {
+    let layouts = [[false, false], [false, true], [true, false], [true, true]];
+    let mut cases = Vec::new();
+    for (i, &(m, k, n)) in [
+        (2, 64, 16),
+        (3, 67, 17),
+        (5, 256, 1030),
+        (8, 256, 1024),
+        (16, 129, 100),
+        (7, 300, 5),
+        (13, 64, 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for t in [layouts[i % 4], layouts[(i + 1) % 4], layouts[(i + 2) % 4]] {
+            cases.push(Case {
+                ba: vec![],
+                bb: vec![],
+                mkn: (m, k, n),
+                t,
+            });
+        }
+    }
+    for t in layouts {
+        cases.push(Case {
+            ba: vec![3],
+            bb: vec![1],
+            mkn: (4, 96, 40),
+            t,
+        });
+        cases.push(Case {
+            ba: vec![2],
+            bb: vec![2],
+            mkn: (6, 80, 33),
+            t,
+        });
+    }
+    run_cases(&cases, 1e-6);
+}
+
 #[test]
 fn split_k_reads_transposed_chunks() {
     // K over K_CHUNK: partial products over chunks of K, each reading its chunk in place.
