@@ -172,11 +172,31 @@ fn add_opt(cx: &mut Cx, x: Tensor, b: Option<Tensor>) -> Result<Tensor> {
 }
 
 /// One direction's weights: the recurrence matrix transposed (`[H, gates·H]`), its bias, and
-/// the LSTM's peepholes `(i, o, f)`.
+/// the LSTM's peepholes `(i, o, f)`; for a GRU also the transposed rows of its `z, r` gates
+/// and of its `h` gate, with their biases. Every piece is built once, before the steps: a
+/// slice inside a step would copy the weight again at every step.
 struct Weights {
     rt: Tensor,
     rb: Option<Tensor>,
     peep: Option<[Tensor; 3]>,
+    gru: Option<GruWeights>,
+}
+
+#[derive(Clone, Copy)]
+struct GruWeights {
+    rt_zr: Tensor,
+    rt_h: Tensor,
+    rb_zr: Option<Tensor>,
+    rb_h: Option<Tensor>,
+}
+
+/// Rows `[from, to)` of a matrix, transposed: a leading-axis slice of the stored matrix and
+/// a transposed read, both in place (a column slice of the transposed matrix would be copied).
+fn rows_t(cx: &mut Cx, x: Tensor, from: usize, to: usize) -> Result<Tensor> {
+    let r = cx
+        .g
+        .slice(x, &[SliceArg::range(from as isize, to as isize), SliceArg::full()])?;
+    cx.g.transpose(r, &[1, 0])
 }
 
 fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
@@ -271,17 +291,25 @@ fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
             None => None,
         };
         // Every step's input projection in one product.
+        // `[seq·batch, gates·H]`: a step's rows are a leading-axis slice, read in place.
         let xw = cx.g.matmul(x2, wt)?;
         let xw = add_opt(cx, xw, wb)?;
-        let xw =
-            cx.g.reshape(xw, &[seq as isize, batch as isize, (g * hidden) as isize])?;
         let start = |cx: &mut Cx, s: Option<Tensor>| match s {
             Some(s) => index(cx, s, 0, d),
             None => cx.g.zeros(vec![batch, hidden], dt),
         };
         let mut h = start(cx, h0)?;
         let mut c = start(cx, c0)?;
-        let wts = Weights { rt, rb, peep };
+        let gru = match cell {
+            Cell::Gru => Some(GruWeights {
+                rt_zr: rows_t(cx, rd, 0, 2 * hidden)?,
+                rt_h: rows_t(cx, rd, 2 * hidden, 3 * hidden)?,
+                rb_zr: rb.map(|b| cols(cx, b, 0, 2 * hidden)).transpose()?,
+                rb_h: rb.map(|b| cols(cx, b, 2 * hidden, 3 * hidden)).transpose()?,
+            }),
+            _ => None,
+        };
+        let wts = Weights { rt, rb, peep, gru };
         let step = Step {
             acts: dir_acts,
             clip,
@@ -289,7 +317,13 @@ fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
         let mut out: Vec<Option<Tensor>> = vec![None; seq];
         for k in 0..seq {
             let t = if reverse { seq - 1 - k } else { k };
-            let xt = index(cx, xw, 0, t)?;
+            let xt = cx.g.slice(
+                xw,
+                &[
+                    SliceArg::range((t * batch) as isize, ((t + 1) * batch) as isize),
+                    SliceArg::full(),
+                ],
+            )?;
             let (mut hn, mut cn) = match cell {
                 Cell::Rnn => (rnn_step(cx, &step, &wts, xt, h)?, c),
                 Cell::Gru => {
@@ -350,14 +384,14 @@ fn gru_step(
     hid: usize,
     linear_before_reset: bool,
 ) -> Result<Tensor> {
-    let rt_zr = cols(cx, w.rt, 0, 2 * hid)?;
-    let rt_h = cols(cx, w.rt, 2 * hid, 3 * hid)?;
-    let (rb_zr, rb_h) = match w.rb {
-        Some(rb) => (
-            Some(cols(cx, rb, 0, 2 * hid)?),
-            Some(cols(cx, rb, 2 * hid, 3 * hid)?),
-        ),
-        None => (None, None),
+    let Some(GruWeights {
+        rt_zr,
+        rt_h,
+        rb_zr,
+        rb_h,
+    }) = w.gru
+    else {
+        return Err(crate::Error::Internal("a GRU step without its gates' weights".into()));
     };
     let hr = cx.g.matmul(h, rt_zr)?;
     let hr = add_opt(cx, hr, rb_zr)?;
