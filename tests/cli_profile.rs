@@ -5,7 +5,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use wgflow::Device;
+use wgflow::{Device, HostTensor};
 
 fn wgflow(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wgflow"))
@@ -266,4 +266,116 @@ fn profile_without_feeds_uses_zeros_and_says_so() {
         .as_array()
         .is_some_and(|e| !e.is_empty()));
     assert!(std::fs::read_to_string(&m).unwrap().starts_with("<svg"));
+}
+
+/// An ONNX LSTM over `x: [seq, batch, 2]` (hidden size 3), both dimensions symbolic: the
+/// sequence is unrolled at import, so its length must be known there.
+fn lstm_model(dir: &Path) -> PathBuf {
+    use wgflow::onnx::proto::{
+        attribute_proto::AttributeType, tensor_proto::DataType,
+        tensor_shape_proto::dimension::Value as Dim, tensor_shape_proto::Dimension, type_proto,
+        AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+        TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    use wgflow::onnx::Message;
+    let value = |name: &str, dims: Vec<Dim>| ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(DataType::Float as i32),
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .into_iter()
+                        .map(|d| Dimension {
+                            value: Some(d),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let weight = |name: &str, dims: Vec<i64>| TensorProto {
+        name: Some(name.into()),
+        data_type: Some(DataType::Float as i32),
+        float_data: (0..dims.iter().product::<i64>())
+            .map(|i| ((i * 7 % 11) as f32 - 5.0) / 10.0)
+            .collect(),
+        dims,
+        ..Default::default()
+    };
+    let lstm = NodeProto {
+        op_type: Some("LSTM".into()),
+        input: vec!["x".into(), "W".into(), "R".into()],
+        output: vec![String::new(), "h".into()],
+        attribute: vec![AttributeProto {
+            name: Some("hidden_size".into()),
+            r#type: Some(AttributeType::Int as i32),
+            i: Some(3),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let model = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(14),
+        }],
+        graph: Some(GraphProto {
+            node: vec![lstm],
+            initializer: vec![weight("W", vec![1, 12, 2]), weight("R", vec![1, 12, 3])],
+            input: vec![value(
+                "x",
+                vec![
+                    Dim::DimParam("seq".into()),
+                    Dim::DimParam("batch".into()),
+                    Dim::DimValue(2),
+                ],
+            )],
+            output: vec![value(
+                "h",
+                vec![
+                    Dim::DimValue(1),
+                    Dim::DimParam("batch".into()),
+                    Dim::DimValue(3),
+                ],
+            )],
+            name: Some("lstm".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let path = dir.join("lstm.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+/// `wgflow profile` on a model whose symbolic sizes are needed at import takes them from
+/// the feeds, as `wgflow run` does, and says so; without feeds it asks for `--dim`.
+#[test]
+fn profile_takes_an_onnx_models_sizes_from_its_feeds() {
+    let dir = scratch("lstm-sizes");
+    let model = s(&lstm_model(&dir));
+    let x = dir.join("x.npy");
+    let xs: Vec<f32> = (0..5 * 4 * 2).map(|i| (i % 9) as f32 / 9.0 - 0.5).collect();
+    let feed = HostTensor::new([5, 4, 2], xs).unwrap();
+    std::fs::write(&x, wgflow::npy::to_bytes(&feed)).unwrap();
+    let fed = format!("x={}", s(&x));
+    let out = wgflow(&[
+        "profile", &model, "--device", "cpu:0", "--feed", &fed, "--runs", "2", "--json",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("batch=4, seq=5"), "{err}");
+    let json = text(&out.stdout);
+    assert!(json.contains("\"by_node\""), "{json}");
+    assert!(json.contains("matmul"), "{json}");
+
+    let out = wgflow(&["profile", &model, "--device", "cpu:0", "--runs", "1"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--dim"), "{err}");
 }

@@ -193,9 +193,13 @@ struct GruWeights {
 /// Rows `[from, to)` of a matrix, transposed: a leading-axis slice of the stored matrix and
 /// a transposed read, both in place (a column slice of the transposed matrix would be copied).
 fn rows_t(cx: &mut Cx, x: Tensor, from: usize, to: usize) -> Result<Tensor> {
-    let r = cx
-        .g
-        .slice(x, &[SliceArg::range(from as isize, to as isize), SliceArg::full()])?;
+    let r = cx.g.slice(
+        x,
+        &[
+            SliceArg::range(from as isize, to as isize),
+            SliceArg::full(),
+        ],
+    )?;
     cx.g.transpose(r, &[1, 0])
 }
 
@@ -305,7 +309,9 @@ fn recurrent(cx: &mut Cx, n: &Node, cell: Cell) -> Result<Vec<Tensor>> {
                 rt_zr: rows_t(cx, rd, 0, 2 * hidden)?,
                 rt_h: rows_t(cx, rd, 2 * hidden, 3 * hidden)?,
                 rb_zr: rb.map(|b| cols(cx, b, 0, 2 * hidden)).transpose()?,
-                rb_h: rb.map(|b| cols(cx, b, 2 * hidden, 3 * hidden)).transpose()?,
+                rb_h: rb
+                    .map(|b| cols(cx, b, 2 * hidden, 3 * hidden))
+                    .transpose()?,
             }),
             _ => None,
         };
@@ -391,7 +397,9 @@ fn gru_step(
         rb_h,
     }) = w.gru
     else {
-        return Err(crate::Error::Internal("a GRU step without its gates' weights".into()));
+        return Err(crate::Error::Internal(
+            "a GRU step without its gates' weights".into(),
+        ));
     };
     let hr = cx.g.matmul(h, rt_zr)?;
     let hr = add_opt(cx, hr, rb_zr)?;

@@ -150,6 +150,17 @@ impl InferenceSession {
         self.per_binding.as_deref()
     }
 
+    /// The sizes `feeds` give the model's symbolic input dimensions (those not pinned at
+    /// import), as `(name, size)`: what to pin for a static import of one binding. Errors as
+    /// a run would: a feed of the wrong rank, two feeds that disagree on a size, or a
+    /// dimension no feed gives.
+    pub fn sizes_from_feeds(&self, feeds: &[(&str, HostTensor)]) -> Result<Vec<(String, usize)>> {
+        let (sizes, _) = self.binding(feeds)?;
+        let mut sizes: Vec<(String, usize)> = sizes.into_iter().collect();
+        sizes.sort();
+        Ok(sizes)
+    }
+
     /// Run the model: `feeds` by input name, `fetches` by ONNX value name (`None`: the
     /// model's outputs in order). Returns the values in the order asked for.
     pub fn run(

@@ -17,7 +17,29 @@ pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
     for p in o.trace.iter().chain(&o.memory) {
         check_output(p, o.force)?;
     }
-    let (mut session, fetches) = open(args)?;
+    let (mut session, fetches) = match open(args) {
+        Ok(opened) => opened,
+        Err(e) if is_onnx(&args.graph) && args.dims.is_empty() && !feeds.is_empty() => {
+            // A model whose symbolic sizes must be fixed at import (an unrolled sequence
+            // length, a shape that becomes data): the feeds give them, as `wgflow run` does.
+            let dims = onnx_dims_from_feeds(args, feeds)?;
+            if dims.is_empty() {
+                return Err(e.into());
+            }
+            errln!(
+                "note: imported with the sizes the feeds give ({}): {e}",
+                dims.join(", ")
+            );
+            open(&GraphArgs {
+                dims,
+                graph: args.graph.clone(),
+                fetches: args.fetches.clone(),
+                device: args.device.clone(),
+                soft_placement: args.soft_placement,
+            })?
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut fed = read_feeds(&session, feeds)?;
     // Unfed placeholders get zeros of the plan's shapes: run-time sizes come from --dim.
     crate::needs_sizes(session.graph())?;
@@ -95,4 +117,30 @@ pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
         outln!("memory plan: {}", p.display())?;
     }
     Ok(())
+}
+
+/// `NAME=SIZE` for each symbolic input dimension of the ONNX model that `feeds` (the
+/// `--feed NAME=FILE.npy` arguments) give a size.
+fn onnx_dims_from_feeds(
+    args: &GraphArgs,
+    feeds: &[String],
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let model = open_onnx(args)?;
+    let mut fed = Vec::new();
+    for f in feeds {
+        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
+            name: truncate(f, MAX_QUOTED_CHARS),
+            message: "expected NAME=FILE.npy".into(),
+        })?;
+        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
+            name: truncate(name, MAX_QUOTED_CHARS),
+            message: naming(file, e.to_string()),
+        })?;
+        fed.push((name, value));
+    }
+    Ok(model
+        .sizes_from_feeds(&fed)?
+        .into_iter()
+        .map(|(name, size)| format!("{name}={size}"))
+        .collect())
 }

@@ -607,7 +607,14 @@ const FEW_TASK_COLS: usize = 64;
 /// Returns `false` (nothing written) for other layouts. Column ranges run on rayon's pool
 /// above [`PAR_MACS`]. The caller checks that every index the shapes imply lies inside A
 /// and B.
-pub fn few_rows(m: usize, k: usize, n: usize, a: Operand<'_>, b: Operand<'_>, c: &mut [f32]) -> bool {
+pub fn few_rows(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    c: &mut [f32],
+) -> bool {
     if c.len() < m * n || !(b.cols == 1 || b.rows == 1) {
         return false;
     }
@@ -630,7 +637,9 @@ pub fn few_rows(m: usize, k: usize, n: usize, a: Operand<'_>, b: Operand<'_>, c:
     };
     let threads = rayon::current_num_threads();
     let width = if m * k * n >= PAR_MACS && threads > 1 {
-        n.div_ceil(threads * 4).next_multiple_of(W).max(FEW_TASK_COLS)
+        n.div_ceil(threads * 4)
+            .next_multiple_of(W)
+            .max(FEW_TASK_COLS)
     } else {
         n
     };
@@ -945,7 +954,10 @@ mod x86 {
             let mut kk = 0;
             while kk < body {
                 unsafe {
-                    let av = [_mm256_loadu_ps(ar[0].add(kk)), _mm256_loadu_ps(ar[1].add(kk))];
+                    let av = [
+                        _mm256_loadu_ps(ar[0].add(kk)),
+                        _mm256_loadu_ps(ar[1].add(kk)),
+                    ];
                     for (j, &c) in bc.iter().enumerate() {
                         let bv = _mm256_loadu_ps(c.add(kk));
                         acc[0][j] = _mm256_fmadd_ps(av[0], bv, acc[0][j]);
