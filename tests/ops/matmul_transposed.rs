@@ -279,9 +279,9 @@ fn small_side_shapes_of_an_mlp_backward_pass() {
     run_cases(&cases, 1e-6);
 }
 
-/// A few rows of A against a long K (cpu:0's `few_rows` kernel, which reads B where it lies:
-/// 16-column strips of a row-major B, four-column dot products of a transposed one) in every
-/// layout: rows left over after blocks of 4 and 2, strips and quads cut short by N, K not a
+/// A few rows of A against a long K (cpu:0's `few_rows` kernel: up to 16 rows, or 32 over a
+/// transposed B, read where it lies: 16-column strips of a row-major B, four-column dot
+/// products of a transposed one) in every layout: rows left over after blocks of 4 and 2, strips and quads cut short by N, K not a
 /// multiple of 8, N split over threads, and batches stacked into rows or run one by one.
 #[test]
 fn few_rows_against_long_k_in_every_layout() {
@@ -307,6 +307,19 @@ fn few_rows_against_long_k_in_every_layout() {
                 t,
             });
         }
+    }
+    // Up to 32 rows when B is stored transposed (a linear layer's `x · Wᵀ`).
+    for (mkn, t) in [
+        ((24, 100, 37), [false, true]),
+        ((32, 64, 9), [true, true]),
+        ((31, 72, 6), [false, true]),
+    ] {
+        cases.push(Case {
+            ba: vec![],
+            bb: vec![],
+            mkn,
+            t,
+        });
     }
     for t in layouts {
         cases.push(Case {
