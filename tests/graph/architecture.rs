@@ -423,9 +423,10 @@ const LAYOUT: [&str; 6] = [
 /// phase-plane, direct convolution (with its micro-kernels) and by-rows max pool kernels,
 /// the one-pass per-channel bias form and scratch buffers of cpu:0's elementwise programs,
 /// and cpu:0's integer GEMM for matmuls.
-const EXTRAS: [&str; 17] = [
+const EXTRAS: [&str; 18] = [
     "custom/raw.rs",
     "matmul/igemm.rs",
+    "matmul/few_rows.rs",
     "elementwise/vmath.rs",
     "elementwise/table.rs",
     "elementwise/cpu/bias.rs",

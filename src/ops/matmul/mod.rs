@@ -15,6 +15,7 @@ use crate::graph::{Graph, Tensor};
 
 /// cpu:0's kernels; public for `benches/cpu_matmul.rs`, which measures them against sgemm.
 pub mod cpu;
+pub mod few_rows;
 pub mod file;
 mod grad;
 mod igemm;
