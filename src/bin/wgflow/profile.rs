@@ -126,18 +126,9 @@ fn onnx_dims_from_feeds(
     feeds: &[String],
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let model = open_onnx(args)?;
-    let mut fed = Vec::new();
-    for f in feeds {
-        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
-            name: truncate(f, MAX_QUOTED_CHARS),
-            message: "expected NAME=FILE.npy".into(),
-        })?;
-        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
-            name: truncate(name, MAX_QUOTED_CHARS),
-            message: naming(file, e.to_string()),
-        })?;
-        fed.push((name, value));
-    }
+    let (names, values): (Vec<String>, Vec<HostTensor>) =
+        read_npy_feeds(feeds)?.into_iter().unzip();
+    let fed: Vec<(&str, HostTensor)> = names.iter().map(String::as_str).zip(values).collect();
     Ok(model
         .sizes_from_feeds(&fed)?
         .into_iter()

@@ -87,25 +87,10 @@ fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
     for p in &paths {
         check_target(p, force)?;
     }
-    let mut fed: Vec<(String, HostTensor)> = Vec::new();
-    for f in &r.feeds {
-        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
-            name: truncate(f, MAX_QUOTED_CHARS),
-            message: "expected NAME=FILE.npy".into(),
-        })?;
-        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
-            name: truncate(name, MAX_QUOTED_CHARS),
-            message: naming(file, e.to_string()),
-        })?;
-        fed.push((name.to_string(), value));
-    }
-    // Read into owned names first, so the feeds borrow them without a copy of any tensor.
-    let names_fed: Vec<String> = fed.iter().map(|(n, _)| n.clone()).collect();
-    let feeds: Vec<(&str, HostTensor)> = names_fed
-        .iter()
-        .map(String::as_str)
-        .zip(fed.into_iter().map(|(_, v)| v))
-        .collect();
+    // Owned names apart, so the feeds borrow them without a copy of any tensor.
+    let (names_fed, values): (Vec<String>, Vec<HostTensor>) =
+        read_npy_feeds(&r.feeds)?.into_iter().unzip();
+    let feeds: Vec<(&str, HostTensor)> = names_fed.iter().map(String::as_str).zip(values).collect();
     let start = Instant::now();
     let plan = model.plan_for(Some(&names), &feeds)?;
     let values = model.run(Some(&names), &feeds)?;
@@ -284,6 +269,23 @@ pub(crate) fn read_feeds(
 }
 
 /// `message` about the file `path`, naming it if the library's text does not already.
+/// The `--feed NAME=FILE.npy` arguments read by name, as an ONNX model takes them.
+pub(crate) fn read_npy_feeds(feeds: &[String]) -> wgflow::Result<Vec<(String, HostTensor)>> {
+    let mut fed = Vec::with_capacity(feeds.len());
+    for f in feeds {
+        let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
+            name: truncate(f, MAX_QUOTED_CHARS),
+            message: "expected NAME=FILE.npy".into(),
+        })?;
+        let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
+            name: truncate(name, MAX_QUOTED_CHARS),
+            message: naming(file, e.to_string()),
+        })?;
+        fed.push((name.to_string(), value));
+    }
+    Ok(fed)
+}
+
 pub(crate) fn naming(path: &str, message: String) -> String {
     if message.contains(path) {
         message

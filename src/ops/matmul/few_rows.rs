@@ -134,18 +134,10 @@ fn few_rows_cols<const FMA: bool>(
         for s in (j0..j1).step_by(W) {
             let full = m / R * R;
             for r0 in (0..full).step_by(R) {
-                #[cfg(target_arch = "x86_64")]
-                if FMA && x86::strip::<R>(r0, k, (s, j1), a, b, &mut out[r0 * w..], w, j0) {
-                    continue;
-                }
-                strip::<R, FMA>(r0, k, (s, j1), a, b, &mut out[r0 * w..], w, j0);
+                strip_rows::<R, FMA>(r0, k, (s, j1), a, b, &mut out[r0 * w..], w, j0);
             }
             for r0 in full..m {
-                #[cfg(target_arch = "x86_64")]
-                if FMA && x86::strip::<1>(r0, k, (s, j1), a, b, &mut out[r0 * w..], w, j0) {
-                    continue;
-                }
-                strip::<1, FMA>(r0, k, (s, j1), a, b, &mut out[r0 * w..], w, j0);
+                strip_rows::<1, FMA>(r0, k, (s, j1), a, b, &mut out[r0 * w..], w, j0);
             }
         }
     } else {
@@ -161,6 +153,26 @@ fn few_rows_cols<const FMA: bool>(
             rows_dots::<1, FMA>(m, k, q, a, b, out, w, j0);
         }
     }
+}
+
+/// [`strip`] in intrinsics where the strip is full and the CPU has FMA, else portably.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn strip_rows<const RB: usize, const FMA: bool>(
+    i0: usize,
+    k: usize,
+    cols: (usize, usize),
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut [f32],
+    w: usize,
+    j0: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if FMA && x86::strip::<RB>(i0, k, cols, a, b, out, w, j0) {
+        return;
+    }
+    strip::<RB, FMA>(i0, k, cols, a, b, out, w, j0);
 }
 
 /// Rows `i0..i0 + RB` of C over the columns `s..min(s + W, end)`, B's rows contiguous;
