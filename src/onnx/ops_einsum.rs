@@ -270,7 +270,7 @@ fn arrange(
         for d in ds {
             n *= d.known().ok_or_else(|| {
                 bad(format!(
-                    "Einsum merges the run-time dimension {d} with others; pin it (--dim)"
+                    "Einsum merges the run-time dimension {d} with others; pin it (--dim {d}=SIZE)"
                 ))
             })?;
         }

@@ -128,7 +128,7 @@ impl InferenceSession {
                     // All sizes are known: the error is the model's, not the sizes'.
                     return Err(e);
                 }
-                s.per_binding = Some(text);
+                s.per_binding = Some(without_advice(&text));
             }
         }
         Ok(s)
@@ -423,6 +423,22 @@ fn is_value_needed(text: &str, inputs: &[Declared]) -> Option<String> {
         .map(str::to_string)
 }
 
+/// `text` without the importer's advice to pin dimensions: a per-binding session binds
+/// them from the feeds itself, so the advice does not apply to its users.
+fn without_advice(text: &str) -> String {
+    const ADVICE: [&str; 2] = ["; import with those dimensions pinned (", "; pin it ("];
+    let mut out = text.to_string();
+    for a in ADVICE {
+        if let Some(at) = out.find(a) {
+            let end = out[at + a.len()..]
+                .find(')')
+                .map_or(out.len(), |e| at + a.len() + e + 1);
+            out.replace_range(at..end, "");
+        }
+    }
+    out
+}
+
 fn has_symbols(inputs: &[Declared], opts: &ImportOptions) -> bool {
     inputs.iter().flat_map(|i| &i.dims).any(|d| match d {
         Dim::Named(s) => !opts.dims.contains_key(s),
@@ -488,4 +504,24 @@ fn declared(bytes: &[u8], opts: &ImportOptions) -> Result<(Vec<Declared>, Vec<De
         .collect();
     let outputs = graph.output.iter().map(one).collect();
     Ok((inputs, outputs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_advice;
+
+    #[test]
+    fn a_per_binding_reason_drops_the_advice_to_pin() {
+        let text = "node 'e' (Einsum): Einsum merges the run-time dimension batch with others; pin it (--dim batch=SIZE)";
+        assert_eq!(
+            without_advice(text),
+            "node 'e' (Einsum): Einsum merges the run-time dimension batch with others"
+        );
+        let text = "node 'r' (Reshape): a value computed from the run-time dimensions would become a fixed size; import with those dimensions pinned (ImportOptions::dims, --dim batch=SIZE --dim seq=SIZE) at model.onnx";
+        assert_eq!(
+            without_advice(text),
+            "node 'r' (Reshape): a value computed from the run-time dimensions would become a fixed size at model.onnx"
+        );
+        assert_eq!(without_advice("no advice here"), "no advice here");
+    }
 }

@@ -104,7 +104,8 @@ fn inference_session_by_names_at_every_size() {
             );
             if let Some(why) = s.per_binding() {
                 assert!(
-                    why.contains("pos_ids") && why.contains("--dim sequence=SIZE"),
+                    // The session binds sizes itself: no advice to pin them.
+                    why.contains("pos_ids") && !why.contains("--dim"),
                     "{why}"
                 );
             }

@@ -128,7 +128,7 @@ fn run_onnx(args: &GraphArgs, r: &RunArgs) -> CliResult {
         outln!("{name} {dtype} {} -> {}", v.shape(), path.display())?;
     }
     if let Some(why) = model.per_binding() {
-        errln!("note: imported once per set of sizes: {why}");
+        errln!("note: imported again for each new set of sizes, because {why}");
     }
     print_summary(&plan, first, &times, runs)
 }
