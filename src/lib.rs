@@ -51,7 +51,7 @@ pub mod error;
 pub mod files;
 pub mod graph;
 pub mod host;
-mod id;
+pub mod id;
 pub mod npy;
 #[cfg(feature = "onnx")]
 pub mod onnx;
@@ -70,6 +70,7 @@ pub use graph::{Conv2dOptions, PadMode};
 /// IEEE half precision, the host type of [`DType::F16`] tensors (re-exported from `half`).
 pub use half::f16;
 pub use host::{Element, HostTensor};
+pub use id::{Id, IdVec};
 pub use ops::{Initializer, SliceArg};
 pub use session::{Counters, Session, SessionOptions};
 pub use shape::Shape;

@@ -219,17 +219,19 @@ pub async fn execute_traced(
             );
         }
     }
+    // Runs of consecutive dispatches on one device go out together: positions, not ids.
+    let steps = plan.steps.as_slice();
     let mut i = 0;
-    while i < plan.steps.len() {
-        let step = &plan.steps[i];
+    while i < steps.len() {
+        let step = &steps[i];
         match &step.kind {
             StepKind::Dispatch { .. } => {
-                let end = (i..plan.steps.len())
+                let end = (i..steps.len())
                     .find(|&j| {
-                        plan.steps[j].device != step.device
-                            || !matches!(plan.steps[j].kind, StepKind::Dispatch { .. })
+                        steps[j].device != step.device
+                            || !matches!(steps[j].kind, StepKind::Dispatch { .. })
                     })
-                    .unwrap_or(plan.steps.len());
+                    .unwrap_or(steps.len());
                 let run: Vec<StepId> = (i..end).map(StepId::new).collect();
                 match trace.as_deref_mut() {
                     Some(rec) => p.on(step.device)?.dispatch_timed(plan, &run, rec)?,

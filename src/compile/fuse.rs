@@ -29,7 +29,8 @@
 //! First of all, a transpose of the last two axes that feeds a matmul is read in place by the
 //! matmul (see `fuse/transpose.rs`).
 
-use super::{Plan, Source, StepKind, Target, ValueId};
+use super::{Plan, Source, StepId, StepKind, Target, ValueId};
+use crate::id::IdVec;
 use crate::ops::elementwise::InputView;
 use crate::ops::{ElementwiseKernel, Epilogue, Expr, Kernel, Node, Prologue};
 use crate::Shape;
@@ -130,7 +131,9 @@ pub fn fold_constants(mut plan: Plan) -> Plan {
         };
         match folded {
             Some(t) => plan.values[step.output].source = Source::Constant(t),
-            None => plan.steps.push(step),
+            None => {
+                plan.steps.push(step);
+            }
         }
     }
     plan
@@ -152,9 +155,12 @@ fn drop_unused(mut plan: Plan) -> Plan {
     // A worklist, not repeated sweeps: dropping a step can orphan its producers in turn, and
     // a sweep per level would be quadratic in a long chain of them.
     let (producer, mut consumers) = usage(&plan);
-    let mut dead = vec![false; plan.steps.len()];
-    let mut work: Vec<usize> = (0..plan.steps.len())
-        .filter(|&i| consumers.get(&plan.steps[i].output).copied().unwrap_or(0) == 0)
+    let mut dead = IdVec::filled(false, plan.steps.len());
+    let mut work: Vec<StepId> = plan
+        .steps
+        .iter_enumerated()
+        .filter(|(_, s)| consumers.get(&s.output).copied().unwrap_or(0) == 0)
+        .map(|(i, _)| i)
         .collect();
     while let Some(i) = work.pop() {
         if std::mem::replace(&mut dead[i], true) {
@@ -181,11 +187,10 @@ fn drop_unused(mut plan: Plan) -> Plan {
 
 /// Which step produces each value, and how many consumers each value has (a fetch or a view
 /// counts as two, so such values are never fused away).
-fn usage(plan: &Plan) -> (HashMap<ValueId, usize>, HashMap<ValueId, usize>) {
+fn usage(plan: &Plan) -> (HashMap<ValueId, StepId>, HashMap<ValueId, usize>) {
     let producer = plan
         .steps
-        .iter()
-        .enumerate()
+        .iter_enumerated()
         .map(|(i, s)| (s.output, i))
         .collect();
     let mut consumers: HashMap<ValueId, usize> = HashMap::new();
@@ -211,14 +216,14 @@ fn usage(plan: &Plan) -> (HashMap<ValueId, usize>, HashMap<ValueId, usize>) {
 /// The state of elementwise fusion over a plan's steps.
 struct Fuser<'p> {
     plan: &'p Plan,
-    producer: HashMap<ValueId, usize>,
+    producer: HashMap<ValueId, StepId>,
     consumers: HashMap<ValueId, usize>,
     shared: HashSet<ValueId>,
     pinned: HashSet<ValueId>,
     /// Steps inlined into all their consumers.
-    dead: Vec<bool>,
+    dead: IdVec<StepId, bool>,
     /// Each elementwise step's kernel as fused so far.
-    work: Vec<Option<Work>>,
+    work: IdVec<StepId, Option<Work>>,
 }
 
 fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
@@ -229,11 +234,10 @@ fn fuse_elementwise(mut plan: Plan, target: &Target) -> Plan {
         consumers,
         shared: recomputable(&plan),
         pinned: pinned(&plan),
-        dead: vec![false; plan.steps.len()],
-        work: vec![None; plan.steps.len()],
+        dead: IdVec::filled(false, plan.steps.len()),
+        work: IdVec::filled(None, plan.steps.len()),
     };
-    for c in 0..plan.steps.len() {
-        let step = &plan.steps[c];
+    for (c, step) in plan.steps.iter_enumerated() {
         let StepKind::Dispatch {
             kernel: Kernel::Elementwise(k),
             inputs,
@@ -358,8 +362,8 @@ impl Fuser<'_> {
 }
 
 /// Replace each surviving elementwise step's kernel by its fused one.
-fn write_back(plan: &mut Plan, work: Vec<Option<Work>>, dead: &[bool]) {
-    for (c, w) in work.into_iter().enumerate() {
+fn write_back(plan: &mut Plan, work: IdVec<StepId, Option<Work>>, dead: &IdVec<StepId, bool>) {
+    for (c, w) in work.into_iter_enumerated() {
         let Some(w) = w else { continue };
         if dead[c] {
             continue;
@@ -404,12 +408,8 @@ fn write_back(plan: &mut Plan, work: Vec<Option<Work>>, dead: &[bool]) {
     }
 }
 
-fn drop_dead(plan: &mut Plan, dead: &[bool]) {
-    let mut i = 0;
-    plan.steps.retain(|_| {
-        i += 1;
-        !dead[i - 1]
-    });
+fn drop_dead(plan: &mut Plan, dead: &IdVec<StepId, bool>) {
+    plan.steps.retain(|i, _| !dead[i]);
 }
 
 fn max_bindings(target: &Target, device: crate::device::Device) -> usize {
@@ -425,8 +425,8 @@ fn max_bindings(target: &Target, device: crate::device::Device) -> usize {
 fn fuse_prologues(mut plan: Plan, target: &Target) -> Plan {
     let (producer, consumers) = usage(&plan);
     let shared = recomputable(&plan);
-    let mut dead = vec![false; plan.steps.len()];
-    for r in 0..plan.steps.len() {
+    let mut dead = IdVec::filled(false, plan.steps.len());
+    for r in plan.steps.ids() {
         let device = plan.steps[r].device;
         let StepKind::Dispatch {
             kernel: Kernel::Reduce(rk),
@@ -498,8 +498,8 @@ fn fuse_prologues(mut plan: Plan, target: &Target) -> Plan {
 /// unchanged: the result is never written to memory before it.
 fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
     let (mut producer, consumers) = usage(&plan);
-    let mut dead = vec![false; plan.steps.len()];
-    for c in 0..plan.steps.len() {
+    let mut dead = IdVec::filled(false, plan.steps.len());
+    for c in plan.steps.ids() {
         let device = plan.steps[c].device;
         let StepKind::Dispatch {
             kernel: Kernel::Elementwise(k),
@@ -560,8 +560,8 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
 /// and so does the output between them.
 fn fuse_consumers(mut plan: Plan) -> Plan {
     let (mut producer, consumers) = usage(&plan);
-    let mut dead = vec![false; plan.steps.len()];
-    for c in 0..plan.steps.len() {
+    let mut dead = IdVec::filled(false, plan.steps.len());
+    for c in plan.steps.ids() {
         let StepKind::Dispatch {
             kernel: consumer,
             inputs,
@@ -604,9 +604,9 @@ fn epilogue_of(
     target: &Target,
     (k, inputs, device): (&ElementwiseKernel, &[ValueId], crate::device::Device),
     j: usize,
-    producer: &HashMap<ValueId, usize>,
+    producer: &HashMap<ValueId, StepId>,
     consumers: &HashMap<ValueId, usize>,
-) -> Option<(usize, Vec<ValueId>)> {
+) -> Option<(StepId, Vec<ValueId>)> {
     let v = inputs[j];
     let &p = producer.get(&v)?;
     if k.has_views()
@@ -638,7 +638,7 @@ fn epilogue_of(
 
 /// Step `p` becomes `kernel` over `inputs`, writing step `c`'s output and naming both
 /// steps' nodes (`c` is then dropped by the caller).
-fn merge_into(plan: &mut Plan, p: usize, c: usize, kernel: Kernel, inputs: Vec<ValueId>) {
+fn merge_into(plan: &mut Plan, p: StepId, c: StepId, kernel: Kernel, inputs: Vec<ValueId>) {
     let output = plan.steps[c].output;
     let mut nodes = plan.steps[c].nodes.clone();
     let step = &mut plan.steps[p];

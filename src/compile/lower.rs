@@ -3,10 +3,11 @@
 //! step wherever an edge crosses devices.
 
 use super::place::Placed;
-use super::{Plan, Source, Step, StepKind, Value, ValueId};
+use super::{Plan, Source, Step, StepId, StepKind, Value, ValueId};
 use crate::device::Device;
 use crate::graph::NodeId;
 use crate::graph::{Graph, Node, Tensor};
+use crate::id::IdVec;
 use crate::ops::family::{Arg, Emit, EmptyInput, LowerCx, Lowered};
 use crate::ops::{ElementwiseKernel, Expr, Kernel};
 use crate::{DType, HostTensor, Shape};
@@ -14,15 +15,14 @@ use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 
 struct Lowering {
-    values: Vec<Value>,
-    steps: Vec<Step>,
+    values: IdVec<ValueId, Value>,
+    steps: IdVec<StepId, Step>,
     on_device: HashMap<(ValueId, Device), ValueId>,
 }
 
 impl Lowering {
     fn value(&mut self, v: Value) -> ValueId {
-        self.values.push(v);
-        ValueId::new(self.values.len() - 1)
+        self.values.push(v)
     }
 
     /// `v` as seen from `device`: itself, a copy of a constant, or a transferred copy.
@@ -119,8 +119,8 @@ impl Emit for Emitter<'_, '_> {
 /// or view).
 pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan> {
     let mut l = Lowering {
-        values: Vec::new(),
-        steps: Vec::new(),
+        values: IdVec::new(),
+        steps: IdVec::new(),
         on_device: HashMap::new(),
     };
     let mut of_node: HashMap<NodeId, ValueId> = HashMap::new();
@@ -201,7 +201,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
                 variable,
                 value: new,
             } => {
-                let var = l.values.get(id(variable).index()).map(|v| &v.source);
+                let var = l.values.get(id(variable)).map(|v| &v.source);
                 let Some(Source::Variable { name: var_name, .. }) = var else {
                     return Err(Error::Build {
                         op: node.op.name().to_string(),

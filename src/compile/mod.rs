@@ -12,6 +12,7 @@ pub use memory::MemoryPlan;
 
 use crate::device::{Device, DeviceLimits};
 use crate::graph::{Graph, Tensor};
+use crate::id::IdVec;
 use crate::ops::Kernel;
 use crate::{DType, HostTensor, Result, Shape};
 use std::collections::BTreeMap;
@@ -126,8 +127,8 @@ impl Target {
 /// A compiled graph: ordered steps over values, with a memory plan per device.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub values: Vec<Value>,
-    pub steps: Vec<Step>,
+    pub values: IdVec<ValueId, Value>,
+    pub steps: IdVec<StepId, Step>,
     /// Placeholder node name → the value its feed is written to.
     pub feeds: Vec<(String, ValueId)>,
     pub fetches: Vec<ValueId>,

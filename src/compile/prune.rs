@@ -2,12 +2,13 @@
 
 use crate::graph::NodeId;
 use crate::graph::{Graph, Tensor};
+use crate::id::IdVec;
 use crate::{Error, Result};
 
 /// The nodes the `fetches` depend on, in graph (= topological) order: the graph is
 /// append-only, so every input has a smaller index than its consumer.
 pub fn prune(graph: &Graph, fetches: &[Tensor]) -> Result<Vec<NodeId>> {
-    let mut keep = vec![false; graph.len()];
+    let mut keep: IdVec<NodeId, bool> = IdVec::filled(false, graph.len());
     let mut stack = Vec::new();
     for &t in fetches {
         if !graph.owns(t) {
@@ -19,15 +20,14 @@ pub fn prune(graph: &Graph, fetches: &[Tensor]) -> Result<Vec<NodeId>> {
         stack.push(t.node());
     }
     while let Some(n) = stack.pop() {
-        if std::mem::replace(&mut keep[n.index()], true) {
+        if std::mem::replace(&mut keep[n], true) {
             continue;
         }
         stack.extend(graph.input_nodes(n));
     }
     Ok(keep
-        .iter()
-        .enumerate()
+        .iter_enumerated()
         .filter(|(_, &k)| k)
-        .map(|(i, _)| NodeId::new(i))
+        .map(|(i, _)| i)
         .collect())
 }

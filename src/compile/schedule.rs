@@ -3,7 +3,8 @@
 //! the order decides which values are alive together, and so the memory peak; `compile`
 //! plans memory for each and keeps the lowest peak.
 
-use super::{Plan, Source, ValueId};
+use super::{Plan, Source, Step, StepId, ValueId};
+use crate::id::IdVec;
 use crate::{Error, Result};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -11,23 +12,18 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 /// The dependency structure of a plan's steps.
 struct Deps {
     /// Steps each step waits for.
-    deps: Vec<Vec<usize>>,
+    deps: IdVec<StepId, Vec<StepId>>,
     /// Steps waiting for each step.
-    users: Vec<Vec<usize>>,
+    users: IdVec<StepId, Vec<StepId>>,
 }
 
 fn deps(plan: &Plan) -> Deps {
     let n = plan.steps.len();
-    let producer: HashMap<ValueId, usize> = plan
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.output, i))
-        .collect();
-    let mut deps = vec![Vec::new(); n];
-    let mut users = vec![Vec::new(); n];
-    for (i, s) in plan.steps.iter().enumerate() {
-        let mut d: Vec<usize> = s
+    let producer = producers(plan);
+    let mut deps = IdVec::filled(Vec::new(), n);
+    let mut users = IdVec::filled(Vec::new(), n);
+    for (i, s) in plan.steps.iter_enumerated() {
+        let mut d: Vec<StepId> = s
             .inputs()
             .into_iter()
             .filter_map(|v| producer.get(&plan.root(v)).copied())
@@ -42,19 +38,33 @@ fn deps(plan: &Plan) -> Deps {
     Deps { deps, users }
 }
 
-fn reorder(mut plan: Plan, order: &[usize]) -> Plan {
-    let mut old: Vec<Option<super::Step>> = plan.steps.drain(..).map(Some).collect();
+fn producers(plan: &Plan) -> HashMap<ValueId, StepId> {
+    plan.steps
+        .iter_enumerated()
+        .map(|(i, s)| (s.output, i))
+        .collect()
+}
+
+fn reorder(mut plan: Plan, order: &[StepId]) -> Plan {
+    let mut old: IdVec<StepId, Option<Step>> = std::mem::take(&mut plan.steps)
+        .into_iter()
+        .map(Some)
+        .collect();
     plan.steps = order.iter().filter_map(|&i| old[i].take()).collect();
     plan
 }
 
 /// The default order: Kahn's algorithm with ties to the earliest step (graph order).
-fn earliest_first(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
+fn earliest_first(plan: &Plan, d: &Deps) -> Result<Vec<StepId>> {
     let n = plan.steps.len();
-    let mut indegree: Vec<usize> = d.deps.iter().map(Vec::len).collect();
+    let mut indegree: IdVec<StepId, usize> = d.deps.iter().map(Vec::len).collect();
     // A heap, not a scan of the ready list: a wide graph has thousands of ready steps.
-    let mut ready: BinaryHeap<Reverse<usize>> =
-        (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+    let mut ready: BinaryHeap<Reverse<StepId>> = plan
+        .steps
+        .ids()
+        .filter(|&i| indegree[i] == 0)
+        .map(Reverse)
+        .collect();
     let mut order = Vec::with_capacity(n);
     while let Some(Reverse(i)) = ready.pop() {
         order.push(i);
@@ -83,7 +93,7 @@ pub fn candidates(plan: Plan) -> Result<Vec<Plan>> {
         depth_first(&plan, &d, true),
         memory_greedy(&plan, &d)?,
     ];
-    let mut unique: Vec<Vec<usize>> = Vec::new();
+    let mut unique: Vec<Vec<StepId>> = Vec::new();
     for o in orders {
         if o.len() == plan.steps.len() && !unique.contains(&o) {
             unique.push(o);
@@ -92,22 +102,17 @@ pub fn candidates(plan: Plan) -> Result<Vec<Plan>> {
     Ok(unique.iter().map(|o| reorder(plan.clone(), o)).collect())
 }
 
-fn depth_first(plan: &Plan, d: &Deps, reversed: bool) -> Vec<usize> {
+fn depth_first(plan: &Plan, d: &Deps, reversed: bool) -> Vec<StepId> {
     let n = plan.steps.len();
-    let producer: HashMap<ValueId, usize> = plan
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.output, i))
-        .collect();
-    let mut state = vec![0u8; n]; // 0 new, 1 open, 2 done
+    let producer = producers(plan);
+    let mut state: IdVec<StepId, u8> = IdVec::filled(0, n); // 0 new, 1 open, 2 done
     let mut order = Vec::with_capacity(n);
-    let mut roots: Vec<usize> = plan
+    let mut roots: Vec<StepId> = plan
         .outputs()
         .iter()
         .filter_map(|&f| producer.get(&plan.root(f)).copied())
         .collect();
-    roots.extend(0..n); // anything not reached from a fetch (e.g. transfers) still runs
+    roots.extend(plan.steps.ids()); // anything not reached from a fetch (e.g. transfers) still runs
     for r in roots {
         let mut stack = vec![(r, 0usize)];
         while let Some((s, k)) = stack.pop() {
@@ -138,12 +143,12 @@ fn depth_first(plan: &Plan, d: &Deps, reversed: bool) -> Vec<usize> {
 /// Kahn's algorithm where the ready step that frees the most bytes net goes first (ties to
 /// the lower index). A step's score changes only when one of its inputs is down to the reads
 /// that step itself makes, so scores live in a heap and are pushed again just then.
-fn memory_greedy(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
+fn memory_greedy(plan: &Plan, d: &Deps) -> Result<Vec<StepId>> {
     let n = plan.steps.len();
     let bytes = |v: ValueId| plan.values[v].bytes() as i64;
     let fetched: HashSet<ValueId> = plan.outputs().iter().map(|&f| plan.root(f)).collect();
     // Per step, each distinct storage root it reads and how many times.
-    let reads: Vec<Vec<(ValueId, usize)>> = plan
+    let reads: IdVec<StepId, Vec<(ValueId, usize)>> = plan
         .steps
         .iter()
         .map(|s| {
@@ -161,10 +166,10 @@ fn memory_greedy(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
         .collect();
     // Remaining reads of each storage root (fetched roots are never freed), and its readers.
     let mut remaining: HashMap<ValueId, usize> = HashMap::new();
-    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    let mut readers: HashMap<ValueId, Vec<StepId>> = HashMap::new();
     // The most reads of each root by one step: below that, no score can change.
     let mut most: HashMap<ValueId, usize> = HashMap::new();
-    for (i, r) in reads.iter().enumerate() {
+    for (i, r) in reads.iter_enumerated() {
         for &(v, c) in r {
             *remaining.entry(v).or_default() += c;
             readers.entry(v).or_default().push(i);
@@ -172,7 +177,7 @@ fn memory_greedy(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
             *m = (*m).max(c);
         }
     }
-    let net = |i: usize, remaining: &HashMap<ValueId, usize>| -> i64 {
+    let net = |i: StepId, remaining: &HashMap<ValueId, usize>| -> i64 {
         let mut freed = 0;
         for &(r, uses) in &reads[i] {
             let persistent =
@@ -183,12 +188,12 @@ fn memory_greedy(plan: &Plan, d: &Deps) -> Result<Vec<usize>> {
         }
         bytes(plan.steps[i].output) - freed
     };
-    let mut indegree: Vec<usize> = d.deps.iter().map(Vec::len).collect();
-    let mut score: Vec<i64> = vec![0; n];
-    let mut is_ready = vec![false; n];
-    let mut done = vec![false; n];
-    let mut heap: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
-    for i in (0..n).filter(|&i| indegree[i] == 0) {
+    let mut indegree: IdVec<StepId, usize> = d.deps.iter().map(Vec::len).collect();
+    let mut score: IdVec<StepId, i64> = IdVec::filled(0, n);
+    let mut is_ready = IdVec::filled(false, n);
+    let mut done = IdVec::filled(false, n);
+    let mut heap: BinaryHeap<Reverse<(i64, StepId)>> = BinaryHeap::new();
+    for i in plan.steps.ids().filter(|&i| indegree[i] == 0) {
         score[i] = net(i, &remaining);
         is_ready[i] = true;
         heap.push(Reverse((score[i], i)));

@@ -21,6 +21,7 @@
 //! [`Family::rebinds`]: crate::ops::Family::rebinds
 
 use super::{Graph, Node, NodeId, Tensor};
+use crate::id::IdVec;
 use crate::{Error, Result, Shape};
 use std::collections::HashMap;
 use std::fmt;
@@ -484,19 +485,19 @@ impl Graph {
     /// derived again from concrete shapes); the rest is copied. Node ids and names are kept,
     /// so the graph's tensors stay valid handles. A node that needs a symbol the binding
     /// lacks is copied as it is and reported in the second result (it must not be run).
-    pub(crate) fn bind(&self, binding: &Binding) -> Result<(Graph, Vec<bool>)> {
+    pub(crate) fn bind(&self, binding: &Binding) -> Result<(Graph, IdVec<NodeId, bool>)> {
         let mut g = Graph {
             id: self.id,
-            g: Vec::with_capacity(self.g.len()),
+            g: IdVec::with_capacity(self.g.len()),
             names: HashMap::with_capacity(self.names.len()),
             suffixes: HashMap::new(),
             name_scopes: Vec::new(),
             device_scopes: Vec::new(),
             syms: Symbols::default(),
         };
-        let mut unbound = vec![false; self.g.len()];
-        for (i, node) in self.g.iter().enumerate() {
-            let stale = node.inputs.iter().any(|&n| unbound[n.index()]);
+        let mut unbound = IdVec::filled(false, self.g.len());
+        for (i, node) in self.g.iter_enumerated() {
+            let stale = node.inputs.iter().any(|&n| unbound[n]);
             let shape = match &node.sym {
                 _ if !node.dynamic || stale => None,
                 Some(sym) => self
@@ -510,7 +511,7 @@ impl Graph {
                 let mut copy = node.clone();
                 copy.dynamic = false;
                 copy.sym = None;
-                g.names.insert(copy.name.clone(), NodeId::new(i));
+                g.names.insert(copy.name.clone(), i);
                 g.g.push(copy);
                 continue;
             };
@@ -546,7 +547,7 @@ impl Graph {
             let probe_in: Vec<Shape> = node
                 .inputs
                 .iter()
-                .map(|&n| self.g[n.index()].shape.clone())
+                .map(|&n| self.g[n].shape.clone())
                 .collect();
             let r = node
                 .op
@@ -557,7 +558,7 @@ impl Graph {
                 Error::Build { message, .. } | Error::GraphDef { message, .. } => at_run(message),
                 other => other,
             })?;
-            if g.len() != before + 1 || t.node.index() != i {
+            if g.len() != before + 1 || t.node != i {
                 return Err(Error::Internal(format!(
                     "binding rebuilt '{}' as {} nodes",
                     node.name,
@@ -575,7 +576,7 @@ impl Graph {
             built.location = node.location;
             built.origin = node.origin.clone();
             g.names.remove(&old);
-            g.names.insert(node.name.clone(), NodeId::new(i));
+            g.names.insert(node.name.clone(), i);
         }
         Ok((g, unbound))
     }

@@ -6,6 +6,7 @@
 
 use super::{Graph, Tensor};
 use crate::graph::NodeId;
+use crate::id::IdVec;
 use crate::ops::GradCx;
 use crate::{Error, Result, Shape};
 use std::collections::HashMap;
@@ -134,12 +135,8 @@ impl Graph {
         }
         let mut result: HashMap<NodeId, Option<Tensor>> = HashMap::new();
         let wanted_x: Vec<NodeId> = xs.iter().map(|x| x.node).collect();
-        let last = on_path.iter().rposition(|&p| p).unwrap_or(0);
-        for i in (0..=last).rev() {
-            if !on_path[i] {
-                continue;
-            }
-            let n = NodeId::new(i);
+        // Reverse id order: every consumer's gradient arrives before its inputs are visited.
+        for (n, _) in on_path.iter_enumerated().rev().filter(|(_, &p)| p) {
             let Some(parts) = arriving.remove(&n) else {
                 continue;
             };
@@ -150,7 +147,7 @@ impl Graph {
             let inputs = self.inputs_of(n);
             let wanted: Vec<bool> = inputs
                 .iter()
-                .map(|t| on_path[t.node.index()] && self.g[t.node].dtype.is_float())
+                .map(|t| on_path[t.node] && self.g[t.node].dtype.is_float())
                 .collect();
             if !wanted.iter().any(|&w| w) {
                 continue;
@@ -169,29 +166,26 @@ impl Graph {
     }
 
     /// Which nodes lie on a path from some `x` to some `y` (by node index).
-    fn path(&self, ys: &[Tensor], xs: &[Tensor]) -> Vec<bool> {
+    fn path(&self, ys: &[Tensor], xs: &[Tensor]) -> IdVec<NodeId, bool> {
         let n = self.g.len();
-        let mut from_x = vec![false; n];
+        let mut from_x = IdVec::filled(false, n);
         for x in xs {
-            from_x[x.node.index()] = true;
+            from_x[x.node] = true;
         }
-        // Nodes are appended after their inputs, so index order is a topological order.
-        for i in 0..n {
+        // Nodes are appended after their inputs, so id order is a topological order.
+        for i in self.g.ids() {
             if !from_x[i] {
-                from_x[i] = self
-                    .inputs_of(NodeId::new(i))
-                    .iter()
-                    .any(|t| from_x[t.node.index()]);
+                from_x[i] = self.inputs_of(i).iter().any(|t| from_x[t.node]);
             }
         }
-        let mut to_y = vec![false; n];
+        let mut to_y = IdVec::filled(false, n);
         for y in ys {
-            to_y[y.node.index()] = true;
+            to_y[y.node] = true;
         }
-        for i in (0..n).rev() {
+        for i in self.g.ids().rev() {
             if to_y[i] {
-                for t in self.inputs_of(NodeId::new(i)) {
-                    to_y[t.node.index()] = true;
+                for t in self.inputs_of(i) {
+                    to_y[t.node] = true;
                 }
             }
         }

@@ -34,6 +34,7 @@ pub use dims::{dims_text, Binding, Dim};
 pub(crate) use dims::{SymDim, Symbols};
 
 use crate::device::DeviceSpec;
+use crate::id::IdVec;
 use crate::ops::{Declared, Op};
 use crate::{BuildKind, DType, Error, Result, Shape};
 use std::collections::HashMap;
@@ -117,7 +118,7 @@ impl Tensor {
 pub struct Graph {
     id: u64,
     /// The nodes, indexed by [`NodeId`]; append-only, so a node's inputs precede it.
-    pub(crate) g: Vec<Node>,
+    pub(crate) g: IdVec<NodeId, Node>,
     names: HashMap<String, NodeId>,
     /// Per base name, the suffix to try first for the next node (`neg_7` after `neg_6`), so
     /// naming a node is O(1), not a walk over every earlier `neg_k`.
@@ -138,7 +139,7 @@ impl Graph {
     pub fn new() -> Self {
         Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
-            g: Vec::new(),
+            g: IdVec::new(),
             names: HashMap::new(),
             suffixes: HashMap::new(),
             name_scopes: Vec::new(),

@@ -5,6 +5,7 @@ use crate::backend::{self, Created, Prepared, VarStore};
 use crate::compile::{self, Plan, Target};
 use crate::device::{Device, DeviceLimits};
 use crate::graph::{Binding, Graph, NodeId, Tensor};
+use crate::id::IdVec;
 use crate::ops::random::RUN_COUNTER;
 use crate::ops::Leaf;
 use crate::ops::Op;
@@ -89,7 +90,7 @@ struct Bound {
     /// `None` for a graph without run-time dimensions: the session's own graph.
     graph: Option<Graph>,
     /// Nodes that need a size this binding lacks (no feed gave it).
-    unbound: Vec<bool>,
+    unbound: IdVec<NodeId, bool>,
     plans: HashMap<Signature, Entry>,
     /// The session's run count when it was last used (least recently used is dropped first).
     used: u64,
@@ -566,14 +567,19 @@ impl Session {
     }
 
     /// A fetch that needs a size no feed gave is an error naming the dimensions.
-    fn check_bound(&self, binding: &Binding, unbound: &[bool], fetches: &[Tensor]) -> Result<()> {
+    fn check_bound(
+        &self,
+        binding: &Binding,
+        unbound: &IdVec<NodeId, bool>,
+        fetches: &[Tensor],
+    ) -> Result<()> {
         let mut stack: Vec<NodeId> = fetches.iter().map(|t| t.node()).collect();
-        let mut seen = vec![false; unbound.len()];
+        let mut seen = IdVec::filled(false, unbound.len());
         while let Some(n) = stack.pop() {
-            if std::mem::replace(&mut seen[n.index()], true) {
+            if std::mem::replace(&mut seen[n], true) {
                 continue;
             }
-            if unbound[n.index()] {
+            if unbound[n] {
                 let missing: Vec<&str> = self
                     .graph
                     .dim_names()
@@ -582,7 +588,7 @@ impl Session {
                     .filter(|(k, _)| binding.0.get(*k).copied().flatten().is_none())
                     .map(|(_, n)| n.as_str())
                     .collect();
-                let node = &self.graph.g[n.index()];
+                let node = &self.graph.g[n];
                 return Err(Error::Feed {
                     name: node.name.clone(),
                     message: format!(
@@ -592,7 +598,7 @@ impl Session {
                     ),
                 });
             }
-            stack.extend(self.graph.g[n.index()].inputs.iter().copied());
+            stack.extend(self.graph.g[n].inputs.iter().copied());
         }
         Ok(())
     }
@@ -685,7 +691,7 @@ impl Session {
                 let (g, unbound) = self.graph.bind(binding)?;
                 (Some(g), unbound)
             } else {
-                (None, vec![false; self.graph.len()])
+                (None, IdVec::filled(false, self.graph.len()))
             };
             while self.cache.len() >= self.options.max_bindings.max(1) {
                 let oldest = self

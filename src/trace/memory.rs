@@ -6,7 +6,7 @@
 //! for no gain. The output depends only on the plan (maps are ordered, numbers are printed
 //! with fixed precision), so the same plan always gives the same bytes.
 
-use crate::compile::{MemoryPlan, Plan, Source, StepKind, ValueId};
+use crate::compile::{MemoryPlan, Plan, Source, StepId, StepKind, ValueId};
 use crate::device::Device;
 use crate::ops::{Kernel, KernelClass};
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,15 +85,15 @@ impl Kind {
 }
 
 /// The step that writes each value.
-fn producers(plan: &Plan) -> BTreeMap<ValueId, usize> {
+fn producers(plan: &Plan) -> BTreeMap<ValueId, StepId> {
     let mut p = BTreeMap::new();
-    for (i, s) in plan.steps.iter().enumerate() {
+    for (i, s) in plan.steps.iter_enumerated() {
         p.entry(s.output).or_insert(i);
     }
     p
 }
 
-fn kind_of(plan: &Plan, producer: &BTreeMap<ValueId, usize>, v: ValueId) -> Kind {
+fn kind_of(plan: &Plan, producer: &BTreeMap<ValueId, StepId>, v: ValueId) -> Kind {
     if let Some(&i) = producer.get(&v) {
         return match &plan.steps[i].kind {
             StepKind::Dispatch { kernel, .. } => Kind::of_kernel(kernel),
@@ -233,7 +233,7 @@ fn header(s: &mut String, kinds: &BTreeSet<Kind>, in_place: bool) -> f64 {
 fn panel(
     s: &mut String,
     plan: &Plan,
-    producer: &BTreeMap<ValueId, usize>,
+    producer: &BTreeMap<ValueId, StepId>,
     device: Device,
     mp: &MemoryPlan,
     top: f64,
@@ -285,14 +285,15 @@ fn panel(
         ticks.top
     );
     // Steps that run on this device, shaded in runs.
+    let steps = plan.steps.as_slice();
     let mut c = 0;
-    while c < plan.steps.len() {
-        if plan.steps[c].device != device {
+    while c < steps.len() {
+        if steps[c].device != device {
             c += 1;
             continue;
         }
         let start = c;
-        while c < plan.steps.len() && plan.steps[c].device == device {
+        while c < steps.len() && steps[c].device == device {
             c += 1;
         }
         let _ = writeln!(
@@ -490,7 +491,7 @@ fn label(s: &mut String, value: &crate::compile::Value, x0: f64, x1: f64, y0: f6
 /// The hover text of a value's box.
 fn hover(
     plan: &Plan,
-    producer: &BTreeMap<ValueId, usize>,
+    producer: &BTreeMap<ValueId, StepId>,
     mp: &MemoryPlan,
     v: ValueId,
     offset: u64,

@@ -209,7 +209,7 @@ fn a_10000_op_chain_plans_and_runs_on_a_2_mib_stack() {
             }
             let feed = data();
             let (plan, got) = run(&g, Device::Cpu, x, y, &feed);
-            let wgsl = match &plan.steps[0].kind {
+            let wgsl = match &plan.steps.as_slice()[0].kind {
                 StepKind::Dispatch { kernel, .. } => kernel.wgsl(),
                 StepKind::Transfer { .. } => String::new(),
             };

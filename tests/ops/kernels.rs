@@ -190,7 +190,7 @@ fn fusion_forms_one_kernel_for_chains_and_trees() {
     let StepKind::Dispatch {
         kernel: Kernel::Elementwise(k),
         inputs,
-    } = &plan.steps[0].kind
+    } = &plan.steps.as_slice()[0].kind
     else {
         panic!()
     };

@@ -7,6 +7,7 @@
 
 use super::{drop_dead, usage};
 use crate::compile::{Plan, StepKind, ValueId};
+use crate::id::IdVec;
 use crate::ops::{Kernel, PermuteKernel};
 
 /// Whether `pk` swaps the last two axes and keeps the others in place.
@@ -20,8 +21,8 @@ fn swaps_last_two(pk: &PermuteKernel) -> bool {
 
 pub(super) fn fuse_matmul_transposes(mut plan: Plan) -> Plan {
     let (producer, mut consumers) = usage(&plan);
-    let mut dead = vec![false; plan.steps.len()];
-    for c in 0..plan.steps.len() {
+    let mut dead = IdVec::filled(false, plan.steps.len());
+    for c in plan.steps.ids() {
         let device = plan.steps[c].device;
         let StepKind::Dispatch {
             kernel: Kernel::MatMul(mk),

@@ -22,7 +22,7 @@ pub(super) struct Work {
     /// Operations in the arena (a shared node counts once).
     pub(super) ops: usize,
     /// The graph nodes computed, with the step each came from (for ordering).
-    pub(super) names: Vec<(usize, String)>,
+    pub(super) names: Vec<(StepId, String)>,
     /// The value this kernel writes.
     pub(super) out: ValueId,
 }
@@ -31,7 +31,7 @@ impl Work {
     pub(super) fn new(
         k: &ElementwiseKernel,
         inputs: &[ValueId],
-        step: (usize, ValueId),
+        step: (StepId, ValueId),
         names: Vec<String>,
     ) -> Work {
         let mut w = Work {
@@ -161,7 +161,7 @@ impl Work {
 
     /// The finished expression (shared nodes merged, inputs numbered by first use), its
     /// inputs, and the graph nodes it computes.
-    pub(super) fn finish(self) -> (Expr, Vec<Src>, Vec<(usize, String)>) {
+    pub(super) fn finish(self) -> (Expr, Vec<Src>, Vec<(StepId, String)>) {
         const UNSEEN: usize = usize::MAX;
         let mut map = vec![UNSEEN; self.nodes.len()];
         let mut nodes: Vec<Node> = Vec::new();

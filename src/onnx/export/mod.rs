@@ -30,6 +30,8 @@ use super::proto::{
     NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use super::Message;
+use crate::graph::NodeId;
+use crate::id::IdVec;
 use crate::ops::{Leaf, Op};
 use crate::{DType, Graph, HostTensor, Result, Session, Tensor};
 use std::collections::{HashMap, HashSet};
@@ -96,30 +98,26 @@ pub fn model(
             ),
         ));
     }
-    let mut needed = vec![false; graph.len()];
+    let mut needed = IdVec::filled(false, graph.len());
     for &t in fetches {
         graph.node(t)?;
-        needed[t.index()] = true;
+        needed[t.node()] = true;
     }
-    for i in (0..graph.len()).rev() {
+    for i in graph.g.ids().rev() {
         if needed[i] {
-            for inp in &graph.g[i].inputs {
-                needed[inp.index()] = true;
+            for &inp in &graph.g[i].inputs {
+                needed[inp] = true;
             }
         }
     }
     let mut ex = Ex::default();
     let tensors: Vec<Tensor> = graph.tensors().collect();
-    for (i, node) in graph.g.iter().enumerate() {
+    for (i, node) in graph.g.iter_enumerated() {
         if !needed[i] {
             continue;
         }
         let at = || format!("node '{}' ({})", node.name, node.op.name());
-        let inputs: Vec<String> = node
-            .inputs
-            .iter()
-            .map(|n| ex.values[&n.index()].clone())
-            .collect();
+        let inputs: Vec<String> = node.inputs.iter().map(|n| ex.values[n].clone()).collect();
         let out = match &node.op {
             Op::Leaf(Leaf::Constant(v)) => {
                 let name = ex.fresh(&node.name);
@@ -139,7 +137,7 @@ pub fn model(
                         "a variable needs a session to freeze its value: use export_with_session",
                     ));
                 };
-                let v = s.read_variable(tensors[i])?;
+                let v = s.read_variable(tensors[i.index()])?;
                 let name = ex.fresh(&node.name);
                 ex.initializer(&name, &v)?;
                 name
@@ -194,7 +192,7 @@ pub fn model(
     for &t in fetches {
         let node = graph.node(t)?;
         let name = ex.fresh(&node.name);
-        let v = ex.values[&t.index()].clone();
+        let v = ex.values[&t.node()].clone();
         ex.nodes.push(NodeProto {
             input: vec![v],
             output: vec![name.clone()],
@@ -240,7 +238,7 @@ pub(super) struct Cx<'a> {
 impl Cx<'_> {
     /// Input `k`'s node.
     pub fn input(&self, k: usize) -> &crate::graph::Node {
-        &self.graph.g[self.node.inputs[k].index()]
+        &self.graph.g[self.node.inputs[k]]
     }
 
     pub fn x(&self, k: usize) -> String {
@@ -254,8 +252,8 @@ pub(super) struct Ex {
     nodes: Vec<NodeProto>,
     inits: Vec<TensorProto>,
     inputs: Vec<ValueInfoProto>,
-    /// Graph node index → its ONNX value name.
-    values: HashMap<usize, String>,
+    /// Graph node → its ONNX value name.
+    values: HashMap<NodeId, String>,
     used: HashSet<String>,
 }
 

@@ -282,7 +282,7 @@ impl GpuPlan {
     fn pending_dispatch(
         &self,
         plan: &Plan,
-        i: usize,
+        i: StepId,
         kernel: &crate::ops::Kernel,
         inputs: &[ValueId],
     ) -> Result<PendingDispatch> {
@@ -343,7 +343,7 @@ impl GpuPlan {
             ctx.limits.max_compute_workgroups_per_dimension,
         )?;
         Ok(PendingDispatch {
-            step: StepId::new(i),
+            step: i,
             spec: context::PipelineSpec {
                 label,
                 wgsl,
@@ -458,7 +458,7 @@ impl Backend for GpuPlan {
             vars,
         };
         let mut pending = Vec::new();
-        for (i, step) in plan.steps.iter().enumerate() {
+        for (i, step) in plan.steps.iter_enumerated() {
             let StepKind::Dispatch { kernel, inputs } = &step.kind else {
                 continue;
             };
