@@ -33,8 +33,8 @@ use super::{Plan, Source, StepId, StepKind, Target, ValueId};
 use crate::id::IdVec;
 use crate::ops::elementwise::InputView;
 use crate::ops::{ElementwiseKernel, Epilogue, Expr, Kernel, Node, Prologue};
+use crate::HostTensor;
 use crate::Shape;
-use crate::{DType, HostTensor};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 mod transpose;
@@ -535,12 +535,15 @@ fn fuse_epilogues(mut plan: Plan, target: &Target) -> Plan {
                 std::cmp::Ordering::Less => Expr::input(i + 1),
                 std::cmp::Ordering::Greater => Expr::input(i),
             });
+            let rest = (0..inputs.len()).filter(|&i| i != j);
             let epilogue = Some(Epilogue {
                 expr,
-                extra: others
-                    .iter()
-                    .map(|&x| (plan.values[x].shape.clone(), plan.values[x].dtype))
-                    .collect(),
+                extra: rest.clone().map(|i| k.inputs[i].clone()).collect(),
+                views: if k.has_views() {
+                    rest.map(|i| k.view(i).cloned()).collect()
+                } else {
+                    Vec::new()
+                },
             });
             let fused = with_epilogue(producer_kernel.clone(), epilogue);
             let mut new_inputs = pins.clone();
@@ -596,9 +599,11 @@ fn fuse_consumers(mut plan: Plan) -> Plan {
 }
 
 /// The step producing `inputs[j]` of the elementwise kernel `k` (on `device`) when `k` can
-/// be that step's epilogue, with `k`'s other inputs: `k` reads no views (epilogue inputs are
-/// read at the output's indices), `inputs[j]` has no other reader and sits on `device`, and
-/// the producer takes an epilogue of this shape, dtype and bindings.
+/// be that step's epilogue, with `k`'s other inputs: `k` reads `inputs[j]` without a view
+/// (epilogue inputs are read at the output's indices), `inputs[j]` has no other reader and
+/// sits on `device`, and the producer takes an epilogue of this shape, dtype and bindings.
+/// Other inputs read through views (a time step's rows of a projection) are taken by cpu:0's
+/// matmuls only, which apply the epilogue as an elementwise kernel.
 fn epilogue_of(
     plan: &Plan,
     target: &Target,
@@ -609,7 +614,7 @@ fn epilogue_of(
 ) -> Option<(StepId, Vec<ValueId>)> {
     let v = inputs[j];
     let &p = producer.get(&v)?;
-    if k.has_views()
+    if k.view(j).is_some()
         || consumers.get(&v).copied().unwrap_or(0) != 1
         || plan.steps[p].device != device
     {
@@ -622,13 +627,23 @@ fn epilogue_of(
     else {
         return None;
     };
+    if k.has_views()
+        && (device != crate::device::Device::Cpu || !kernel.as_dyn().epilogue_views_on_cpu())
+    {
+        return None;
+    }
     let others: Vec<ValueId> = inputs
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != j)
         .map(|(_, &x)| x)
         .collect();
-    let (out, dtype, fits) = epilogue_host(kernel, &others, plan)?;
+    // The shapes the kernel reads them as (a view's, not its buffer's).
+    let extra: Vec<&Shape> = (0..inputs.len())
+        .filter(|&i| i != j)
+        .map(|i| &k.inputs[i].0)
+        .collect();
+    let (out, dtype, fits) = kernel.as_dyn().epilogue_host(&extra)?;
     (fits
         && out == &k.out_shape
         && dtype == k.out_dtype
@@ -645,19 +660,6 @@ fn merge_into(plan: &mut Plan, p: StepId, c: StepId, kernel: Kernel, inputs: Vec
     step.nodes.append(&mut nodes);
     step.kind = StepKind::Dispatch { kernel, inputs };
     step.output = output;
-}
-
-/// A kernel that can take an elementwise epilogue: its output shape and dtype, and whether
-/// it can take one reading `others` (matmuls take full, bias-row and scalar extras;
-/// reductions full and scalar ones; convolutions any extra that broadcasts to the output:
-/// per-channel bias and batch-norm parameters, scalars, a residual).
-fn epilogue_host<'k>(
-    kernel: &'k Kernel,
-    others: &[ValueId],
-    plan: &Plan,
-) -> Option<(&'k Shape, DType, bool)> {
-    let extra: Vec<&Shape> = others.iter().map(|&x| &plan.values[x].shape).collect();
-    kernel.as_dyn().epilogue_host(&extra)
 }
 
 /// `kernel` with `epilogue` applied to its output (kernels [`epilogue_host`] accepts).

@@ -189,6 +189,9 @@ impl LowerCx<'_> {
 }
 
 /// Where a node's value comes from after lowering.
+// One lives per node for a moment during lowering, where a 264-byte move costs nothing
+// against the work around it; boxing the kernel would add an allocation per node instead.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Lowered {
     /// Fed by name at run time.
@@ -505,6 +508,12 @@ pub trait KernelDef: fmt::Debug {
     fn epilogue_host(&self, extra: &[&Shape]) -> Option<(&Shape, DType, bool)> {
         let _ = extra;
         None
+    }
+
+    /// Whether cpu:0 runs this kernel's epilogue as an elementwise kernel over its finished
+    /// output, so that extra inputs may be read through views ([`Epilogue::views`]).
+    fn epilogue_views_on_cpu(&self) -> bool {
+        false
     }
 
     /// Attach `epilogue` (only called where [`KernelDef::epilogue_host`] accepted one).

@@ -137,6 +137,7 @@ fn pooled_convolutions_match_float64() {
             };
             let mut k = with_pool(base.clone(), window(pk, ps, pp));
             k.epilogue = Some(Epilogue {
+                views: Vec::new(),
                 expr: Expr::unary(
                     UnaryOp::Relu,
                     Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
@@ -517,6 +518,7 @@ fn bias_and_relu_in_registers_match_the_separate_pass() {
                 Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
             ),
             extra: vec![(Shape(vec![o, 1, 1]), DType::F32)],
+            views: Vec::new(),
         });
         let (xw, ww, bw) = (words(&x), words(&w), words(&bias));
         let mut got = vec![0xffff_ffff; k.out_shape().numel()];

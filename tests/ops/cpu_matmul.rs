@@ -4,7 +4,7 @@
 
 use wgflow::compile::StepKind;
 use wgflow::ops::Kernel;
-use wgflow::{DType, Device, Graph, HostTensor, Session, SessionOptions, Tensor};
+use wgflow::{DType, Device, Graph, HostTensor, Session, SessionOptions, SliceArg, Tensor};
 
 /// Deterministic values in [-1, 1).
 fn det(n: usize, seed: u32) -> Vec<f32> {
@@ -233,6 +233,77 @@ fn epilogues_match_float64() {
             want,
             1e-5,
             1e-5,
+        );
+    }
+}
+
+/// The recurrent models' pattern: a time step's rows of an input projection (a slice) and a
+/// transposed tensor, read as views, added to `h @ W`: on cpu:0 the view inputs become the
+/// matmul's epilogue instead of a separate elementwise pass over its output.
+#[test]
+fn epilogues_read_views_of_larger_buffers() {
+    let (steps, b, k, n) = (5, 3, 67, 24);
+    let (vp, vh, vw, vt) = (
+        det(steps * b * n, 11),
+        det(b * k, 12),
+        det(k * n, 13),
+        det(n * b, 14),
+    );
+    let mut g = Graph::new();
+    let proj = konst(&mut g, &[steps * b, n], &vp);
+    let h = konst(&mut g, &[b, k], &vh);
+    let w = konst(&mut g, &[k, n], &vw);
+    let tr = konst(&mut g, &[n, b], &vt);
+    let (_, p) = reference(&vh, &[b, k], &vw, &[k, n]);
+    let mut outs = Vec::new();
+    let mut wants: Vec<Vec<f64>> = Vec::new();
+    for t in [0, 2, steps - 1] {
+        let rows = g
+            .slice(
+                proj,
+                &[SliceArg::range((t * b) as isize, ((t + 1) * b) as isize)],
+            )
+            .unwrap();
+        let mm = g.matmul(h, w).unwrap();
+        let z = g.add(rows, mm).unwrap();
+        outs.push(g.sigmoid(z).unwrap());
+        wants.push(
+            (0..b * n)
+                .map(|o| {
+                    let x = vp[t * b * n + o] as f64 + p[o];
+                    1.0 / (1.0 + (-x).exp())
+                })
+                .collect(),
+        );
+    }
+    // A transposed view and a full-size input together.
+    let tt = g.transpose(tr, &[1, 0]).unwrap();
+    let mm = g.matmul(h, w).unwrap();
+    let z = g.sub(mm, tt).unwrap();
+    let res = konst(&mut g, &[b, n], &vp[..b * n]);
+    outs.push(g.mul(z, res).unwrap());
+    wants.push(
+        (0..b * n)
+            .map(|o| (p[o] - vt[(o % n) * b + o / n] as f64) * vp[o] as f64)
+            .collect(),
+    );
+    let mut s = cpu_session(&g);
+    for (i, &y) in outs.iter().enumerate() {
+        let plan = s.plan(&[y]).unwrap();
+        assert_eq!(
+            (matmul_epilogues(&mut s, y), plan.steps.len()),
+            (vec![true], 1),
+            "case {i}: the sliced or transposed input should be read by the matmul's epilogue"
+        );
+    }
+    let got = s.run(&[], &outs).unwrap();
+    for (i, (got, want)) in got.iter().zip(&wants).enumerate() {
+        check(
+            &format!("view epilogue case {i}"),
+            &got.to_f32().unwrap(),
+            want,
+            1e-5,
+            1e-6,
         );
     }
 }

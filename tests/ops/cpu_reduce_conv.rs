@@ -1242,6 +1242,7 @@ fn epilogues_apply_once_on_every_convolution_path() {
         let out = k.out.clone();
         let [_, _, oh, ow] = [0, 1, 2, 3].map(|a| out.dims()[a]);
         k.epilogue = Some(Epilogue {
+            views: Vec::new(),
             expr: expr.clone(),
             extra: vec![
                 (Shape(vec![o, 1, 1]), DType::F32),
@@ -1310,6 +1311,7 @@ fn epilogues_apply_once_on_every_convolution_path() {
                     sum
                 },
                 extra: vec![(Shape(vec![o, 1, 1]), DType::F32)],
+                views: Vec::new(),
             });
             let want: Vec<f64> = (0..out.numel())
                 .map(|j| conv[j] + b[(j / p) % o] as f64)
@@ -1354,6 +1356,7 @@ fn bias_relu_epilogue_special_values() {
             Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
         ),
         extra: vec![(Shape(vec![4, 1, 1]), DType::F32)],
+        views: Vec::new(),
     });
     let inf = f32::INFINITY;
     let x = [f32::NAN, inf, -inf, -0.0, 0.0, 1.5, -2.0, 0.25];

@@ -238,6 +238,7 @@ fn matmul_epilogues_validate_for(dt: DType, a: &[usize], b: &[usize], out: &[usi
         block: None,
         tiled: false,
         epilogue: Some(Epilogue {
+            views: Vec::new(),
             expr: e,
             extra: vec![
                 (Shape::from([64]), dt),
@@ -298,6 +299,7 @@ fn reduction_epilogues_validate_for(dt: DType) {
             epilogue: Some(Epilogue {
                 expr: e.clone(),
                 extra: vec![(Shape::scalar(), dt), (out.clone(), dt)],
+                views: Vec::new(),
             }),
             op: ReduceOp::Mean,
             in_shape: Shape::new(shape),
@@ -357,6 +359,7 @@ fn reduction_prologues_validate_for_every_strategy_and_op() {
                 let epilogue = (op == ReduceOp::Sum).then(|| Epilogue {
                     expr: Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
                     extra: vec![(out.clone(), dt)],
+                    views: Vec::new(),
                 });
                 let k = ReduceKernel {
                     pass: Default::default(),
@@ -501,6 +504,7 @@ fn split_k_and_vector_matmuls_validate() {
         epilogue: Some(Epilogue {
             expr: Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
             extra: vec![(Shape::from([6]), DType::F32)],
+            views: Vec::new(),
         }),
         k_chunk: None,
         transposed: [false; 2],

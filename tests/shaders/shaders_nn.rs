@@ -148,6 +148,7 @@ fn nn_kernels_validate() {
         groups: 2,
         out: out.clone(),
         epilogue: Some(Epilogue {
+            views: Vec::new(),
             expr: Expr::select(
                 Expr::input(4),
                 Expr::unary(

@@ -2,7 +2,7 @@
 //! zero strides), 1-D operands are a row or a column, and long K runs split-K.
 
 use crate::dtype::{f16_to_f32_word, f32_to_f16_word};
-use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl};
+use crate::ops::elementwise::{binary_cpu, expr_fn_wgsl, InputView};
 use crate::ops::family::{
     missing_inputs, Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
     LowerCx, Lowered, Reject,
@@ -25,10 +25,16 @@ mod wgsl;
 /// activation…): `expr` reads `Input(0)` = that result and `Input(i)` = `extra[i - 1]`. Each extra input is the output's shape, a row
 /// vector broadcast over rows and batches (a bias), or a single element, so that every one
 /// can be loaded with vec4s next to the accumulators.
+///
+/// `views[i]`, when present, reads `extra[i]` through a view of a larger buffer (a time
+/// step's rows of a recurrent model's input projection): only cpu:0's matmuls take such an
+/// epilogue, since they apply it as an elementwise kernel over the finished product.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Epilogue {
     pub expr: Expr,
     pub extra: Vec<(Shape, DType)>,
+    /// Empty, or one entry per `extra`.
+    pub views: Vec<Option<InputView>>,
 }
 
 impl Epilogue {
@@ -49,13 +55,25 @@ impl Epilogue {
     pub fn kernel(&self, shape: &Shape, dtype: DType) -> ElementwiseKernel {
         let mut inputs = vec![(shape.clone(), dtype)];
         inputs.extend(self.extra.iter().cloned());
+        let views = if self.has_views() {
+            std::iter::once(None)
+                .chain(self.views.iter().cloned())
+                .collect()
+        } else {
+            Vec::new()
+        };
         ElementwiseKernel {
             expr: self.expr.clone(),
             inputs,
             out_shape: shape.clone(),
             out_dtype: dtype,
-            views: Vec::new(),
+            views,
         }
+    }
+
+    /// Whether an extra input is read through a view.
+    pub fn has_views(&self) -> bool {
+        self.views.iter().any(Option::is_some)
     }
 
     /// Apply on the CPU to `acc` (the kernel's result, of `shape`) and the extra inputs.
@@ -525,6 +543,11 @@ impl KernelDef for MatMulKernel {
 
     fn set_epilogue(&mut self, epilogue: Option<Epilogue>) {
         self.epilogue = epilogue;
+    }
+
+    /// `run_cpu_into` and `run_fast` apply [`Epilogue::kernel`] to the whole product.
+    fn epilogue_views_on_cpu(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> String {
