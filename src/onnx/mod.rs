@@ -112,7 +112,7 @@ mod ops_spatial;
 mod registry;
 pub use registry::{supported_ops, supported_ops_markdown, OpSupport};
 mod session;
-pub use session::{Declared, InferenceSession};
+pub use session::{without_pin_advice, Declared, InferenceSession};
 #[allow(missing_docs)]
 pub mod proto;
 mod tensor;

@@ -128,7 +128,7 @@ impl InferenceSession {
                     // All sizes are known: the error is the model's, not the sizes'.
                     return Err(e);
                 }
-                s.per_binding = Some(without_advice(&text));
+                s.per_binding = Some(without_pin_advice(&text));
             }
         }
         Ok(s)
@@ -423,9 +423,10 @@ fn is_value_needed(text: &str, inputs: &[Declared]) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `text` without the importer's advice to pin dimensions: a per-binding session binds
-/// them from the feeds itself, so the advice does not apply to its users.
-fn without_advice(text: &str) -> String {
+/// An import error's message without the importer's advice to pin dimensions, for a caller
+/// that binds them from the feeds itself (a per-binding [`InferenceSession`], the CLI), to
+/// whose users the advice does not apply.
+pub fn without_pin_advice(text: &str) -> String {
     const ADVICE: [&str; 2] = ["; import with those dimensions pinned (", "; pin it ("];
     let mut out = text.to_string();
     for a in ADVICE {
@@ -508,7 +509,7 @@ fn declared(bytes: &[u8], opts: &ImportOptions) -> Result<(Vec<Declared>, Vec<De
 
 #[cfg(test)]
 mod tests {
-    use super::without_advice;
+    use super::without_pin_advice as without_advice;
 
     #[test]
     fn a_per_binding_reason_drops_the_advice_to_pin() {

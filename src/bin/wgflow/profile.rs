@@ -27,8 +27,9 @@ pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
                 return Err(e.into());
             }
             errln!(
-                "note: imported with the sizes the feeds give ({}): {e}",
-                dims.join(", ")
+                "note: imported with the sizes the feeds give ({}), because {}",
+                dims.join(", "),
+                wgflow::onnx::without_pin_advice(&e.to_string())
             );
             open(&GraphArgs {
                 dims,
