@@ -1,7 +1,11 @@
 //! The one place cpu:0's kernels learn which vector instructions they may use: each asks
 //! [`level`] and picks its AVX-512, AVX2+FMA or portable body. The level is found once per
 //! process; `WGFLOW_CPU_SIMD=portable|avx2|avx512` caps it, so that every body can be
-//! tested (and compared) on one machine. A wasm SIMD128 level would join here.
+//! tested (and compared) on one machine. On wasm32 there is nothing to detect: the web
+//! crate builds with SIMD128 on (`web/.cargo/config.toml`), so the portable bodies are
+//! vectorized to 128-bit lanes at compile time and the GEMM crate takes its SIMD128
+//! micro-kernels (a module with SIMD128 instructions does not load where they are missing,
+//! and every browser with WebGPU has them).
 
 use std::sync::OnceLock;
 

@@ -11,6 +11,13 @@
 //! (`web/.cargo/config.toml` names it; `.ci/run` installs it).
 #![cfg(target_arch = "wasm32")]
 
+// The page's build has SIMD128 (web/.cargo/config.toml): a build without it would test
+// scalar paths that users never run.
+const _: () = assert!(
+    cfg!(target_feature = "simd128"),
+    "built without SIMD128: web/.cargo/config.toml's rustflags were not applied"
+);
+
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 use wgflow::{Axes, DType, Graph, HostTensor};
@@ -91,6 +98,50 @@ fn a_saved_graph_runs_and_matches_float64() {
     // The same session again, other values.
     let out = run(&mut sess, &[("x", vec![0.0; 6], vec![2, 3])], &[&sn]);
     close("sum of zeros", &out[0], &[0.2], 1e-6);
+}
+
+/// The web crate builds with SIMD128 (`web/.cargo/config.toml`), which cpu:0's GEMM then
+/// runs on: a product with edges in every blocking (odd M, K and N), with a bias and ReLU,
+/// through the bindings, against float64.
+#[wasm_bindgen_test]
+fn a_simd128_product_matches_float64() {
+    let (m, k, n) = (67, 129, 83);
+    let det = |len: usize, seed: u32| -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).max(1);
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    };
+    let (xv, wv, bv) = (det(m * k, 1), det(k * n, 2), det(n, 3));
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [m, k], DType::F32).unwrap();
+    let w = g
+        .constant(HostTensor::new(vec![k, n], wv.clone()).unwrap())
+        .unwrap();
+    let b = g
+        .constant(HostTensor::new(vec![n], bv.clone()).unwrap())
+        .unwrap();
+    let h = g.matmul(x, w).unwrap();
+    let h = g.add(h, b).unwrap();
+    let y = g.relu(h).unwrap();
+    let yn = g.name(y).unwrap().to_string();
+    let mut sess = GraphSession::new(&g.to_json().unwrap()).unwrap_or_else(|_| panic!("load"));
+    let want: Vec<f64> = (0..m * n)
+        .map(|o| {
+            let (i, j) = (o / n, o % n);
+            let dot: f64 = (0..k)
+                .map(|t| xv[i * k + t] as f64 * wv[t * n + j] as f64)
+                .sum();
+            (dot + bv[j] as f64).max(0.0)
+        })
+        .collect();
+    let out = run(&mut sess, &[("x", xv, vec![m, k])], &[&yn]);
+    close("relu(x @ w + b)", &out[0], &want, 1e-5);
 }
 
 /// d/dw sum(tanh(x * w)) = x (1 - tanh²(x w)), and central differences agree.

@@ -117,6 +117,10 @@ unsafe fn gemm_with(
     rsc: isize,
     csc: isize,
 ) {
+    // gemm picks its SIMD128 micro-kernels only when told to (its default is scalar, for
+    // modules built without SIMD128); the web crate builds with it (web/.cargo/config.toml).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    gemm::set_wasm_simd128(true);
     // SAFETY: the caller's contract (sgemm's) is gemm's: it reads A and B and writes C only at
     // those offsets. gemm computes `dst = alpha·dst + beta·lhs·rhs`, so our `beta` is its
     // `alpha` (used only when `read_dst`) and its `beta` is 1; no conjugation for reals.
