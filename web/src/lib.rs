@@ -190,10 +190,13 @@ impl WgTensor {
     }
 
     /// A result for JavaScript: float32 for floating-point results, int64 where the model
-    /// declares it (`int64`), int32 for other integers and booleans (0 or 1).
-    fn from_host(t: &HostTensor, int64: bool) -> Result<WgTensor, JsError> {
+    /// declares it (`int64`), int32 for other integers and booleans (0 or 1). A float32
+    /// result's buffer is moved, not copied (a 16M-element result is 64 MB).
+    fn from_host(t: HostTensor, int64: bool) -> Result<WgTensor, JsError> {
+        let dims = t.dims().to_vec();
         let values = match t.dtype() {
-            DType::F32 | DType::F16 => Values::F32(t.to_f32().map_err(js)?),
+            DType::F32 => Values::F32(t.into_vec::<f32>().map_err(js)?),
+            DType::F16 => Values::F32(t.to_f32().map_err(js)?),
             DType::I32 if int64 => Values::I64(t.to_i64_vec().map_err(js)?),
             DType::U32 => Values::I64(
                 t.to_vec::<u32>()
@@ -204,10 +207,7 @@ impl WgTensor {
             ),
             DType::I32 | DType::Bool => Values::I32(t.words().iter().map(|&w| w as i32).collect()),
         };
-        Ok(WgTensor {
-            values,
-            dims: t.dims().to_vec(),
-        })
+        Ok(WgTensor { values, dims })
     }
 
     /// A tensor from Rust values (what the tests build).
@@ -282,7 +282,9 @@ impl GraphSession {
         let (feeds, fetch) = self.resolve(&names, values, &fetches)?;
         let mut session = self.session.try_borrow_mut().map_err(|_| busy())?;
         let out = session.run(&feeds, &fetch).map_err(js)?;
-        out.iter().map(|t| WgTensor::from_host(t, false)).collect()
+        out.into_iter()
+            .map(|t| WgTensor::from_host(t, false))
+            .collect()
     }
 
     /// [`GraphSession::run`] on any device, as a `Promise` of the fetched tensors.
@@ -305,7 +307,7 @@ impl GraphSession {
                 session.run_async(&feeds, &fetch).await.map_err(js)?
             };
             let array = js_sys::Array::new();
-            for t in &out {
+            for t in out {
                 array.push(&JsValue::from(WgTensor::from_host(t, false)?));
             }
             Ok(array.into())
@@ -449,7 +451,7 @@ impl OnnxSession {
             .collect();
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         let out = inner.run_owned(None, feeds).map_err(js)?;
-        onnx_results(&inner, &out)
+        onnx_results(&inner, out)
     }
 
     /// [`OnnxSession::run`] on any device, as a `Promise` of the outputs.
@@ -465,7 +467,7 @@ impl OnnxSession {
             let results = {
                 let mut inner = inner.try_borrow_mut().map_err(|_| busy())?;
                 let out = inner.run_async(None, feeds).await.map_err(js)?;
-                onnx_results(&inner, &out)?
+                onnx_results(&inner, out)?
             };
             let array = js_sys::Array::new();
             for t in results {
@@ -477,8 +479,8 @@ impl OnnxSession {
 }
 
 /// A model's outputs for JavaScript, int64 where the model declares it.
-fn onnx_results(inner: &InferenceSession, out: &[HostTensor]) -> Result<Vec<WgTensor>, JsError> {
-    out.iter()
+fn onnx_results(inner: &InferenceSession, out: Vec<HostTensor>) -> Result<Vec<WgTensor>, JsError> {
+    out.into_iter()
         .zip(inner.outputs())
         .map(|(t, d)| WgTensor::from_host(t, d.is_int64()))
         .collect()
