@@ -115,15 +115,85 @@ pub(crate) fn copy_of(words: &[u32]) -> Option<Vec<u32>> {
     Some(v)
 }
 
+/// Words that another owner keeps alive and a [`HostTensor`] reads in place: a NumPy array
+/// fed to a session, which is then not copied on the way in.
+///
+/// The owner must not change the words while a tensor over them is in use (a run reads them
+/// once, at its start). A tensor over shared words never keeps them past that use: cloning
+/// it copies them, so nothing a session retains (a cached import's fed values, a constant)
+/// aliases memory its owner may later write.
+// RefUnwindSafe keeps HostTensor unwind-safe, as it was when it only owned its words.
+pub trait SharedWords: Send + Sync + std::panic::RefUnwindSafe {
+    /// The words, one per element in the device layout.
+    fn words(&self) -> &[u32];
+}
+
+/// Where a tensor's words live.
+enum Words {
+    Owned(Vec<u32>),
+    Shared(std::sync::Arc<dyn SharedWords>),
+}
+
+impl Words {
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Words::Owned(v) => v,
+            Words::Shared(s) => s.words(),
+        }
+    }
+
+    fn into_vec(self) -> Vec<u32> {
+        match self {
+            Words::Owned(v) => v,
+            Words::Shared(s) => s.words().to_vec(),
+        }
+    }
+}
+
+impl Clone for Words {
+    /// Always an owned copy (see [`SharedWords`]).
+    fn clone(&self) -> Self {
+        Words::Owned(self.as_slice().to_vec())
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<u32>> for Words {
+    fn from(v: Vec<u32>) -> Self {
+        Words::Owned(v)
+    }
+}
+
+impl FromIterator<u32> for Words {
+    fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
+        Words::Owned(iter.into_iter().collect())
+    }
+}
+
 /// A dense row-major tensor in host memory.
 ///
 /// Storage is one 32-bit word per element whatever the dtype, matching the device layout, so
-/// uploads and downloads are plain byte copies.
-#[derive(Clone, PartialEq)]
+/// uploads and downloads are plain byte copies. The words are the tensor's own, or another
+/// owner's read in place ([`HostTensor::from_shared`]).
+#[derive(Clone)]
 pub struct HostTensor {
     shape: Shape,
     dtype: DType,
-    words: Vec<u32>,
+    words: Words,
+}
+
+impl PartialEq for HostTensor {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape
+            && self.dtype == other.dtype
+            && self.words.as_slice() == other.words.as_slice()
+    }
 }
 
 impl HostTensor {
@@ -181,7 +251,7 @@ impl HostTensor {
         HostTensor {
             shape: Shape::scalar(),
             dtype: T::DTYPE,
-            words: vec![v.to_word()],
+            words: vec![v.to_word()].into(),
         }
     }
 
@@ -192,7 +262,7 @@ impl HostTensor {
         HostTensor {
             shape,
             dtype,
-            words: vec![0; n],
+            words: vec![0; n].into(),
         }
     }
 
@@ -208,8 +278,34 @@ impl HostTensor {
         Ok(HostTensor {
             shape,
             dtype,
-            words,
+            words: words.into(),
         })
+    }
+
+    /// A tensor over words another owner keeps alive, read in place (see [`SharedWords`]):
+    /// how the Python package feeds a NumPy array without copying it.
+    pub fn from_shared(
+        shape: Shape,
+        dtype: DType,
+        words: std::sync::Arc<dyn SharedWords>,
+    ) -> Result<Self> {
+        let n = words.words().len();
+        if shape.numel() != n {
+            return Err(Error::Host(format!(
+                "shape {shape} holds {} elements but {n} words were given",
+                shape.numel()
+            )));
+        }
+        Ok(HostTensor {
+            shape,
+            dtype,
+            words: Words::Shared(words),
+        })
+    }
+
+    /// Whether the words are another owner's, read in place ([`HostTensor::from_shared`]).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.words, Words::Shared(_))
     }
 
     pub fn shape(&self) -> &Shape {
@@ -289,7 +385,12 @@ impl HostTensor {
         }
         // `Vec`'s in-place collection reuses the buffer when `T` has the size and alignment
         // of `u32`, and the map is a bit cast for those types.
-        Ok(self.words.into_iter().map(T::from_word).collect())
+        Ok(self
+            .words
+            .into_vec()
+            .into_iter()
+            .map(T::from_word)
+            .collect())
     }
 
     /// The values as f32: `to_vec::<f32>`, or f16 values widened exactly.
@@ -413,6 +514,36 @@ mod tests {
             "[true, false]"
         );
         assert_eq!(HostTensor::scalar(-3i32).to_string(), "-3");
+    }
+
+    struct Outside(Vec<u32>);
+    impl SharedWords for Outside {
+        fn words(&self) -> &[u32] {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn shared_words_are_read_in_place_and_copied_on_clone() {
+        let outside = std::sync::Arc::new(Outside(vec![1.5f32.to_bits(), (-2.0f32).to_bits()]));
+        let at = outside.0.as_ptr();
+        let t = HostTensor::from_shared(Shape::from([2]), DType::F32, outside).unwrap();
+        assert!(t.is_shared());
+        assert_eq!(t.words().as_ptr(), at, "read in place");
+        assert_eq!(t.to_vec::<f32>().unwrap(), [1.5, -2.0]);
+        let c = t.clone();
+        assert!(
+            !c.is_shared() && c.words().as_ptr() != at,
+            "a clone owns a copy"
+        );
+        assert_eq!(c, t);
+        assert_eq!(
+            t.reshaped([1, 2]).unwrap().into_vec::<f32>().unwrap(),
+            [1.5, -2.0]
+        );
+        let short = std::sync::Arc::new(Outside(vec![0; 3]));
+        let e = HostTensor::from_shared(Shape::from([2, 2]), DType::F32, short).unwrap_err();
+        assert!(e.to_string().contains("4 elements but 3 words"), "{e}");
     }
 
     #[test]

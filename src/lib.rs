@@ -69,7 +69,7 @@ pub use graph::{Axes, Binding, Dim, Graph, Tensor};
 pub use graph::{Conv2dOptions, PadMode};
 /// IEEE half precision, the host type of [`DType::F16`] tensors (re-exported from `half`).
 pub use half::f16;
-pub use host::{Element, HostTensor};
+pub use host::{Element, HostTensor, SharedWords};
 pub use id::{Id, IdVec};
 pub use ops::{Initializer, SliceArg};
 pub use session::{Counters, Session, SessionOptions};

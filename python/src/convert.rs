@@ -1,4 +1,6 @@
-//! NumPy arrays ↔ [`HostTensor`]: one copy in, and out the tensor's own buffer handed to
+//! NumPy arrays ↔ [`HostTensor`]. Feeds of float32, int32 and uint32 that are
+//! C-contiguous, aligned and native-order are read in place ([`feed_from_array`]); other
+//! feeds, constants and variables are copied once. Out, the tensor's own buffer is handed to
 //! NumPy (no copy for 32-bit dtypes).
 //!
 //! The Python layer normalises what it can (lists, non-contiguous and byte-swapped arrays)
@@ -60,7 +62,7 @@ fn words<T: Element + Copy>(
     let ro = slice::<T>(a)?;
     let s = ro
         .as_slice()
-        .map_err(|_| PyValueError::new_err("array is not C-contiguous"))?;
+        .map_err(|_| PyValueError::new_err("array is not C-contiguous and aligned"))?;
     Ok(s.iter().map(|&v| word(v)).collect())
 }
 
@@ -90,7 +92,7 @@ pub fn host_from_array(py: Python<'_>, a: &Bound<'_, PyUntypedArray>) -> PyResul
         let ro = slice::<i64>(a)?;
         let s = ro
             .as_slice()
-            .map_err(|_| PyValueError::new_err("array is not C-contiguous"))?;
+            .map_err(|_| PyValueError::new_err("array is not C-contiguous and aligned"))?;
         return HostTensor::from_i64(shape, s).py_err(py);
     } else {
         return Err(PyTypeError::new_err(format!(
@@ -99,6 +101,77 @@ pub fn host_from_array(py: Python<'_>, a: &Bound<'_, PyUntypedArray>) -> PyResul
         )));
     };
     HostTensor::from_words(shape, dtype, w).py_err(py)
+}
+
+/// A C-contiguous, aligned, native-order NumPy array of a 4-byte dtype, read in place by a
+/// run: the array's memory, kept alive by a reference to the array.
+struct ArrayWords {
+    _owner: Py<PyUntypedArray>,
+    ptr: *const u32,
+    len: usize,
+}
+
+// SAFETY: the pointer is into the array that `_owner` keeps alive (NumPy does not move an
+// array's data while it is referenced), and only shared reads go through it. `Py` itself
+// is Send and Sync (a drop without the GIL is deferred by PyO3).
+unsafe impl Send for ArrayWords {}
+// SAFETY: as above; `words` hands out shared slices only.
+unsafe impl Sync for ArrayWords {}
+
+// Only the words are read across a panic boundary, never the Python object (the reference
+// just keeps it alive), so a panic cannot expose a half-changed Python value through it.
+impl std::panic::RefUnwindSafe for ArrayWords {}
+
+impl wgflow::SharedWords for ArrayWords {
+    fn words(&self) -> &[u32] {
+        // SAFETY: `ptr` is 4-byte aligned and points at `len` initialized 4-byte elements of
+        // the live array (checked in `feed_from_array`); u32 accepts every bit pattern.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// The array's data pointer, when `a` is a `T` array not mutably borrowed by Rust code.
+fn data_of<T: Element>(a: &Bound<'_, PyUntypedArray>) -> PyResult<*const u32> {
+    let ro = slice::<T>(a)?;
+    Ok(ro.data() as *const u32)
+}
+
+/// `a` as a feed for one run: float32, int32 and uint32 arrays that are C-contiguous, aligned
+/// and in native byte order are read in place (no copy on the way in: the run reads them once,
+/// at its start, with the GIL released, so the caller must not write them from another thread
+/// meanwhile, as with any NumPy operation that releases the GIL); anything else through
+/// [`host_from_array`]'s copy. Only for feeds: a constant or variable must own its values.
+pub fn feed_from_array(py: Python<'_>, a: &Bound<'_, PyUntypedArray>) -> PyResult<HostTensor> {
+    let descr = a.dtype();
+    let plain = a.len() > 0 && a.is_c_contiguous() && descr.is_native_byteorder() != Some(false);
+    let is = |other: Bound<'_, numpy::PyArrayDescr>| descr.is_equiv_to(&other);
+    let found = if !plain {
+        None
+    } else if is(numpy::dtype::<f32>(py)) {
+        Some((DType::F32, data_of::<f32>(a)?))
+    } else if is(numpy::dtype::<i32>(py)) {
+        Some((DType::I32, data_of::<i32>(a)?))
+    } else if is(numpy::dtype::<u32>(py)) {
+        Some((DType::U32, data_of::<u32>(a)?))
+    } else {
+        None
+    };
+    match found {
+        Some((dtype, ptr)) if ptr.is_aligned() && !ptr.is_null() => {
+            let words = ArrayWords {
+                _owner: a.clone().unbind(),
+                ptr,
+                len: a.len(),
+            };
+            HostTensor::from_shared(
+                Shape::new(a.shape().to_vec()),
+                dtype,
+                std::sync::Arc::new(words),
+            )
+            .py_err(py)
+        }
+        _ => host_from_array(py, a),
+    }
 }
 
 fn shaped<'py, T: Element>(

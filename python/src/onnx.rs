@@ -1,7 +1,7 @@
 //! `NativeInferenceSession` (onnxruntime's `InferenceSession` interface over
 //! [`wgflow::onnx::InferenceSession`]) and the trainable import.
 
-use crate::convert::{array_from_host, host_from_array};
+use crate::convert::{array_from_host, feed_from_array};
 use crate::errors::{poisoned, IntoPy};
 use crate::graph::{PyGraph, PyTensor};
 use numpy::PyUntypedArray;
@@ -96,7 +96,7 @@ impl PyInferenceSession {
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let fed: Vec<(String, HostTensor)> = feeds
             .iter()
-            .map(|(n, a)| Ok((n.clone(), host_from_array(py, a)?)))
+            .map(|(n, a)| Ok((n.clone(), feed_from_array(py, a)?)))
             .collect::<PyResult<_>>()?;
         let names: Vec<String> = match &fetches {
             Some(f) => f.clone(),

@@ -2,7 +2,7 @@
 //! GIL, releases it for the device work (so other Python threads run meanwhile, including
 //! other runs of other sessions), and converts the fetched values back.
 
-use crate::convert::{array_from_host, host_from_array};
+use crate::convert::{array_from_host, feed_from_array, host_from_array};
 use crate::errors::{poisoned, IntoPy};
 use crate::graph::{PyGraph, PyTensor};
 use numpy::PyUntypedArray;
@@ -23,7 +23,7 @@ type Feeds<'py> = Vec<(PyRef<'py, PyTensor>, Bound<'py, PyUntypedArray>)>;
 fn host_feeds(py: Python<'_>, feeds: &Feeds<'_>) -> PyResult<Vec<(Tensor, HostTensor)>> {
     feeds
         .iter()
-        .map(|(t, a)| Ok((t.t, host_from_array(py, a)?)))
+        .map(|(t, a)| Ok((t.t, feed_from_array(py, a)?)))
         .collect()
 }
 

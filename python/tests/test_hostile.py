@@ -88,3 +88,26 @@ def test_missing_feed_names_the_placeholder_not_the_bindings():
     with pytest.raises(ValueError) as e:
         wgflow.Session(g, device="cpu:0").run(y)
     assert "x.0" in str(e.value) and "python/src" not in str(e.value)
+
+
+def test_feeds_read_in_place_or_copied_give_the_values_of_the_run(graph):
+    # float32 feeds that are C-contiguous, aligned and native-order are read in place; others
+    # are copied. Either way a run sees the array as it is at that run, and nothing returned
+    # or kept aliases it.
+    g, x, s, y = graph
+    buf = bytearray(6 * 4 + 1)
+    unaligned = np.frombuffer(buf, dtype=np.float32, count=6, offset=1).reshape(2, 3)
+    unaligned[...] = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert not unaligned.flags.aligned
+    np.testing.assert_array_equal(s.run(y, {x: unaligned}), np.arange(6).reshape(2, 3) * 2)
+    readonly = np.arange(6, dtype=np.float32).reshape(2, 3)
+    readonly.flags.writeable = False
+    np.testing.assert_array_equal(s.run(y, {x: readonly}), readonly * 2)
+    b = np.ones((2, 3), np.float32)
+    first, fed = s.run([y, x], {x: b})
+    b[:] = 5
+    np.testing.assert_array_equal(first, np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(fed, np.ones((2, 3)))
+    np.testing.assert_array_equal(s.run(y, {x: b}), np.full((2, 3), 10.0))
+    del b
+    np.testing.assert_array_equal(s.run(y, {x: np.full((2, 3), -1, np.float32)}), np.full((2, 3), -2.0))

@@ -74,8 +74,9 @@ def as_feed(value, want=None, what="feed"):
             a = a.astype(np.float32)
         elif want is None and a.dtype == np.int64:
             a = a.astype(np.int32)
-    # Not np.ascontiguousarray: it turns a 0-d array into a 1-d one.
-    return a if a.flags.c_contiguous else a.copy(order="C")
+    # Not np.ascontiguousarray: it turns a 0-d array into a 1-d one. An unaligned array (a
+    # view at an odd offset into a buffer) is copied too: the native side reads elements in place.
+    return a if a.flags.c_contiguous and a.flags.aligned else a.copy(order="C")
 
 
 def placeholder_shapes(arrays):
