@@ -370,6 +370,14 @@ fn profile_takes_an_onnx_models_sizes_from_its_feeds() {
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("batch=4, seq=5"), "{err}");
+    // The reason, without the advice to pin sizes that profile has just taken from the feeds.
+    assert!(
+        err.contains(
+            "the run-time dimensions (seq) are the sequence length, which LSTM is unrolled over"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("--dim"), "{err}");
     let json = text(&out.stdout);
     assert!(json.contains("\"by_node\""), "{json}");
     assert!(json.contains("matmul"), "{json}");

@@ -349,7 +349,10 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     let sym_args = node.inputs.iter().flatten().any(|i| cx.sym.contains(*i));
     if reads_sym {
         if let Some(what) = unrolled_over_run_time(cx, &node)? {
-            return Err(fail(at(), cx.sym_message(&what)));
+            return Err(fail(
+                at(),
+                cx.sym_message_about(&format!("the run-time dimensions {what}")),
+            ));
         }
     }
     let outer = std::mem::replace(&mut cx.cur_sym, sym_args);
@@ -505,6 +508,13 @@ impl Cx<'_> {
     }
 
     fn sym_message(&self, what: &str) -> String {
+        self.sym_message_about(&format!(
+            "a value computed from the run-time dimensions {what}"
+        ))
+    }
+
+    /// `what` (a whole clause), then the advice to pin the run-time dimensions.
+    fn sym_message_about(&self, what: &str) -> String {
         let names: Vec<String> = self
             .g
             .dim_names()
@@ -512,7 +522,7 @@ impl Cx<'_> {
             .map(|n| format!("--dim {n}=SIZE"))
             .collect();
         format!(
-            "a value computed from the run-time dimensions {what}; import with those dimensions pinned (ImportOptions::dims, {})",
+            "{what}; import with those dimensions pinned (ImportOptions::dims, {})",
             names.join(" ")
         )
     }
