@@ -778,6 +778,36 @@ impl PyGraph {
                 let b = xs.get(2).copied();
                 self.one(py, |g| g.conv2d(xs[0], xs[1], b, opts))
             }
+            "conv2d_backprop_input" | "conv2d_backprop_filter" => {
+                arity(2)?;
+                let opts = Conv2dOptions {
+                    stride: pair(get(a, "stride")?, 1, "stride")?,
+                    padding: pair(get(a, "padding")?, 0, "padding")?,
+                    dilation: pair(get(a, "dilation")?, 1, "dilation")?,
+                    groups: get::<usize>(a, "groups")?.unwrap_or(1),
+                };
+                if name == "conv2d_backprop_input" {
+                    let hw = pair(Some(req(a, "input_hw", name)?), 0, "input_hw")?;
+                    self.one(py, |g| g.conv2d_backprop_input(xs[0], xs[1], hw, opts))
+                } else {
+                    let k = pair(Some(req(a, "kernel", name)?), 0, "kernel")?;
+                    self.one(py, |g| g.conv2d_backprop_filter(xs[0], xs[1], k, opts))
+                }
+            }
+            "max_pool2d_grad" | "avg_pool2d_grad" => {
+                let k = pair(Some(req(a, "kernel", name)?), 1, "kernel")?;
+                let s = pair(get(a, "stride")?, 0, "stride")?;
+                let s = if s == [0, 0] { k } else { s };
+                let p = pair(get(a, "padding")?, 0, "padding")?;
+                if name == "max_pool2d_grad" {
+                    arity(2)?;
+                    self.one(py, |g| g.max_pool2d_grad(xs[0], xs[1], k, s, p))
+                } else {
+                    arity(1)?;
+                    let hw = pair(Some(req(a, "input_hw", name)?), 0, "input_hw")?;
+                    self.one(py, |g| g.avg_pool2d_grad(xs[0], hw, k, s, p))
+                }
+            }
             "max_pool2d" | "avg_pool2d" => {
                 arity(1)?;
                 let k = pair(Some(req(a, "kernel", name)?), 1, "kernel")?;

@@ -106,3 +106,65 @@ def test_every_unary_primitive_is_a_method_and_a_function(device):
     np.testing.assert_array_equal(got, got2)
     with pytest.raises(TypeError, match="f32"):
         g.tan(g.constant(np.arange(3, dtype=np.int32)))
+
+
+def _windows(h, w, k, s, p):
+    """(output row, output col, input row, input col, in bounds) of every window cell."""
+    oh, ow = (h + 2 * p[0] - k[0]) // s[0] + 1, (w + 2 * p[1] - k[1]) // s[1] + 1
+    for y in range(oh):
+        for z in range(ow):
+            for a in range(k[0]):
+                for b in range(k[1]):
+                    i, j = y * s[0] + a - p[0], z * s[1] + b - p[1]
+                    yield y, z, a, b, i, j, 0 <= i < h and 0 <= j < w
+
+
+def test_backward_kernels_against_loops(device):
+    # TensorFlow's conv2d_backprop_input/filter and the pools' gradients, against the
+    # scatter-add definitions written as loops here (stride 2, padding 1, a 3x3 kernel).
+    n, c, o, h, w, k, s, p = 2, 3, 4, 7, 6, (3, 3), (2, 2), (1, 1)
+    xv = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wv = RNG.standard_normal((o, c, 3, 3)).astype(np.float32)
+    oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
+    dyv = RNG.standard_normal((n, o, oh, ow)).astype(np.float32)
+    dx = np.zeros((n, c, h, w))
+    dw = np.zeros((o, c, 3, 3))
+    for y, z, a, b, i, j, inside in _windows(h, w, k, s, p):
+        if inside:
+            dx[:, :, i, j] += np.einsum("no,oc->nc", dyv[:, :, y, z], wv[:, :, a, b])
+            dw[:, :, a, b] += np.einsum("no,nc->oc", dyv[:, :, y, z], xv[:, :, i, j])
+    # Pools: 2x2 windows, stride 2, no padding for max; padding 1 for the average.
+    ph, pw = h // 2, w // 2
+    pdy = RNG.standard_normal((n, c, ph, pw)).astype(np.float32)
+    dmax = np.zeros((n, c, h, w))
+    for ni in range(n):
+        for ci in range(c):
+            for y in range(ph):
+                for z in range(pw):
+                    win = xv[ni, ci, 2 * y:2 * y + 2, 2 * z:2 * z + 2]
+                    a, b = np.unravel_index(np.argmax(win), win.shape)
+                    dmax[ni, ci, 2 * y + a, 2 * z + b] += pdy[ni, ci, y, z]
+    ah, aw = (h + 2 - 2) // 2 + 1, (w + 2 - 2) // 2 + 1
+    ady = RNG.standard_normal((n, c, ah, aw)).astype(np.float32)
+    davg = np.zeros((n, c, h, w))
+    cells = {}
+    for y, z, a, b, i, j, inside in _windows(h, w, (2, 2), (2, 2), (1, 1)):
+        if inside:
+            cells.setdefault((y, z), []).append((i, j))
+    for (y, z), ij in cells.items():
+        for i, j in ij:
+            davg[:, :, i, j] += ady[:, :, y, z] / len(ij)
+
+    g = wgflow.Graph()
+    x, wt = g.constant(xv), g.constant(wv)
+    dy, pd, ad = g.constant(dyv), g.constant(pdy), g.constant(ady)
+    outs = [
+        g.conv2d_backprop_input(dy, wt, (h, w), stride=2, padding=1),
+        g.conv2d_backprop_filter(x, dy, 3, stride=2, padding=1),
+        g.max_pool2d_grad(x, pd, 2),
+        g.avg_pool2d_grad(ad, (h, w), 2, stride=2, padding=1),
+    ]
+    got = wgflow.Session(g, device=device).run(outs)
+    for name, gv, want in zip(["backprop_input", "backprop_filter", "max_pool_grad", "avg_pool_grad"], got, [dx, dw, dmax, davg]):
+        assert gv.shape == want.shape, name
+        np.testing.assert_allclose(gv, want, rtol=1e-4, atol=1e-4, err_msg=name)

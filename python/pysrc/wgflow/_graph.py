@@ -374,6 +374,41 @@ class Graph:
         ins = [x, w] if bias is None else [x, w, bias]
         return self._op("conv2d", ins, stride=two(stride), padding=two(padding), dilation=two(dilation), groups=groups)[0]
 
+    def conv2d_backprop_input(self, dy, w, input_hw, stride=1, padding=0, dilation=1, groups=1):
+        """TensorFlow's ``conv2d_backprop_input``: the gradient of ``conv2d`` (no bias) with
+        respect to its input, of spatial size ``input_hw``, from the output's gradient ``dy``
+        and the weights ``w``."""
+        def two(v):
+            return [v, v] if isinstance(v, int) else list(v)
+        return self._op("conv2d_backprop_input", [dy, w], input_hw=two(input_hw), stride=two(stride),
+                        padding=two(padding), dilation=two(dilation), groups=groups)[0]
+
+    def conv2d_backprop_filter(self, x, dy, kernel, stride=1, padding=0, dilation=1, groups=1):
+        """TensorFlow's ``conv2d_backprop_filter``: the gradient of ``conv2d`` with respect to
+        its ``kernel``-sized weights, from its input ``x`` and the output's gradient ``dy``."""
+        def two(v):
+            return [v, v] if isinstance(v, int) else list(v)
+        return self._op("conv2d_backprop_filter", [x, dy], kernel=two(kernel), stride=two(stride),
+                        padding=two(padding), dilation=two(dilation), groups=groups)[0]
+
+    def max_pool2d_grad(self, x, dy, kernel, stride=None, padding=0):
+        """The gradient of ``max_pool2d`` with respect to ``x``: each window's ``dy`` goes to
+        its first maximum."""
+        def two(v):
+            return [v, v] if isinstance(v, int) else list(v)
+        stride = kernel if stride is None else stride
+        return self._op("max_pool2d_grad", [x, dy], kernel=two(kernel), stride=two(stride),
+                        padding=two(padding))[0]
+
+    def avg_pool2d_grad(self, dy, input_hw, kernel, stride=None, padding=0):
+        """The gradient of ``avg_pool2d`` with respect to its ``input_hw``-sized input: each
+        window's ``dy / count`` spread over its in-bounds cells."""
+        def two(v):
+            return [v, v] if isinstance(v, int) else list(v)
+        stride = kernel if stride is None else stride
+        return self._op("avg_pool2d_grad", [dy], input_hw=two(input_hw), kernel=two(kernel),
+                        stride=two(stride), padding=two(padding))[0]
+
     def group(self, *targets):
         """One target that runs all of ``targets`` (train ops, assignments)."""
         if len(targets) == 1 and isinstance(targets[0], (list, tuple)):
