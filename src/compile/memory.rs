@@ -2,7 +2,7 @@
 //! greedy by size with best fit (TFLite's arena planner), honouring the device's storage
 //! offset alignment and binding-size limits.
 
-use super::{Plan, Source, StepKind, Target, ValueId};
+use super::{Plan, Source, StepId, StepKind, Target, ValueId};
 use crate::device::{Device, DeviceLimits};
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
@@ -25,8 +25,9 @@ pub struct MemoryPlan {
     pub constant_bytes: u64,
     /// Alignment every offset honours.
     pub alignment: u64,
-    /// Lifetime `[first, last]` step of each arena value (for reports and tests).
-    pub lifetimes: BTreeMap<ValueId, (usize, usize)>,
+    /// Lifetime `[first, last]` step of each arena value (for reports and tests); a fetched
+    /// value's last is one past the last step (`StepId::new(plan.steps.len())`).
+    pub lifetimes: BTreeMap<ValueId, (StepId, StepId)>,
     /// Values written in place over the input whose slot they take (output → input).
     pub in_place: BTreeMap<ValueId, ValueId>,
     /// Values whose producers write straight into their run of a concatenation's output
@@ -325,7 +326,8 @@ fn plan_device(
         if let Some(&(out, _)) = places.get(&v) {
             mp.placed.insert(v, out);
         }
-        mp.lifetimes.insert(v, (life.first[&v], life.last[&v]));
+        mp.lifetimes
+            .insert(v, (StepId::new(life.first[&v]), StepId::new(life.last[&v])));
         mp.no_reuse_bytes += size(v);
         if let Some(&prev) = inplace.get(&v) {
             mp.in_place.insert(v, prev);
@@ -530,7 +532,7 @@ pub fn overlaps(mp: &MemoryPlan, sizes: &dyn Fn(ValueId) -> u64) -> Vec<(ValueId
         .iter()
         .map(|(&v, &o)| {
             let (f, l) = mp.lifetimes[&v];
-            (v, o, o + sizes(v), f, l)
+            (v, o, o + sizes(v), f.index(), l.index())
         })
         .collect();
     let mut bad = Vec::new();

@@ -26,6 +26,7 @@ pub fn arena_bytes_at(plan: &Plan, device: Device, i: usize) -> u64 {
     mp.lifetimes
         .iter()
         .filter(|(v, &(first, last))| {
+            let (first, last) = (first.index(), last.index());
             first <= i && i <= last && !(first == i && mp.in_place.contains_key(v))
         })
         .map(|(&v, _)| plan.values[v].bytes())

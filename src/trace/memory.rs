@@ -350,7 +350,7 @@ fn panel(
     let mut labels = String::new();
     let mut handoffs = String::new();
     for (&v, &offset) in &mp.offsets {
-        let Some(&(first, last)) = mp.lifetimes.get(&v) else {
+        let Some((first, last)) = mp.lifetimes.get(&v).map(|(f, l)| (f.index(), l.index())) else {
             continue;
         };
         let value = &plan.values[v];
@@ -499,6 +499,7 @@ fn hover(
 ) -> String {
     let value = &plan.values[v];
     let (first, last) = mp.lifetimes[&v];
+    let (first, last) = (first.index(), last.index());
     let end = if last >= plan.steps.len() {
         "out (fetched)".to_string()
     } else {

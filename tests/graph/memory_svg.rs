@@ -96,6 +96,7 @@ fn check(what: &str, plan: &Plan, svg: &str) -> BTreeMap<String, Vec<DrawnBox>> 
             let size = plan.values[v].bytes().next_multiple_of(mp.alignment);
             let offset = mp.offsets[&v];
             let (first, last) = mp.lifetimes[&v];
+            let (first, last) = (first.index(), last.index());
             let b = DrawnBox {
                 value: v,
                 x0: attr(r, "x"),
