@@ -28,14 +28,14 @@ const FEW_TASK_COLS: usize = 64;
 /// (`m ≤` [`FEW_ROWS`], or [`FEW_ROWS_T`] for a transposed B), reading B in place: no
 /// packing, so a weight is read once per call
 /// rather than copied and then read. Two layouts of B:
-/// - rows contiguous (`b.cols == 1`): strips of [`W`] columns, each strip's `k × W` block
-///   reused from cache by every block of [`R`] rows, the accumulators in registers;
+/// - rows contiguous (`b.cols == 1`): strips of `W` columns, each strip's `k × W` block
+///   reused from cache by every block of `R` rows, the accumulators in registers;
 /// - columns contiguous (`b.rows == 1`, B stored transposed, as `x · Wᵀ` is): dot products
 ///   of A's rows (packed contiguous when they are not) with four of B's columns at a time,
 ///   in 8-wide vectors.
 ///
 /// Returns `false` (nothing written) for other layouts. Column ranges run on rayon's pool
-/// above [`PAR_MACS`]. The caller checks that every index the shapes imply lies inside A
+/// above `PAR_MACS`. The caller checks that every index the shapes imply lies inside A
 /// and B.
 pub fn few_rows(
     m: usize,
