@@ -112,16 +112,6 @@ impl<I: Id, T> IdVec<I, T> {
         self.raw.get(i.to_index())
     }
 
-    /// The element with id `i`, mutably, if there is one.
-    pub fn get_mut(&mut self, i: I) -> Option<&mut T> {
-        self.raw.get_mut(i.to_index())
-    }
-
-    /// The last element.
-    pub fn last(&self) -> Option<&T> {
-        self.raw.last()
-    }
-
     /// The id the next [`IdVec::push`] returns.
     pub fn next_id(&self) -> I {
         I::from_index(self.raw.len())
@@ -152,16 +142,6 @@ impl<I: Id, T> IdVec<I, T> {
             .map(|(i, v)| (I::from_index(i), v))
     }
 
-    /// The elements with their ids, mutably.
-    pub fn iter_enumerated_mut(
-        &mut self,
-    ) -> impl DoubleEndedIterator<Item = (I, &mut T)> + ExactSizeIterator + '_ {
-        self.raw
-            .iter_mut()
-            .enumerate()
-            .map(|(i, v)| (I::from_index(i), v))
-    }
-
     /// The elements with their ids, by value.
     pub fn into_iter_enumerated(
         self,
@@ -185,21 +165,6 @@ impl<I: Id, T> IdVec<I, T> {
     /// The elements as a slice, by position (for code that works on positions, not ids).
     pub fn as_slice(&self) -> &[T] {
         &self.raw
-    }
-
-    /// The elements as a mutable slice, by position.
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        &mut self.raw
-    }
-
-    /// The underlying vector.
-    pub fn into_vec(self) -> Vec<T> {
-        self.raw
-    }
-
-    /// Keeps the first `n` elements.
-    pub fn truncate(&mut self, n: usize) {
-        self.raw.truncate(n);
     }
 }
 

@@ -18,6 +18,9 @@ const _: () = assert!(
     "built without SIMD128: web/.cargo/config.toml's rustflags were not applied"
 );
 
+mod common;
+
+use common::{close, det};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 use wgflow::{Axes, DType, Graph, HostTensor};
@@ -37,16 +40,6 @@ fn run(
     match s.run(names, values, fetches) {
         Ok(out) => out.iter().map(|t| t.values().unwrap().to_vec()).collect(),
         Err(_) => panic!("run failed"),
-    }
-}
-
-fn close(what: &str, got: &[f32], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g as f64 - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}[{i}]: {g} against {w}"
-        );
     }
 }
 
@@ -106,17 +99,6 @@ fn a_saved_graph_runs_and_matches_float64() {
 #[wasm_bindgen_test]
 fn a_simd128_product_matches_float64() {
     let (m, k, n) = (67, 129, 83);
-    let det = |len: usize, seed: u32| -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2654435761).max(1);
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s % 2000) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    };
     let (xv, wv, bv) = (det(m * k, 1), det(k * n, 2), det(n, 3));
     let mut g = Graph::new();
     let x = g.placeholder("x", [m, k], DType::F32).unwrap();

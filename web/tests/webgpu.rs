@@ -7,6 +7,9 @@
 //! `WGFLOW_REQUIRE_BROWSER=1`.
 #![cfg(target_arch = "wasm32")]
 
+mod common;
+
+use common::{close, det};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgflow::{
     Axes, Conv2dOptions, DType, Device, Graph, HostTensor, Session, SessionOptions, SliceArg,
@@ -32,13 +35,7 @@ impl log::Log for Console {
 #[wasm_bindgen_test]
 async fn a_graph_runs_on_the_pages_webgpu_adapter() {
     let _ = log::set_logger(&Console).map(|()| log::set_max_level(log::LevelFilter::Warn));
-    let n = wgflow::backend::init_web().await.expect("init_web");
-    if n == 0 {
-        assert!(
-            option_env!("WGFLOW_REQUIRE_BROWSER") != Some("1"),
-            "no WebGPU adapter in this browser"
-        );
-        web_sys_log("no WebGPU adapter: skipped");
+    if !webgpu_or_skip().await {
         return;
     }
     let list = wgflow::devices();
@@ -119,28 +116,18 @@ async fn a_graph_runs_on_the_pages_webgpu_adapter() {
     );
 }
 
-/// Deterministic values in [-1, 1).
-fn det(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect()
-}
-
-fn close(what: &str, got: &HostTensor, want: &[f64], tol: f64) {
-    let got: Vec<f32> = got.to_vec().unwrap();
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g as f64 - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}[{i}]: {g} against {w}"
-        );
+/// Whether the page has a WebGPU adapter (made gpu:0 by `init_web`); without one a test
+/// skips, unless the build set `WGFLOW_REQUIRE_BROWSER=1`.
+async fn webgpu_or_skip() -> bool {
+    if wgflow::backend::init_web().await.expect("init_web") > 0 {
+        return true;
     }
+    assert!(
+        option_env!("WGFLOW_REQUIRE_BROWSER") != Some("1"),
+        "no WebGPU adapter in this browser"
+    );
+    web_sys_log("no WebGPU adapter: skipped");
+    false
 }
 
 /// One op of each family on the page's WebGPU adapter, against float64 computed here:
@@ -149,12 +136,7 @@ fn close(what: &str, got: &HostTensor, want: &[f64], tol: f64) {
 /// softmax and a cumulative sum.
 #[wasm_bindgen_test]
 async fn every_op_family_matches_float64_on_the_pages_webgpu_adapter() {
-    let n = wgflow::backend::init_web().await.expect("init_web");
-    if n == 0 {
-        assert!(
-            option_env!("WGFLOW_REQUIRE_BROWSER") != Some("1"),
-            "no WebGPU adapter in this browser"
-        );
+    if !webgpu_or_skip().await {
         return;
     }
     let (b, r, c) = (2usize, 3usize, 4usize);
@@ -331,7 +313,7 @@ async fn every_op_family_matches_float64_on_the_pages_webgpu_adapter() {
         .await
         .expect("run on gpu:0");
     for (got, (what, want)) in out.iter().zip(&wants) {
-        close(what, got, want, 1e-5);
+        close(what, &got.to_vec::<f32>().unwrap(), want, 1e-5);
     }
 }
 
@@ -344,8 +326,7 @@ fn web_sys_log(s: &str) {
 /// output stored beside it, through `InferenceSession::run_async`.
 #[wasm_bindgen_test]
 async fn an_onnx_model_runs_on_the_pages_webgpu_adapter() {
-    if wgflow::backend::init_web().await.expect("init_web") == 0 {
-        assert!(option_env!("WGFLOW_REQUIRE_BROWSER") != Some("1"));
+    if !webgpu_or_skip().await {
         return;
     }
     let model = include_bytes!("../../tests/data/onnx-quantized/mlp_dynamic.onnx");
