@@ -8,7 +8,7 @@ use super::{Backend, Created};
 use super::{Storage, VariableStorage};
 use crate::compile::{Plan, Source, StepId, StepKind, ValueId};
 use crate::device::Device;
-use crate::ops::{CpuIn, Kernel};
+use crate::ops::{CpuIn, CpuPrepared, Kernel};
 use crate::{Error, Result};
 use futures::future::BoxFuture;
 use std::collections::HashMap;
@@ -40,6 +40,8 @@ struct StepAt {
     /// output (`MemoryPlan::placed`): the others' (input, first word in the output, words)
     /// to copy instead of running the kernel.
     copies: Option<Vec<(usize, usize, usize)>>,
+    /// What the kernel made once from its constant inputs (`KernelDef::prepare_cpu`).
+    prepared: Option<CpuPrepared>,
 }
 
 /// Where one input of a dispatch lies.
@@ -274,12 +276,28 @@ fn resolve(
         });
     }
     let placed = at.iter().any(|i| matches!(i, InAt::Placed));
+    let constants: Vec<Option<&[u32]>> = at
+        .iter()
+        .map(|i| match i {
+            InAt::Constant(root) => match &plan.values[*root].source {
+                Source::Constant(t) => Some(t.words()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let prepared = if !placed && constants.iter().any(Option::is_some) {
+        kernel.prepare_cpu(&constants)
+    } else {
+        None
+    };
     Ok(StepAt {
         out_off,
         out_len,
         inputs: at,
         reserve: plan.values[output].bytes() >= RESERVE_FROM,
         copies: placed.then_some(copies),
+        prepared,
     })
 }
 
@@ -348,7 +366,10 @@ fn run_resolved(
         }
         return Ok(());
     }
-    kernel.run_cpu_into(&ins, out)
+    match &at.prepared {
+        Some(p) => kernel.run_cpu_prepared(&ins, out, p),
+        None => kernel.run_cpu_into(&ins, out),
+    }
 }
 
 /// Reserve (and free) the output's size, so that a kernel without a fast path, which

@@ -382,6 +382,10 @@ pub trait Family: fmt::Debug {
     }
 }
 
+/// What a kernel prepared once per plan from its constant inputs
+/// ([`KernelDef::prepare_cpu`]); only the kernel that made it reads it.
+pub type CpuPrepared = Box<dyn std::any::Any + Send + Sync>;
+
 /// One input of a CPU kernel run by [`KernelDef::run_cpu_into`].
 #[derive(Debug, Clone, Copy)]
 pub enum CpuIn<'a> {
@@ -546,6 +550,27 @@ pub trait KernelDef: fmt::Debug {
     /// holds.
     fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
         run_via_reference(self, inputs, out)
+    }
+
+    /// Work cpu:0 does once per plan on the inputs that are plan constants (`constants[i]`
+    /// holds input i's words when it is one), such as packing a weight matrix for the
+    /// product's micro-kernel. What it returns is handed to
+    /// [`KernelDef::run_cpu_prepared`] on every run. `None` (the default): nothing to do.
+    fn prepare_cpu(&self, constants: &[Option<&[u32]>]) -> Option<CpuPrepared> {
+        let _ = constants;
+        None
+    }
+
+    /// [`KernelDef::run_cpu_into`] with what [`KernelDef::prepare_cpu`] made from the same
+    /// constants.
+    fn run_cpu_prepared(
+        &self,
+        inputs: &[CpuIn<'_>],
+        out: &mut [u32],
+        prepared: &CpuPrepared,
+    ) -> crate::Result<()> {
+        let _ = prepared;
+        self.run_cpu_into(inputs, out)
     }
 
     /// Whether the WGSL declares or computes f16 values, so it needs `enable f16;` and the

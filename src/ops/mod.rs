@@ -26,8 +26,8 @@ pub mod wgsl;
 pub use custom::Custom;
 pub use elementwise::{BinaryOp, Elementwise, ElementwiseKernel, Expr, Node, SmallFloat, UnaryOp};
 pub use family::{
-    Arity, CpuIn, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef, LowerCx, Lowered,
-    Reject,
+    Arity, CpuIn, CpuPrepared, Declared, EmptyInput, Family, GradCx, KernelClass, KernelDef,
+    LowerCx, Lowered, Reject,
 };
 pub use leaf::{Initializer, Leaf};
 pub use matmul::{Epilogue, EpilogueInput, MatMul, MatMulKernel};
@@ -248,6 +248,27 @@ impl Kernel {
             )));
         }
         self.as_dyn().run_cpu_into(inputs, out)
+    }
+
+    /// See [`KernelDef::prepare_cpu`].
+    pub fn prepare_cpu(&self, constants: &[Option<&[u32]>]) -> Option<CpuPrepared> {
+        if !self.has_cpu() {
+            return None;
+        }
+        self.as_dyn().prepare_cpu(constants)
+    }
+
+    /// [`Kernel::run_cpu_into`] with what [`Kernel::prepare_cpu`] made.
+    pub fn run_cpu_prepared(
+        &self,
+        inputs: &[CpuIn<'_>],
+        out: &mut [u32],
+        prepared: &CpuPrepared,
+    ) -> crate::Result<()> {
+        if !self.has_cpu() {
+            return self.run_cpu_into(inputs, out);
+        }
+        self.as_dyn().run_cpu_prepared(inputs, out, prepared)
     }
 
     /// The workgroup grid `(x, y)` this kernel is dispatched with, or `None` if it exceeds

@@ -1,7 +1,7 @@
 //! The one place cpu:0's kernels learn which vector instructions they may use: each asks
-//! [`level`] and picks its AVX-512, AVX2+FMA or portable body. The level is found once per
-//! process; `WGFLOW_CPU_SIMD=portable|avx2|avx512` caps it, so that every body can be
-//! tested (and compared) on one machine. On wasm32 there is nothing to detect: the web
+//! [`level`] and picks its AVX-512 (with VNNI), AVX2+FMA or portable body. The level is found
+//! once per process; `WGFLOW_CPU_SIMD=portable|avx2|avx512|avx512vnni` caps it, so that every
+//! body can be tested (and compared) on one machine. On wasm32 there is nothing to detect: the web
 //! crate builds with SIMD128 on (`web/.cargo/config.toml`), so the portable bodies are
 //! vectorized to 128-bit lanes at compile time and the GEMM crate takes its SIMD128
 //! micro-kernels (a module with SIMD128 instructions does not load where they are missing,
@@ -19,6 +19,9 @@ pub enum SimdLevel {
     Avx2,
     /// AVX-512F (with AVX2 and FMA).
     Avx512,
+    /// AVX-512 with BW and VNNI: the quantized products' `vpdpbusd` (u8 × s8, four per
+    /// 32-bit lane, exact and wrapping).
+    Avx512Vnni,
 }
 
 impl SimdLevel {
@@ -28,6 +31,7 @@ impl SimdLevel {
             SimdLevel::Portable => "portable",
             SimdLevel::Avx2 => "avx2",
             SimdLevel::Avx512 => "avx512",
+            SimdLevel::Avx512Vnni => "avx512vnni",
         }
     }
 }
@@ -39,11 +43,18 @@ pub fn level() -> SimdLevel {
     *LEVEL.get_or_init(|| {
         let have = detected();
         let cap = std::env::var("WGFLOW_CPU_SIMD").ok().and_then(|v| {
-            let cap = [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512]
-                .into_iter()
-                .find(|l| l.name() == v.trim());
+            let cap = [
+                SimdLevel::Portable,
+                SimdLevel::Avx2,
+                SimdLevel::Avx512,
+                SimdLevel::Avx512Vnni,
+            ]
+            .into_iter()
+            .find(|l| l.name() == v.trim());
             if cap.is_none() {
-                log::warn!("WGFLOW_CPU_SIMD={v} is not portable, avx2 or avx512: ignored");
+                log::warn!(
+                    "WGFLOW_CPU_SIMD={v} is not portable, avx2, avx512 or avx512vnni: ignored"
+                );
             }
             cap
         });
@@ -56,7 +67,9 @@ fn detected() -> SimdLevel {
     {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") && has!("fma") {
-            return if has!("avx512f") {
+            return if has!("avx512f") && has!("avx512bw") && has!("avx512vnni") {
+                SimdLevel::Avx512Vnni
+            } else if has!("avx512f") {
                 SimdLevel::Avx512
             } else {
                 SimdLevel::Avx2

@@ -1,10 +1,11 @@
 //! i32 matmuls wrap as two's-complement arithmetic does, on every device, against an i64
 //! product computed here and wrapped once: cpu:0's i16-pair kernel (operands within i16,
-//! the quantized models' case) at every blocking boundary, its fallback for wider operands,
+//! the quantized models' case) and its u8 × s8 VNNI kernel (operands spanning at most 256
+//! values, shifted into u8 and s8) at every blocking boundary, the fallback for wider operands,
 //! strided and broadcast operands, and the sizes at which it goes parallel.
 
 use crate::common::{gpus, session_on};
-use wgflow::{Device, Graph, HostTensor, Tensor};
+use wgflow::{DType, Device, Graph, HostTensor, Tensor};
 
 /// A deterministic value in `lo..=hi`, with both ends and zero among the first few.
 fn value(i: usize, seed: usize, lo: i64, hi: i64) -> i32 {
@@ -64,6 +65,8 @@ fn devices() -> Vec<Device> {
 const I16: (i64, i64) = (i16::MIN as i64, i16::MAX as i64);
 const U8_SHIFTED: (i64, i64) = (-255, 255);
 const WIDE: (i64, i64) = (-(1 << 20), 1 << 20);
+const U8: (i64, i64) = (0, 255);
+const S8: (i64, i64) = (-128, 127);
 
 #[test]
 fn integer_products_wrap_like_i32_on_every_device() {
@@ -110,29 +113,81 @@ fn integer_products_wrap_like_i32_on_every_device() {
         // Large enough for cpu:0's pool: panels of columns, then blocks of rows.
         (1, 1, 64, 512, 600, U8_SHIFTED, U8_SHIFTED, false),
         (1, 1, 2050, 1030, 9, U8_SHIFTED, I16, false),
+        // Spans of at most 256 values (VNNI's u8 × s8 quads): unshifted, A shifted, B
+        // shifted, both; K off a quad and across the 1,024-value block; M off the 8-row
+        // block; N off the 32-column panel.
+        (1, 1, 13, 1031, 49, U8, S8, false),
+        (1, 1, 9, 1025, 33, (-200, 55), S8, false),
+        (1, 1, 17, 6, 70, U8, (-255, 0), true),
+        (1, 1, 11, 2053, 65, (100, 355), (-300, -45), false),
+        (3, 1, 7, 98, 40, (-128, 127), U8, false),
+        (1, 1, 96, 768, 640, (-37, 218), S8, false),
+        (1, 1, 1030, 515, 9, (-37, 218), S8, true),
+        // Extremes of i32 one span wide, and a span of 257 (the i16 kernel).
+        (
+            1,
+            1,
+            5,
+            37,
+            35,
+            (i32::MAX as i64 - 255, i32::MAX as i64),
+            S8,
+            false,
+        ),
+        (
+            1,
+            1,
+            5,
+            37,
+            35,
+            S8,
+            (i32::MIN as i64, i32::MIN as i64 + 255),
+            false,
+        ),
+        (1, 1, 5, 37, 35, (0, 256), S8, false),
+        // u8 · s8 sums past 2^31: 70,000 products of 255 · −128.
+        (1, 1, 1, 70_000, 1, (255, 255), (-128, -128), false),
     ];
     let mut g = Graph::new();
-    let (mut outs, mut want) = (Vec::new(), Vec::new());
+    let (mut outs, mut want, mut feeds) = (Vec::new(), Vec::new(), Vec::new());
     for (i, &(nba, nbb, m, k, n, ra, rb, bt)) in cases.iter().enumerate() {
         let sa: Vec<usize> = if nba > 1 { vec![nba, m, k] } else { vec![m, k] };
         let (a, va) = konst(&mut g, &sa, 2 * i, ra);
         // B's values in [k, n] order; given transposed, it is stored [n, k] and transposed
         // in the graph, which cpu:0 reads in place.
-        let (b, vb) = if bt {
-            let (t, vt) = konst(&mut g, &[n, k], 2 * i + 1, rb);
-            let v: Vec<i32> = (0..k * n).map(|x| vt[(x % n) * k + x / n]).collect();
-            (g.transpose(t, &[1, 0]).unwrap(), v)
-        } else {
-            let sb: Vec<usize> = if nbb > 1 { vec![nbb, k, n] } else { vec![k, n] };
-            konst(&mut g, &sb, 2 * i + 1, rb)
+        // cpu:0 packs a constant B once per plan and a fed one on every run: both are
+        // checked.
+        let sb: Vec<usize> = match (bt, nbb > 1) {
+            (true, _) => vec![n, k],
+            (false, true) => vec![nbb, k, n],
+            (false, false) => vec![k, n],
         };
-        outs.push(g.matmul(a, b).unwrap());
+        let (stored, vs) = konst(&mut g, &sb, 2 * i + 1, rb);
+        let fed = g
+            .placeholder(&format!("b{i}"), sb.clone(), DType::I32)
+            .unwrap();
+        feeds.push((fed, HostTensor::new(sb, vs.clone()).unwrap()));
+        let vb: Vec<i32> = if bt {
+            (0..k * n).map(|x| vs[(x % n) * k + x / n]).collect()
+        } else {
+            vs
+        };
         let batch = nba.max(nbb);
-        want.push(reference(&va, &vb, batch, (nba > 1, nbb > 1), m, k, n));
+        let w = reference(&va, &vb, batch, (nba > 1, nbb > 1), m, k, n);
+        for b in [stored, fed] {
+            let b = if bt {
+                g.transpose(b, &[1, 0]).unwrap()
+            } else {
+                b
+            };
+            outs.push(g.matmul(a, b).unwrap());
+            want.push(w.clone());
+        }
     }
     for d in devices() {
-        let got = session_on(&g, d).run(&[], &outs).unwrap();
-        for (c, (got, want)) in cases.iter().zip(got.iter().zip(&want)) {
+        let got = session_on(&g, d).run(&feeds, &outs).unwrap();
+        let twice = cases.iter().flat_map(|c| [c, c]);
+        for (c, (got, want)) in twice.zip(got.iter().zip(&want)) {
             let got: Vec<i32> = got.to_vec().unwrap();
             let bad = got.iter().zip(want).position(|(x, y)| x != y);
             assert!(

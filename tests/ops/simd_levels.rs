@@ -32,7 +32,12 @@ fn every_simd_level_matches_the_references() {
         return;
     }
     let exe = std::env::current_exe().expect("the test binary");
-    let below = [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512];
+    let below = [
+        SimdLevel::Portable,
+        SimdLevel::Avx2,
+        SimdLevel::Avx512,
+        SimdLevel::Avx512Vnni,
+    ];
     for cap in below.into_iter().filter(|&l| l < level()) {
         let out = Command::new(&exe)
             .args(TESTS)

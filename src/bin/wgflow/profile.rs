@@ -42,9 +42,14 @@ pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
         Err(e) => return Err(e.into()),
     };
     let mut fed = read_feeds(&session, feeds)?;
-    // Unfed placeholders get zeros of the plan's shapes: run-time sizes come from --dim.
-    crate::needs_sizes(session.graph())?;
-    let plan = session.plan(&fetches)?;
+    // Unfed placeholders get zeros of the plan's shapes. Run-time sizes come from the
+    // feeds, as `wgflow run` binds them, or else from --dim.
+    let plan = if session.graph().has_unknown_dims() && !fed.is_empty() {
+        session.plan_for(&fed, &fetches)?
+    } else {
+        crate::needs_sizes(session.graph())?;
+        session.plan(&fetches)?
+    };
     zeros_for_unfed(&session, &plan, &mut fed)?;
     let total = u64::from(o.warmup) + 2 * u64::from(o.runs);
     let bar = indicatif::ProgressBar::new(total);

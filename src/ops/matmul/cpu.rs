@@ -1,14 +1,16 @@
 //! The matmul kernel on the CPU: f32 (and f16, widened to f32) products through the `gemm`
 //! crate's blocked, vectorized GEMM ([`sgemm`]); i32 products through the i16 pair kernel
-//! ([`super::igemm`]), f64 GEMM or the scalar reference loop, whichever is exact. Batches broadcast through zero strides, split-K chunks and operands stored
-//! transposed are read in place, as the WGSL kernels read them.
+//! and u8 × s8 kernels ([`super::igemm`], a constant B packed once per plan), f64 GEMM or
+//! the scalar reference loop, whichever is exact. Batches broadcast through zero strides,
+//! split-K chunks and operands stored transposed are read in place, as the WGSL kernels read
+//! them.
 //!
 //! sgemm sums over K in its own order (blocked, with FMA where the CPU has it), so f32
 //! results differ from the WGSL kernels' in the last bits; NaN and infinities propagate as
 //! IEEE arithmetic does.
 
 use super::few_rows::{few_rows, FEW_ROWS, FEW_ROWS_MIN_K, FEW_ROWS_T};
-use super::igemm::{igemm, IMat};
+use super::igemm::{igemm, igemm_packed, pack_b, IMat, PackedB};
 use super::*;
 use rayon::prelude::*;
 
@@ -184,13 +186,50 @@ impl MatMulKernel {
     /// in place over them; other dtypes (and an input aliasing the output, which the memory
     /// plan does not make for matmuls) through [`MatMulKernel::run_fast`] and a copy.
     pub fn run_cpu_into(&self, inputs: &[CpuIn<'_>], out: &mut [u32]) -> crate::Result<()> {
+        self.run_cpu_packed(inputs, out, None)
+    }
+
+    /// B packed once per plan for the integer kernel, when B is a plan constant that fits
+    /// its lanes and every GEMM of the product reads the same B over all of K.
+    pub(super) fn pack_constant_b(&self, constants: &[Option<&[u32]>]) -> Option<PackedB> {
+        let b = (*constants.get(1)?)?;
+        if self.dtype != DType::I32 || self.k_chunk.is_some() {
+            return None;
+        }
+        let (_, k, n) = self.mkn();
+        let (_, batches) = self.gemm_batches();
+        let &(_, b0, len) = batches.first()?;
+        let (_, (kb, nb)) = self.matrix_strides();
+        let shared = batches.iter().all(|&(_, b1, l)| b1 == b0 && l == len) && len == k;
+        if !shared || k == 0 || n == 0 || b0 + (k - 1) * kb + (n - 1) * nb >= b.len() {
+            return None;
+        }
+        pack_b(
+            k,
+            n,
+            IMat {
+                data: b,
+                off: b0,
+                rs: kb,
+                cs: nb,
+            },
+        )
+    }
+
+    /// [`MatMulKernel::run_cpu_into`], with B's packing from [`Self::pack_constant_b`].
+    pub(super) fn run_cpu_packed(
+        &self,
+        inputs: &[CpuIn<'_>],
+        out: &mut [u32],
+        packed: Option<&PackedB>,
+    ) -> crate::Result<()> {
         if let Some(w) = crate::ops::family::disjoint_words(inputs)
             .filter(|w| w.len() >= 2 && matches!(self.dtype, DType::F32 | DType::I32))
         {
             let done = out.len() == self.out_shape().numel()
                 && match self.dtype {
                     DType::F32 => self.product_f32_into(w[0], w[1], out),
-                    _ => self.product_i32_into(w[0], w[1], out),
+                    _ => self.product_i32_into(w[0], w[1], out, packed),
                 };
             if done {
                 if let Some(e) = &self.epilogue {
@@ -221,7 +260,7 @@ impl MatMulKernel {
         let mut out = vec![0u32; self.out_shape().numel()];
         let done = match self.dtype {
             DType::F32 => self.product_f32_into(a, b, &mut out),
-            DType::I32 => self.product_i32_into(a, b, &mut out),
+            DType::I32 => self.product_i32_into(a, b, &mut out, None),
             _ => false,
         };
         if done {
@@ -356,7 +395,13 @@ impl MatMulKernel {
     /// in i16 (the quantized models' products), else through f64 GEMM, exact when every
     /// partial sum stays below 2^53: `max|A| · max|B| · K` is checked per batch, and `false`
     /// (the caller runs the exact scalar loop) when it does not hold.
-    fn product_i32_into(&self, a: &[u32], b: &[u32], out: &mut [u32]) -> bool {
+    fn product_i32_into(
+        &self,
+        a: &[u32],
+        b: &[u32],
+        out: &mut [u32],
+        packed: Option<&PackedB>,
+    ) -> bool {
         let (_, _, n) = self.mkn();
         let (m, batches) = self.gemm_batches();
         if out.len() != batches.len() * m * n {
@@ -392,6 +437,11 @@ impl MatMulKernel {
                 rs: kb,
                 cs: nb,
             };
+            if let Some(p) = packed.filter(|p| p.fits(len, n)) {
+                if igemm_packed(m, ia, p, c, GEMM_PAR_MACS) {
+                    continue;
+                }
+            }
             if igemm(m, len, n, ia, ib, c, GEMM_PAR_MACS) {
                 continue;
             }

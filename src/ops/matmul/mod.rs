@@ -584,6 +584,22 @@ impl KernelDef for MatMulKernel {
         MatMulKernel::run_cpu_into(self, inputs, out)
     }
 
+    /// A constant B of an integer product (a quantized model's weight), packed for
+    /// the integer micro-kernel once instead of on every run.
+    fn prepare_cpu(&self, constants: &[Option<&[u32]>]) -> Option<crate::ops::CpuPrepared> {
+        let packed = self.pack_constant_b(constants)?;
+        Some(Box::new(packed))
+    }
+
+    fn run_cpu_prepared(
+        &self,
+        inputs: &[CpuIn<'_>],
+        out: &mut [u32],
+        prepared: &crate::ops::CpuPrepared,
+    ) -> crate::Result<()> {
+        self.run_cpu_packed(inputs, out, prepared.downcast_ref())
+    }
+
     fn invocations(&self) -> u64 {
         MatMulKernel::invocations(self)
     }
