@@ -497,6 +497,7 @@ fn pack_rows<F: Flavour>(
 }
 
 /// Calls `$f::<RB>` for the run-time row count `$rb` (1 to 8).
+#[cfg(target_arch = "x86_64")]
 macro_rules! rows {
     ($rb:expr, $f:ident($($arg:expr),*)) => {
         match $rb {
