@@ -549,6 +549,62 @@ fn prologues_and_epilogues_still_apply() {
     }
 }
 
+/// A fused prologue's rows are evaluated as they are folded (never stored whole), in the
+/// chunked passes of a full reduction and in row folds, against float64: a dynamic
+/// quantizer's min and max of `relu(x * s + b)`.
+#[test]
+fn prologues_fold_their_rows_as_they_are_evaluated() {
+    let shape = [8usize, 32, 1030];
+    let n: usize = shape.iter().product();
+    let x = det(n, 5);
+    let mut g = Graph::new();
+    let t = g
+        .constant(HostTensor::new(shape.to_vec(), x.clone()).unwrap())
+        .unwrap();
+    let s = g.constant(0.5f32).unwrap();
+    let b = g.constant(-0.125f32).unwrap();
+    let y = g.mul(t, s).unwrap();
+    let y = g.add(y, b).unwrap();
+    let y = g.relu(y).unwrap();
+    let fetch = [
+        g.min(y, [0, 1, 2], false).unwrap(),
+        g.max(y, [0, 1, 2], false).unwrap(),
+        g.sum(y, [0, 1, 2], false).unwrap(),
+        g.max(y, [2], false).unwrap(),
+        g.mean(y, [1, 2], false).unwrap(),
+    ];
+    let out = cpu(&g).run(&[], &fetch).unwrap();
+    let v: Vec<f64> = x
+        .iter()
+        .map(|&x| (x as f64 * 0.5 - 0.125).max(0.0))
+        .collect();
+    let got = |i: usize| out[i].to_f32().unwrap();
+    let close = |a: f32, w: f64, tol: f64, what: &str| {
+        assert!(
+            (a as f64 - w).abs() <= tol * w.abs().max(1e-3),
+            "{what}: {a} against {w}"
+        );
+    };
+    let fold = |xs: &[f64], f: fn(f64, f64) -> f64, init: f64| xs.iter().copied().fold(init, f);
+    close(got(0)[0], fold(&v, f64::min, f64::MAX), 1e-6, "min");
+    close(got(1)[0], fold(&v, f64::max, f64::MIN), 1e-6, "max");
+    close(got(2)[0], v.iter().sum(), 1e-5, "sum");
+    let row = shape[2];
+    for (r, &m) in got(3).iter().enumerate() {
+        close(
+            m,
+            fold(&v[r * row..(r + 1) * row], f64::max, f64::MIN),
+            1e-6,
+            "row max",
+        );
+    }
+    let per = shape[1] * shape[2];
+    for (i, &m) in got(4).iter().enumerate() {
+        let want = v[i * per..(i + 1) * per].iter().sum::<f64>() / per as f64;
+        close(m, want, 1e-5, "mean");
+    }
+}
+
 /// Empty reductions and empty outputs on cpu:0: a sum over a zero-size axis is 0, a product
 /// 1, and reducing a tensor with no kept positions gives an empty result.
 #[test]

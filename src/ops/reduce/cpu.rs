@@ -13,6 +13,7 @@
 
 use super::reference::{one_word, truthy};
 use super::*;
+use crate::ops::elementwise::RangeProgram;
 use crate::ops::family::CpuIn;
 use bytemuck::Pod;
 use rayon::prelude::*;
@@ -22,6 +23,9 @@ use rayon::prelude::*;
 const PAR_MIN_WORK: usize = 1 << 16;
 /// Input elements one parallel task folds, at least.
 const TASK_WORK: usize = 1 << 14;
+/// The shortest row a fused prologue is evaluated for on its own while it is folded: below
+/// it, evaluating the whole input in one pass first costs less than a call per row.
+const ROW_MIN: usize = 1024;
 /// Outputs a column tile folds side by side: whole rows of up to 16 KiB, read sequentially
 /// (narrower tiles jump a page per reduced step and ran 2-3x slower on 4096² columns).
 const TILE: usize = 4096;
@@ -51,26 +55,18 @@ impl ReduceKernel {
                 out.len()
             )));
         }
-        let src = self.source_cpu(&words[..n]);
-        if src.len() < self.in_shape.numel() {
-            return Err(internal(format!("{} input words", src.len())));
-        }
         let partials = words.get(n).copied();
-        if self.dtype == DType::F16 {
-            // f16 accumulates in f32 (as the WGSL kernel does) and rounds once at the end.
-            let wide = ReduceKernel {
-                dtype: DType::F32,
-                epilogue: None,
-                prologue: None,
-                ..self.clone()
-            };
-            let input: Vec<u32> = src.par_iter().map(|&w| f16_to_f32_word(w)).collect();
-            wide.reduce_into(&input, partials, out)?;
-            if self.op.out_dtype(DType::F16) == DType::F16 {
-                out.iter_mut().for_each(|w| *w = f32_to_f16_word(*w));
-            }
+        if let Some(program) = self.prologue_program(&words[..n])? {
+            // Each row the fold reads is evaluated into a buffer while it is folded: the
+            // prologue's whole output is never stored (a quantizer's min and max each
+            // re-read their chain, and materializing it cost an allocation and a pass).
+            self.reduce_into(&[], Some(&program), partials, out)?;
         } else {
-            self.reduce_into(&src, partials, out)?;
+            let src = self.source_cpu(&words[..n]);
+            if src.len() < self.in_shape.numel() {
+                return Err(internal(format!("{} input words", src.len())));
+            }
+            self.reduce_f16_or(&src, partials, out)?;
         }
         if let Some(e) = &self.epilogue {
             let res = e.apply_cpu(out, &words[n..], &self.out_shape, self.dtype);
@@ -82,10 +78,63 @@ impl ReduceKernel {
         Ok(())
     }
 
-    /// The reduction of `input` (f32, i32, u32 or bool words) into `out`, before the epilogue.
+    /// The prologue compiled to evaluate rows on their own, when the fold reads whole
+    /// contiguous rows ([`ReduceKernel::fast_path`]) of a 32-bit dtype, each at least
+    /// [`ROW_MIN`] long.
+    fn prologue_program<'a>(
+        &self,
+        sources: &[&'a [u32]],
+    ) -> crate::Result<Option<RangeProgram<'a>>> {
+        let Some(p) = &self.prologue else {
+            return Ok(None);
+        };
+        if self.dtype == DType::F16 || self.fast_path().is_none() || self.chunking().0 < ROW_MIN {
+            return Ok(None);
+        }
+        let k = ElementwiseKernel {
+            expr: p.expr.clone(),
+            inputs: p.inputs.clone(),
+            out_shape: self.in_shape.clone(),
+            out_dtype: self.dtype,
+            views: Vec::new(),
+        };
+        let ins: Vec<CpuIn<'a>> = sources.iter().map(|w| CpuIn::Words(w)).collect();
+        RangeProgram::new(&k, &ins)
+    }
+
+    /// The fold of `src` into `out`, through f32 for f16.
+    fn reduce_f16_or(
+        &self,
+        src: &[u32],
+        partials: Option<&[u32]>,
+        out: &mut [u32],
+    ) -> crate::Result<()> {
+        if self.dtype == DType::F16 {
+            // f16 accumulates in f32 (as the WGSL kernel does) and rounds once at the end.
+            let wide = ReduceKernel {
+                dtype: DType::F32,
+                epilogue: None,
+                prologue: None,
+                ..self.clone()
+            };
+            let input: Vec<u32> = src.par_iter().map(|&w| f16_to_f32_word(w)).collect();
+            wide.reduce_into(&input, None, partials, out)?;
+            if self.op.out_dtype(DType::F16) == DType::F16 {
+                out.iter_mut().for_each(|w| *w = f32_to_f16_word(*w));
+            }
+            Ok(())
+        } else {
+            self.reduce_into(src, None, partials, out)
+        }
+    }
+
+    /// The reduction of `input` (f32, i32, u32 or bool words) into `out`, before the
+    /// epilogue; with `rows`, the input's rows are evaluated by it instead (only for a
+    /// [`ReduceKernel::fast_path`] fold, `input` then empty).
     fn reduce_into(
         &self,
         input: &[u32],
+        rows: Option<&RangeProgram<'_>>,
         partials: Option<&[u32]>,
         out: &mut [u32],
     ) -> crate::Result<()> {
@@ -141,6 +190,7 @@ impl ReduceKernel {
                 let job = FoldJob {
                     k: self,
                     input,
+                    rows,
                     out: &mut *out,
                     par,
                 };
@@ -325,6 +375,8 @@ impl Iterator for Walk<'_> {
 struct FoldJob<'a> {
     k: &'a ReduceKernel,
     input: &'a [u32],
+    /// Evaluates the input's rows (a fused prologue) where `input` is not stored.
+    rows: Option<&'a RangeProgram<'a>>,
     out: &'a mut [u32],
     par: bool,
 }
@@ -369,6 +421,31 @@ impl FoldJob<'_> {
             }
             if strategy == ReduceStrategy::RowsVec4 && (chunk < 4 || !chunk.is_multiple_of(4)) {
                 return Err(short());
+            }
+            if let Some(program) = self.rows {
+                // One row at a time into this thread's buffer, folded as below (a row's
+                // fold does not depend on the rows beside it).
+                thread_local! {
+                    static ROW: std::cell::RefCell<Vec<u32>> = const {
+                        std::cell::RefCell::new(Vec::new())
+                    };
+                }
+                for_chunks(out, grain, self.par, |first, part| {
+                    ROW.with_borrow_mut(|buf| {
+                        for (i, o) in part.iter_mut().enumerate() {
+                            let oc = first + i;
+                            let (lo, hi) = chunk_range(oc % nch, chunk, nch, r);
+                            buf.resize(hi - lo, 0);
+                            program.apply(oc / nch * r + lo, buf);
+                            let row: &[T] = bytemuck::cast_slice(buf);
+                            *o = match strategy {
+                                ReduceStrategy::Tree => tree(row, c),
+                                _ => vec4([row], start, id, c)[0],
+                            };
+                        }
+                    })
+                });
+                return Ok(());
             }
             let row = |oc: usize| {
                 let (lo, hi) = chunk_range(oc % nch, chunk, nch, r);
