@@ -391,8 +391,9 @@ impl MatMulKernel {
         true
     }
 
-    /// An i32 product, wrapped as the WGSL kernel wraps: through [`igemm`] when A and B fit
-    /// in i16 (the quantized models' products), else through f64 GEMM, exact when every
+    /// An i32 product, wrapped as the WGSL kernel wraps: through [`igemm`] when A and B are
+    /// narrow (the quantized models' products; B from `packed` when it was packed once per
+    /// plan and A fits its kernel), else through f64 GEMM, exact when every
     /// partial sum stays below 2^53: `max|A| · max|B| · K` is checked per batch, and `false`
     /// (the caller runs the exact scalar loop) when it does not hold.
     fn product_i32_into(
