@@ -5,6 +5,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use wgflow::onnx::proto::{
+    attribute_proto::AttributeType, tensor_proto::DataType,
+    tensor_shape_proto::dimension::Value as Dim, tensor_shape_proto::Dimension, type_proto,
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
+};
 use wgflow::{Device, HostTensor};
 
 fn wgflow(args: &[&str]) -> Output {
@@ -268,17 +274,9 @@ fn profile_without_feeds_uses_zeros_and_says_so() {
     assert!(std::fs::read_to_string(&m).unwrap().starts_with("<svg"));
 }
 
-/// An ONNX LSTM over `x: [seq, batch, 2]` (hidden size 3), both dimensions symbolic: the
-/// sequence is unrolled at import, so its length must be known there.
-fn lstm_model(dir: &Path) -> PathBuf {
-    use wgflow::onnx::proto::{
-        attribute_proto::AttributeType, tensor_proto::DataType,
-        tensor_shape_proto::dimension::Value as Dim, tensor_shape_proto::Dimension, type_proto,
-        AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-        TensorShapeProto, TypeProto, ValueInfoProto,
-    };
-    use wgflow::onnx::Message;
-    let value = |name: &str, dims: Vec<Dim>| ValueInfoProto {
+/// A float tensor's name and shape, as a graph input or output.
+fn value(name: &str, dims: Vec<Dim>) -> ValueInfoProto {
+    ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
@@ -296,8 +294,12 @@ fn lstm_model(dir: &Path) -> PathBuf {
             ..Default::default()
         }),
         ..Default::default()
-    };
-    let weight = |name: &str, dims: Vec<i64>| TensorProto {
+    }
+}
+
+/// A float initializer with small deterministic values.
+fn weight(name: &str, dims: Vec<i64>) -> TensorProto {
+    TensorProto {
         name: Some(name.into()),
         data_type: Some(DataType::Float as i32),
         float_data: (0..dims.iter().product::<i64>())
@@ -305,7 +307,29 @@ fn lstm_model(dir: &Path) -> PathBuf {
             .collect(),
         dims,
         ..Default::default()
+    }
+}
+
+/// An opset-14 model of `graph`, written to `dir/name`.
+fn write_model(dir: &Path, name: &str, graph: GraphProto) -> PathBuf {
+    use wgflow::onnx::Message;
+    let model = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(14),
+        }],
+        graph: Some(graph),
+        ..Default::default()
     };
+    let path = dir.join(name);
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+/// An ONNX LSTM over `x: [seq, batch, 2]` (hidden size 3), both dimensions symbolic: the
+/// sequence is unrolled at import, so its length must be known there.
+fn lstm_model(dir: &Path) -> PathBuf {
     let lstm = NodeProto {
         op_type: Some("LSTM".into()),
         input: vec!["x".into(), "W".into(), "R".into()],
@@ -318,39 +342,76 @@ fn lstm_model(dir: &Path) -> PathBuf {
         }],
         ..Default::default()
     };
-    let model = ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(14),
-        }],
-        graph: Some(GraphProto {
-            node: vec![lstm],
-            initializer: vec![weight("W", vec![1, 12, 2]), weight("R", vec![1, 12, 3])],
-            input: vec![value(
-                "x",
-                vec![
-                    Dim::DimParam("seq".into()),
-                    Dim::DimParam("batch".into()),
-                    Dim::DimValue(2),
-                ],
-            )],
-            output: vec![value(
-                "h",
-                vec![
-                    Dim::DimValue(1),
-                    Dim::DimParam("batch".into()),
-                    Dim::DimValue(3),
-                ],
-            )],
-            name: Some("lstm".into()),
-            ..Default::default()
-        }),
+    let graph = GraphProto {
+        node: vec![lstm],
+        initializer: vec![weight("W", vec![1, 12, 2]), weight("R", vec![1, 12, 3])],
+        input: vec![value(
+            "x",
+            vec![
+                Dim::DimParam("seq".into()),
+                Dim::DimParam("batch".into()),
+                Dim::DimValue(2),
+            ],
+        )],
+        output: vec![value(
+            "h",
+            vec![
+                Dim::DimValue(1),
+                Dim::DimParam("batch".into()),
+                Dim::DimValue(3),
+            ],
+        )],
+        name: Some("lstm".into()),
         ..Default::default()
     };
-    let path = dir.join("lstm.onnx");
-    std::fs::write(&path, model.encode_to_vec()).unwrap();
-    path
+    write_model(dir, "lstm.onnx", graph)
+}
+
+/// `y = x @ W` over `x: [batch, 3]`, `batch` symbolic: it stays a run-time dimension of the
+/// imported graph.
+fn matmul_model(dir: &Path) -> PathBuf {
+    let matmul = NodeProto {
+        op_type: Some("MatMul".into()),
+        input: vec!["x".into(), "W".into()],
+        output: vec!["y".into()],
+        ..Default::default()
+    };
+    let batch = || Dim::DimParam("batch".into());
+    let graph = GraphProto {
+        node: vec![matmul],
+        initializer: vec![weight("W", vec![3, 2])],
+        input: vec![value("x", vec![batch(), Dim::DimValue(3)])],
+        output: vec![value("y", vec![batch(), Dim::DimValue(2)])],
+        name: Some("matmul".into()),
+        ..Default::default()
+    };
+    write_model(dir, "matmul.onnx", graph)
+}
+
+/// `wgflow profile` binds an ONNX model's run-time dimensions from its feeds, as `wgflow run`
+/// does; without a feed it asks for `--dim`, naming the dimension.
+#[test]
+fn profile_binds_run_time_dimensions_from_the_feeds() {
+    let dir = scratch("matmul-sizes");
+    let model = s(&matmul_model(&dir));
+    let x = dir.join("x.npy");
+    let feed = HostTensor::new([5, 3], (0..15).map(|i| i as f32 / 15.0).collect::<Vec<_>>());
+    std::fs::write(&x, wgflow::npy::to_bytes(&feed.unwrap())).unwrap();
+    let fed = format!("x={}", s(&x));
+    let out = wgflow(&[
+        "profile", &model, "--device", "cpu:0", "--feed", &fed, "--runs", "2", "--json",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("--dim"), "{err}");
+    let json = text(&out.stdout);
+    assert!(json.contains("\"by_node\""), "{json}");
+    assert!(json.contains("matmul"), "{json}");
+
+    let out = wgflow(&["profile", &model, "--device", "cpu:0", "--runs", "1"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--dim batch=SIZE"), "{err}");
 }
 
 /// `wgflow profile` on a model whose symbolic sizes are needed at import takes them from

@@ -348,7 +348,7 @@ fn print_plan(args: &GraphArgs, json: bool, memory: Option<&Path>, force: bool) 
 }
 
 /// A plan has static shapes: a graph with run-time dimensions needs `--dim` for each.
-pub(crate) fn needs_sizes(graph: &Graph) -> wgflow::Result<()> {
+pub(crate) fn needs_sizes(graph: &Graph) -> Result<(), String> {
     if !graph.has_unknown_dims() {
         return Ok(());
     }
@@ -357,13 +357,10 @@ pub(crate) fn needs_sizes(graph: &Graph) -> wgflow::Result<()> {
         .iter()
         .map(|n| format!("--dim {}=SIZE", truncate(n, MAX_QUOTED_CHARS)))
         .collect();
-    Err(Error::GraphDef {
-        at: "--dim".into(),
-        message: format!(
-            "the graph has dimensions known only at run time; give each a size: {}",
-            dims.join(" ")
-        ),
-    })
+    Err(format!(
+        "the graph has dimensions known only at run time; give each a size: {}",
+        dims.join(" ")
+    ))
 }
 
 fn print_dot(args: &GraphArgs) -> CliResult {
