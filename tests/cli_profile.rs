@@ -394,24 +394,35 @@ fn matmul_model(dir: &Path) -> PathBuf {
 fn profile_binds_run_time_dimensions_from_the_feeds() {
     let dir = scratch("matmul-sizes");
     let model = s(&matmul_model(&dir));
-    let x = dir.join("x.npy");
-    let feed = HostTensor::new([5, 3], (0..15).map(|i| i as f32 / 15.0).collect::<Vec<_>>());
-    std::fs::write(&x, wgflow::npy::to_bytes(&feed.unwrap())).unwrap();
-    let fed = format!("x={}", s(&x));
+    let xs: Vec<f32> = (0..15).map(|i| i as f32 / 15.0).collect();
+    let err = profile_fed(&dir, &model, HostTensor::new([5, 3], xs).unwrap());
+    assert!(!err.contains("--dim"), "{err}");
+    let err = profile_unfed(&model);
+    assert!(err.contains("--dim batch=SIZE"), "{err}");
+}
+
+/// `wgflow profile MODEL --feed x=…` with `x` written to `dir`: it succeeds and its JSON
+/// lists the matmul's node; returns stderr.
+fn profile_fed(dir: &Path, model: &str, x: HostTensor) -> String {
+    let path = dir.join("x.npy");
+    std::fs::write(&path, wgflow::npy::to_bytes(&x)).unwrap();
+    let fed = format!("x={}", s(&path));
     let out = wgflow(&[
-        "profile", &model, "--device", "cpu:0", "--feed", &fed, "--runs", "2", "--json",
+        "profile", model, "--device", "cpu:0", "--feed", &fed, "--runs", "2", "--json",
     ]);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(!err.contains("--dim"), "{err}");
     let json = text(&out.stdout);
     assert!(json.contains("\"by_node\""), "{json}");
     assert!(json.contains("matmul"), "{json}");
+    err
+}
 
-    let out = wgflow(&["profile", &model, "--device", "cpu:0", "--runs", "1"]);
-    let err = text(&out.stderr);
+/// `wgflow profile MODEL` without feeds: it fails; returns stderr.
+fn profile_unfed(model: &str) -> String {
+    let out = wgflow(&["profile", model, "--device", "cpu:0", "--runs", "1"]);
     assert!(!out.status.success());
-    assert!(err.contains("--dim batch=SIZE"), "{err}");
+    text(&out.stderr)
 }
 
 /// `wgflow profile` on a model whose symbolic sizes are needed at import takes them from
@@ -420,16 +431,8 @@ fn profile_binds_run_time_dimensions_from_the_feeds() {
 fn profile_takes_an_onnx_models_sizes_from_its_feeds() {
     let dir = scratch("lstm-sizes");
     let model = s(&lstm_model(&dir));
-    let x = dir.join("x.npy");
     let xs: Vec<f32> = (0..5 * 4 * 2).map(|i| (i % 9) as f32 / 9.0 - 0.5).collect();
-    let feed = HostTensor::new([5, 4, 2], xs).unwrap();
-    std::fs::write(&x, wgflow::npy::to_bytes(&feed)).unwrap();
-    let fed = format!("x={}", s(&x));
-    let out = wgflow(&[
-        "profile", &model, "--device", "cpu:0", "--feed", &fed, "--runs", "2", "--json",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = profile_fed(&dir, &model, HostTensor::new([5, 4, 2], xs).unwrap());
     assert!(err.contains("batch=4, seq=5"), "{err}");
     // The reason, without the advice to pin sizes that profile has just taken from the feeds.
     assert!(
@@ -439,12 +442,6 @@ fn profile_takes_an_onnx_models_sizes_from_its_feeds() {
         "{err}"
     );
     assert!(!err.contains("--dim"), "{err}");
-    let json = text(&out.stdout);
-    assert!(json.contains("\"by_node\""), "{json}");
-    assert!(json.contains("matmul"), "{json}");
-
-    let out = wgflow(&["profile", &model, "--device", "cpu:0", "--runs", "1"]);
-    let err = text(&out.stderr);
-    assert!(!out.status.success());
+    let err = profile_unfed(&model);
     assert!(err.contains("--dim"), "{err}");
 }
