@@ -915,3 +915,48 @@ fn small_float_rounding_and_bitwise_ops_at_indexing_boundaries() {
         }
     }
 }
+
+/// cpu:0's vectorized float-to-integer casts saturate as Rust's `as` does (NaN to 0), at
+/// every lane of a long array, including the values next to each limit.
+#[test]
+fn float_to_integer_casts_saturate_at_the_limits() {
+    let specials = [
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        2_147_483_648.0,
+        2_147_483_520.0,
+        -2_147_483_648.0,
+        -2_147_483_904.0,
+        4_294_967_296.0,
+        4_294_967_040.0,
+        -0.0,
+        -0.9,
+        0.9,
+        -1.5,
+        1e-45,
+        3e9,
+        -3e9,
+        1e30,
+        255.5,
+        -128.5,
+    ];
+    // Every special at every lane position of a 16-wide vector, and a scalar tail.
+    let xs: Vec<f32> = (0..16 * specials.len() + 7)
+        .map(|i| specials[(i * 7 + i / 16) % specials.len()])
+        .collect();
+    let n = xs.len();
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [n], DType::F32).unwrap();
+    let i = g.cast(x, DType::I32).unwrap();
+    let u = g.cast(x, DType::U32).unwrap();
+    let feeds = [(x, HostTensor::new([n], xs.clone()).unwrap())];
+    let got = common::session_on(&g, Device::Cpu)
+        .run(&feeds, &[i, u])
+        .unwrap();
+    let want_i: Vec<u32> = xs.iter().map(|&v| v as i32 as u32).collect();
+    let want_u: Vec<u32> = xs.iter().map(|&v| v as u32).collect();
+    assert_eq!(got[0].words(), &want_i[..]);
+    assert_eq!(got[1].words(), &want_u[..]);
+}
