@@ -145,8 +145,15 @@ fn integer_products_wrap_like_i32_on_every_device() {
             false,
         ),
         (1, 1, 5, 37, 35, (0, 256), S8, false),
-        // u8 · s8 sums past 2^31: 70,000 products of 255 · −128.
+        // u8 · s8 sums past 2^31: 70,000 products of 255 · −128 (AMX's tiles from 16
+        // rows).
         (1, 1, 1, 70_000, 1, (255, 255), (-128, -128), false),
+        (1, 1, 16, 70_000, 1, (255, 255), (-128, -128), false),
+        // AMX's tiles: M off the 32-row block, K off the 64-value step and across the
+        // 2,048-value block, N off the 32-column panel, both shifts.
+        (1, 1, 33, 1000, 47, U8, S8, false),
+        (1, 1, 64, 4197, 96, (-37, 218), (-300, -45), false),
+        (2, 1, 47, 2049, 33, (-200, 55), S8, true),
     ];
     let mut g = Graph::new();
     let (mut outs, mut want, mut feeds) = (Vec::new(), Vec::new(), Vec::new());

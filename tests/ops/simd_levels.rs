@@ -37,6 +37,7 @@ fn every_simd_level_matches_the_references() {
         SimdLevel::Avx2,
         SimdLevel::Avx512,
         SimdLevel::Avx512Vnni,
+        SimdLevel::Amx,
     ];
     for cap in below.into_iter().filter(|&l| l < level()) {
         let out = Command::new(&exe)

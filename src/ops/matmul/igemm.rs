@@ -77,10 +77,18 @@ trait Flavour: Sync {
     const NR: usize;
     /// Packed words of K per panel block.
     const KC: usize;
+    /// What a row's packed words are padded to (with zeros, which add nothing), and
+    /// divides `KC`.
+    const KALIGN: usize = 1;
     /// `rb ≤ MR` rows of the accumulator (`[rb, NR]`) plus `A-words · B-panel`, or set to it
     /// on the `first` K block. `a` holds row r's words from `a[r * kp]`, `bp` `pc` rows of
     /// `NR` words.
     fn block(rb: usize, a: &[u32], kp: usize, pc: usize, bp: &[u32], acc: &mut [u32], first: bool);
+}
+
+/// Packed words per row of A (and of B's panels) for `k` values.
+fn words<F: Flavour>(k: usize) -> usize {
+    k.div_ceil(F::PACK).next_multiple_of(F::KALIGN)
 }
 
 /// What the operands were shifted by: A' = A − oa, B' = B − ob.
@@ -116,13 +124,19 @@ pub(crate) fn igemm(
         if let Some(oa) = u8_shift(a, m, k) {
             // B tried unshifted first, since quantized weights are s8, and shifted by its
             // own span when that fails.
-            let sh = Shift { oa, ob: 0 };
-            if gemm::<Quads>(m, k, n, a, BSrc::Mat(b), c, par_macs, sh) {
+            let quads = |sh: Shift, c: &mut [u32]| {
+                let b = BSrc::Mat(b);
+                if use_tiles(m) {
+                    gemm::<Tiles>(m, k, n, a, b, c, par_macs, sh)
+                } else {
+                    gemm::<Quads>(m, k, n, a, b, c, par_macs, sh)
+                }
+            };
+            if quads(Shift { oa, ob: 0 }, c) {
                 return true;
             }
             if let Some(ob) = s8_shift(b, k, n) {
-                let sh = Shift { oa, ob };
-                return gemm::<Quads>(m, k, n, a, BSrc::Mat(b), c, par_macs, sh);
+                return quads(Shift { oa, ob }, c);
             }
         }
     }
@@ -136,7 +150,9 @@ pub(crate) struct PackedB {
     ob: i32,
     k: usize,
     n: usize,
-    /// Per panel, `⌈k/PACK⌉` rows of `NR` words.
+    /// Packed words of K per panel.
+    kp: usize,
+    /// Per panel, `kp` rows of `NR` words.
     words: Vec<u32>,
     /// B's column sums after its shift, `NR` per panel.
     csum: Vec<i32>,
@@ -150,22 +166,26 @@ impl PackedB {
 }
 
 /// `[k, n]` B packed for the kernel [`igemm`] would pick for it (u8 × s8 quads where the
-/// CPU has VNNI and B spans at most 256 values, else i16 pairs); `None` when B fits
-/// neither or is empty.
+/// CPU has VNNI and B spans at most 256 values, in AMX's K alignment where it has AMX, so
+/// that either kernel reads it; else i16 pairs); `None` when B fits neither or is empty.
 pub(crate) fn pack_b(k: usize, n: usize, b: IMat<'_>) -> Option<PackedB> {
     if k == 0 || n == 0 {
         return None;
     }
     if quads_available() {
         if let Some(ob) = s8_shift(b, k, n) {
-            return pack_all::<Quads>(k, n, b, ob);
+            return if tiles_available() {
+                pack_all::<Tiles>(k, n, b, ob)
+            } else {
+                pack_all::<Quads>(k, n, b, ob)
+            };
         }
     }
     pack_all::<Pairs>(k, n, b, 0)
 }
 
 fn pack_all<F: Flavour>(k: usize, n: usize, b: IMat<'_>, ob: i32) -> Option<PackedB> {
-    let kp = k.div_ceil(F::PACK);
+    let kp = words::<F>(k);
     let panels = n.div_ceil(F::NR);
     let mut words = vec![0u32; panels * kp * F::NR];
     let mut csum = vec![0i32; panels * F::NR];
@@ -177,10 +197,11 @@ fn pack_all<F: Flavour>(k: usize, n: usize, b: IMat<'_>, ob: i32) -> Option<Pack
         pack_rows::<F>(b, k, n, jp, 0, w, cs, ob)?;
     }
     Some(PackedB {
-        quads: F::PACK == Quads::PACK,
+        quads: F::PACK == 4,
         ob,
         k,
         n,
+        kp,
         words,
         csum,
     })
@@ -204,6 +225,9 @@ pub(crate) fn igemm_packed(
             return false;
         };
         let sh = Shift { oa, ob: b.ob };
+        if use_tiles(m) && b.kp.is_multiple_of(Tiles::KALIGN) {
+            return gemm::<Tiles>(m, k, n, a, BSrc::Packed(b), c, par_macs, sh);
+        }
         return gemm::<Quads>(m, k, n, a, BSrc::Packed(b), c, par_macs, sh);
     }
     gemm::<Pairs>(m, k, n, a, BSrc::Packed(b), c, par_macs, Shift::default())
@@ -213,6 +237,17 @@ pub(crate) fn igemm_packed(
 fn quads_available() -> bool {
     cfg!(target_arch = "x86_64")
         && crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Avx512Vnni
+}
+
+/// Whether AMX's tiles are there (and not capped by `WGFLOW_CPU_SIMD`).
+fn tiles_available() -> bool {
+    cfg!(target_arch = "x86_64") && crate::ops::simd::level() >= crate::ops::simd::SimdLevel::Amx
+}
+
+/// Whether an `m`-row product takes AMX's tiles over VNNI's quads: a tile has 16 rows, so
+/// fewer would multiply padding.
+fn use_tiles(m: usize) -> bool {
+    m >= 16 && tiles_available()
 }
 
 /// What to subtract from `[rows, cols]` x to bring it into u8 (0 when it is), or `None`
@@ -259,13 +294,48 @@ fn gemm<F: Flavour>(
     par_macs: usize,
     sh: Shift,
 ) -> bool {
+    let kp = match b {
+        BSrc::Packed(p) => p.kp,
+        BSrc::Mat(_) => words::<F>(k),
+    };
+    debug_assert!(kp >= words::<F>(k) && kp.is_multiple_of(F::KALIGN));
+    // Rows padded to a whole block: a kernel may read (and discard) a full block. The
+    // buffer is kept for the thread's next product (taken, so a nested one gets its own).
+    let mut ap = PACKED_A.with_borrow_mut(std::mem::take);
+    ap.clear();
+    ap.resize(m.next_multiple_of(F::MR) * kp, 0);
+    let done = products::<F>(m, k, n, a, b, c, par_macs, sh, kp, &mut ap);
+    PACKED_A.with_borrow_mut(|keep| *keep = ap);
+    done
+}
+
+thread_local! {
+    /// The last product's packed A, reused: a fresh one each call was an `mmap` and a
+    /// page fault per 4 KiB.
+    static PACKED_A: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// A panel's sums (see [`Job::panel`]).
+    static PANEL: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`gemm`] into the zeroed, padded `ap`.
+#[allow(clippy::too_many_arguments)]
+fn products<F: Flavour>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: IMat<'_>,
+    b: BSrc<'_>,
+    c: &mut [u32],
+    par_macs: usize,
+    sh: Shift,
+    kp: usize,
+    ap: &mut [u32],
+) -> bool {
     let bits = 32 / F::PACK;
-    let kp = k.div_ceil(F::PACK);
-    let mut ap = vec![0u32; m * kp];
     // Row sums of A', for B's shift.
     let mut rsum = vec![0i32; if sh.ob != 0 { m } else { 0 }];
     let mask = u32::MAX >> (32 - bits);
-    for (i, row) in ap.chunks_exact_mut(kp).enumerate() {
+    for (i, row) in ap[..m * kp].chunks_exact_mut(kp).enumerate() {
         let mut sum = 0i32;
         if a.cs == 1 {
             // Row-major A: whole words in a loop the compiler vectorizes, the half-filled
@@ -300,7 +370,7 @@ fn gemm<F: Flavour>(
             continue;
         }
         for (p, w) in row.iter_mut().enumerate() {
-            for t in 0..F::PACK.min(k - p * F::PACK) {
+            for t in 0..F::PACK.min(k.saturating_sub(p * F::PACK)) {
                 let v = a.at(i, p * F::PACK + t);
                 let Some(l) = lane(v, sh.oa, F::A_LO, F::A_HI, bits) else {
                     return false;
@@ -317,7 +387,7 @@ fn gemm<F: Flavour>(
         k,
         n,
         kp,
-        ap: &ap,
+        ap,
         rsum: &rsum,
         b,
         sh,
@@ -327,15 +397,13 @@ fn gemm<F: Flavour>(
     let par = m * k * n >= par_macs && rayon::current_num_threads() > 1;
     // Writes a panel's columns into C (rows of `c` from its first); `false` when the panel
     // met a value of B outside its lanes.
-    let put = |c: &mut [u32], jp: usize, acc: Option<Vec<u32>>| {
-        let Some(acc) = acc else {
-            return false;
-        };
-        let (j0, w) = (jp * F::NR, F::NR.min(n - jp * F::NR));
-        for (row, a) in c.chunks_exact_mut(n).zip(acc.chunks_exact(F::NR)) {
-            row[j0..j0 + w].copy_from_slice(&a[..w]);
-        }
-        true
+    let put = |c: &mut [u32], jp: usize, i0: usize| {
+        job.panel(jp, i0, c.len() / n, |acc| {
+            let (j0, w) = (jp * F::NR, F::NR.min(n - jp * F::NR));
+            for (row, a) in c.chunks_exact_mut(n).zip(acc.chunks_exact(F::NR)) {
+                row[j0..j0 + w].copy_from_slice(&a[..w]);
+            }
+        })
     };
     if par && panels >= 2 * rayon::current_num_threads() {
         // Tasks own panels of columns; C's columns are strided, so each writes its
@@ -347,15 +415,24 @@ fn gemm<F: Flavour>(
             if wide.load(Ordering::Relaxed) {
                 return;
             }
-            let Some(acc) = job.panel(jp, 0, m) else {
+            let fits = job.panel(jp, 0, m, |acc| {
+                let (j0, w) = (jp * F::NR, F::NR.min(n - jp * F::NR));
+                for (r, a) in acc.chunks_exact(F::NR).enumerate() {
+                    // SAFETY: row r's columns j0..j0+w lie inside the m×n C and belong to
+                    // panel jp alone; C outlives the parallel loop, and no reference to it
+                    // is live. A whole panel's row is a copy of constant length, inlined.
+                    unsafe {
+                        let to = cp.0.add(r * n + j0);
+                        if w == F::NR {
+                            std::ptr::copy_nonoverlapping(a.as_ptr(), to, F::NR);
+                        } else {
+                            std::ptr::copy_nonoverlapping(a.as_ptr(), to, w);
+                        }
+                    }
+                }
+            });
+            if !fits {
                 wide.store(true, Ordering::Relaxed);
-                return;
-            };
-            let (j0, w) = (jp * F::NR, F::NR.min(n - jp * F::NR));
-            for (r, a) in acc.chunks_exact(F::NR).enumerate() {
-                // SAFETY: row r's columns j0..j0+w lie inside the m×n C and belong to panel
-                // jp alone; C outlives the parallel loop, and no reference to it is live.
-                unsafe { std::ptr::copy_nonoverlapping(a.as_ptr(), cp.0.add(r * n + j0), w) };
             }
         });
         return !wide.load(Ordering::Relaxed);
@@ -368,9 +445,9 @@ fn gemm<F: Flavour>(
         return c
             .par_chunks_mut(rows * n)
             .enumerate()
-            .all(|(t, c)| (0..panels).all(|jp| put(c, jp, job.panel(jp, t * rows, c.len() / n))));
+            .all(|(t, c)| (0..panels).all(|jp| put(c, jp, t * rows)));
     }
-    (0..panels).all(|jp| put(c, jp, job.panel(jp, 0, m)))
+    (0..panels).all(|jp| put(c, jp, 0))
 }
 
 struct SharedC(*mut u32);
@@ -390,11 +467,25 @@ struct Job<'a, F> {
 }
 
 impl<F: Flavour> Job<'_, F> {
-    /// Columns `jp*NR..` of rows `i0..i0+mm` of C over all of K, as `[mm, NR]`; `None` when
-    /// a value of B does not fit its lane.
-    fn panel(&self, jp: usize, i0: usize, mm: usize) -> Option<Vec<u32>> {
+    /// Columns `jp*NR..` of rows `i0..i0+mm` of C over all of K, as `[mm, NR]` handed to
+    /// `out`; `false` when a value of B does not fit its lane.
+    fn panel(&self, jp: usize, i0: usize, mm: usize, out: impl FnOnce(&[u32])) -> bool {
+        // Taken, as `PACKED_A` is; every word is written by the first K block.
+        let mut acc = PANEL.with_borrow_mut(std::mem::take);
+        if acc.len() < mm * F::NR {
+            acc.resize(mm * F::NR, 0);
+        }
+        let done = self.sums(jp, i0, &mut acc[..mm * F::NR]);
+        if done {
+            out(&acc[..mm * F::NR]);
+        }
+        PANEL.with_borrow_mut(|keep| *keep = acc);
+        done
+    }
+
+    fn sums(&self, jp: usize, i0: usize, acc: &mut [u32]) -> bool {
         let (k, kp, sh) = (self.k, self.kp, self.sh);
-        let mut acc = vec![0u32; mm * F::NR];
+        let mm = acc.len() / F::NR;
         let (mut own, mut own_csum) = (Vec::new(), Vec::new());
         if let BSrc::Mat(_) = self.b {
             own = vec![0u32; F::KC.min(kp) * F::NR];
@@ -407,7 +498,9 @@ impl<F: Flavour> Job<'_, F> {
                 BSrc::Packed(p) => &p.words[(jp * kp + p0) * F::NR..][..pc * F::NR],
                 BSrc::Mat(b) => {
                     let bp = &mut own[..pc * F::NR];
-                    pack_rows::<F>(b, k, self.n, jp, p0, bp, &mut own_csum, sh.ob)?;
+                    if pack_rows::<F>(b, k, self.n, jp, p0, bp, &mut own_csum, sh.ob).is_none() {
+                        return false;
+                    }
                     bp
                 }
             };
@@ -424,20 +517,22 @@ impl<F: Flavour> Job<'_, F> {
                 BSrc::Packed(p) => &p.csum[jp * F::NR..][..F::NR],
                 BSrc::Mat(_) => &own_csum[..],
             };
-            // (A'+oa)(B'+ob) summed over K, in wrapping i32.
+            // (A'+oa)(B'+ob) summed over K, in wrapping i32: per column oa·ΣB' + K·oa·ob
+            // (`csum` is empty when oa is 0), per row ob·ΣA'.
             let kab = (k as i32).wrapping_mul(sh.oa).wrapping_mul(sh.ob);
+            let mut col = [kab; 64];
+            let col = &mut col[..F::NR];
+            for (c, &s) in col.iter_mut().zip(csum) {
+                *c = c.wrapping_add(s.wrapping_mul(sh.oa));
+            }
             for (r, row) in acc.chunks_exact_mut(F::NR).enumerate() {
                 let ra = self.rsum.get(i0 + r).map_or(0, |&s| s.wrapping_mul(sh.ob));
-                for (j, x) in row.iter_mut().enumerate() {
-                    let cb = csum.get(j).map_or(0, |&s| s.wrapping_mul(sh.oa));
-                    *x = (*x as i32)
-                        .wrapping_add(ra)
-                        .wrapping_add(cb)
-                        .wrapping_add(kab) as u32;
+                for (x, &c) in row.iter_mut().zip(col.iter()) {
+                    *x = (*x as i32).wrapping_add(ra.wrapping_add(c)) as u32;
                 }
             }
         }
-        Some(acc)
+        true
     }
 }
 
@@ -460,7 +555,8 @@ fn pack_rows<F: Flavour>(
     let w = F::NR.min(n - j0);
     for (q, row) in bp.chunks_exact_mut(F::NR).enumerate() {
         let kk = F::PACK * (p0 + q);
-        let full = F::PACK.min(k - kk);
+        // 0 in the padding past K.
+        let full = F::PACK.min(k.saturating_sub(kk));
         row.fill(0);
         if b.cs == 1 && w == F::NR && full == F::PACK {
             // Row-major B, a full panel: PACK rows of NR contiguous values, in a loop the
@@ -495,6 +591,9 @@ fn pack_rows<F: Flavour>(
     }
     Some(())
 }
+
+mod tiles;
+use tiles::Tiles;
 
 /// Calls `$f::<RB>` for the run-time row count `$rb` (1 to 8).
 #[cfg(target_arch = "x86_64")]
