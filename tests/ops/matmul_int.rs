@@ -96,6 +96,8 @@ fn integer_products_wrap_like_i32_on_every_device() {
         // Operands wider than i16 take the exact general path.
         (1, 1, 6, 40, 20, WIDE, I16, false),
         (1, 1, 6, 40, 20, I16, WIDE, true),
+        // ... also when A is large enough to be packed on the pool.
+        (1, 1, 300, 300, 3, WIDE, I16, false),
         (
             1,
             1,

@@ -40,13 +40,12 @@ impl IMat<'_> {
         self.data[self.off + r * self.rs + c * self.cs] as i32
     }
 
-    /// The smallest and largest of the `rows × cols` values.
+    /// The smallest and largest of the `rows × cols` values (on the pool when large).
     fn span(&self, rows: usize, cols: usize) -> (i32, i32) {
-        let (mut lo, mut hi) = (i32::MAX, i32::MIN);
-        for r in 0..rows {
+        let row = |r: usize| {
+            let (mut lo, mut hi) = (i32::MAX, i32::MIN);
             if self.cs == 1 {
-                let row = &self.data[self.off + r * self.rs..][..cols];
-                for &v in row {
+                for &v in &self.data[self.off + r * self.rs..][..cols] {
                     lo = lo.min(v as i32);
                     hi = hi.max(v as i32);
                 }
@@ -57,8 +56,17 @@ impl IMat<'_> {
                     hi = hi.max(v);
                 }
             }
+            (lo, hi)
+        };
+        let both = |(a, b): (i32, i32), (c, d): (i32, i32)| (a.min(c), b.max(d));
+        if rows * cols >= PAR_PACK && rows > 1 && rayon::current_num_threads() > 1 {
+            (0..rows)
+                .into_par_iter()
+                .map(row)
+                .reduce(|| (i32::MAX, i32::MIN), both)
+        } else {
+            (0..rows).map(row).fold((i32::MAX, i32::MIN), both)
         }
-        (lo, hi)
     }
 }
 
@@ -331,57 +339,27 @@ fn products<F: Flavour>(
     kp: usize,
     ap: &mut [u32],
 ) -> bool {
-    let bits = 32 / F::PACK;
-    // Row sums of A', for B's shift.
-    let mut rsum = vec![0i32; if sh.ob != 0 { m } else { 0 }];
-    let mask = u32::MAX >> (32 - bits);
-    for (i, row) in ap[..m * kp].chunks_exact_mut(kp).enumerate() {
-        let mut sum = 0i32;
-        if a.cs == 1 {
-            // Row-major A: whole words in a loop the compiler vectorizes, the half-filled
-            // last one below.
-            let src = &a.data[a.off + i * a.rs..][..k];
-            let whole = k / F::PACK;
-            let mut fits = true;
-            for (w, vs) in row.iter_mut().zip(src.chunks_exact(F::PACK)) {
-                let mut x = 0u32;
-                for (t, &v) in vs.iter().enumerate() {
-                    let d = v as i32 as i64 - sh.oa as i64;
-                    fits &= (F::A_LO as i64 <= d) & (d <= F::A_HI as i64);
-                    sum = sum.wrapping_add(d as i32);
-                    x |= ((d as u32) & mask) << (t * bits);
-                }
-                *w = x;
-            }
-            if !fits {
-                return false;
-            }
-            // Empty when PACK divides k.
-            for (t, &v) in src[whole * F::PACK..].iter().enumerate() {
-                let Some(l) = lane(v as i32, sh.oa, F::A_LO, F::A_HI, bits) else {
-                    return false;
-                };
-                sum = sum.wrapping_add((v as i32).wrapping_sub(sh.oa));
-                row[whole] |= l << (t * bits);
-            }
-            if let Some(s) = rsum.get_mut(i) {
-                *s = sum;
-            }
-            continue;
-        }
-        for (p, w) in row.iter_mut().enumerate() {
-            for t in 0..F::PACK.min(k.saturating_sub(p * F::PACK)) {
-                let v = a.at(i, p * F::PACK + t);
-                let Some(l) = lane(v, sh.oa, F::A_LO, F::A_HI, bits) else {
-                    return false;
-                };
-                sum = sum.wrapping_add(v.wrapping_sub(sh.oa));
-                *w |= l << (t * bits);
-            }
-        }
-        if let Some(s) = rsum.get_mut(i) {
-            *s = sum;
-        }
+    // Row sums of A', for B's shift (read only when it is not 0).
+    let mut rsum = vec![0i32; m];
+    let pack = |(i, (row, sum)): (usize, (&mut [u32], &mut i32))| {
+        pack_a_row::<F>(a, i, k, sh.oa, row)
+            .map(|s| *sum = s)
+            .is_some()
+    };
+    // The packing reads all of A: on the pool too when A is large (a quantized FFN's
+    // 128 × 3072 took 50 µs on one thread).
+    let fits = if m * k >= PAR_PACK && m > 1 && rayon::current_num_threads() > 1 {
+        ap[..m * kp]
+            .par_chunks_exact_mut(kp)
+            .zip(&mut rsum)
+            .enumerate()
+            .all(pack)
+    } else {
+        let rows = ap[..m * kp].chunks_exact_mut(kp).zip(&mut rsum);
+        rows.enumerate().all(pack)
+    };
+    if !fits {
+        return false;
     }
     let job = Job::<F> {
         k,
@@ -448,6 +426,58 @@ fn products<F: Flavour>(
             .all(|(t, c)| (0..panels).all(|jp| put(c, jp, t * rows)));
     }
     (0..panels).all(|jp| put(c, jp, 0))
+}
+
+/// Values of A from which its packing and span run on the pool.
+const PAR_PACK: usize = 1 << 16;
+
+/// Packs row `i` of A (shifted by `oa`) into `row` (zeroed, `kp` words); its sum of A', or
+/// `None` when a value does not fit its lane.
+fn pack_a_row<F: Flavour>(
+    a: IMat<'_>,
+    i: usize,
+    k: usize,
+    oa: i32,
+    row: &mut [u32],
+) -> Option<i32> {
+    let bits = 32 / F::PACK;
+    let mask = u32::MAX >> (32 - bits);
+    let mut sum = 0i32;
+    if a.cs == 1 {
+        // Row-major A: whole words in a loop the compiler vectorizes, the half-filled last
+        // one below.
+        let src = &a.data[a.off + i * a.rs..][..k];
+        let whole = k / F::PACK;
+        let mut fits = true;
+        for (w, vs) in row.iter_mut().zip(src.chunks_exact(F::PACK)) {
+            let mut x = 0u32;
+            for (t, &v) in vs.iter().enumerate() {
+                let d = v as i32 as i64 - oa as i64;
+                fits &= (F::A_LO as i64 <= d) & (d <= F::A_HI as i64);
+                sum = sum.wrapping_add(d as i32);
+                x |= ((d as u32) & mask) << (t * bits);
+            }
+            *w = x;
+        }
+        if !fits {
+            return None;
+        }
+        // Empty when PACK divides k.
+        for (t, &v) in src[whole * F::PACK..].iter().enumerate() {
+            let l = lane(v as i32, oa, F::A_LO, F::A_HI, bits)?;
+            sum = sum.wrapping_add((v as i32).wrapping_sub(oa));
+            row[whole] |= l << (t * bits);
+        }
+        return Some(sum);
+    }
+    for (p, w) in row.iter_mut().enumerate() {
+        for t in 0..F::PACK.min(k.saturating_sub(p * F::PACK)) {
+            let v = a.at(i, p * F::PACK + t);
+            *w |= lane(v, oa, F::A_LO, F::A_HI, bits)? << (t * bits);
+            sum = sum.wrapping_add(v.wrapping_sub(oa));
+        }
+    }
+    Some(sum)
 }
 
 struct SharedC(*mut u32);
