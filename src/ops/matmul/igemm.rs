@@ -449,12 +449,15 @@ fn pack_a_row<F: Flavour>(
         let src = &a.data[a.off + i * a.rs..][..k];
         let whole = k / F::PACK;
         let mut fits = true;
+        // In i32, which vectorizes twice as wide as i64: `v − oa` does not wrap, since oa
+        // is 0 or A's smallest value.
+        let range = (F::A_HI - F::A_LO) as u32;
         for (w, vs) in row.iter_mut().zip(src.chunks_exact(F::PACK)) {
             let mut x = 0u32;
             for (t, &v) in vs.iter().enumerate() {
-                let d = v as i32 as i64 - oa as i64;
-                fits &= (F::A_LO as i64 <= d) & (d <= F::A_HI as i64);
-                sum = sum.wrapping_add(d as i32);
+                let d = (v as i32).wrapping_sub(oa);
+                fits &= (d.wrapping_sub(F::A_LO) as u32) <= range;
+                sum = sum.wrapping_add(d);
                 x |= ((d as u32) & mask) << (t * bits);
             }
             *w = x;
