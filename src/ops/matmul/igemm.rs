@@ -92,6 +92,18 @@ trait Flavour: Sync {
     /// on the `first` K block. `a` holds row r's words from `a[r * kp]`, `bp` `pc` rows of
     /// `NR` words.
     fn block(rb: usize, a: &[u32], kp: usize, pc: usize, bp: &[u32], acc: &mut [u32], first: bool);
+    /// Readies this thread for a panel's blocks (AMX loads its tile configuration once per
+    /// panel, not per block); the guard undoes it when dropped.
+    fn enter() -> impl Drop {
+        NoState
+    }
+}
+
+/// [`Flavour::enter`]'s guard for kernels without state.
+struct NoState;
+
+impl Drop for NoState {
+    fn drop(&mut self) {}
 }
 
 /// Packed words per row of A (and of B's panels) for `k` values.
@@ -519,6 +531,7 @@ impl<F: Flavour> Job<'_, F> {
     fn sums(&self, jp: usize, i0: usize, acc: &mut [u32]) -> bool {
         let (k, kp, sh) = (self.k, self.kp, self.sh);
         let mm = acc.len() / F::NR;
+        let _state = F::enter();
         let (mut own, mut own_csum) = (Vec::new(), Vec::new());
         if let BSrc::Mat(_) = self.b {
             own = vec![0u32; F::KC.min(kp) * F::NR];
