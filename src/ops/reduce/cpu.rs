@@ -18,6 +18,9 @@ use crate::ops::family::CpuIn;
 use bytemuck::Pod;
 use rayon::prelude::*;
 
+mod fold;
+use fold::{tree, vec4};
+
 /// Below this many input elements a kernel runs on the calling thread: handing work to the
 /// pool costs more than it saves.
 const PAR_MIN_WORK: usize = 1 << 16;
@@ -703,79 +706,4 @@ fn column_tile<T: Pod, F: Fn(T, T) -> T + Copy>(
             }
         },
     }
-}
-
-/// The RowsVec4 fold of `R` equally long rows side by side: four lane accumulators per row
-/// (`(l0 ∘ l1) ∘ (l2 ∘ l3)` at the end); sums add blocks of `4 * SUM_BLOCK` elements into
-/// the lanes, the others start from the first four elements.
-fn vec4<T: Pod, F: Fn(T, T) -> T + Copy, const R: usize>(
-    rows: [&[T]; R],
-    start: Start,
-    id: T,
-    c: F,
-) -> [T; R] {
-    let q: [&[[T; 4]]; R] = rows.map(quads);
-    let len = q.iter().map(|r| r.len()).min().unwrap_or(0);
-    // Folds quads `lo..hi` of every row into `acc`; slicing first lets the loop run without
-    // bounds checks, so the lanes become SIMD registers.
-    let fold = |acc: &mut [[T; 4]; R], lo: usize, hi: usize| {
-        let blocks: [&[[T; 4]]; R] = std::array::from_fn(|k| &q[k][lo..hi]);
-        // Indexing all `R` rows with one counter is the point (it keeps the rows in step).
-        #[allow(clippy::needless_range_loop)]
-        for i in 0..hi - lo {
-            for k in 0..R {
-                let v = blocks[k][i];
-                for l in 0..4 {
-                    acc[k][l] = c(acc[k][l], v[l]);
-                }
-            }
-        }
-    };
-    let lanes = if start == Start::SumBlocks {
-        let mut lanes = [[id; 4]; R];
-        let mut lo = 0;
-        while lo < len {
-            let hi = (lo + SUM_BLOCK).min(len);
-            let mut s = [[id; 4]; R];
-            fold(&mut s, lo, hi);
-            for (lanes, s) in lanes.iter_mut().zip(s) {
-                for (l, v) in lanes.iter_mut().zip(s) {
-                    *l = c(*l, v);
-                }
-            }
-            lo = hi;
-        }
-        lanes
-    } else {
-        let mut lanes: [[T; 4]; R] =
-            std::array::from_fn(|j| q[j].first().copied().unwrap_or([id; 4]));
-        fold(&mut lanes, 1.min(len), len);
-        lanes
-    };
-    lanes.map(|l| c(c(l[0], l[1]), c(l[2], l[3])))
-}
-
-/// `row`'s whole quads.
-fn quads<T: Pod>(row: &[T]) -> &[[T; 4]] {
-    bytemuck::cast_slice(&row[..row.len() / 4 * 4])
-}
-
-/// The Tree fold of one row: thread `t` of [`TREE_WG`] folds elements `t`, `t + TREE_WG`, …,
-/// then a tree halves the partials. `row` holds at least `TREE_WG` elements.
-fn tree<T: Pod, F: Fn(T, T) -> T + Copy>(row: &[T], c: F) -> T {
-    let mut part = [T::zeroed(); TREE_WG];
-    part.copy_from_slice(&row[..TREE_WG]);
-    for blk in row[TREE_WG..].chunks(TREE_WG) {
-        for (p, &v) in part.iter_mut().zip(blk) {
-            *p = c(*p, v);
-        }
-    }
-    let mut s = TREE_WG / 2;
-    while s > 0 {
-        for t in 0..s {
-            part[t] = c(part[t], part[t + s]);
-        }
-        s /= 2;
-    }
-    part[0]
 }
