@@ -422,10 +422,12 @@ const LAYOUT: [&str; 6] = [
 /// and its backward primitives (`NnGradKernel`) with their CPU fast path, cpu:0's
 /// phase-plane, direct convolution (with its micro-kernels) and by-rows max pool kernels,
 /// the one-pass per-channel bias form and scratch buffers of cpu:0's elementwise programs,
-/// and cpu:0's integer GEMM for matmuls.
-const EXTRAS: [&str; 18] = [
+/// cpu:0's integer GEMM for matmuls (with its AMX tiles), and cpu:0's reduction row folds.
+const EXTRAS: [&str; 20] = [
     "custom/raw.rs",
     "matmul/igemm.rs",
+    "matmul/igemm/tiles.rs",
+    "reduce/cpu/fold.rs",
     "matmul/few_rows.rs",
     "elementwise/vmath.rs",
     "elementwise/table.rs",

@@ -767,50 +767,13 @@ fn binary(op: BinaryOp, d: DType, a: Src<'_>, b: Src<'_>, o: &mut [u32]) {
 #[inline(always)]
 fn cast(from: DType, to: DType, a: Src<'_>, o: &mut [u32]) {
     match (from, to) {
-        (DType::F32, DType::I32) => map(a, o, |x| f32_to_i32(fb(x)) as u32),
-        (DType::F32, DType::U32) => map(a, o, |x| f32_to_u32(fb(x))),
+        (DType::F32, DType::I32) => map(a, o, |x| vmath::f32_to_i32(fb(x)) as u32),
+        (DType::F32, DType::U32) => map(a, o, |x| vmath::f32_to_u32(fb(x))),
         (DType::F32, DType::Bool) => map(a, o, |x| (fb(x) != 0.0) as u32),
         (DType::I32, DType::F32) => map(a, o, |x| (x as i32 as f32).to_bits()),
         (DType::U32, DType::F32) => map(a, o, |x| (x as f32).to_bits()),
         (DType::Bool, DType::F32) => map(a, o, |x| if x != 0 { 1.0f32 } else { 0.0 }.to_bits()),
         _ => map(a, o, |x| cast_cpu(from, to, x)),
-    }
-}
-
-/// `v as i32` (saturating, NaN to 0) in a form LLVM vectorizes: Rust's `as` compiles to a
-/// scalar loop of compares, which made a quantizer's rounding chain 3× slower.
-#[inline(always)]
-fn f32_to_i32(v: f32) -> i32 {
-    const TOP: f32 = 2_147_483_648.0;
-    let c = if v.is_nan() {
-        0.0
-    } else {
-        v.clamp(-TOP, 2_147_483_520.0)
-    };
-    // SAFETY: `c` is finite and within i32's range.
-    let t = unsafe { c.to_int_unchecked::<i32>() };
-    if v >= TOP {
-        i32::MAX
-    } else {
-        t
-    }
-}
-
-/// `v as u32` (saturating, NaN to 0), vectorizable as [`f32_to_i32`] is.
-#[inline(always)]
-fn f32_to_u32(v: f32) -> u32 {
-    const TOP: f32 = 4_294_967_296.0;
-    let c = if v.is_nan() {
-        0.0
-    } else {
-        v.clamp(0.0, 4_294_967_040.0)
-    };
-    // SAFETY: `c` is finite and within u32's range.
-    let t = unsafe { c.to_int_unchecked::<u32>() };
-    if v >= TOP {
-        u32::MAX
-    } else {
-        t
     }
 }
 
