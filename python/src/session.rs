@@ -177,6 +177,7 @@ impl PySession {
         d.set_item("bind_groups_created", c.bind_groups_created)?;
         d.set_item("buffers_created", c.buffers_created)?;
         d.set_item("runs", c.runs)?;
+        d.set_item("cpu_prepared_bytes", c.cpu_prepared_bytes)?;
         Ok(d)
     }
 }

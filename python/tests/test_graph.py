@@ -126,3 +126,19 @@ def test_memory_plan_reports_peak():
     s = wgflow.Session(g, device="cpu:0")
     m = s.memory(y, feed_dict={x: np.zeros((64, 256), np.float32)})["cpu:0"]
     assert 0 < m["lower_bound_bytes"] <= m["peak_bytes"] <= m["no_reuse_bytes"]
+
+
+def test_counters_report_packed_integer_weights():
+    """cpu:0 packs a constant int8-range weight once per plan and counts its bytes."""
+    k, n = 200, 48
+    g = wgflow.Graph()
+    a = g.placeholder("a", [8, k], "int32")
+    w = np.random.default_rng(0).integers(-128, 128, (k, n)).astype(np.int32)
+    y = a @ g.constant(w)
+    s = wgflow.Session(g, device="cpu:0")
+    x = np.random.default_rng(1).integers(0, 256, (8, k)).astype(np.int32)
+    np.testing.assert_array_equal(s.run(y, feed_dict={a: x}), x.astype(np.int64) @ w)
+    packed = s.counters()["cpu_prepared_bytes"]
+    assert k * n <= packed <= 4 * 256 * 64
+    s.run(y, feed_dict={a: x})
+    assert s.counters()["cpu_prepared_bytes"] == packed

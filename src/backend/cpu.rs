@@ -80,12 +80,13 @@ impl std::ops::Deref for Words<'_> {
 }
 
 impl Backend for CpuPlan {
-    /// Nothing is allocated yet (see [`CpuPlan`]), so nothing is counted.
+    /// Nothing is allocated yet (see [`CpuPlan`]); what kernels prepared from constants
+    /// (packed weights) is counted.
     fn prepare(
         plan: &Plan,
         device: Device,
         storage: &VariableStorage,
-        _created: &mut Created,
+        created: &mut Created,
     ) -> Result<Self> {
         let mut vars = HashMap::new();
         for (&id, s) in storage {
@@ -108,7 +109,13 @@ impl Backend for CpuPlan {
                 }
                 _ => None,
             })
-            .collect();
+            .collect::<Vec<Option<StepAt>>>();
+        created.prepared_bytes += steps
+            .iter()
+            .flatten()
+            .filter_map(|s| s.prepared.as_ref())
+            .map(CpuPrepared::bytes)
+            .sum::<u64>();
         let state = CpuPlan {
             arena: Vec::new(),
             bytes,

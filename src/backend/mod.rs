@@ -48,6 +48,8 @@ pub struct Created {
     pub buffers: u64,
     pub pipelines: u64,
     pub bind_groups: u64,
+    /// Host bytes cpu:0's kernels prepared from plan constants (packed weights).
+    pub prepared_bytes: u64,
 }
 
 impl std::ops::AddAssign for Created {
@@ -55,6 +57,7 @@ impl std::ops::AddAssign for Created {
         self.buffers += other.buffers;
         self.pipelines += other.pipelines;
         self.bind_groups += other.bind_groups;
+        self.prepared_bytes += other.prepared_bytes;
     }
 }
 

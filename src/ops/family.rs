@@ -384,7 +384,31 @@ pub trait Family: fmt::Debug {
 
 /// What a kernel prepared once per plan from its constant inputs
 /// ([`KernelDef::prepare_cpu`]); only the kernel that made it reads it.
-pub type CpuPrepared = Box<dyn std::any::Any + Send + Sync>;
+pub struct CpuPrepared {
+    state: Box<dyn std::any::Any + Send + Sync>,
+    bytes: u64,
+}
+
+impl CpuPrepared {
+    /// `state`, which holds `bytes` bytes of host memory (a packed weight): the session
+    /// counts them ([`Counters::cpu_prepared_bytes`](crate::Counters)).
+    pub fn new<T: std::any::Any + Send + Sync>(state: T, bytes: u64) -> Self {
+        CpuPrepared {
+            state: Box::new(state),
+            bytes,
+        }
+    }
+
+    /// The state, if it is a `T`.
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.state.downcast_ref()
+    }
+
+    /// The host memory it holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
 
 /// One input of a CPU kernel run by [`KernelDef::run_cpu_into`].
 #[derive(Debug, Clone, Copy)]

@@ -63,6 +63,10 @@ pub struct Counters {
     pub bind_groups_created: u64,
     pub buffers_created: u64,
     pub runs: u64,
+    /// Host bytes cpu:0's kernels keep per plan, made once from its constants: quantized
+    /// weights packed for the integer product's micro-kernel. Not part of a plan's memory
+    /// figures, which count the arena and the constants as given.
+    pub cpu_prepared_bytes: u64,
 }
 
 impl Counters {
@@ -71,6 +75,7 @@ impl Counters {
         self.pipelines_created += created.pipelines;
         self.bind_groups_created += created.bind_groups;
         self.buffers_created += created.buffers;
+        self.cpu_prepared_bytes += created.prepared_bytes;
     }
 }
 

@@ -208,3 +208,44 @@ fn integer_products_wrap_like_i32_on_every_device() {
         }
     }
 }
+
+/// A constant integer weight is packed once per plan, and the session counts the packed
+/// bytes: at least one per value (8-bit lanes) and at most four per padded value; a fed
+/// weight is packed per run and counts nothing; a second run counts nothing more.
+#[test]
+fn packed_constant_weights_are_counted_once_per_plan() {
+    let (m, k, n) = (20, 300, 70);
+    let mut g = Graph::new();
+    let a = g.placeholder("a", [m, k], DType::I32).unwrap();
+    let (w, _) = konst(&mut g, &[k, n], 5, S8);
+    let wf = g.placeholder("w", [k, n], DType::I32).unwrap();
+    let constant = g.matmul(a, w).unwrap();
+    let fed = g.matmul(a, wf).unwrap();
+    let va: Vec<i32> = (0..m * k).map(|i| value(i, 3, 0, 255)).collect();
+    let vw: Vec<i32> = (0..k * n).map(|i| value(i, 5, -128, 127)).collect();
+    let feeds = [
+        (a, HostTensor::new([m, k], va).unwrap()),
+        (wf, HostTensor::new([k, n], vw).unwrap()),
+    ];
+    let mut s = session_on(&g, Device::Cpu);
+    s.run(&feeds[..1], &[constant]).unwrap();
+    let packed = s.counters().cpu_prepared_bytes;
+    let padded = (k.next_multiple_of(64) * n.next_multiple_of(32) * 4) as u64;
+    assert!(
+        (k * n) as u64 <= packed && packed <= padded + 4 * n.next_multiple_of(32) as u64,
+        "{packed} B packed for a {k} x {n} weight"
+    );
+    s.run(&feeds[..1], &[constant]).unwrap();
+    assert_eq!(
+        s.counters().cpu_prepared_bytes,
+        packed,
+        "a second run repacked"
+    );
+    let mut s = session_on(&g, Device::Cpu);
+    s.run(&feeds, &[fed]).unwrap();
+    assert_eq!(
+        s.counters().cpu_prepared_bytes,
+        0,
+        "a fed weight was counted"
+    );
+}

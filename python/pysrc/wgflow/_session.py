@@ -124,5 +124,6 @@ class Session:
         return self._s.memory(self._feeds(feed_dict), [self._tensor(t)._t for t in flat])
 
     def counters(self):
-        """Plans, pipelines, bind groups and buffers created so far, and runs."""
+        """Plans, pipelines, bind groups and buffers created so far, runs, and the bytes cpu:0
+        keeps per plan made once from constants (``cpu_prepared_bytes``: packed weights)."""
         return self._s.counters()

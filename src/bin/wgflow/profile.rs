@@ -102,6 +102,7 @@ pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
         j["untraced_min_ms"] = serde_json::json!(ms(plain.min()));
         j["dispatches"] = serde_json::json!(plan.dispatch_count());
         j["transfers"] = serde_json::json!(plan.transfer_count());
+        j["cpu_prepared_bytes"] = serde_json::json!(session.counters().cpu_prepared_bytes);
         outln!("{j:#}")?;
         return Ok(());
     }
@@ -116,6 +117,10 @@ pub fn profile(args: &GraphArgs, feeds: &[String], o: &Outputs) -> CliResult {
         plan.transfer_count()
     )?;
     print_memory(&plan)?;
+    let packed = session.counters().cpu_prepared_bytes;
+    if packed > 0 {
+        outln!("cpu:0 also keeps {packed} B made once from constants (packed weights)")?;
+    }
     if let Some(p) = &o.trace {
         outln!("trace: {}", p.display())?;
     }

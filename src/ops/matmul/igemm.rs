@@ -179,6 +179,11 @@ pub(crate) struct PackedB {
 }
 
 impl PackedB {
+    /// The host memory it holds.
+    pub(crate) fn bytes(&self) -> u64 {
+        (std::mem::size_of_val(&self.words[..]) + std::mem::size_of_val(&self.csum[..])) as u64
+    }
+
     /// Whether it is the packing of a `[k, n]` B.
     pub(crate) fn fits(&self, k: usize, n: usize) -> bool {
         (self.k, self.n) == (k, n)

@@ -588,7 +588,8 @@ impl KernelDef for MatMulKernel {
     /// the integer micro-kernel once instead of on every run.
     fn prepare_cpu(&self, constants: &[Option<&[u32]>]) -> Option<crate::ops::CpuPrepared> {
         let packed = self.pack_constant_b(constants)?;
-        Some(Box::new(packed))
+        let bytes = packed.bytes();
+        Some(crate::ops::CpuPrepared::new(packed, bytes))
     }
 
     fn run_cpu_prepared(
@@ -597,7 +598,7 @@ impl KernelDef for MatMulKernel {
         out: &mut [u32],
         prepared: &crate::ops::CpuPrepared,
     ) -> crate::Result<()> {
-        self.run_cpu_packed(inputs, out, prepared.downcast_ref())
+        self.run_cpu_packed(inputs, out, prepared.get())
     }
 
     fn invocations(&self) -> u64 {
