@@ -93,17 +93,8 @@ trait Flavour: Sync {
     /// `NR` words.
     fn block(rb: usize, a: &[u32], kp: usize, pc: usize, bp: &[u32], acc: &mut [u32], first: bool);
     /// Readies this thread for a panel's blocks (AMX loads its tile configuration once per
-    /// panel, not per block); the guard undoes it when dropped.
-    fn enter() -> impl Drop {
-        NoState
-    }
-}
-
-/// [`Flavour::enter`]'s guard for kernels without state.
-struct NoState;
-
-impl Drop for NoState {
-    fn drop(&mut self) {}
+    /// panel, not per block); the guard it returns undoes that when dropped.
+    fn enter() -> impl Sized {}
 }
 
 /// Packed words per row of A (and of B's panels) for `k` values.

@@ -38,7 +38,7 @@ impl Flavour for Tiles {
         portable::<Self>(rb, a, kp, pc, bp, acc, first)
     }
 
-    fn enter() -> impl Drop {
+    fn enter() -> impl Sized {
         Configured::new()
     }
 }
