@@ -72,6 +72,24 @@ def test_bad_fetches_and_foreign_tensors(graph):
         g.constant(np.array([2**40], np.int64))
 
 
+def test_feed_errors_name_the_feed_and_both_dtypes():
+    # A feed's dtype is looked up once per session and tensor: each placeholder keeps its own.
+    g = wgflow.Graph()
+    x = g.placeholder("x", [2], "float32")
+    n = g.placeholder("n", [2], "int32")
+    y = x + g.cast(n, "float32")
+    s = wgflow.Session(g, device="cpu:0")
+    ok = {x: np.ones(2, np.float32), n: np.ones(2, np.int32)}
+    np.testing.assert_array_equal(s.run(y, ok), [2.0, 2.0])
+    with pytest.raises(TypeError, match=r"feed 'n': got an array of dtype float32, but the tensor is int32"):
+        s.run(y, {x: np.ones(2, np.float32), n: np.ones(2, np.float32)})
+    with pytest.raises(TypeError, match=r"feed 'x': got an array of dtype int32, but the tensor is float32"):
+        s.run(y, {x: np.ones(2, np.int32), n: np.ones(2, np.int32)})
+    with pytest.raises(TypeError, match=r"feed 'x': None is not a value"):
+        s.run(y, {x: None, n: np.ones(2, np.int32)})
+    np.testing.assert_array_equal(s.run(y, {x: np.ones(2, ">f4"), n: np.ones(2, np.int64)}), [2.0, 2.0])
+
+
 def test_zero_d_values(graph):
     g = wgflow.Graph()
     s0 = g.placeholder("s", [], "float32")

@@ -79,8 +79,8 @@ def test_encoder_with_int64_feeds_matches_onnxruntime():
 def test_errors(tmp_path):
     path = mlp_model(str(tmp_path / "mlp.onnx"))
     s = wgflow.InferenceSession(path, device="cpu:0")
-    with pytest.raises(TypeError):
-        s.run(None, {"x": np.zeros((1, 8))})  # float64
+    with pytest.raises(TypeError, match=r"input 'x': got an array of dtype float64, but the tensor is float32"):
+        s.run(None, {"x": np.zeros((1, 8))})
     with pytest.raises(ValueError):
         s.run(None, {"x": np.zeros((1, 9), np.float32)})
     with pytest.raises(ValueError):

@@ -47,12 +47,14 @@ class Session:
     def _open(self):
         self._s = _wgflow.NativeSession(self.graph._g, **self._options)
         self._nodes = len(self.graph)
+        self._dtypes = {}  # node index -> dtype name: a feed's is looked up once
 
     def _refresh(self, tensors):
         """TensorFlow 1 lets a program build more nodes after making its session: take a
         new snapshot while the session has not run yet (nothing is lost); after a run, the
         library's error says the tensor is newer than the session."""
-        if any(t._t.index >= self._nodes for t in tensors) and self._s.counters()["runs"] == 0:
+        nodes = self._nodes
+        if any(t._t.index >= nodes for t in tensors) and self._s.counters()["runs"] == 0:
             self._open()
 
     @property
@@ -80,22 +82,32 @@ class Session:
         return t
 
     def _feeds(self, feed_dict):
-        feeds = []
-        for k, v in (feed_dict or {}).items():
+        """The fed tensors and ``(native tensor, array)`` pairs for the native layer."""
+        if not feed_dict:
+            return [], []
+        tensors, feeds = [], []
+        dtypes = self._dtypes
+        for k, v in feed_dict.items():
             t = self._tensor(k)
-            feeds.append((t._t, as_feed(v, t.dtype, f"feed '{t.name}'")))
-        return feeds
+            i = t._t.index
+            want = dtypes.get(i)
+            if want is None:
+                want = dtypes[i] = t.dtype
+            tensors.append(t)
+            feeds.append((t._t, as_feed(v, want, lambda: f"feed '{t.name}'")))
+        return tensors, feeds
 
     def run(self, fetches, feed_dict=None):
         """Compute ``fetches``; train ops and assignments among them give ``None``."""
         flat, rebuild = _flatten(fetches)
         tensors = [self._tensor(t) for t in flat]
-        self._refresh(tensors + [self._tensor(k) for k in (feed_dict or {})])
-        feeds = self._feeds(feed_dict)
+        fed, feeds = self._feeds(feed_dict)
+        self._refresh(tensors + fed)
+        if not any(t._target for t in tensors):
+            return rebuild(self._s.run(feeds, [t._t for t in tensors]))
         values = [t for t in tensors if not t._target]
         targets = [t for t in tensors if t._target]
-        if targets:
-            self._s.run_targets(feeds, [t._t for t in targets])
+        self._s.run_targets(feeds, [t._t for t in targets])
         out = iter(self._s.run(feeds, [t._t for t in values]) if values else [])
         return rebuild([None if t._target else next(out) for t in tensors])
 
@@ -121,7 +133,7 @@ class Session:
         ``lower_bound_bytes`` (the most bytes live at once), ``no_reuse_bytes`` (every
         intermediate in its own buffer) and ``constant_bytes``."""
         flat, _ = _flatten(fetches)
-        return self._s.memory(self._feeds(feed_dict), [self._tensor(t)._t for t in flat])
+        return self._s.memory(self._feeds(feed_dict)[1], [self._tensor(t)._t for t in flat])
 
     def counters(self):
         """Plans, pipelines, bind groups and buffers created so far, runs, and the bytes cpu:0

@@ -49,6 +49,11 @@ class InferenceSession:
             self._s = _wgflow.NativeInferenceSession(str(path_or_bytes), device)
         self._inputs = [NodeArg(d) for d in self._s.inputs()]
         self._outputs = [NodeArg(d) for d in self._s.outputs()]
+        # The dtype each input is fed as (int64 ids are narrowed with a range check).
+        self._want = {}
+        for i in self._inputs:
+            want = _NUMPY.get(i.type)
+            self._want[i.name] = "int32" if want == "int64" else want
 
     def get_inputs(self):
         return list(self._inputs)
@@ -64,13 +69,10 @@ class InferenceSession:
         ``input_feed`` (``{name: array}``), as a list of NumPy arrays."""
         if not isinstance(input_feed, dict):
             raise TypeError("input_feed must be a dict of {input name: array}")
-        declared = {i.name: i for i in self._inputs}
+        wants = self._want
         feeds = []
         for name, value in input_feed.items():
-            arg = declared.get(name)
-            want = _NUMPY.get(arg.type) if arg is not None else None
-            a = as_feed(value, "int32" if want == "int64" else want, f"input '{name}'")
-            feeds.append((name, a))
+            feeds.append((name, as_feed(value, wants.get(name), lambda: f"input '{name}'")))
         names = None if output_names is None else list(output_names)
         return self._s.run(names, feeds)
 
