@@ -1,13 +1,17 @@
 """What Python costs on top of Rust: the W4 MLP (batch 256, 784 -> 512 -> 512 -> 10, relu,
 softmax; benches/table.rs's `mlp_w4`) run through
 
-* wgflow's Rust `Session::run` (the `wgflow` CLI's `run --runs N`, which times exactly that),
+* wgflow's Rust `Session::run` on the same session as Python's row, timed in Rust in this
+  process (the baseline),
 * wgflow's Python `Session.run` (NumPy in, NumPy out),
-* wgflow's Python `InferenceSession.run` on the same model as ONNX,
+* the `wgflow` CLI's `run --runs N` (Rust's `Session::run` in a process of its own), on the
+  graph file and on the same model as ONNX,
+* wgflow's Python `InferenceSession.run` on the ONNX model,
 * onnxruntime's Python `InferenceSession.run` (CPUExecutionProvider) on that ONNX file,
 
-in one process run, on one device, and prints a Markdown table (median and minimum). The
-CLI rows time themselves; the in-process rows take turns in blocks of 20 calls.
+on one device, and prints a Markdown table (median and minimum); then the same for a call
+with no work in it (`y = x + 1` over 4 floats). The CLI rows time themselves; the
+in-process rows take turns in blocks of 20 calls.
 
     cargo build --release --features cli --bin wgflow
     pip install ./python onnx onnxruntime
@@ -68,6 +72,58 @@ def onnx_model(ws, path):
     onnx.save(model, path)
 
 
+def tiny_model(path):
+    """``y = x + 1`` over 4 floats as ONNX: a call whose work is nothing but the call."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "one"], ["y"])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [numpy_helper.from_array(np.ones(1, np.float32), "one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def per_call(fn):
+    """A path timed call by call in Python, as a block function (see `interleaved`)."""
+
+    def block(n):
+        ts = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return ts
+
+    return block
+
+
+def interleaved(paths, runs, rounds):
+    """Best-of-rounds median and minimum (seconds) of each in-process path, taking turns in
+    blocks of 20 calls (A B C A B C ...), so that a shared machine's slow spells fall on all
+    of them alike while each block runs with warm caches. A path is a function of a call
+    count giving that many call times."""
+    best = {}
+    for _ in range(rounds):
+        for _, block in paths:
+            block(5)
+        times = {name: [] for name, _ in paths}
+        n = 20
+        for _ in range(max(1, runs // n)):
+            for name, block in paths:
+                block(1)  # the first call of a block refills the caches the others emptied
+                times[name] += block(n)
+        for name, ts in times.items():
+            med, mn = statistics.median(ts), min(ts)
+            old = best.get(name)
+            best[name] = (min(med, old[0]), min(mn, old[1])) if old else (med, mn)
+    return best
+
+
 def rust_cli(cli, graph_json, x_npy, device, runs):
     out = tempfile.mkdtemp()
     cmd = [cli, "run", graph_json, "--device", device, "--feed", f"x={x_npy}", "--out", out, "--force", "--runs", str(runs)]
@@ -103,12 +159,18 @@ def main():
     y0 = g0.sum(x0)
     sess0 = wgflow.Session(g0, device=args.device)
     paths = []
+    # Rust's `Session::run` on the very session Python's row uses, timed in Rust (feeds
+    # converted once): the baseline, interleaved with Python's calls in this process. The
+    # CLI rows run the same in a process of their own, where a different heap and thread
+    # start-up alone move the median by a few percent.
+    rust = "wgflow Rust `Session::run` (same session, in this process)"
+    paths.append((rust, lambda n: sess._s._time_runs([(x._t, xs)], [y._t], n)))
+    paths.append(("wgflow Python `Session.run`", per_call(lambda: sess.run(y, {x: xs}))))
     cli_rows = {"wgflow Rust `Session::run` (CLI `run --runs`)", "wgflow Rust ONNX (CLI `run w4.onnx --runs`)"}
     if os.path.exists(args.cli):
         paths.append(("wgflow Rust `Session::run` (CLI `run --runs`)", lambda: rust_cli(args.cli, graph_json, x_npy, args.device, args.runs)))
     else:
         print(f"(no {args.cli}: build it with `cargo build --release --features cli --bin wgflow`)", file=sys.stderr)
-    paths.append(("wgflow Python `Session.run`", lambda: sess.run(y, {x: xs})))
     try:
         import onnxruntime as ort
 
@@ -117,17 +179,17 @@ def main():
         np.testing.assert_allclose(ours.run(None, {"x": xs})[0], ref, rtol=1e-4, atol=1e-6)
         if os.path.exists(args.cli):
             paths.append(("wgflow Rust ONNX (CLI `run w4.onnx --runs`)", lambda: rust_cli(args.cli, model, x_npy, args.device, args.runs)))
-        paths.append(("wgflow Python `InferenceSession.run` (ONNX)", lambda: ours.run(None, {"x": xs})))
+        paths.append(("wgflow Python `InferenceSession.run` (ONNX)", per_call(lambda: ours.run(None, {"x": xs}))))
         so = ort.SessionOptions()
         # onnxruntime's pool spins between runs by default, taking the cores the other
         # paths (timed in the same process) need.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         theirs = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         np.testing.assert_allclose(theirs.run(None, {"x": xs})[0], ref, rtol=1e-4, atol=1e-6)
-        paths.append((f"onnxruntime {ort.__version__} Python `InferenceSession.run` (CPU EP)", lambda: theirs.run(None, {"x": xs})))
+        paths.append((f"onnxruntime {ort.__version__} Python `InferenceSession.run` (CPU EP)", per_call(lambda: theirs.run(None, {"x": xs}))))
     except ImportError:
         print("(onnx/onnxruntime not installed: ONNX rows skipped)", file=sys.stderr)
-    paths.append(("Python call overhead alone (feed-only graph: sum of the same x)", lambda: sess0.run(y0, {x0: xs})))
+    paths.append(("Python call overhead alone (feed-only graph: sum of the same x)", per_call(lambda: sess0.run(y0, {x0: xs}))))
     best = {}
 
     def keep(name, med, mn):
@@ -135,27 +197,13 @@ def main():
         best[name] = (min(med, old[0]) if old else med, min(mn, old[1]) if old else mn)
 
     for _ in range(args.rounds):
-        # The CLI rows time themselves in their own process; the in-process paths take turns
-        # in blocks of 20 calls (A B C A B C ...), so that a shared machine's slow spells fall
-        # on all of them alike while each block runs with warm caches.
+        # The CLI rows time themselves in their own process; the in-process paths take turns.
         for name, fn in paths:
             if name in cli_rows:
                 keep(name, *fn())
         calls = [(name, fn) for name, fn in paths if name not in cli_rows]
-        for _, fn in calls:
-            for _ in range(5):
-                fn()
-        times = {name: [] for name, _ in calls}
-        block = 20
-        for _ in range(max(1, args.runs // block)):
-            for name, fn in calls:
-                fn()  # the first call of a block refills the caches the others emptied
-                for _ in range(block):
-                    t = time.perf_counter()
-                    fn()
-                    times[name].append(time.perf_counter() - t)
-        for name, ts in times.items():
-            keep(name, statistics.median(ts) * 1e3, min(ts) * 1e3)
+        for name, (med, mn) in interleaved(calls, args.runs, 1).items():
+            keep(name, med * 1e3, mn * 1e3)
     rows = [(name, *best[name]) for name, _ in paths]
 
     base = rows[0][1]
@@ -164,6 +212,42 @@ def main():
     print("|---|---:|---:|---:|")
     for name, med, mn in rows:
         print(f"| {name} | {med:.3f} | {mn:.3f} | {100 * (med / base - 1):+.1f}% |")
+
+    # What a call costs with no work in it: `y = x + 1` over 4 floats, through each API.
+    gt = wgflow.Graph()
+    xt = gt.placeholder("x", [4], "float32")
+    yt = xt + 1.0
+    st = wgflow.Session(gt, device=args.device)
+    x4 = np.arange(4, dtype=np.float32)
+    tiny = [
+        ("wgflow Rust `Session::run` (same session, in this process)", lambda n: st._s._time_runs([(xt._t, x4)], [yt._t], n)),
+        ("wgflow Python `Session.run`", per_call(lambda: st.run(yt, {xt: x4}))),
+    ]
+    try:
+        import onnxruntime as ort
+
+        tiny_path = os.path.join(tmp, "tiny.onnx")
+        tiny_model(tiny_path)
+        ours_t = wgflow.InferenceSession(tiny_path, device=args.device)
+        so = ort.SessionOptions()
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        theirs_t = ort.InferenceSession(tiny_path, so, providers=["CPUExecutionProvider"])
+        for f in (ours_t, theirs_t):
+            np.testing.assert_array_equal(f.run(None, {"x": x4})[0], x4 + 1)
+        tiny += [
+            ("wgflow Python `InferenceSession.run` (ONNX)", per_call(lambda: ours_t.run(None, {"x": x4}))),
+            (f"onnxruntime {ort.__version__} Python `InferenceSession.run` (CPU EP)", per_call(lambda: theirs_t.run(None, {"x": x4}))),
+        ]
+    except ImportError:
+        pass
+    np.testing.assert_array_equal(st.run(yt, {xt: x4}), x4 + 1)
+    got = interleaved(tiny, max(args.runs, 2000), args.rounds)
+    print(f"\nA call with no work in it (`y = x + 1` over 4 floats), device {args.device}, best of {args.rounds} rounds\n")
+    print("| path | median µs | min µs |")
+    print("|---|---:|---:|")
+    for name, _ in tiny:
+        med, mn = got[name]
+        print(f"| {name} | {med * 1e6:.1f} | {mn * 1e6:.1f} |")
 
 
 if __name__ == "__main__":

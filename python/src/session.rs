@@ -95,6 +95,29 @@ impl PySession {
             .collect()
     }
 
+    /// Seconds each of `runs` calls of Rust's `Session::run` took, timed in Rust with the
+    /// feeds converted once: the baseline `benches/python_overhead.py` interleaves with
+    /// Python's own calls in one process.
+    fn _time_runs<'py>(
+        &self,
+        py: Python<'py>,
+        feeds: Feeds<'py>,
+        fetches: Vec<PyRef<'py, PyTensor>>,
+        runs: usize,
+    ) -> PyResult<Vec<f64>> {
+        let fed = host_feeds(py, &feeds)?;
+        let fetch: Vec<Tensor> = fetches.iter().map(|t| t.t).collect();
+        self.locked(py, |s| {
+            let mut times = Vec::with_capacity(runs);
+            for _ in 0..runs {
+                let t = std::time::Instant::now();
+                s.run(&fed, &fetch)?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+            Ok(times)
+        })
+    }
+
     /// Run `targets` (train ops, assignments) without reading anything back.
     fn run_targets(
         &self,

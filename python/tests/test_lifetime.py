@@ -6,6 +6,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import wgflow
 
@@ -94,3 +95,17 @@ def test_nodes_built_after_the_session_before_its_first_run():
         assert "after this session was created" in str(e)
     else:
         raise AssertionError("a node newer than a session that has run must be an error")
+
+
+def test_time_runs_times_rust_runs_of_the_session():
+    # benches/python_overhead.py's baseline: Rust's Session::run, timed in Rust.
+    g = wgflow.Graph()
+    x = g.placeholder("x", [3], "float32")
+    y = x * 2.0
+    s = wgflow.Session(g, device="cpu:0")
+    before = s.counters()["runs"]
+    times = s._s._time_runs([(x._t, np.ones(3, np.float32))], [y._t], 4)
+    assert len(times) == 4 and all(0.0 < t < 10.0 for t in times)
+    assert s.counters()["runs"] == before + 4
+    with pytest.raises(ValueError):
+        s._s._time_runs([(x._t, np.ones(4, np.float32))], [y._t], 1)
