@@ -10,7 +10,8 @@ softmax; benches/table.rs's `mlp_w4`) run through
 * onnxruntime's Python `InferenceSession.run` (CPUExecutionProvider) on that ONNX file,
 
 on one device, and prints a Markdown table (median and minimum); then the same for a call
-with no work in it (`y = x + 1` over 4 floats). The CLI rows time themselves; the
+with no work in it (`y = x + 1` over 4 floats), and for the onnx package's light models at
+batch 1 (`--light`). The CLI rows time themselves; the
 in-process rows take turns in blocks of 20 calls.
 
     cargo build --release --features cli --bin wgflow
@@ -124,6 +125,48 @@ def interleaved(paths, runs, rounds):
     return best
 
 
+def light_table(args, tmp):
+    """The onnx package's light models at batch 1 (issue 42: `InferenceSession` within 5%
+    of the CLI's time): Rust in this process, Python's `InferenceSession.run`, the CLI, and
+    onnxruntime, per model."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    print(f"\nLight models, batch 1, device {args.device}, best of {args.rounds} rounds of {args.light_runs} runs\n")
+    print("| model | Rust in process ms | Python `InferenceSession.run` ms | vs Rust | CLI `run --runs` ms | onnxruntime ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in args.light.split(","):
+        path = os.path.join(args.light_dir, f"light_{name}.onnx")
+        ours = wgflow.InferenceSession(path, device=args.device)
+        inp = ours.get_inputs()[0]
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        n = int(np.prod(shape))
+        xl = (np.arange(n).reshape(shape) / n).astype(np.float32)
+        xl_npy = os.path.join(tmp, f"light_{name}_x.npy")
+        np.save(xl_npy, xl)
+        theirs = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(ours.run(None, {inp.name: xl})[0], theirs.run(None, {inp.name: xl})[0], rtol=1e-3, atol=1e-5)
+        paths = [
+            ("rust", lambda k: ours._s._time_runs([(inp.name, xl)], k)),
+            ("python", per_call(lambda: ours.run(None, {inp.name: xl}))),
+            ("ort", per_call(lambda: theirs.run(None, {inp.name: xl}))),
+        ]
+        got = interleaved(paths, args.light_runs, args.rounds)
+        cli = "-"
+        if os.path.exists(args.cli):
+            meds = []
+            for _ in range(args.rounds):
+                out = tempfile.mkdtemp()
+                cmd = [args.cli, "run", path, "--device", args.device, "--feed", f"{inp.name}={xl_npy}", "--out", out, "--force", "--runs", str(args.light_runs)]
+                text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                m = re.search(r"run median ([0-9.]+) ms", text)
+                meds.append(float(m.group(1)))
+            cli = f"{min(meds):.2f}"
+        r, p_, o = (got[k][0] * 1e3 for k in ("rust", "python", "ort"))
+        print(f"| {name} | {r:.2f} | {p_:.2f} | {100 * (p_ / r - 1):+.1f}% | {cli} | {o:.2f} |", flush=True)
+
+
 def rust_cli(cli, graph_json, x_npy, device, runs):
     out = tempfile.mkdtemp()
     cmd = [cli, "run", graph_json, "--device", device, "--feed", f"x={x_npy}", "--out", out, "--force", "--runs", str(runs)]
@@ -140,6 +183,9 @@ def main():
     p.add_argument("--runs", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3, help="rounds of every path, interleaved; the best median counts (a shared machine's noise only adds)")
     p.add_argument("--cli", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "wgflow"))
+    p.add_argument("--light", default="squeezenet,shufflenet,inception_v1", help="light models (comma-separated) for the third table; empty: none")
+    p.add_argument("--light-dir", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "onnx-light"))
+    p.add_argument("--light-runs", type=int, default=40)
     args = p.parse_args()
 
     ws = weights()
@@ -248,6 +294,11 @@ def main():
     for name, _ in tiny:
         med, mn = got[name]
         print(f"| {name} | {med * 1e6:.1f} | {mn * 1e6:.1f} |")
+    if args.light:
+        try:
+            light_table(args, tmp)
+        except ImportError:
+            print("(onnxruntime not installed: light models skipped)", file=sys.stderr)
 
 
 if __name__ == "__main__":

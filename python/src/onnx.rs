@@ -128,6 +128,38 @@ impl PyInferenceSession {
             .map(|(h, wide)| array_from_host(py, h, wide))
             .collect()
     }
+
+    /// Seconds each of `runs` calls of Rust's `InferenceSession::run_owned` took for every
+    /// output, timed in Rust with the feeds converted once: `benches/python_overhead.py`'s
+    /// in-process baseline.
+    fn _time_runs(
+        &self,
+        py: Python<'_>,
+        feeds: Vec<(String, Bound<'_, PyUntypedArray>)>,
+        runs: usize,
+    ) -> PyResult<Vec<f64>> {
+        let fed: Vec<(String, HostTensor)> = feeds
+            .iter()
+            .map(|(n, a)| Ok((n.clone(), feed_from_array(py, a)?)))
+            .collect::<PyResult<_>>()?;
+        let names: Vec<&str> = self.outputs.iter().map(|d| d.name.as_str()).collect();
+        py.detach(|| {
+            let mut s = self.inner.lock().map_err(|_| None)?;
+            let mut times = Vec::with_capacity(runs);
+            for _ in 0..runs {
+                let feeds: Vec<(&str, HostTensor)> =
+                    fed.iter().map(|(n, h)| (n.as_str(), h.clone())).collect();
+                let t = std::time::Instant::now();
+                s.run_owned(Some(&names), feeds).map_err(Some)?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+            Ok(times)
+        })
+        .map_err(|e| match e {
+            Some(e) => crate::errors::to_py(py, e),
+            None => poisoned(()),
+        })
+    }
 }
 
 /// Import an ONNX model as a graph whose initializers are variables (for fine-tuning):

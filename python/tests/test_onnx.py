@@ -76,6 +76,15 @@ def test_encoder_with_int64_feeds_matches_onnxruntime():
         np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=o.name)
 
 
+def test_time_runs_times_rust_runs_of_the_model(tmp_path):
+    # benches/python_overhead.py's baseline for InferenceSession: Rust's run, timed in Rust.
+    s = wgflow.InferenceSession(mlp_model(str(tmp_path / "mlp.onnx")), device="cpu:0")
+    times = s._s._time_runs([("x", np.ones((1, 8), np.float32))], 3)
+    assert len(times) == 3 and all(0.0 < t < 10.0 for t in times)
+    with pytest.raises(ValueError):
+        s._s._time_runs([("x", np.ones((1, 9), np.float32))], 1)
+
+
 def test_errors(tmp_path):
     path = mlp_model(str(tmp_path / "mlp.onnx"))
     s = wgflow.InferenceSession(path, device="cpu:0")
