@@ -15,7 +15,7 @@ use pyo3::types::PyDict;
 use std::sync::Mutex;
 use wgflow::ops::custom::{Invocations, OutputRule, RawWgsl};
 use wgflow::ops::index::ScatterReduce;
-use wgflow::ops::{BinaryOp, Expr, SmallFloat, UnaryOp};
+use wgflow::ops::{BinaryOp, Expr, ScanOp, SmallFloat, UnaryOp};
 use wgflow::train::{Adam, Optimizer, Sgd};
 use wgflow::{Axes, Conv2dOptions, DType, Dim, Graph, Initializer, PadMode, SliceArg, Tensor};
 
@@ -423,14 +423,20 @@ impl PyGraph {
     }
 
     /// Gradients of `sum(y)` with respect to `xs` (`None` where `y` does not depend on one).
+    /// Gradients of `sum(ys[0] * grad_ys[0]) + …` (each `grad_ys[k]` 1 when not given), as
+    /// `tf.gradients(ys, xs, grad_ys)`.
+    #[pyo3(signature = (ys, xs, grad_ys=None))]
     fn gradients(
         &self,
         py: Python<'_>,
-        y: PyRef<'_, PyTensor>,
+        ys: Vec<PyRef<'_, PyTensor>>,
         xs: Vec<PyRef<'_, PyTensor>>,
+        grad_ys: Option<Vec<PyRef<'_, PyTensor>>>,
     ) -> PyResult<Vec<Option<PyTensor>>> {
+        let ys: Vec<Tensor> = ys.iter().map(|t| t.t).collect();
         let xs: Vec<Tensor> = xs.iter().map(|t| t.t).collect();
-        let gs = self.build(py, |g| g.gradients(y.t, &xs))?;
+        let grad_ys: Option<Vec<Tensor>> = grad_ys.map(|g| g.iter().map(|t| t.t).collect());
+        let gs = self.build(py, |g| g.gradients_with(&ys, &xs, grad_ys.as_deref()))?;
         Ok(gs.into_iter().map(|o| o.map(|t| PyTensor { t })).collect())
     }
 
@@ -633,8 +639,16 @@ impl PyGraph {
                 match name {
                     "softmax" => self.one(py, |g| g.softmax(xs[0], axis)),
                     "log_softmax" => self.one(py, |g| g.log_softmax(xs[0], axis)),
-                    "cumsum" => self.one(py, |g| g.cumsum(xs[0], axis)),
-                    "cumprod" => self.one(py, |g| g.cumprod(xs[0], axis)),
+                    "cumsum" | "cumprod" => {
+                        let op = if name == "cumsum" {
+                            ScanOp::Sum
+                        } else {
+                            ScanOp::Prod
+                        };
+                        let exclusive = get::<bool>(a, "exclusive")?.unwrap_or(false);
+                        let reverse = get::<bool>(a, "reverse")?.unwrap_or(false);
+                        self.one(py, |g| g.cumulative(op, xs[0], axis, exclusive, reverse))
+                    }
                     _ => self.one(py, |g| g.expand_dims(xs[0], axis)),
                 }
             }

@@ -168,3 +168,24 @@ def test_backward_kernels_against_loops(device):
     for name, gv, want in zip(["backprop_input", "backprop_filter", "max_pool_grad", "avg_pool_grad"], got, [dx, dw, dmax, davg]):
         assert gv.shape == want.shape, name
         np.testing.assert_allclose(gv, want, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum_and_cumprod_take_tensorflows_options(device, exclusive, reverse):
+    x = np.array([[1.0, 2.0, 3.0, 4.0], [0.5, -1.0, 2.0, -3.0]], np.float32)
+
+    def scan(a, f, unit):
+        a = a[:, ::-1] if reverse else a
+        out = f(a, axis=1)
+        if exclusive:
+            out = np.concatenate([np.full((a.shape[0], 1), unit), out[:, :-1]], axis=1)
+        return out[:, ::-1] if reverse else out
+
+    g = wgflow.Graph()
+    t = g.constant(x)
+    s = g.cumsum(t, axis=1, exclusive=exclusive, reverse=reverse)
+    p = g.cumprod(t, 1, exclusive, reverse)
+    got_s, got_p = wgflow.Session(g, device=device).run([s, p])
+    np.testing.assert_allclose(got_s, scan(x.astype(np.float64), np.cumsum, 0.0), rtol=1e-6)
+    np.testing.assert_allclose(got_p, scan(x.astype(np.float64), np.cumprod, 1.0), rtol=1e-6)

@@ -39,6 +39,25 @@ def test_gradients_match_numpy(device):
     assert g.gradients(y, g.constant(np.ones(1, np.float32))) is None
 
 
+def test_gradients_of_several_ys_with_grad_ys_as_tf(device):
+    # tf.gradients([y1, y2], [x], grad_ys=[g1, g2]): sum_k sum(g_k * dy_k/dx), by hand.
+    xv = np.array([0.5, -1.5, 2.0], np.float32)
+    g1v = np.array([1.0, 2.0, -3.0], np.float32)
+    g = wgflow.Graph()
+    x = g.placeholder("x", [3])
+    gy1 = g.placeholder("gy1", [3])
+    y1, y2 = x * x, g.sum(g.sin(x))
+    dx, none = g.gradients([y1, y2], [x, gy1], grad_ys=[gy1, g.constant(np.float32(4.0))])
+    assert none is None
+    got = wgflow.Session(g, device=device).run(dx, {x: xv, gy1: g1v})
+    want = g1v * 2 * xv.astype(np.float64) + 4.0 * np.cos(xv.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    (plain,) = g.gradients([y1, y2], [x])
+    np.testing.assert_allclose(wgflow.Session(g, device=device).run(plain, {x: xv}), 2 * xv + np.cos(xv), rtol=1e-5)
+    with pytest.raises(ValueError):
+        g.gradients([y1], [x], grad_ys=[g.constant(np.ones(2, np.float32))])
+
+
 def test_save_restore(tmp_path):
     g = wgflow.Graph()
     w = g.variable("w", np.array([1.0, 2.0], np.float32))

@@ -34,8 +34,8 @@ WITH_ATTRS = {
     "argmin": ("axis", "keepdims"),
     "softmax": ("axis",),
     "log_softmax": ("axis",),
-    "cumsum": ("axis",),
-    "cumprod": ("axis",),
+    "cumsum": ("axis", "exclusive", "reverse"),
+    "cumprod": ("axis", "exclusive", "reverse"),
     "expand_dims": ("axis",),
     "one_hot": ("depth",),
     "dropout": ("rate", "seed"),
@@ -493,12 +493,18 @@ class Graph:
         return self._op("round_to", [x], format=format)[0]
 
     # ---- autodiff, files
-    def gradients(self, y, xs):
-        """Gradients of ``sum(y)`` with respect to each of ``xs`` (a tensor or a list);
-        ``None`` where ``y`` does not depend on one."""
+    def gradients(self, ys, xs, grad_ys=None):
+        """Gradients of ``sum(ys)`` with respect to each of ``xs`` (a tensor or a list), as
+        ``tf.gradients``: ``ys`` may be a list (their sums are added), and ``grad_ys``
+        (one per ``ys``, same shapes) weights each elementwise, the incoming gradient.
+        ``None`` where ``ys`` do not depend on one."""
         single = isinstance(xs, Tensor)
         xs = [xs] if single else list(xs)
-        out = self._g.gradients(_ops(self, [y])[0], _ops(self, xs))
+        ys = [ys] if isinstance(ys, Tensor) else list(ys)
+        if grad_ys is not None:
+            grad_ys = [grad_ys] if isinstance(grad_ys, Tensor) else list(grad_ys)
+            grad_ys = _ops(self, grad_ys)
+        out = self._g.gradients(_ops(self, ys), _ops(self, xs), grad_ys)
         out = [None if t is None else self._wrap(t) for t in out]
         return out[0] if single else out
 
