@@ -72,3 +72,30 @@ def test_save_restore(tmp_path):
     np.testing.assert_array_equal(fresh.run(w), [2.0, 3.0])
     with pytest.raises(ValueError):
         fresh.restore(tmp_path / "missing.safetensors")
+
+
+def test_tensorflow_first_tutorial_with_two_none_placeholders(device):
+    # TF 1's softmax-regression tutorial as written there: x and y_ both [None, ...], and
+    # y_ * log(y) joins their run-time batch. Three separable classes; the loss must fall.
+    rng = np.random.default_rng(3)
+    centers = np.array([[3, 0, 0, 0], [0, 3, 0, 0], [0, 0, 3, 0]], np.float32)
+    labels = rng.integers(0, 3, 96)
+    xs = (centers[labels] + rng.normal(0, 0.5, (96, 4))).astype(np.float32)
+    ys = np.eye(3, dtype=np.float32)[labels]
+    g = wgflow.Graph()
+    x = g.placeholder("x", [None, 4], "float32")
+    W = g.variable("W", np.zeros((4, 3), np.float32))
+    b = g.variable("b", np.zeros((3,), np.float32))
+    y = g.softmax(x @ W + b, axis=-1)
+    y_ = g.placeholder("y_", [None, 3], "float32")
+    cross_entropy = g.mean(-g.sum(y_ * g.log(y), axis=1))
+    train_step = wgflow.train.GradientDescentOptimizer(0.5).minimize(g, cross_entropy)
+    sess = wgflow.Session(g, device=device)
+    first = sess.run(cross_entropy, feed_dict={x: xs, y_: ys})
+    assert first == pytest.approx(np.log(3), rel=1e-5)
+    for i in range(0, 96 * 5, 32):
+        j = i % 96
+        sess.run(train_step, feed_dict={x: xs[j : j + 32], y_: ys[j : j + 32]})
+    assert sess.run(cross_entropy, feed_dict={x: xs, y_: ys}) < 0.1
+    with pytest.raises(ValueError, match="x.0"):
+        sess.run(cross_entropy, feed_dict={x: xs[:5], y_: ys[:4]})

@@ -270,6 +270,74 @@ impl Binding {
 }
 
 impl Graph {
+    /// TensorFlow lets `[None, 1]` placeholders meet in an elementwise op and checks at run
+    /// time that their sizes agree (`y_ * tf.log(y)` in its first tutorial). Here each
+    /// `None` is a symbol of its own, which cannot broadcast against another; so before an
+    /// elementwise op broadcasts `inputs`, an unnamed run-time dimension of a placeholder
+    /// that nothing uses yet takes the earlier symbol it meets on that axis. The two must
+    /// then be fed one size, which the feeds check (`binding_of`). Named dimensions are
+    /// declarations and are never merged; a placeholder already used keeps its symbol (the
+    /// nodes built from it were inferred with it), and the op's error stands.
+    pub(crate) fn unify_unnamed_dims(&mut self, inputs: &[Tensor]) {
+        let single = |d: &SymDim| match d.pows.as_slice() {
+            &[(k, 1)] if d.factor == 1 => Some(k),
+            _ => None,
+        };
+        let syms: Vec<Option<&Vec<SymDim>>> = inputs
+            .iter()
+            .map(|&t| self.owns(t).then(|| self.g[t.node].sym.as_ref()).flatten())
+            .collect();
+        if syms.iter().flatten().count() < 2 {
+            return;
+        }
+        let rank = syms.iter().flatten().map(|s| s.len()).max().unwrap_or(0);
+        let mut merges = Vec::new();
+        for back in 1..=rank {
+            let at = |s: &Vec<SymDim>| s.len().checked_sub(back).and_then(|i| single(&s[i]));
+            let here: Vec<(usize, usize)> = syms
+                .iter()
+                .enumerate()
+                .filter_map(|(j, s)| Some((j, at(s.as_ref()?)?)))
+                .collect();
+            let Some(first) = here.iter().map(|&(_, k)| k).min() else {
+                continue;
+            };
+            for &(j, k) in &here {
+                let node = inputs[j].node;
+                let axis = self.g[node].shape.rank() - back;
+                if k != first && self.unnamed_and_unused(node, axis, k) {
+                    merges.push((node, axis, first));
+                }
+            }
+        }
+        for (node, axis, k) in merges {
+            let probe = self.syms.probe_a[k];
+            let n = &mut self.g[node];
+            if let Some(sym) = n.sym.as_mut() {
+                sym[axis] = SymDim {
+                    factor: 1,
+                    pows: vec![(k, 1)],
+                };
+                n.shape.0[axis] = probe;
+            }
+        }
+    }
+
+    /// Whether symbol `k` is the unnamed dimension `axis` of placeholder `node`, which no
+    /// node uses yet, and no other placeholder shares.
+    fn unnamed_and_unused(&self, node: NodeId, axis: usize, k: usize) -> bool {
+        let n = &self.g[node];
+        n.op == crate::ops::Op::Leaf(crate::ops::Leaf::Placeholder)
+            && self.syms.names[k] == format!("{}.{axis}", n.name)
+            && !self.g.iter().any(|m| m.inputs.contains(&node))
+            && self.g.iter_enumerated().all(|(i, m)| {
+                i == node
+                    || m.sym
+                        .as_ref()
+                        .is_none_or(|s| s.iter().all(|d| d.pows.iter().all(|&(j, _)| j != k)))
+            })
+    }
+
     /// Whether any node of the graph has a dimension known only at run time.
     pub fn has_unknown_dims(&self) -> bool {
         !self.syms.names.is_empty()

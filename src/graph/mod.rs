@@ -356,6 +356,9 @@ impl Graph {
                 },
             ));
         }
+        if matches!(op, Op::Elementwise(_)) && self.has_unknown_dims() {
+            self.unify_unnamed_dims(inputs);
+        }
         let mut nodes = Vec::with_capacity(inputs.len());
         let mut types = Vec::with_capacity(inputs.len());
         for &t in inputs {

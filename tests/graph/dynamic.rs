@@ -549,3 +549,77 @@ fn two_run_time_dimensions_flatten_and_split_by_name() {
         assert_eq!(s.counters().plans_compiled, 2);
     }
 }
+
+/// TensorFlow's first tutorial (`y_ * tf.log(y)` with both `[None, 10]`): an unnamed run-time
+/// dimension of a placeholder nothing uses yet takes the symbol it meets in an elementwise
+/// op, so the program builds; the feeds must then agree. Named or already-used dimensions
+/// are never merged.
+#[test]
+fn unnamed_dimensions_of_fresh_placeholders_meet_as_in_tensorflow() {
+    let mut g = Graph::new();
+    let x = g
+        .placeholder_dyn("x", [Dim::Unknown, 3.into()], DType::F32)
+        .unwrap();
+    let w = g
+        .constant(HostTensor::new([3, 1], vec![1.0f32, -2.0, 0.5]).unwrap())
+        .unwrap();
+    let y = g.matmul(x, w).unwrap();
+    let t = g
+        .placeholder_dyn("t", [Dim::Unknown, 1.into()], DType::F32)
+        .unwrap();
+    let d = g.sub(y, t).unwrap();
+    assert_eq!(g.dims(t).unwrap(), [Dim::named("x.0"), Dim::Known(1)]);
+    assert_eq!(g.dims(d).unwrap(), [Dim::named("x.0"), Dim::Known(1)]);
+    let sq = g.mul(d, d).unwrap();
+    let loss = g.mean(sq, Axes::All, false).unwrap();
+    // The graph file names the shared dimension and loads to the same graph.
+    let text = g.to_json().unwrap();
+    let back = Graph::from_json(&text).unwrap();
+    assert_eq!(back.to_json().unwrap(), text);
+    for dev in devices() {
+        let mut s = session_on(&g, dev);
+        for n in [5usize, 2] {
+            let xs = values(n * 3, n as u64);
+            let ts = values(n, 7);
+            let want: f64 = (0..n)
+                .map(|i| {
+                    let r = &xs[i * 3..i * 3 + 3];
+                    let e = r[0] as f64 - 2.0 * r[1] as f64 + 0.5 * r[2] as f64 - ts[i] as f64;
+                    e * e
+                })
+                .sum::<f64>()
+                / n as f64;
+            let feeds = [
+                (x, HostTensor::new([n, 3], xs).unwrap()),
+                (t, HostTensor::new([n, 1], ts).unwrap()),
+            ];
+            let got = s.run(&feeds, &[loss]).unwrap()[0].to_vec::<f32>().unwrap()[0];
+            assert!(
+                (got as f64 - want).abs() <= 1e-5 * want.max(1.0),
+                "{dev} {n}: {got} vs {want}"
+            );
+        }
+        // Sizes that disagree are a feed error naming the dimension, not a wrong answer.
+        let feeds = [
+            (x, HostTensor::new([4, 3], vec![0.0f32; 12]).unwrap()),
+            (t, HostTensor::new([3, 1], vec![0.0f32; 3]).unwrap()),
+        ];
+        let e = s.run(&feeds, &[loss]).unwrap_err().to_string();
+        assert!(
+            e.contains("feed 't': dimension 'x.0' is 3 here") && e.contains("4 in the feed of 'x'"),
+            "{dev}: {e}"
+        );
+    }
+    // A placeholder already used keeps its own dimension, and so does a named one.
+    let mut g = Graph::new();
+    let a = g.placeholder_dyn("a", [Dim::Unknown], DType::F32).unwrap();
+    let b = g.placeholder_dyn("b", [Dim::Unknown], DType::F32).unwrap();
+    let _used = g.exp(b).unwrap();
+    let e = g.add(a, b).unwrap_err().to_string();
+    assert!(e.contains("cannot broadcast"), "{e}");
+    let c = g
+        .placeholder_dyn("c", [Dim::named("rows")], DType::F32)
+        .unwrap();
+    let e = g.add(a, c).unwrap_err().to_string();
+    assert!(e.contains("cannot broadcast"), "{e}");
+}

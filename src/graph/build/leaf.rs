@@ -78,8 +78,11 @@ impl Graph {
     /// A placeholder with dimensions known only at run time (`tf.placeholder(tf.float32,
     /// [None, 784])`): each dimension is known ([`Dim::Known`], or `Some(n)`), unknown
     /// ([`Dim::Unknown`], or `None`), or named ([`Dim::Named`], or a `&str`): dimensions with
-    /// one name have one size, in every placeholder. A session binds the sizes from the feeds
-    /// of each run and compiles one plan per distinct set of sizes (see [`crate::Session`]).
+    /// one name have one size, in every placeholder. An unknown dimension of a placeholder
+    /// that nothing uses yet takes the run-time dimension it first meets in an elementwise
+    /// op, as TensorFlow lets two `[None, 10]` placeholders meet (`y_ * tf.log(y)`). A
+    /// session binds the sizes from the feeds of each run and compiles one plan per distinct
+    /// set of sizes (see [`crate::Session`]).
     ///
     /// ```
     /// # fn main() -> wgflow::Result<()> {
