@@ -33,9 +33,8 @@ pub struct CpuPlan {
 }
 
 /// The most words any input or output of a dispatch may have for a plan to run on the
-/// caller's thread. Handing a run to the pool and waking its workers cost 8-10 µs of the
-/// 18 µs a 4-element add took per run (2-core Sapphire Rapids); the kernels' parallel loops
-/// start above this size, and a product bounded by it is at most 64×64×64 multiply-adds.
+/// caller's thread: no kernel's parallel loop starts below it, so handing the run to the
+/// pool would only cost its wake-up (docs/performance.md, "Small graphs").
 const INLINE_WORDS: usize = 4096;
 
 /// Where one dispatch's output and inputs lie, checked against the arena once.
@@ -439,11 +438,8 @@ fn copy_words(plan: &Plan, v: ValueId, words: &[u32]) -> Result<Vec<u32>> {
     })
 }
 
-/// `f` on a worker of rayon's pool. The kernels' parallel loops, started from a thread
-/// outside the pool, would each inject a job, wake the sleeping workers (which go back to
-/// sleep within microseconds of finishing) and block on a latch: on the 2-core development
-/// machine that doubled the median time of a 0.1 ms convolution run between other work.
-/// From a worker, the loops of a run of steps start on a running thread.
+/// `f` on a worker of rayon's pool, so the kernels' parallel loops start on a running
+/// thread instead of each injecting a job and blocking on a latch (docs/performance.md).
 fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if rayon::current_thread_index().is_some() {
         f()
@@ -457,19 +453,9 @@ thread_local! {
     static OWNER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// `f` with the pool's other workers kept awake: each spins, running whatever parallel
-/// work appears, while `f` runs. A worker that finds no work sleeps within tens of
-/// microseconds, and waking it again costs a futex and, in a VM, an inter-processor
-/// interrupt per step: SqueezeNet's 41 steps took 42 context switches per run and 7.4 ms
-/// median on the 2-core development machine, against 6 and 6.0 ms spinning
-/// (`wgflow profile light_squeezenet.onnx --runs 200`).
-///
-/// Spinning for a whole run took cores from other programs on a shared machine, and from
-/// the run itself when those programs took them back (issue 46: W1 and W6 lost twice as
-/// much as NumPy and JAX beside a browser benchmark). So a worker spins the way
-/// onnxruntime's and OpenMP's pools do, briefly ([`spin`]): it parks after [`SPIN_IDLE`]
-/// without work, gives its core away now and then while it waits, and when it finds it was
-/// descheduled (another program wanted the core) no worker spins for [`CONTENDED`].
+/// `f` with the pool's other workers spinning briefly, as onnxruntime's and OpenMP's pools
+/// do, so a run's steps do not wake them one by one; bounded so that a shared machine loses
+/// nothing ([`SPIN_IDLE`], [`CONTENDED`]; docs/performance.md, "Beside other work").
 /// `WGFLOW_NO_SPIN` (set to anything, read at the first run) turns spinning off.
 fn warm<R>(f: impl FnOnce() -> R) -> R {
     use std::sync::atomic::{AtomicBool, Ordering};
