@@ -118,18 +118,6 @@ impl PySession {
         })
     }
 
-    /// Run `targets` (train ops, assignments) without reading anything back.
-    fn run_targets(
-        &self,
-        py: Python<'_>,
-        feeds: Feeds<'_>,
-        targets: Vec<PyRef<'_, PyTensor>>,
-    ) -> PyResult<()> {
-        let fed = host_feeds(py, &feeds)?;
-        let targets: Vec<Tensor> = targets.iter().map(|t| t.t).collect();
-        self.locked(py, |s| s.run_targets(&fed, &targets))
-    }
-
     fn read_variable<'py>(
         &self,
         py: Python<'py>,

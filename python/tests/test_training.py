@@ -99,3 +99,25 @@ def test_tensorflow_first_tutorial_with_two_none_placeholders(device):
     assert sess.run(cross_entropy, feed_dict={x: xs, y_: ys}) < 0.1
     with pytest.raises(ValueError, match="x.0"):
         sess.run(cross_entropy, feed_dict={x: xs[:5], y_: ys[:4]})
+
+
+def test_train_op_and_loss_are_one_run_with_the_loss_before_the_step():
+    # TensorFlow 1's `sess.run([train, loss])`: one run, whose loss is the one the step
+    # descended (the variables change when the run ends).
+    g = wgflow.Graph()
+    x = g.placeholder("x", [4])
+    w = g.variable("w", np.array([2.0], np.float32))
+    loss = g.sum((x * w) ** 2)
+    train = wgflow.train.SGD(0.01).minimize(g, loss)
+    xs = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+    s = wgflow.Session(g, device="cpu:0")
+    before = s.counters()["runs"]
+    out = s.run([train, loss, w], {x: xs})
+    assert s.counters()["runs"] == before + 1
+    assert out[0] is None
+    ss = float((xs.astype(np.float64) ** 2).sum())
+    assert out[1] == pytest.approx(4.0 * ss, rel=1e-6)
+    np.testing.assert_allclose(out[2], [2.0])
+    # d/dw sum((x w)^2) = 2 w sum(x^2): w <- 2 - 0.01 * 4 * ss
+    np.testing.assert_allclose(s.run(w), [2.0 - 0.04 * ss], rtol=1e-6)
+    assert s.run(train, {x: xs}) is None

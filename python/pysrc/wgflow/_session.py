@@ -103,13 +103,12 @@ class Session:
         tensors = [self._tensor(t) for t in flat]
         fed, feeds = self._feeds(feed_dict)
         self._refresh(tensors + fed)
-        if not any(t._target for t in tensors):
-            return rebuild(self._s.run(feeds, [t._t for t in tensors]))
-        values = [t for t in tensors if not t._target]
-        targets = [t for t in tensors if t._target]
-        self._s.run_targets(feeds, [t._t for t in targets])
-        out = iter(self._s.run(feeds, [t._t for t in values]) if values else [])
-        return rebuild([None if t._target else next(out) for t in tensors])
+        # One run for targets and values together, as TensorFlow 1: a `[train, loss]` loop
+        # computes the forward pass once, and the loss is the one the step descended.
+        out = self._s.run(feeds, [t._t for t in tensors])
+        if any(t._target for t in tensors):
+            out = [None if t._target else v for t, v in zip(tensors, out)]
+        return rebuild(out)
 
     def read_variable(self, v):
         return self._s.read_variable(self._tensor(v)._t)
