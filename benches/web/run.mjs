@@ -2,7 +2,7 @@
 // and print one table: wgflow, TensorFlow.js and onnxruntime-web on WebGPU and on wasm.
 //
 //     node benches/web/run.mjs --pkg web/dist/pkg --models DIR [--reps 3]
-//         [--workloads w1,w3,w4,squeezenet,resnet50] [--skip "SYSTEM@WORKLOAD,..."] [--json OUT]
+//         [--workloads w1,w3,w4,w4train,squeezenet,resnet50] [--skip "SYSTEM@WORKLOAD,..."] [--json OUT]
 //
 // See benches/web/README.md for the setup (npm ci, the wasm build, models.py).
 import { writeFile } from "node:fs/promises";
@@ -21,7 +21,7 @@ const pkg = resolve(opt("--pkg", join(root, "web/dist/pkg")));
 const models = resolve(opt("--models", "/tmp/wgflow-web-bench-models"));
 const query = new URLSearchParams({
   reps: opt("--reps", "3"),
-  workloads: opt("--workloads", "w1,w3,w4,squeezenet,resnet50"),
+  workloads: opt("--workloads", "w1,w3,w4,w4train,squeezenet,resnet50"),
   skip: opt("--skip", ""),
 });
 const jsonOut = opt("--json", null);

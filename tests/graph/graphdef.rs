@@ -1396,3 +1396,55 @@ fn inline_size_values_keep_every_nan_payload_and_edge_value() {
         "{text}"
     );
 }
+
+/// The browser bench's training graph (`benches/web/w4_train.json`, written by
+/// `w4_train_graph.py`) still loads, and its first Adam step's loss for the page's inputs is
+/// the float64 value that script stored: a graph-file change that broke the bench fails here.
+#[test]
+fn browser_bench_training_graph_loads_and_gives_its_float64_loss() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/web");
+    let text = std::fs::read_to_string(root.join("w4_train.json")).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("w4_train.expected.json")).unwrap(),
+    )
+    .unwrap();
+    let g = Graph::from_json(&text).unwrap();
+    // bench.js's `filled`: an LCG's top 24 bits over [-0.5, 0.5).
+    let filled = |n: usize, seed: u32| -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+                ((s >> 8) as f64 / (1u64 << 24) as f64 - 0.5) as f32
+            })
+            .collect()
+    };
+    let t = |name: &str| g.tensor(name).unwrap();
+    let (train, loss) = (
+        t(expected["train"].as_str().unwrap()),
+        t(expected["loss"].as_str().unwrap()),
+    );
+    let want = expected["first_loss"].as_f64().unwrap();
+    let feeds = [
+        (
+            t("x"),
+            HostTensor::new([256, 784], filled(256 * 784, 7)).unwrap(),
+        ),
+        (
+            t("y"),
+            HostTensor::new([256, 10], filled(256 * 10, 8)).unwrap(),
+        ),
+    ];
+    let mut s = common::session_on(&g, wgflow::Device::Cpu);
+    let out = s.run(&feeds, &[train, loss]).unwrap();
+    let first = out[1].to_vec::<f32>().unwrap()[0] as f64;
+    assert!(
+        (first - want).abs() <= 1e-5 * want.abs().max(1.0),
+        "{first} vs {want}"
+    );
+    let second = s.run(&feeds, &[loss]).unwrap()[0].to_vec::<f32>().unwrap()[0] as f64;
+    assert!(
+        second < first,
+        "the step must lower the loss: {first} -> {second}"
+    );
+}
