@@ -132,12 +132,31 @@ pub enum Error {
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: String, message: String },
     /// An ONNX model could not be imported: `at` names the file, tensor or node (with its op
-    /// type and opset), `message` the reason.
+    /// type and opset), `message` the reason, `kind` what kind of reason it is.
     #[error("onnx {at}: {message}")]
-    Onnx { at: String, message: String },
+    Onnx {
+        at: String,
+        message: String,
+        kind: OnnxKind,
+    },
     /// A broken invariant inside wgflow; please report it.
     #[error("internal error (please report): {0}")]
     Internal(String),
+}
+
+/// Why an ONNX model could not be imported ([`Error::Onnx`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OnnxKind {
+    /// The model is malformed or contradicts itself (a missing input, a shape or value that
+    /// does not fit), or it is over one of [`crate::onnx::ImportOptions`]' limits.
+    Invalid,
+    /// An element type that wgflow does not hold or that the op does not take (float64
+    /// without `f64_as_f32`, a string tensor, integer inputs to a float-only op).
+    DType,
+    /// Something valid that wgflow does not run: an op type, domain or opset, an attribute
+    /// value, sequences, sparse tensors.
+    Unsupported,
 }
 
 /// What kind of input a builder refused ([`Error::Build`]), with the facts it saw.

@@ -1,14 +1,14 @@
 //! wgflow's [`Error`] as Python exceptions, by variant: `ValueError` for shapes and values,
 //! `TypeError` for dtypes and unsupported constructs, `RuntimeError` for devices. A builder's
 //! refusal goes by its [`BuildKind`]: a dtype or an argument count is a `TypeError`, a shape
-//! or an argument's value a `ValueError`.
+//! or an argument's value a `ValueError`; an ONNX import's by its [`OnnxKind`].
 //!
 //! A builder error carries the Rust caller's location, which for Python users is a line of
 //! this crate; it is replaced by the Python caller's file and line (`wgflow._util.caller`).
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use wgflow::{BuildKind, Error};
+use wgflow::{BuildKind, Error, OnnxKind};
 
 /// Which Python exception type a message about a dtype (rather than a shape or value) gets.
 fn about_dtype(message: &str) -> bool {
@@ -89,14 +89,11 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         e @ Error::NotDifferentiable { .. } => {
             PyTypeError::new_err(without_binding_site(&e.to_string()))
         }
-        e @ Error::Onnx { .. } => {
-            let text = e.to_string();
-            if about_dtype(&text) {
-                PyTypeError::new_err(text)
-            } else {
-                PyValueError::new_err(text)
-            }
-        }
+        e @ Error::Onnx { kind, .. } => match kind {
+            OnnxKind::Invalid => PyValueError::new_err(e.to_string()),
+            // A dtype, or a construct wgflow does not run (and any kind added later).
+            _ => PyTypeError::new_err(e.to_string()),
+        },
         e @ (Error::Fetch { .. }
         | Error::Shader { .. }
         | Error::GraphDef { .. }

@@ -118,7 +118,7 @@ pub mod proto;
 mod tensor;
 
 use crate::graph::Dim;
-use crate::{DType, Error, Graph, HostTensor, Result, Shape, Tensor};
+use crate::{DType, Error, Graph, HostTensor, OnnxKind, Result, Shape, Tensor};
 /// `prost`'s trait, to encode and decode the [`proto`] types.
 pub use prost::Message;
 use std::collections::HashMap;
@@ -283,10 +283,52 @@ pub fn load_tensor(bytes: &[u8], opts: &ImportOptions) -> Result<(String, HostTe
     Ok((name.clone(), v.to_host(&format!("tensor '{name}'"))?))
 }
 
-/// An [`Error::Onnx`].
-pub(crate) fn fail(at: impl Into<String>, message: impl Into<String>) -> Error {
+/// An [`Error::Onnx`]; a plain message is [`OnnxKind::Invalid`].
+pub(crate) fn fail(at: impl Into<String>, why: impl Into<Refused>) -> Error {
+    let why = why.into();
     Error::Onnx {
         at: at.into(),
+        message: why.message,
+        kind: why.kind,
+    }
+}
+
+/// The reason of an [`Error::Onnx`] before it is placed: its message and kind. Plain
+/// strings convert as [`OnnxKind::Invalid`]; [`unsupported`] and [`wrong_dtype`] give the
+/// other kinds.
+#[derive(Debug, Clone)]
+pub(crate) struct Refused {
+    pub message: String,
+    pub kind: OnnxKind,
+}
+
+impl From<String> for Refused {
+    fn from(message: String) -> Refused {
+        Refused {
+            message,
+            kind: OnnxKind::Invalid,
+        }
+    }
+}
+
+impl From<&str> for Refused {
+    fn from(message: &str) -> Refused {
+        message.to_string().into()
+    }
+}
+
+/// A reason of kind [`OnnxKind::Unsupported`].
+pub(crate) fn unsupported(message: impl Into<String>) -> Refused {
+    Refused {
         message: message.into(),
+        kind: OnnxKind::Unsupported,
+    }
+}
+
+/// A reason of kind [`OnnxKind::DType`].
+pub(crate) fn wrong_dtype(message: impl Into<String>) -> Refused {
+    Refused {
+        message: message.into(),
+        kind: OnnxKind::DType,
     }
 }

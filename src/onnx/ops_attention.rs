@@ -170,7 +170,9 @@ pub(super) fn attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
     let (mut q, mut k, mut v) = (cx.t(n, 0)?, cx.t(n, 1)?, cx.t(n, 2)?);
     let dt = cx.g.dtype(q)?;
     if !dt.is_float() {
-        return Err(bad(format!("Attention needs float inputs, got {dt}")));
+        return Err(bad(crate::onnx::wrong_dtype(format!(
+            "Attention needs float inputs, got {dt}"
+        ))));
     }
     let rank = cx.g.probe_shape(q)?.rank();
     if cx.g.probe_shape(k)?.rank() != rank || cx.g.probe_shape(v)?.rank() != rank {
@@ -238,7 +240,9 @@ pub(super) fn attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         if cx.g.dtype(m)? == DType::Bool {
             m = bias_of(cx, m, dt)?;
         } else if cx.g.dtype(m)? != dt {
-            return Err(bad("attn_mask must be bool or Q's dtype"));
+            return Err(bad(crate::onnx::wrong_dtype(
+                "attn_mask must be bool or Q's dtype",
+            )));
         }
         let md = dims(cx, m)?;
         let last = md.last().copied().unwrap_or(0);
@@ -482,7 +486,9 @@ pub(super) fn linear_attention(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         match cx.g.dtype(t)? {
             DType::F32 => Ok(t),
             DType::F16 => cx.g.cast(t, DType::F32),
-            d => Err(bad(format!("LinearAttention needs float inputs, got {d}"))),
+            d => Err(bad(crate::onnx::wrong_dtype(format!(
+                "LinearAttention needs float inputs, got {d}"
+            )))),
         }
     };
     let (q, k, v) = (f32_of(cx, q0)?, f32_of(cx, k0)?, f32_of(cx, v0)?);

@@ -15,9 +15,9 @@ const MAX_UNROLLED_NODES: usize = 1 << 20;
 
 fn check_unrolled(cx: &Cx, start: usize, what: &str) -> Result<()> {
     if cx.g.len() - start > MAX_UNROLLED_NODES {
-        return Err(bad(format!(
+        return Err(bad(crate::onnx::unsupported(format!(
             "unsupported: unrolling this {what} creates more than {MAX_UNROLLED_NODES} graph nodes"
-        )));
+        ))));
     }
     Ok(())
 }

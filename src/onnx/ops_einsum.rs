@@ -99,7 +99,7 @@ pub(super) fn einsum(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     };
     let dtype = cx.g.dtype(ops[0].0)?;
     if !dtype.is_numeric() {
-        return Err(bad(format!("Einsum of {dtype}")));
+        return Err(bad(crate::onnx::wrong_dtype(format!("Einsum of {dtype}"))));
     }
     // Each operand alone: diagonals of repeated labels, sums of labels no one else needs.
     for i in 0..ops.len() {
@@ -218,7 +218,9 @@ fn repeated(labels: &[Label]) -> Option<(usize, usize)> {
 fn diagonal(cx: &mut Cx, t: Tensor, p: usize, q: usize, dtype: DType) -> Result<Tensor> {
     let dims = cx.g.dims(t)?;
     let (Some(dp), Some(dq)) = (dims[p].known(), dims[q].known()) else {
-        return Err(bad("the diagonal of a run-time dimension is unsupported"));
+        return Err(bad(crate::onnx::unsupported(
+            "the diagonal of a run-time dimension is unsupported",
+        )));
     };
     if dp != dq {
         return Err(bad(format!("a repeated label spans sizes {dp} and {dq}")));

@@ -331,9 +331,9 @@ pub(super) fn one_hot(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         .filter(|&d| d > 0)
         .ok_or_else(|| bad("depth must be a positive scalar"))?;
     if is.is_empty() {
-        return Err(bad(
+        return Err(bad(crate::onnx::unsupported(
             "OneHot of a scalar index is unsupported (onnxruntime refuses it)",
-        ));
+        )));
     }
     let r = is.len() + 1;
     let axis = norm_axis(n.int("axis", -1), r)?;

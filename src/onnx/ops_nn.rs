@@ -189,9 +189,9 @@ fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
             cx.g.reshape(x, &[s[0] as isize, s[1] as isize, 1, s[2] as isize])?,
             s,
         )),
-        r => Err(bad(format!(
+        r => Err(bad(crate::onnx::unsupported(format!(
             "unsupported: rank-{r} input (only 1-D and 2-D spatial)"
-        ))),
+        )))),
     }
 }
 
@@ -507,7 +507,7 @@ pub(super) fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
         return match op {
             "ReduceMax" => cx.g.any(x, axes, keep),
             "ReduceMin" => cx.g.all(x, axes, keep),
-            _ => Err(bad("bool input is unsupported")),
+            _ => Err(bad(crate::onnx::wrong_dtype("bool input is unsupported"))),
         };
     }
     let dims = cx.g.probe_shape(x)?.dims().to_vec();
@@ -556,7 +556,7 @@ pub(super) fn reduce(cx: &mut Cx, n: &Node) -> Result<Tensor> {
             g.log(s)
         }
         "ReduceLogSumExp" => g.logsumexp(x, axes, keep),
-        _ => Err(bad("unsupported op")),
+        _ => Err(bad(crate::onnx::unsupported("unsupported op"))),
     }
 }
 

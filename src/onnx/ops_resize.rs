@@ -77,18 +77,26 @@ fn taps(
     let last = len_in as i64 - 1;
     let mut taps: Taps = Vec::new();
     let width = match p.mode {
-        "nearest" if p.antialias => return Err(bad("unsupported: antialias with mode 'nearest'")),
+        "nearest" if p.antialias => {
+            return Err(bad(crate::onnx::unsupported(
+                "unsupported: antialias with mode 'nearest'",
+            )))
+        }
         // A downsampling kernel is 2/scale cells wide: refuse one too wide to build.
         "linear" | "cubic" if p.antialias && (scale.is_nan() || scale < 1.0 / MAX_AA_WIDTH) => {
-            return Err(bad(format!(
+            return Err(bad(crate::onnx::unsupported(format!(
                 "unsupported: antialiasing at scale {scale} (more than {MAX_AA_WIDTH} taps)"
-            )))
+            ))))
         }
         "linear" | "cubic" if p.antialias => antialias_coeffs(p, 0.5, scale).len(),
         "nearest" => 1,
         "linear" => 2,
         "cubic" => 4,
-        m => return Err(bad(format!("unsupported: mode '{m}'"))),
+        m => {
+            return Err(bad(crate::onnx::unsupported(format!(
+                "unsupported: mode '{m}'"
+            ))))
+        }
     };
     for _ in 0..width {
         taps.push((room(len_out, "resize taps")?, room(len_out, "resize taps")?));
@@ -121,9 +129,9 @@ fn taps(
             "align_corners" => 0.0,
             "asymmetric" => x / scale,
             c => {
-                return Err(bad(format!(
+                return Err(bad(crate::onnx::unsupported(format!(
                     "unsupported: coordinate_transformation_mode '{c}'"
-                )))
+                ))))
             }
         };
         outside.push(off);
@@ -185,7 +193,11 @@ fn taps(
                     }
                     "floor" => f,
                     "ceil" => src.ceil(),
-                    m => return Err(bad(format!("unsupported: nearest_mode '{m}'"))),
+                    m => {
+                        return Err(bad(crate::onnx::unsupported(format!(
+                            "unsupported: nearest_mode '{m}'"
+                        ))))
+                    }
                 } as i64;
                 taps[0].0.push(clamp(i));
                 taps[0].1.push(1.0);
@@ -324,11 +336,11 @@ pub(super) fn resize(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     let roi = if coord == "tf_crop_and_resize" {
         let v = floats_of(cx, n, 1)?.ok_or_else(|| bad("tf_crop_and_resize needs roi"))?;
         if v.len() != 2 * axes.len() {
-            return Err(bad(format!(
+            return Err(bad(crate::onnx::unsupported(format!(
                 "roi has {} values for {} axes",
                 v.len(),
                 axes.len()
-            )));
+            ))));
         }
         let mut full = vec![0.0; r];
         full.extend(vec![1.0; r]);

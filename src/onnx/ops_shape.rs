@@ -211,7 +211,9 @@ pub(super) fn range(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
             };
             Ok(vec![HostValue::Floats(h).into()])
         }
-        _ => Err(bad("start, limit and delta must share one numeric type")),
+        _ => Err(bad(crate::onnx::wrong_dtype(
+            "start, limit and delta must share one numeric type",
+        ))),
     }
 }
 
@@ -286,7 +288,9 @@ pub(super) fn center_crop_pad(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
         if t < d {
             let start = (d - t) / 2;
             x = if t == 0 {
-                return Err(bad("a crop to size 0 is unsupported"));
+                return Err(bad(crate::onnx::unsupported(
+                    "a crop to size 0 is unsupported",
+                )));
             } else {
                 let mut args = vec![SliceArg::full(); a];
                 args.push(SliceArg::new(

@@ -107,7 +107,9 @@ pub(super) fn grid_sample(cx: &mut Cx, n: &Node) -> Result<Tensor> {
     }
     let dt = cx.g.dtype(x)?;
     if !dt.is_float() || cx.g.dtype(grid)? != dt {
-        return Err(bad("X and grid must have the same float type"));
+        return Err(bad(crate::onnx::wrong_dtype(
+            "X and grid must have the same float type",
+        )));
     }
     let mode = match n.string("mode").as_deref().unwrap_or(if n.opset >= 20 {
         "linear"

@@ -328,15 +328,15 @@ pub(super) fn translate(cx: &mut Cx, n: &Node) -> Result<Vec<Val>> {
                 .filter(|d| !d.domain.is_empty())
                 .map(|d| format!("{}'s {}", d.domain, d.op))
                 .collect();
-            return Err(bad(format!(
+            return Err(bad(crate::onnx::unsupported(format!(
                 "domain '{}' is unsupported (only ai.onnx, {})",
                 n.domain,
                 known.join(", ")
-            )));
+            ))));
         }
-        return Err(bad(
+        return Err(bad(crate::onnx::unsupported(
             "unsupported op (`wgflow validate --list-onnx-ops` lists the supported ones)",
-        ));
+        )));
     };
     if let Some(last) = d.until.filter(|&l| d.domain.is_empty() && n.opset > l) {
         return Err(bad(format!(

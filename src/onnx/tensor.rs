@@ -4,8 +4,9 @@
 use super::proto::tensor_proto::{DataLocation, DataType};
 use super::proto::TensorProto;
 use super::{fail, ImportOptions};
+use super::{wrong_dtype, Refused};
 use crate::ops::SmallFloat;
-use crate::{f16, DType, Error, HostTensor, Result};
+use crate::{f16, DType, HostTensor, Result};
 use std::path::{Component, Path};
 
 /// An ONNX tensor's value on the host: integers (and bools) exact as `i64` so that shape
@@ -23,7 +24,7 @@ pub(crate) enum HostValue {
 }
 
 /// The wgflow dtype an ONNX element type maps to, or why it has none.
-pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<DType, String> {
+pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<DType, Refused> {
     let dt = DataType::try_from(elem).map_err(|_| format!("unknown element type {elem}"))?;
     Ok(match dt {
         DataType::Float => DType::F32,
@@ -46,16 +47,15 @@ pub(crate) fn map_dtype(elem: i32, opts: &ImportOptions) -> std::result::Result<
         DataType::Bool => DType::Bool,
         DataType::Double if opts.f64_as_f32 => DType::F32,
         DataType::Double => {
-            return Err(
-                "float64 is unsupported (set ImportOptions::f64_as_f32 to compute it in f32)"
-                    .into(),
-            )
+            return Err(wrong_dtype(
+                "float64 is unsupported (set ImportOptions::f64_as_f32 to compute it in f32)",
+            ))
         }
         other => {
-            return Err(format!(
+            return Err(wrong_dtype(format!(
                 "element type {} is unsupported",
                 other.as_str_name()
-            ))
+            )))
         }
     })
 }
@@ -205,14 +205,14 @@ fn decode_inner(
     t: &TensorProto,
     dir: Option<&Path>,
     opts: &ImportOptions,
-) -> std::result::Result<HostValue, String> {
+) -> std::result::Result<HostValue, Refused> {
     let elem = t.data_type.unwrap_or(0);
     let dt = DataType::try_from(elem).map_err(|_| format!("unknown element type {elem}"))?;
     let dtype = map_dtype(elem, opts)?;
     let shape = checked_dims(&t.dims, opts)?;
     let n: usize = shape.iter().product();
     if t.segment.is_some() {
-        return Err("segmented tensors are unsupported".into());
+        return Err(super::unsupported("segmented tensors are unsupported"));
     }
     let external;
     let raw: Option<&[u8]> = if t.data_location == Some(DataLocation::External as i32) {
@@ -231,12 +231,12 @@ fn decode_inner(
             Some(raw) => raw.to_vec(),
             None => t.int32_data.iter().map(|&w| w as u8).collect(),
         };
-        return small_values(dt, &bytes, n, shape, dtype);
+        return Ok(small_values(dt, &bytes, n, shape, dtype)?);
     }
     if let Some(raw) = raw {
         let size = elem_bytes(dt);
         if raw.len() != n * size {
-            return Err(count_err(raw.len() / size.max(1)));
+            return Err(count_err(raw.len() / size.max(1)).into());
         }
         let chunks = raw.chunks_exact(size);
         return Ok(match dt {
@@ -309,7 +309,12 @@ fn decode_inner(
                     .collect(),
                 dtype,
             ),
-            _ => return Err(format!("element type {} is unsupported", dt.as_str_name())),
+            _ => {
+                return Err(wrong_dtype(format!(
+                    "element type {} is unsupported",
+                    dt.as_str_name()
+                )))
+            }
         });
     }
     let check = |len: usize| {
@@ -363,7 +368,7 @@ fn decode_inner(
             let (lo, hi) = narrow_range(elem).unwrap_or((i64::MIN, i64::MAX));
             let v: Vec<i64> = t.int32_data.iter().map(|&x| x as i64).collect();
             if let Some(x) = v.iter().find(|&&x| x < lo || x > hi) {
-                return Err(format!("holds {x}, outside {}", dt.as_str_name()));
+                return Err(format!("holds {x}, outside {}", dt.as_str_name()).into());
             }
             ints(shape, v, dtype)
         }
@@ -380,7 +385,12 @@ fn decode_inner(
                 dtype,
             )
         }
-        _ => return Err(format!("element type {} is unsupported", dt.as_str_name())),
+        _ => {
+            return Err(wrong_dtype(format!(
+                "element type {} is unsupported",
+                dt.as_str_name()
+            )))
+        }
     })
 }
 
@@ -497,10 +507,10 @@ impl HostValue {
             HostValue::Ints { shape, v, dtype } => {
                 let range = |lo: i64, hi: i64| {
                     v.iter().find(|&&x| x < lo || x > hi).map_or(Ok(()), |x| {
-                        Err(Error::Onnx {
-                            at: what.to_string(),
-                            message: format!("value {x} does not fit {dtype} (64-bit integers are narrowed to 32 bits)"),
-                        })
+                        Err(crate::onnx::fail(
+                            what,
+                            format!("value {x} does not fit {dtype} (64-bit integers are narrowed to 32 bits)"),
+                        ))
                     })
                 };
                 match dtype {

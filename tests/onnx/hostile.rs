@@ -352,3 +352,55 @@ fn a_loop_of_int64_max_trips_is_refused() {
         assert!(start.elapsed().as_secs() < 60, "took {:?}", start.elapsed());
     }
 }
+
+/// The kind of an import's refusal is its variant's `kind`, not its text: the model is
+/// wrong ([`OnnxKind::Invalid`]), holds or feeds a dtype wgflow or the op does not take
+/// ([`OnnxKind::DType`]), or uses something wgflow does not run ([`OnnxKind::Unsupported`]).
+#[test]
+fn refusals_carry_their_kind() {
+    use wgflow::OnnxKind;
+    let kind = |bytes: &[u8]| match import_bytes(bytes, None, &ImportOptions::default()) {
+        Err(Error::Onnx { kind, .. }) => kind,
+        Err(e) => panic!("not an Error::Onnx: {e}"),
+        Ok(_) => panic!("imported"),
+    };
+    let relu = model(vec![node("Relu", &["x"], &["y"])], vec![]).encode_to_vec();
+    assert_eq!(kind(&relu[..relu.len() / 2]), OnnxKind::Invalid);
+    let missing = model(vec![node("Add", &["x", "nowhere"], &["y"])], vec![]);
+    assert_eq!(kind(&missing.encode_to_vec()), OnnxKind::Invalid);
+    let unknown = model(vec![node("NoSuchOp", &["x"], &["y"])], vec![]);
+    assert_eq!(kind(&unknown.encode_to_vec()), OnnxKind::Unsupported);
+    let mut old = model(vec![node("Relu", &["x"], &["y"])], vec![]);
+    old.opset_import[0].version = Some(1);
+    assert_eq!(kind(&old.encode_to_vec()), OnnxKind::Unsupported);
+    let f64_init = TensorProto {
+        name: Some("w".into()),
+        dims: vec![2, 3],
+        data_type: Some(DataType::Double as i32),
+        double_data: vec![1.0; 6],
+        ..Default::default()
+    };
+    let double = model(vec![node("Add", &["x", "w"], &["y"])], vec![f64_init]);
+    assert_eq!(kind(&double.encode_to_vec()), OnnxKind::DType);
+    // An int32 initializer into a float-only op: the builder's dtype refusal, placed at the node.
+    let ints = TensorProto {
+        name: Some("i".into()),
+        dims: vec![2, 3],
+        data_type: Some(DataType::Int32 as i32),
+        int32_data: vec![1; 6],
+        ..Default::default()
+    };
+    let mixed = model(vec![node("Add", &["x", "i"], &["y"])], vec![ints]);
+    let e = import_bytes(&mixed.encode_to_vec(), None, &ImportOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Onnx {
+                kind: OnnxKind::DType,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("Add_node"), "{e}");
+}

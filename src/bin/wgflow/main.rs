@@ -535,6 +535,7 @@ fn onnx_options(dims: &[String]) -> wgflow::Result<wgflow::onnx::ImportOptions> 
         let bad = || Error::Onnx {
             at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
             message: "expected NAME=SIZE".into(),
+            kind: wgflow::OnnxKind::Invalid,
         };
         let (name, size) = d.split_once('=').ok_or_else(bad)?;
         let size: usize = size.parse().map_err(|_| bad())?;
@@ -542,6 +543,7 @@ fn onnx_options(dims: &[String]) -> wgflow::Result<wgflow::onnx::ImportOptions> 
             return Err(Error::Onnx {
                 at: format!("--dim {}", truncate(d, MAX_QUOTED_CHARS)),
                 message: format!("'{}' is given twice", truncate(name, MAX_QUOTED_CHARS)),
+                kind: wgflow::OnnxKind::Invalid,
             });
         }
     }

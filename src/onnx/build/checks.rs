@@ -107,7 +107,9 @@ pub(super) fn pinned_dims_exist(g: &GraphProto, pinned: &[&String]) -> Result<()
 /// A translator's error (`at` empty) placed at `at`.
 pub(super) fn relabel(e: crate::Error, at: &str) -> crate::Error {
     match e {
-        crate::Error::Onnx { message, .. } => crate::onnx::fail(at, message),
+        crate::Error::Onnx { message, kind, .. } => {
+            crate::onnx::fail(at, crate::onnx::Refused { message, kind })
+        }
         e => e,
     }
 }

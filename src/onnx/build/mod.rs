@@ -7,7 +7,7 @@ use super::proto::{
     ValueInfoProto,
 };
 use super::tensor::{checked_dims, decode, map_dtype, HostValue};
-use super::{fail, ImportOptions, Model, ValueInfo};
+use super::{fail, wrong_dtype, ImportOptions, Model, Refused, ValueInfo};
 use crate::graph::Dim;
 use crate::{DType, Device, Error, Graph, HostTensor, Result, Session, SessionOptions, Tensor};
 use std::collections::{HashMap, HashSet};
@@ -90,8 +90,8 @@ pub(crate) struct Cx<'a> {
 }
 
 /// A translator's error before it is tied to its node.
-pub(crate) fn bad(message: impl Into<String>) -> Error {
-    fail("", message)
+pub(crate) fn bad(why: impl Into<crate::onnx::Refused>) -> Error {
+    fail("", why)
 }
 
 pub(crate) fn build(
@@ -111,7 +111,9 @@ pub(crate) fn build(
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(fail(
             "model",
-            format!("opset {opset} is unsupported (opsets {MIN_OPSET} to {MAX_OPSET} are)"),
+            super::unsupported(format!(
+                "opset {opset} is unsupported (opsets {MIN_OPSET} to {MAX_OPSET} are)"
+            )),
         ));
     }
     let graph = model
@@ -145,7 +147,10 @@ pub(crate) fn build(
         cx.vals.insert(name, v.into());
     }
     if !graph.sparse_initializer.is_empty() {
-        return Err(fail("model", "sparse initializers are unsupported"));
+        return Err(fail(
+            "model",
+            super::unsupported("sparse initializers are unsupported"),
+        ));
     }
     let mut inputs = Vec::new();
     for vi in &graph.input {
@@ -243,7 +248,7 @@ fn value_type(vi: &ValueInfoProto, opts: &ImportOptions) -> Result<(Vec<Dim>, DT
     let Some(Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err(fail(
             at(),
-            "is not a tensor (sequences, maps and optionals are unsupported)",
+            super::unsupported("is not a tensor (sequences, maps and optionals are unsupported)"),
         ));
     };
     let elem = tt.elem_type.unwrap_or(0);
@@ -363,7 +368,17 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
     };
     cx.cur_sym = outer;
     let outs = result.map_err(|e| match e {
-        Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
+        Error::Onnx {
+            at: a,
+            message,
+            kind,
+        } if a.is_empty() => fail(at(), Refused { message, kind }),
+        // A builder's refusal of a dtype is the model's dtype; anything else is the model's
+        // shapes or values as the builders see them.
+        other @ Error::Build {
+            kind: crate::BuildKind::DType { .. },
+            ..
+        } => fail(at(), wrong_dtype(other.to_string())),
         other => fail(at(), other.to_string()),
     })?;
     // A tensor built from a run-time size that does not change with it took the size as a
@@ -380,7 +395,10 @@ fn translate_node(cx: &mut Cx, proto: &NodeProto, index: usize) -> Result<()> {
             continue;
         }
         let Some(v) = outs.get(i) else {
-            return Err(fail(at(), format!("output {i} ('{out}') is unsupported")));
+            return Err(fail(
+                at(),
+                super::unsupported(format!("output {i} ('{out}') is unsupported")),
+            ));
         };
         let v = &narrow_output(cx, &node, proto, i, v.clone())
             .map_err(|e| fail(at(), e.to_string()))?;
@@ -495,7 +513,7 @@ impl Node<'_> {
 
     /// An error for an attribute value wgflow cannot run.
     pub fn unsupported(&self, what: impl std::fmt::Display) -> Error {
-        bad(format!("unsupported: {what}"))
+        bad(crate::onnx::unsupported(format!("unsupported: {what}")))
     }
 }
 

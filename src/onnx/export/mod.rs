@@ -181,7 +181,11 @@ pub fn model(
                     )),
                 };
                 r.map_err(|e| match e {
-                    crate::Error::Onnx { at: a, message } if a.is_empty() => fail(at(), message),
+                    crate::Error::Onnx {
+                        at: a,
+                        message,
+                        kind,
+                    } if a.is_empty() => fail(at(), crate::onnx::Refused { message, kind }),
                     e => e,
                 })?
             }
@@ -224,7 +228,10 @@ pub fn model(
 
 /// An op with no ONNX mapping.
 fn unsupported(op: &str, why: &str) -> crate::Error {
-    fail("", format!("op '{op}' has no ONNX export: {why}"))
+    fail(
+        "",
+        crate::onnx::unsupported(format!("op '{op}' has no ONNX export: {why}")),
+    )
 }
 
 /// What a family's exporter sees of the node.
