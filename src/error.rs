@@ -45,9 +45,13 @@ pub enum Error {
         requested: String,
         message: String,
     },
-    /// A feed was missing, unknown, or of the wrong shape or dtype.
+    /// A feed was missing, unknown, or of the wrong shape or dtype; `kind` says which.
     #[error("feed '{name}': {message}")]
-    Feed { name: String, message: String },
+    Feed {
+        name: String,
+        message: String,
+        kind: FeedKind,
+    },
     /// A fetch names a tensor the session cannot produce.
     #[error("fetch '{name}': {message}")]
     Fetch { name: String, message: String },
@@ -142,6 +146,23 @@ pub enum Error {
     /// A broken invariant inside wgflow; please report it.
     #[error("internal error (please report): {0}")]
     Internal(String),
+}
+
+/// What was wrong with a feed ([`Error::Feed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FeedKind {
+    /// A value of the wrong dtype (for a placeholder, a variable, a model input).
+    DType,
+    /// A value of the wrong rank or sizes, or feeds that disagree on a run-time dimension.
+    Shape,
+    /// A placeholder, model input or run-time size the run needs was not given.
+    Missing,
+    /// The name or tensor fed is not something that can be fed: no node or dimension has
+    /// the name, the tensor is another graph's, or it is not a placeholder.
+    Name,
+    /// Anything else: the same tensor fed twice, a reserved placeholder, an unreadable file.
+    Value,
 }
 
 /// Why an ONNX model could not be imported ([`Error::Onnx`]).

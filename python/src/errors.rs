@@ -8,7 +8,7 @@
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use wgflow::{BuildKind, Error, OnnxKind};
+use wgflow::{BuildKind, Error, FeedKind, OnnxKind};
 
 /// Which Python exception type a message about a dtype (rather than a shape or value) gets.
 fn about_dtype(message: &str) -> bool {
@@ -78,7 +78,14 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
                 "{method} at {at}: tensor #{index} belongs to another graph, not this one"
             ))
         }
-        e @ (Error::Feed { .. } | Error::Host(_)) => {
+        e @ Error::Feed { kind, .. } => {
+            let text = without_binding_site(&e.to_string());
+            match kind {
+                FeedKind::DType => PyTypeError::new_err(text),
+                _ => PyValueError::new_err(text),
+            }
+        }
+        e @ Error::Host(_) => {
             let text = without_binding_site(&e.to_string());
             if about_dtype(&text) {
                 PyTypeError::new_err(text)

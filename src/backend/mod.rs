@@ -204,6 +204,7 @@ pub async fn execute_traced(
     }
     for (name, v) in &plan.feeds {
         let t = feeds.get(name).ok_or_else(|| Error::Feed {
+            kind: crate::FeedKind::Missing,
             name: name.clone(),
             message: "was not fed".into(),
         })?;

@@ -173,6 +173,11 @@ impl VarStore {
 fn check_value(name: &str, slot: &Slot, value: &HostTensor) -> Result<()> {
     if slot.shape != *value.shape() || slot.dtype != value.dtype() {
         return Err(Error::Feed {
+            kind: if slot.dtype != value.dtype() {
+                crate::FeedKind::DType
+            } else {
+                crate::FeedKind::Shape
+            },
             name: name.to_string(),
             message: format!(
                 "the variable is {} {}, the value {} {}",

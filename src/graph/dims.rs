@@ -372,6 +372,7 @@ impl Graph {
         let Binding(b) = self.binding_named(dims)?;
         if let Some(k) = b.iter().position(Option::is_none) {
             return Err(Error::Feed {
+                kind: crate::FeedKind::Missing,
                 name: self.syms.names[k].clone(),
                 message: "this run-time dimension needs a size".into(),
             });
@@ -472,6 +473,7 @@ impl Graph {
                 .iter()
                 .position(|n| n == name)
                 .ok_or_else(|| Error::Feed {
+                    kind: crate::FeedKind::Name,
                     name: name.to_string(),
                     message: format!(
                         "the graph has no run-time dimension of this name (it has: {})",
@@ -504,6 +506,7 @@ impl Graph {
             let node = &self.g[n];
             let Some(sym) = &node.sym else { continue };
             let feed_err = |message: String| Error::Feed {
+                kind: crate::FeedKind::Shape,
                 name: node.name.clone(),
                 message,
             };

@@ -247,6 +247,7 @@ impl InferenceSession {
             if !self.inputs.iter().any(|i| i.name == *name) {
                 let names: Vec<&str> = self.inputs.iter().map(|i| i.name.as_str()).collect();
                 return Err(Error::Feed {
+                    kind: crate::FeedKind::Name,
                     name: (*name).to_string(),
                     message: format!(
                         "the model has no such input (its inputs: {})",
@@ -266,6 +267,7 @@ impl InferenceSession {
             .collect();
         if !missing.is_empty() {
             return Err(Error::Feed {
+                kind: crate::FeedKind::Missing,
                 name: missing.join(", "),
                 message: "is an input of the model but not fed; pass --feed NAME=FILE.npy for each"
                     .into(),
@@ -350,6 +352,7 @@ impl InferenceSession {
             };
             if v.dims().len() != input.dims.len() {
                 return Err(Error::Feed {
+                    kind: crate::FeedKind::Shape,
                     name: input.name.clone(),
                     message: format!(
                         "has rank {}, the model declares {} ({})",
@@ -367,6 +370,7 @@ impl InferenceSession {
                 match sizes.get(sym) {
                     Some(&(m, other)) if m != n => {
                         return Err(Error::Feed {
+                            kind: crate::FeedKind::Shape,
                             name: input.name.clone(),
                             message: format!(
                                 "gives dimension '{sym}' size {n}, but '{other}' gives it {m}"
@@ -385,6 +389,7 @@ impl InferenceSession {
                 if let Dim::Named(sym) = d {
                     if !sizes.contains_key(sym) && !self.import.dims.contains_key(sym) {
                         return Err(Error::Feed {
+                            kind: crate::FeedKind::Missing,
                             name: input.name.clone(),
                             message: format!(
                                 "is not fed, so its dimension '{sym}' has no size: feed it, or pin the size (ImportOptions::dims, --dim {sym}=SIZE)"

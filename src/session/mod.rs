@@ -82,7 +82,7 @@ impl Counters {
 /// Given the sizes of the run-time dimensions, a plan depends only on what is fetched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Signature {
-    fetches: Vec<usize>,
+    fetches: Vec<NodeId>,
 }
 
 struct Entry {
@@ -232,6 +232,7 @@ impl Session {
             let message = "no node has this name".to_string();
             if feed {
                 Error::Feed {
+                    kind: crate::FeedKind::Name,
                     name: name.into(),
                     message,
                 }
@@ -335,6 +336,7 @@ impl Session {
                     .map(|n| format!(" (built at {})", n.built_at()))
                     .unwrap_or_default();
                 return Err(Error::Feed {
+                    kind: crate::FeedKind::Missing,
                     name: name.clone(),
                     message: format!("placeholder{place} is needed by the fetches but was not fed"),
                 });
@@ -379,6 +381,11 @@ impl Session {
             let node = self.graph.node(v)?;
             if &node.shape != value.shape() || node.dtype != value.dtype() {
                 return Err(Error::Feed {
+                    kind: if node.dtype != value.dtype() {
+                        crate::FeedKind::DType
+                    } else {
+                        crate::FeedKind::Shape
+                    },
                     name,
                     message: format!(
                         "the variable is {} {}, the value {} {}",
@@ -595,6 +602,7 @@ impl Session {
                     .collect();
                 let node = &self.graph.g[n];
                 return Err(Error::Feed {
+                    kind: crate::FeedKind::Missing,
                     name: node.name.clone(),
                     message: format!(
                         "needs the size of run-time dimension(s) {} (built at {}): feed a placeholder that has them",
@@ -611,6 +619,7 @@ impl Session {
     fn placeholder_node(&self, t: Tensor) -> Result<&crate::graph::Node> {
         if !self.graph.owns(t) {
             return Err(Error::Feed {
+                kind: crate::FeedKind::Name,
                 name: format!("#{}", t.index()),
                 message: "the tensor belongs to another graph (or was built after this session was created)".into(),
             });
@@ -618,6 +627,7 @@ impl Session {
         let node = self.graph.node(t)?;
         if node.op != Op::Leaf(Leaf::Placeholder) {
             return Err(Error::Feed {
+                kind: crate::FeedKind::Name,
                 name: node.name.clone(),
                 message: format!(
                     "only placeholders can be fed; this node is a {}",
@@ -642,6 +652,11 @@ impl Session {
                 sized.push((t.node(), value.shape()));
             } else if value.shape() != &node.shape || value.dtype() != node.dtype {
                 return Err(Error::Feed {
+                    kind: if value.dtype() != node.dtype {
+                        crate::FeedKind::DType
+                    } else {
+                        crate::FeedKind::Shape
+                    },
                     name: node.name.clone(),
                     message: format!(
                         "expected {} {}, got {} {}",
@@ -654,6 +669,7 @@ impl Session {
             }
             if node.name == RUN_COUNTER {
                 return Err(Error::Feed {
+                    kind: crate::FeedKind::Value,
                     name: node.name.clone(),
                     message: "the session feeds the run counter of stateful random ops itself"
                         .into(),
@@ -661,6 +677,7 @@ impl Session {
             }
             if fed.insert(node.name.clone(), value).is_some() {
                 return Err(Error::Feed {
+                    kind: crate::FeedKind::Value,
                     name: node.name.clone(),
                     message: "fed twice".into(),
                 });
@@ -680,7 +697,7 @@ impl Session {
             }
         }
         Ok(Signature {
-            fetches: fetches.iter().map(|t| t.index()).collect(),
+            fetches: fetches.iter().map(|t| t.node()).collect(),
         })
     }
 
@@ -773,6 +790,7 @@ fn run_counter_value(graph: &Graph, k: u64) -> Result<HostTensor> {
     {
         Some(n) if n.shape == *value.shape() && n.dtype == value.dtype() => Ok(value),
         _ => Err(Error::Feed {
+            kind: crate::FeedKind::Value,
             name: RUN_COUNTER.into(),
             message: format!(
                 "is reserved for the run counter, a {} {} placeholder",

@@ -410,3 +410,79 @@ fn builder_checks_carry_their_kind() {
     let e = g.one_hot(i, 0).unwrap_err();
     assert_eq!(e.build_kind_of(), Some(&BuildKind::Value), "{e}");
 }
+
+/// A feed's refusal says its kind in the variant (`FeedKind`), which the bindings map to
+/// exception types; the text names the placeholder.
+#[test]
+fn feed_errors_carry_their_kind() {
+    use wgflow::{Dim, FeedKind};
+    let mut g = Graph::new();
+    let x = g.placeholder("x", [2], DType::F32).unwrap();
+    let b = g
+        .placeholder_dyn("b", [Dim::named("n")], DType::F32)
+        .unwrap();
+    let c = g
+        .placeholder_dyn("c", [Dim::named("n")], DType::F32)
+        .unwrap();
+    let k = g.constant([1.0f32, 2.0]).unwrap();
+    let v = g.variable("v", [2.0f32, 3.0]).unwrap();
+    let y = g.add(x, k).unwrap();
+    let bc = g.add(b, c).unwrap();
+    let mut s = crate::common::session_on(&g, wgflow::Device::Cpu);
+    let two = HostTensor::from([1.0f32, 2.0]);
+    let kind = |r: wgflow::Result<Vec<HostTensor>>| match r {
+        Err(Error::Feed { kind, name, .. }) => (kind, name),
+        Err(e) => panic!("not a feed error: {e}"),
+        Ok(_) => panic!("ran"),
+    };
+    let ints = HostTensor::from([1i32, 2]);
+    assert_eq!(
+        kind(s.run(&[(x, ints)], &[y])),
+        (FeedKind::DType, "x".into())
+    );
+    let three = HostTensor::from([1.0f32, 2.0, 3.0]);
+    assert_eq!(
+        kind(s.run(&[(x, three.clone())], &[y])),
+        (FeedKind::Shape, "x".into())
+    );
+    assert_eq!(kind(s.run(&[], &[y])), (FeedKind::Missing, "x".into()));
+    assert_eq!(kind(s.run(&[(k, two.clone())], &[y])).0, FeedKind::Name);
+    let twice = [(x, two.clone()), (x, two.clone())];
+    assert_eq!(kind(s.run(&twice, &[y])).0, FeedKind::Value);
+    assert_eq!(
+        kind(s.run_named(&[("nowhere", two.clone())], &["add"])).0,
+        FeedKind::Name
+    );
+    // Two feeds that disagree on a run-time dimension; one that leaves it unsized.
+    assert_eq!(
+        kind(s.run(&[(b, two.clone()), (c, three)], &[bc])).0,
+        FeedKind::Shape
+    );
+    assert_eq!(kind(s.run(&[], &[bc])).0, FeedKind::Missing);
+    let e = s
+        .write_variable(v, &HostTensor::from([1i32, 2]))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Feed {
+                kind: FeedKind::DType,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = s
+        .write_variable(v, &HostTensor::from([1.0f32]))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Feed {
+                kind: FeedKind::Shape,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

@@ -252,14 +252,17 @@ pub(crate) fn read_feeds(
     let mut fed: Vec<(Tensor, HostTensor)> = Vec::new();
     for f in feeds {
         let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
+            kind: wgflow::FeedKind::Value,
             name: truncate(f, MAX_QUOTED_CHARS),
             message: "expected NAME=FILE.npy".into(),
         })?;
         let t = session.graph().tensor(name).ok_or_else(|| Error::Feed {
+            kind: wgflow::FeedKind::Name,
             name: truncate(name, MAX_QUOTED_CHARS),
             message: "no node has this name".into(),
         })?;
         let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
+            kind: wgflow::FeedKind::Value,
             name: name.into(),
             message: naming(file, e.to_string()),
         })?;
@@ -274,10 +277,12 @@ pub(crate) fn read_npy_feeds(feeds: &[String]) -> wgflow::Result<Vec<(String, Ho
     let mut fed = Vec::with_capacity(feeds.len());
     for f in feeds {
         let (name, file) = f.split_once('=').ok_or_else(|| Error::Feed {
+            kind: wgflow::FeedKind::Value,
             name: truncate(f, MAX_QUOTED_CHARS),
             message: "expected NAME=FILE.npy".into(),
         })?;
         let value = wgflow::npy::read(file).map_err(|e| Error::Feed {
+            kind: wgflow::FeedKind::Value,
             name: truncate(name, MAX_QUOTED_CHARS),
             message: naming(file, e.to_string()),
         })?;
@@ -366,6 +371,7 @@ pub(crate) fn check_fed(
         .collect();
     if !missing.is_empty() {
         return Err(Error::Feed {
+            kind: wgflow::FeedKind::Missing,
             name: missing.join(", "),
             message: "needed by the fetches but not fed; pass --feed NAME=FILE.npy for each".into(),
         });
