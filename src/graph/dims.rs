@@ -150,6 +150,16 @@ impl Symbols {
         self.names.len() - 1
     }
 
+    /// Forget symbol `k`, which no node may use; later symbols move down one index and keep
+    /// their probes (node shapes hold probe sizes, which stay valid).
+    fn remove(&mut self, k: usize) {
+        if k < self.names.len() {
+            self.names.remove(k);
+            self.probe_a.remove(k);
+            self.probe_b.remove(k);
+        }
+    }
+
     /// Read a probe-A size back as a product of a factor and symbols.
     pub fn decode(&self, mut d: usize) -> SymDim {
         let mut pows = Vec::new();
@@ -274,10 +284,11 @@ impl Graph {
     /// time that their sizes agree (`y_ * tf.log(y)` in its first tutorial). Here each
     /// `None` is a symbol of its own, which cannot broadcast against another; so before an
     /// elementwise op broadcasts `inputs`, an unnamed run-time dimension of a placeholder
-    /// that nothing uses yet takes the earlier symbol it meets on that axis. The two must
-    /// then be fed one size, which the feeds check (`binding_of`). Named dimensions are
-    /// declarations and are never merged; a placeholder already used keeps its symbol (the
-    /// nodes built from it were inferred with it), and the op's error stands.
+    /// that nothing uses yet takes the symbol it meets on that axis (a named or used one,
+    /// else the earliest), and its own symbol is dropped. The two must then be fed one
+    /// size, which the feeds check (`binding_of`). Named dimensions are declarations and
+    /// never change; nor does a placeholder already used (the nodes built from it were
+    /// inferred with its symbol): where two of those meet, the op's error stands.
     pub(crate) fn unify_unnamed_dims(&mut self, inputs: &[Tensor]) {
         let single = |d: &SymDim| match d.pows.as_slice() {
             &[(k, 1)] if d.factor == 1 => Some(k),
@@ -299,26 +310,56 @@ impl Graph {
                 .enumerate()
                 .filter_map(|(j, s)| Some((j, at(s.as_ref()?)?)))
                 .collect();
-            let Some(first) = here.iter().map(|&(_, k)| k).min() else {
+            // The symbol the others join: a used or named one if there is one (it cannot
+            // change), else the earliest.
+            let fresh: Vec<(usize, usize, bool)> = here
+                .iter()
+                .map(|&(j, k)| {
+                    let node = inputs[j].node;
+                    let axis = self.g[node].shape.rank() - back;
+                    (j, k, self.unnamed_and_unused(node, axis, k))
+                })
+                .collect();
+            let fixed = fresh.iter().filter(|f| !f.2).map(|f| f.1).min();
+            let Some(target) = fixed.or_else(|| fresh.iter().map(|f| f.1).min()) else {
                 continue;
             };
-            for &(j, k) in &here {
-                let node = inputs[j].node;
-                let axis = self.g[node].shape.rank() - back;
-                if k != first && self.unnamed_and_unused(node, axis, k) {
-                    merges.push((node, axis, first));
+            for &(j, k, free) in &fresh {
+                if k != target && free {
+                    let node = inputs[j].node;
+                    merges.push((node, self.g[node].shape.rank() - back, target));
                 }
             }
         }
+        let mut gone: Vec<usize> = Vec::new();
         for (node, axis, k) in merges {
             let probe = self.syms.probe_a[k];
             let n = &mut self.g[node];
             if let Some(sym) = n.sym.as_mut() {
+                if let Some(&[(old, _)]) = sym.get(axis).map(|d| d.pows.as_slice()) {
+                    gone.push(old);
+                }
                 sym[axis] = SymDim {
                     factor: 1,
                     pows: vec![(k, 1)],
                 };
                 n.shape.0[axis] = probe;
+            }
+        }
+        // The merged-away symbols are used by no node now: drop them, so that a binding
+        // never asks for them (`with_dims`) and `dim_names` lists only real dimensions.
+        gone.sort_unstable();
+        gone.dedup();
+        for &k in gone.iter().rev() {
+            self.syms.remove(k);
+            for n in self.g.iter_mut() {
+                for d in n.sym.iter_mut().flatten() {
+                    for (j, _) in &mut d.pows {
+                        if *j > k {
+                            *j -= 1;
+                        }
+                    }
+                }
             }
         }
     }
@@ -327,14 +368,17 @@ impl Graph {
     /// node uses yet, and no other placeholder shares.
     fn unnamed_and_unused(&self, node: NodeId, axis: usize, k: usize) -> bool {
         let n = &self.g[node];
+        let uses = |s: &Vec<SymDim>, skip: Option<usize>| {
+            s.iter()
+                .enumerate()
+                .any(|(a, d)| Some(a) != skip && d.pows.iter().any(|&(j, _)| j == k))
+        };
         n.op == crate::ops::Op::Leaf(crate::ops::Leaf::Placeholder)
-            && self.syms.names[k] == format!("{}.{axis}", n.name)
+            && self.syms.names.get(k) == Some(&format!("{}.{axis}", n.name))
             && !self.g.iter().any(|m| m.inputs.contains(&node))
             && self.g.iter_enumerated().all(|(i, m)| {
-                i == node
-                    || m.sym
-                        .as_ref()
-                        .is_none_or(|s| s.iter().all(|d| d.pows.iter().all(|&(j, _)| j != k)))
+                let skip = (i == node).then_some(axis);
+                m.sym.as_ref().is_none_or(|s| !uses(s, skip))
             })
     }
 

@@ -610,16 +610,55 @@ fn unnamed_dimensions_of_fresh_placeholders_meet_as_in_tensorflow() {
             "{dev}: {e}"
         );
     }
-    // A placeholder already used keeps its own dimension, and so does a named one.
+    // The merged-away dimension is gone: a binding names only x.0.
+    assert_eq!(g.dim_names(), ["x.0"]);
+    let fixed = g.with_dims(&[("x.0", 4)]).unwrap();
+    assert_eq!(fixed.shape(t).unwrap().dims(), &[4, 1]);
+    // Labels declared first still join the batch of the tensor they meet (a used or named
+    // dimension is the one kept), here a named one.
+    let mut g = Graph::new();
+    let labels = g
+        .placeholder_dyn("labels", [Dim::Unknown, 2.into()], DType::F32)
+        .unwrap();
+    let h = g
+        .placeholder_dyn("h", [Dim::named("batch"), 2.into()], DType::F32)
+        .unwrap();
+    let e = g.exp(h).unwrap();
+    let p = g.mul(labels, e).unwrap();
+    assert_eq!(
+        g.dims(labels).unwrap(),
+        [Dim::named("batch"), Dim::Known(2)]
+    );
+    assert_eq!(g.dim_names(), ["batch"]);
+    let mut s = session_on(&g, Device::Cpu);
+    let out = s
+        .run(
+            &[
+                (labels, HostTensor::new([1, 2], vec![2.0f32, -1.0]).unwrap()),
+                (h, HostTensor::new([1, 2], vec![0.0f32, 1.0]).unwrap()),
+            ],
+            &[p],
+        )
+        .unwrap();
+    let want = [2.0f32, -(1.0f64.exp() as f32)];
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
+    // A fresh placeholder joins a used one; two used ones, or two names, stay apart.
     let mut g = Graph::new();
     let a = g.placeholder_dyn("a", [Dim::Unknown], DType::F32).unwrap();
     let b = g.placeholder_dyn("b", [Dim::Unknown], DType::F32).unwrap();
     let _used = g.exp(b).unwrap();
-    let e = g.add(a, b).unwrap_err().to_string();
+    g.add(a, b).unwrap();
+    assert_eq!(g.dims(a).unwrap(), [Dim::named("b.0")]);
+    let p = g.placeholder_dyn("p", [Dim::Unknown], DType::F32).unwrap();
+    let _p_used = g.exp(p).unwrap();
+    let e = g.add(b, p).unwrap_err().to_string();
     assert!(e.contains("cannot broadcast"), "{e}");
     let c = g
         .placeholder_dyn("c", [Dim::named("rows")], DType::F32)
         .unwrap();
-    let e = g.add(a, c).unwrap_err().to_string();
+    let d = g
+        .placeholder_dyn("d", [Dim::named("cols")], DType::F32)
+        .unwrap();
+    let e = g.add(c, d).unwrap_err().to_string();
     assert!(e.contains("cannot broadcast"), "{e}");
 }
