@@ -128,9 +128,10 @@ pub trait SharedWords: Send + Sync + std::panic::RefUnwindSafe {
     fn words(&self) -> &[u32];
 }
 
-/// Where a tensor's words live.
+/// Where a tensor's words live: its own (shared by its clones, as a tensor never changes its
+/// words), or another owner's.
 enum Words {
-    Owned(Vec<u32>),
+    Owned(std::sync::Arc<Vec<u32>>),
     Shared(std::sync::Arc<dyn SharedWords>),
 }
 
@@ -144,16 +145,20 @@ impl Words {
 
     fn into_vec(self) -> Vec<u32> {
         match self {
-            Words::Owned(v) => v,
+            Words::Owned(v) => std::sync::Arc::unwrap_or_clone(v),
             Words::Shared(s) => s.words().to_vec(),
         }
     }
 }
 
 impl Clone for Words {
-    /// Always an owned copy (see [`SharedWords`]).
+    /// The same words for a tensor's own (a graph, its sessions and their plans hold one
+    /// copy of a constant); an owned copy of another owner's (see [`SharedWords`]).
     fn clone(&self) -> Self {
-        Words::Owned(self.as_slice().to_vec())
+        match self {
+            Words::Owned(v) => Words::Owned(v.clone()),
+            Words::Shared(s) => s.words().to_vec().into(),
+        }
     }
 }
 
@@ -166,13 +171,13 @@ impl std::ops::Deref for Words {
 
 impl From<Vec<u32>> for Words {
     fn from(v: Vec<u32>) -> Self {
-        Words::Owned(v)
+        Words::Owned(std::sync::Arc::new(v))
     }
 }
 
 impl FromIterator<u32> for Words {
     fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
-        Words::Owned(iter.into_iter().collect())
+        iter.into_iter().collect::<Vec<u32>>().into()
     }
 }
 
@@ -544,6 +549,21 @@ mod tests {
         let short = std::sync::Arc::new(Outside(vec![0; 3]));
         let e = HostTensor::from_shared(Shape::from([2, 2]), DType::F32, short).unwrap_err();
         assert!(e.to_string().contains("4 elements but 3 words"), "{e}");
+    }
+
+    #[test]
+    fn clones_of_an_owned_tensor_share_its_words_until_one_is_taken() {
+        // A graph, its sessions and their plans each hold a constant: one copy in memory.
+        let t = HostTensor::from(vec![1.0f32, 2.0, 3.0]);
+        let c = t.clone();
+        assert_eq!(c.words().as_ptr(), t.words().as_ptr(), "shared, not copied");
+        // Taking the words out of one copies them while another still holds them.
+        let v = c.into_vec::<f32>().unwrap();
+        assert_ne!(v.as_ptr() as usize, t.words().as_ptr() as usize);
+        assert_eq!(v, [1.0, 2.0, 3.0]);
+        assert_eq!(t.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
+        let r = t.clone().reshaped([3, 1]).unwrap();
+        assert_eq!(r.words().as_ptr(), t.words().as_ptr());
     }
 
     #[test]
