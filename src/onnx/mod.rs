@@ -259,6 +259,12 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Model> {
 
 /// Import a model from its bytes; `dir` is where external data lives (`None`: refuse it).
 pub fn import_bytes(bytes: &[u8], dir: Option<&Path>, opts: &ImportOptions) -> Result<Model> {
+    import_model(&decode_model(bytes, opts)?, dir, opts)
+}
+
+/// A model's bytes decoded (bounded by `ImportOptions::max_file_bytes`), for callers that
+/// import it more than once or drop the bytes first.
+pub(crate) fn decode_model(bytes: &[u8], opts: &ImportOptions) -> Result<proto::ModelProto> {
     if bytes.len() as u64 > opts.max_file_bytes {
         return Err(fail(
             "model",
@@ -268,9 +274,17 @@ pub fn import_bytes(bytes: &[u8], dir: Option<&Path>, opts: &ImportOptions) -> R
             ),
         ));
     }
-    let model = proto::ModelProto::decode(bytes)
-        .map_err(|e| fail("model", format!("not a valid ONNX protobuf: {e}")))?;
-    build::build(&model, dir, opts, registry::translate)
+    proto::ModelProto::decode(bytes)
+        .map_err(|e| fail("model", format!("not a valid ONNX protobuf: {e}")))
+}
+
+/// A decoded model as a graph.
+pub(crate) fn import_model(
+    model: &proto::ModelProto,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+) -> Result<Model> {
+    build::build(model, dir, opts, registry::translate)
 }
 
 /// Decode a serialized `TensorProto` (a conformance suite's `input_0.pb`) under the dtype

@@ -11,7 +11,7 @@
 //! recently run dropped); [`InferenceSession::per_binding`] says which way a model runs.
 
 use super::proto::{tensor_shape_proto::dimension::Value as D, type_proto::Value as T};
-use super::{fail, import_bytes, proto, ImportOptions, Message, Model};
+use super::{decode_model, fail, import_model, proto, ImportOptions, Model};
 use crate::compile::Plan;
 use crate::graph::Dim;
 use crate::{Error, HostTensor, Result, Session, SessionOptions, Tensor};
@@ -47,7 +47,9 @@ struct Imported {
 
 /// An ONNX model ready to run by names; see the [module](self) docs.
 pub struct InferenceSession {
-    bytes: Arc<Vec<u8>>,
+    /// The decoded model, kept only where it is imported again per binding: a model that
+    /// one import serves holds its weights once, in that import's graph.
+    model: Option<Arc<proto::ModelProto>>,
     dir: Option<PathBuf>,
     import: ImportOptions,
     options: SessionOptions,
@@ -91,9 +93,13 @@ impl InferenceSession {
         import: ImportOptions,
         options: SessionOptions,
     ) -> Result<Self> {
-        let (inputs, outputs) = declared(&bytes, &import)?;
+        let model = decode_model(&bytes, &import)?;
+        // The file's bytes go before the weights are built from the decoded model: the import
+        // then peaks at two copies of the weights, not three.
+        drop(bytes);
+        let (inputs, outputs) = declared(&model, &import)?;
         let mut s = InferenceSession {
-            bytes: Arc::new(bytes),
+            model: Some(Arc::new(model)),
             dir: dir.map(Path::to_path_buf),
             import,
             options,
@@ -113,10 +119,17 @@ impl InferenceSession {
             );
             return Ok(s);
         }
-        match import_bytes(&s.bytes, s.dir.as_deref(), &s.import) {
+        let decoded = s
+            .model
+            .clone()
+            .ok_or_else(|| Error::Internal("no decoded model".into()))?;
+        match import_model(&decoded, s.dir.as_deref(), &s.import) {
             Ok(model) => {
                 let session = Session::new(&model.graph, s.options.clone())?;
                 s.symbolic = Some(Imported { model, session });
+                // One import serves every size and no input's value is needed: the decoded
+                // model is not read again.
+                s.model = None;
             }
             Err(e) => {
                 let text = e.to_string();
@@ -318,7 +331,11 @@ impl InferenceSession {
                     opts.constant_inputs.insert(name.clone(), v.clone());
                 }
             }
-            match import_bytes(&self.bytes, self.dir.as_deref(), &opts) {
+            let decoded = self
+                .model
+                .as_ref()
+                .ok_or_else(|| Error::Internal("the decoded model was dropped".into()))?;
+            match import_model(decoded, self.dir.as_deref(), &opts) {
                 Ok(model) => {
                     let session = Session::new(&model.graph, self.options.clone())?;
                     if self.pinned.len() >= Self::MAX_IMPORTS {
@@ -453,15 +470,10 @@ fn has_symbols(inputs: &[Declared], opts: &ImportOptions) -> bool {
 }
 
 /// The declared inputs (without initializers) and outputs of the model in `bytes`.
-fn declared(bytes: &[u8], opts: &ImportOptions) -> Result<(Vec<Declared>, Vec<Declared>)> {
-    if bytes.len() as u64 > opts.max_file_bytes {
-        return Err(fail(
-            "model",
-            "is larger than ImportOptions::max_file_bytes",
-        ));
-    }
-    let model = proto::ModelProto::decode(bytes)
-        .map_err(|e| fail("model", format!("not a valid ONNX protobuf: {e}")))?;
+fn declared(
+    model: &proto::ModelProto,
+    opts: &ImportOptions,
+) -> Result<(Vec<Declared>, Vec<Declared>)> {
     let graph = model
         .graph
         .as_ref()

@@ -104,6 +104,25 @@ pub(super) fn pinned_dims_exist(g: &GraphProto, pinned: &[&String]) -> Result<()
     )))
 }
 
+/// A node's translation error placed at the node (`at`): a translator's keeps its kind, a
+/// builder's refusal of a dtype is the model's dtype, and any other builder error is the
+/// model's shapes or values as the builders see them.
+pub(super) fn placed(e: crate::Error, at: &str) -> crate::Error {
+    use crate::onnx::{fail, wrong_dtype, Refused};
+    match e {
+        crate::Error::Onnx {
+            at: a,
+            message,
+            kind,
+        } if a.is_empty() => fail(at, Refused { message, kind }),
+        other @ crate::Error::Build {
+            kind: crate::BuildKind::DType { .. },
+            ..
+        } => fail(at, wrong_dtype(other.to_string())),
+        other => fail(at, other.to_string()),
+    }
+}
+
 /// A translator's error (`at` empty) placed at `at`.
 pub(super) fn relabel(e: crate::Error, at: &str) -> crate::Error {
     match e {
