@@ -155,21 +155,15 @@ def light_table(args, tmp):
         got = interleaved(paths, args.light_runs, args.rounds)
         cli = "-"
         if os.path.exists(args.cli):
-            meds = []
-            for _ in range(args.rounds):
-                out = tempfile.mkdtemp()
-                cmd = [args.cli, "run", path, "--device", args.device, "--feed", f"{inp.name}={xl_npy}", "--out", out, "--force", "--runs", str(args.light_runs)]
-                text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-                m = re.search(r"run median ([0-9.]+) ms", text)
-                meds.append(float(m.group(1)))
+            meds = [rust_cli(args.cli, path, xl_npy, args.device, args.light_runs, feed=inp.name)[0] for _ in range(args.rounds)]
             cli = f"{min(meds):.2f}"
         r, p_, o = (got[k][0] * 1e3 for k in ("rust", "python", "ort"))
         print(f"| {name} | {r:.2f} | {p_:.2f} | {100 * (p_ / r - 1):+.1f}% | {cli} | {o:.2f} |", flush=True)
 
 
-def rust_cli(cli, graph_json, x_npy, device, runs):
+def rust_cli(cli, graph_json, x_npy, device, runs, feed="x"):
     out = tempfile.mkdtemp()
-    cmd = [cli, "run", graph_json, "--device", device, "--feed", f"x={x_npy}", "--out", out, "--force", "--runs", str(runs)]
+    cmd = [cli, "run", graph_json, "--device", device, "--feed", f"{feed}={x_npy}", "--out", out, "--force", "--runs", str(runs)]
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     m = re.search(r"run median ([0-9.]+) ms, min ([0-9.]+) ms", text)
     if m is None:

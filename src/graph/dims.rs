@@ -310,6 +310,11 @@ impl Graph {
                 .enumerate()
                 .filter_map(|(j, s)| Some((j, at(s.as_ref()?)?)))
                 .collect();
+            // Only where symbols differ (the op would fail to broadcast) is anything looked
+            // up: the scans below walk the graph.
+            if here.iter().all(|&(_, k)| k == here[0].1) {
+                continue;
+            }
             // The symbol the others join: a used or named one if there is one (it cannot
             // change), else the earliest.
             let fresh: Vec<(usize, usize, bool)> = here

@@ -469,7 +469,7 @@ fn has_symbols(inputs: &[Declared], opts: &ImportOptions) -> bool {
     })
 }
 
-/// The declared inputs (without initializers) and outputs of the model in `bytes`.
+/// The declared inputs (without initializers) and outputs of `model`.
 fn declared(
     model: &proto::ModelProto,
     opts: &ImportOptions,
