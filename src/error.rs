@@ -112,9 +112,9 @@ pub enum Error {
     /// (`line L, column C`, or the node and field such as `nodes[3] 'add'.inputs[1]`).
     #[error("graph file at {at}: {message}")]
     GraphDef { at: String, message: String },
-    /// A host tensor was constructed or viewed inconsistently.
-    #[error("host tensor: {0}")]
-    Host(String),
+    /// A host tensor (or a `.npy` file) could not be made, read or written; `kind` says why.
+    #[error("host tensor: {message}")]
+    Host { message: String, kind: HostKind },
     /// Two assignments to one variable would run in the same run (which one lands would be
     /// arbitrary); run them in separate runs, or combine them into one value.
     #[error("variable '{variable}' is assigned twice in one run, by '{first}' and by '{second}'")]
@@ -180,6 +180,27 @@ pub enum OnnxKind {
     Unsupported,
 }
 
+/// What was wrong with a host tensor ([`Error::Host`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostKind {
+    /// Read as, or written to, a dtype it is not: `to_vec::<f32>()` of an i32 tensor, a
+    /// `.npy` dtype wgflow does not hold.
+    DType,
+    /// The values do not fill the shape, or the shape does not fit the request (`item()` of
+    /// more than one element, a reshape to another element count).
+    Shape,
+    /// A value outside what the dtype holds: an int64 beyond i32, an integer beyond the
+    /// `.npy` type it is written as.
+    Value,
+    /// A `.npy` file could not be read or written, or its bytes are not one wgflow reads: no
+    /// magic, a truncated or malformed header, a version or layout it does not take, data
+    /// of the wrong length.
+    File,
+    /// The memory for the values could not be allocated.
+    Alloc,
+}
+
 /// What kind of input a builder refused ([`Error::Build`]), with the facts it saw.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -202,6 +223,14 @@ pub enum BuildKind {
 }
 
 impl Error {
+    /// A host-tensor error of `kind`.
+    pub(crate) fn host(kind: HostKind, message: impl Into<String>) -> Self {
+        Error::Host {
+            message: message.into(),
+            kind,
+        }
+    }
+
     /// A build error attributed to the caller location of a `#[track_caller]` builder.
     pub(crate) fn build(
         op: &str,
@@ -242,6 +271,13 @@ impl Error {
     pub(crate) fn of_shapes(self, inputs: &[&Shape]) -> Self {
         let inputs = inputs.iter().map(|s| (*s).clone()).collect();
         self.of_kind(BuildKind::Shape { inputs })
+    }
+
+    /// This builder error as a refusal of the inputs' dtypes (`inputs`, in argument order).
+    pub(crate) fn of_dtypes(self, inputs: &[DType]) -> Self {
+        self.of_kind(BuildKind::DType {
+            inputs: inputs.to_vec(),
+        })
     }
 
     /// This builder error as a refusal of an argument's value.

@@ -1,6 +1,6 @@
 //! Host-side tensors: what users feed in and what `Session::run` returns.
 
-use crate::{DType, Error, Result, Shape};
+use crate::{DType, Error, HostKind, Result, Shape};
 use std::fmt;
 
 /// A Rust scalar type that maps to a wgflow [`DType`].
@@ -206,11 +206,14 @@ impl HostTensor {
     pub fn new<T: Element>(shape: impl Into<Shape>, values: Vec<T>) -> Result<Self> {
         let shape = shape.into();
         if shape.numel() != values.len() {
-            return Err(Error::Host(format!(
-                "shape {shape} holds {} elements but {} values were given",
-                shape.numel(),
-                values.len()
-            )));
+            return Err(Error::host(
+                HostKind::Shape,
+                format!(
+                    "shape {shape} holds {} elements but {} values were given",
+                    shape.numel(),
+                    values.len()
+                ),
+            ));
         }
         Ok(HostTensor {
             shape,
@@ -236,7 +239,7 @@ impl HostTensor {
             .enumerate()
             .map(|(i, &v)| {
                 i32::try_from(v).map_err(|_| {
-                    Error::Host(format!(
+                    Error::host(HostKind::Value, format!(
                         "int64 value {v} at index {i} does not fit int32 (wgflow holds int64 as i32)"
                     ))
                 })
@@ -274,11 +277,14 @@ impl HostTensor {
     /// Build from raw 32-bit words (the device layout).
     pub fn from_words(shape: Shape, dtype: DType, words: Vec<u32>) -> Result<Self> {
         if shape.numel() != words.len() {
-            return Err(Error::Host(format!(
-                "shape {shape} holds {} elements but {} words were given",
-                shape.numel(),
-                words.len()
-            )));
+            return Err(Error::host(
+                HostKind::Shape,
+                format!(
+                    "shape {shape} holds {} elements but {} words were given",
+                    shape.numel(),
+                    words.len()
+                ),
+            ));
         }
         Ok(HostTensor {
             shape,
@@ -296,10 +302,13 @@ impl HostTensor {
     ) -> Result<Self> {
         let n = words.words().len();
         if shape.numel() != n {
-            return Err(Error::Host(format!(
-                "shape {shape} holds {} elements but {n} words were given",
-                shape.numel()
-            )));
+            return Err(Error::host(
+                HostKind::Shape,
+                format!(
+                    "shape {shape} holds {} elements but {n} words were given",
+                    shape.numel()
+                ),
+            ));
         }
         Ok(HostTensor {
             shape,
@@ -348,10 +357,10 @@ impl HostTensor {
     pub fn reshaped(mut self, shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
         if shape.numel() != self.words.len() {
-            return Err(Error::Host(format!(
-                "cannot reshape {} elements to {shape}",
-                self.words.len()
-            )));
+            return Err(Error::host(
+                HostKind::Shape,
+                format!("cannot reshape {} elements to {shape}", self.words.len()),
+            ));
         }
         self.shape = shape;
         Ok(self)
@@ -360,18 +369,24 @@ impl HostTensor {
     /// The values as a `Vec<T>`; errors if `T` is not this tensor's dtype.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype {
-            return Err(Error::Host(format!(
-                "tensor has dtype {} but was read as {}",
-                self.dtype,
-                T::DTYPE
-            )));
+            return Err(Error::host(
+                HostKind::DType,
+                format!(
+                    "tensor has dtype {} but was read as {}",
+                    self.dtype,
+                    T::DTYPE
+                ),
+            ));
         }
         let mut out = fresh_vec(self.words.len()).ok_or_else(|| {
-            Error::Host(format!(
-                "cannot allocate {} values of {}",
-                self.words.len(),
-                self.dtype
-            ))
+            Error::host(
+                HostKind::Alloc,
+                format!(
+                    "cannot allocate {} values of {}",
+                    self.words.len(),
+                    self.dtype
+                ),
+            )
         })?;
         out.extend(self.words.iter().map(|&w| T::from_word(w)));
         Ok(out)
@@ -382,11 +397,14 @@ impl HostTensor {
     /// nothing.
     pub fn into_vec<T: Element>(self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype {
-            return Err(Error::Host(format!(
-                "tensor has dtype {} but was read as {}",
-                self.dtype,
-                T::DTYPE
-            )));
+            return Err(Error::host(
+                HostKind::DType,
+                format!(
+                    "tensor has dtype {} but was read as {}",
+                    self.dtype,
+                    T::DTYPE
+                ),
+            ));
         }
         // `Vec`'s in-place collection reuses the buffer when `T` has the size and alignment
         // of `u32`, and the map is a bit cast for those types.
@@ -413,10 +431,10 @@ impl HostTensor {
     /// The single value of a one-element tensor.
     pub fn item<T: Element>(&self) -> Result<T> {
         if self.words.len() != 1 {
-            return Err(Error::Host(format!(
-                "item() needs one element, tensor has shape {}",
-                self.shape
-            )));
+            return Err(Error::host(
+                HostKind::Shape,
+                format!("item() needs one element, tensor has shape {}", self.shape),
+            ));
         }
         Ok(self.to_vec::<T>()?[0])
     }

@@ -54,6 +54,13 @@ macro_rules! typed_id {
 
 pub(crate) use typed_id;
 
+typed_id!(
+    /// Index of a value in a compiled plan's values (`compile::Plan::values`). Declared
+    /// here, below both, so that a lowering's [`crate::ops::family::Arg`] can hold one
+    /// without the ops layer depending on the compiler.
+    ValueId
+);
+
 /// A vector indexed by the id type `I` only.
 pub struct IdVec<I, T> {
     raw: Vec<T>,

@@ -64,7 +64,7 @@ pub mod train;
 pub use backend::{devices, visible_devices};
 pub use device::{Device, DeviceSpec, PhysicalDevice};
 pub use dtype::DType;
-pub use error::{BuildKind, Error, FeedKind, OnnxKind, Result};
+pub use error::{BuildKind, Error, FeedKind, HostKind, OnnxKind, Result};
 pub use graph::{Axes, Binding, Dim, Graph, Tensor};
 pub use graph::{Conv2dOptions, PadMode};
 /// IEEE half precision, the host type of [`DType::F16`] tensors (re-exported from `half`).

@@ -1,29 +1,15 @@
-//! wgflow's [`Error`] as Python exceptions, by variant: `ValueError` for shapes and values,
-//! `TypeError` for dtypes and unsupported constructs, `RuntimeError` for devices. A builder's
+//! wgflow's [`Error`] as Python exceptions, by variant and kind, never by message text:
+//! `ValueError` for shapes and values, `TypeError` for dtypes and unsupported constructs,
+//! `MemoryError` for a host allocation that failed, `RuntimeError` for devices. A builder's
 //! refusal goes by its [`BuildKind`]: a dtype or an argument count is a `TypeError`, a shape
 //! or an argument's value a `ValueError`; an ONNX import's by its [`OnnxKind`].
 //!
 //! A builder error carries the Rust caller's location, which for Python users is a line of
 //! this crate; it is replaced by the Python caller's file and line (`wgflow._util.caller`).
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use wgflow::{BuildKind, Error, FeedKind, OnnxKind};
-
-/// Which Python exception type a message about a dtype (rather than a shape or value) gets.
-fn about_dtype(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    // Whole words: "broadcast" is about shapes.
-    let word = |w: &str| {
-        m.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .any(|x| x == w)
-    };
-    word("dtype")
-        || word("dtypes")
-        || word("cast")
-        || m.contains("not supported")
-        || word("unsupported")
-}
+use wgflow::{BuildKind, Error, FeedKind, HostKind, OnnxKind};
 
 /// The Python caller's `file:line`, outside the wgflow package; `None` if it cannot be found.
 pub fn python_caller(py: Python<'_>) -> Option<String> {
@@ -56,12 +42,9 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             let at = python_caller(py).unwrap_or_else(|| location.to_string());
             let text = format!("{op} at {at}: {message}");
             // By the kind the library gives (Python's convention: a wrong argument count is
-            // a TypeError too); the text decides only for builders' other refusals.
-            let dtype = match kind {
-                BuildKind::DType { .. } | BuildKind::Arity { .. } => true,
-                BuildKind::Shape { .. } | BuildKind::Value => false,
-                _ => about_dtype(&message),
-            };
+            // a TypeError too); a builder's other refusals (a name taken, a node that must
+            // be a variable, run-time dimensions an op does not take) are ValueErrors.
+            let dtype = matches!(kind, BuildKind::DType { .. } | BuildKind::Arity { .. });
             if dtype {
                 PyTypeError::new_err(text)
             } else {
@@ -85,12 +68,12 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
                 _ => PyValueError::new_err(text),
             }
         }
-        e @ Error::Host(_) => {
+        e @ Error::Host { kind, .. } => {
             let text = without_binding_site(&e.to_string());
-            if about_dtype(&text) {
-                PyTypeError::new_err(text)
-            } else {
-                PyValueError::new_err(text)
+            match kind {
+                HostKind::DType => PyTypeError::new_err(text),
+                HostKind::Alloc => PyMemoryError::new_err(text),
+                _ => PyValueError::new_err(text),
             }
         }
         e @ Error::NotDifferentiable { .. } => {

@@ -11,7 +11,7 @@ use crate::id::IdVec;
 use crate::ops::family::{Arg, Emit, EmptyInput, LowerCx, Lowered};
 use crate::ops::{ElementwiseKernel, Expr, Kernel};
 use crate::{DType, HostTensor, Shape};
-use crate::{Error, Result};
+use crate::{Error, HostKind, Result};
 use std::collections::{BTreeMap, HashMap};
 
 struct Lowering {
@@ -87,9 +87,9 @@ impl Lowering {
     }
 }
 
-/// The value behind a lowering's opaque handle (the ops layer does not know [`ValueId`]).
+/// The value behind a lowering's opaque handle.
 fn id(a: Arg) -> ValueId {
-    ValueId::new(a.0)
+    a.0
 }
 
 /// The compiler's side of [`LowerCx`]: partial passes become steps of the node.
@@ -111,7 +111,7 @@ impl Emit for Emitter<'_, '_> {
         let v = self
             .l
             .partial(kernel, shape, dtype, self.node, self.device, inputs);
-        Arg(v.index())
+        Arg(v)
     }
 }
 
@@ -153,7 +153,7 @@ pub fn lower(graph: &Graph, placed: &Placed, fetches: &[Tensor]) -> Result<Plan>
             of_node.insert(n, l.value(value));
             continue;
         }
-        let args: Vec<Arg> = inputs.iter().map(|&v| Arg(v.index())).collect();
+        let args: Vec<Arg> = inputs.iter().map(|&v| Arg(v)).collect();
         let lowered = {
             let mut emit = Emitter {
                 l: &mut l,
@@ -288,10 +288,13 @@ fn empty_result(node: &Node, inputs: &[(Shape, DType)]) -> Result<Option<HostTen
     // The shape comes from the user's data (a fed `[2e9, 0]`): the memory may not be there.
     let filled = |word: u32| {
         let mut words = crate::host::fresh_vec(numel).ok_or_else(|| {
-            Error::Host(format!(
-                "cannot allocate {numel} elements for '{}' ({})",
-                node.name, node.shape
-            ))
+            Error::host(
+                HostKind::Alloc,
+                format!(
+                    "cannot allocate {numel} elements for '{}' ({})",
+                    node.name, node.shape
+                ),
+            )
         })?;
         words.resize(numel, word);
         HostTensor::from_words(node.shape.clone(), node.dtype, words).map(Some)

@@ -17,10 +17,7 @@ use crate::ops::Kernel;
 use crate::{DType, HostTensor, Result, Shape};
 use std::collections::BTreeMap;
 
-crate::id::typed_id!(
-    /// Index of a value in [`Plan::values`].
-    ValueId
-);
+pub use crate::id::ValueId;
 
 crate::id::typed_id!(
     /// Index of a step in [`Plan::steps`]; steps run in index order.

@@ -98,24 +98,35 @@ impl Graph {
                     "{} incoming gradient(s) for {} output(s)",
                     gy.len(),
                     ys.len()
-                )));
+                ))
+                .of_value());
             }
         }
         for (k, &y) in ys.iter().enumerate() {
             let node = self.arg(y, "gradients", loc)?;
             if !node.dtype.is_float() {
-                return Err(fail(format!(
-                    "can only differentiate float tensors; '{}' is {}",
-                    node.name, node.dtype
-                )));
+                return Err(Error::build_dtype(
+                    "gradients",
+                    loc,
+                    format!(
+                        "can only differentiate float tensors; '{}' is {}",
+                        node.name, node.dtype
+                    ),
+                    &[node.dtype],
+                ));
             }
             if let Some(gy) = grad_ys {
                 let g = self.arg(gy[k], "gradients", loc)?;
                 if g.shape != node.shape || g.dtype != node.dtype {
-                    return Err(fail(format!(
+                    let e = fail(format!(
                         "the incoming gradient '{}' is {} {}, but '{}' is {} {}",
                         g.name, g.dtype, g.shape, node.name, node.dtype, node.shape
-                    )));
+                    ));
+                    return Err(if g.dtype != node.dtype {
+                        e.of_dtypes(&[g.dtype, node.dtype])
+                    } else {
+                        e.of_shapes(&[&g.shape, &node.shape])
+                    });
                 }
             }
         }

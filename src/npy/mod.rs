@@ -9,7 +9,7 @@
 //! conversion.
 //! Writing always produces version 1.0 with a header padded to 64 bytes, as NumPy does.
 
-use crate::{DType, Error, HostTensor, Result, Shape};
+use crate::{DType, Error, HostKind, HostTensor, Result, Shape};
 use std::path::Path;
 
 mod header;
@@ -21,8 +21,8 @@ pub const MAX_ELEMENTS: usize = 1 << 31;
 /// (checked before anything is read; FIFOs and devices are refused).
 pub const MAX_FILE_BYTES: u64 = (MAX_ELEMENTS as u64) * 4 + (1 << 20);
 
-fn bad(what: &str, message: impl std::fmt::Display) -> Error {
-    Error::Host(format!("{what}: {message}"))
+fn bad(what: &str, kind: HostKind, message: impl std::fmt::Display) -> Error {
+    Error::host(kind, format!("{what}: {message}"))
 }
 
 /// Read a `.npy` file.
@@ -30,9 +30,9 @@ pub fn read(path: impl AsRef<Path>) -> Result<HostTensor> {
     let path = path.as_ref();
     let what = path.display().to_string();
     let bytes = crate::files::read_regular(path, MAX_FILE_BYTES, ".npy file")
-        .map_err(|e| bad(&what, format!("cannot read: {e}")))?;
+        .map_err(|e| bad(&what, HostKind::File, format!("cannot read: {e}")))?;
     from_bytes(&bytes).map_err(|e| match e {
-        Error::Host(m) => bad(&what, m),
+        Error::Host { message, kind } => bad(&what, kind, message),
         other => other,
     })
 }
@@ -41,8 +41,13 @@ pub fn read(path: impl AsRef<Path>) -> Result<HostTensor> {
 /// [`crate::files::write_atomic`]: never through a link, never a half-written file).
 pub fn write(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
     let path = path.as_ref();
-    crate::files::write_atomic(path, &to_bytes(t))
-        .map_err(|e| bad(&path.display().to_string(), format!("cannot write: {e}")))
+    crate::files::write_atomic(path, &to_bytes(t)).map_err(|e| {
+        bad(
+            &path.display().to_string(),
+            HostKind::File,
+            format!("cannot write: {e}"),
+        )
+    })
 }
 
 /// Write an i32 tensor as an int64 (`<i8`) `.npy` file, as a model that declares an int64
@@ -50,8 +55,13 @@ pub fn write(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
 pub fn write_i64(path: impl AsRef<Path>, t: &HostTensor) -> Result<()> {
     let path = path.as_ref();
     let bytes = to_bytes_i64(t)?;
-    crate::files::write_atomic(path, &bytes)
-        .map_err(|e| bad(&path.display().to_string(), format!("cannot write: {e}")))
+    crate::files::write_atomic(path, &bytes).map_err(|e| {
+        bad(
+            &path.display().to_string(),
+            HostKind::File,
+            format!("cannot write: {e}"),
+        )
+    })
 }
 
 /// The bytes of an int64 (`<i8`) `.npy` file holding the i32 tensor `t`, widened.
@@ -72,10 +82,13 @@ pub fn to_bytes_int(t: &HostTensor, descr: &str) -> Result<Vec<u8>> {
         return Ok(out);
     }
     if t.dtype() != DType::I32 {
-        return Err(Error::Host(format!(
-            "only an i32 tensor is written as {descr}, not {}",
-            t.dtype()
-        )));
+        return Err(Error::host(
+            HostKind::DType,
+            format!(
+                "only an i32 tensor is written as {descr}, not {}",
+                t.dtype()
+            ),
+        ));
     }
     let (size, lo, hi): (usize, i64, i64) = match descr {
         "<i8" => (8, i64::MIN, i64::MAX),
@@ -83,15 +96,21 @@ pub fn to_bytes_int(t: &HostTensor, descr: &str) -> Result<Vec<u8>> {
         "<u2" => (2, 0, u16::MAX.into()),
         "|i1" => (1, i8::MIN.into(), i8::MAX.into()),
         "|u1" => (1, 0, u8::MAX.into()),
-        other => return Err(Error::Host(format!("cannot write integers as '{other}'"))),
+        other => {
+            return Err(Error::host(
+                HostKind::DType,
+                format!("cannot write integers as '{other}'"),
+            ))
+        }
     };
     let mut out = header_bytes(descr, t.dims(), t.len() * size);
     for (i, &w) in t.words().iter().enumerate() {
         let v = i64::from(w as i32);
         if v < lo || v > hi {
-            return Err(Error::Host(format!(
-                "value {v} at index {i} does not fit {descr}"
-            )));
+            return Err(Error::host(
+                HostKind::Value,
+                format!("value {v} at index {i} does not fit {descr}"),
+            ));
         }
         out.extend_from_slice(&v.to_le_bytes()[..size]);
     }
@@ -148,8 +167,9 @@ pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
 /// Parse the bytes of a `.npy` file.
 pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
     if b.len() < 10 || &b[..6] != MAGIC {
-        return Err(Error::Host(
-            "not a .npy file (missing the \\x93NUMPY magic)".into(),
+        return Err(Error::host(
+            HostKind::File,
+            "not a .npy file (missing the \\x93NUMPY magic)",
         ));
     }
     let (major, minor) = (b[6], b[7]);
@@ -157,18 +177,19 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         1 => (usize::from(u16::from_le_bytes([b[8], b[9]])), 10),
         2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
         _ => {
-            return Err(Error::Host(format!(
-                "unsupported .npy version {major}.{minor} (1.0, 2.0 and 3.0 are read)"
-            )))
+            return Err(Error::host(
+                HostKind::File,
+                format!("unsupported .npy version {major}.{minor} (1.0, 2.0 and 3.0 are read)"),
+            ))
         }
     };
     let end = start
         .checked_add(hlen)
         .filter(|&e| e <= b.len())
-        .ok_or_else(|| Error::Host("truncated header".into()))?;
+        .ok_or_else(|| Error::host(HostKind::File, "truncated header"))?;
     let header = std::str::from_utf8(&b[start..end])
-        .map_err(|_| Error::Host("header is not text".into()))?;
-    let header = header::parse(header).map_err(Error::Host)?;
+        .map_err(|_| Error::host(HostKind::File, "header is not text"))?;
+    let header = header::parse(header).map_err(|m| Error::host(HostKind::File, m))?;
     let descr = header.descr.as_str();
     let (dtype, item) = match descr {
         "<f4" => (DType::F32, 4),
@@ -181,14 +202,15 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
         // 8/16-bit integers (quantized tensors) widen exactly to i32.
         "|u1" | "|i1" | "<u2" | "<i2" => (DType::I32, 0),
         other => {
-            return Err(Error::Host(format!(
+            return Err(Error::host(HostKind::DType, format!(
                 "dtype '{other}' is not supported (expected <f4, <f2, <i4, <i8, <u4, <u8, |b1, or <i2, <u2, |i1, |u1 read as i32; convert with arr.astype(np.float32) etc.)"
             )))
         }
     };
     if header.fortran_order {
-        return Err(Error::Host(
-            "Fortran-order arrays are not supported; save np.ascontiguousarray(arr)".into(),
+        return Err(Error::host(
+            HostKind::File,
+            "Fortran-order arrays are not supported; save np.ascontiguousarray(arr)",
         ));
     }
     let widen = item == 0;
@@ -201,21 +223,33 @@ pub fn from_bytes(b: &[u8]) -> Result<HostTensor> {
     let n = shape
         .checked_numel()
         .filter(|&n| n <= MAX_ELEMENTS)
-        .ok_or_else(|| Error::Host(format!("shape {shape} has more than 2^31 elements")))?;
+        .ok_or_else(|| {
+            Error::host(
+                HostKind::Shape,
+                format!("shape {shape} has more than 2^31 elements"),
+            )
+        })?;
     let data = &b[end..];
     if data.len() != n * item {
-        return Err(Error::Host(format!(
-            "shape {shape} of {descr} needs {} data bytes, the file has {}",
-            n * item,
-            data.len()
-        )));
+        return Err(Error::host(
+            HostKind::File,
+            format!(
+                "shape {shape} of {descr} needs {} data bytes, the file has {}",
+                n * item,
+                data.len()
+            ),
+        ));
     }
     // The data is already in memory, but its words are a second copy as large: fallible.
     let words = if item == 8 {
         narrow_64(data, dtype == DType::U32)?
     } else {
-        let mut words: Vec<u32> = crate::host::fresh_vec(n)
-            .ok_or_else(|| Error::Host(format!("cannot allocate {n} elements for {shape}")))?;
+        let mut words: Vec<u32> = crate::host::fresh_vec(n).ok_or_else(|| {
+            Error::host(
+                HostKind::Alloc,
+                format!("cannot allocate {n} elements for {shape}"),
+            )
+        })?;
         match (widen, item) {
             (true, _) => words.extend(data.chunks_exact(item).map(|c| match descr {
                 "|u1" => i32::from(c[0]),
@@ -248,9 +282,12 @@ fn narrow_64(data: &[u8], unsigned: bool) -> Result<Vec<u32>> {
         ("int64", "int32", "i32")
     };
     let mut words = Vec::new();
-    words
-        .try_reserve_exact(data.len() / 8)
-        .map_err(|_| Error::Host(format!("no memory for {} {from} values", data.len() / 8)))?;
+    words.try_reserve_exact(data.len() / 8).map_err(|_| {
+        Error::host(
+            HostKind::Alloc,
+            format!("no memory for {} {from} values", data.len() / 8),
+        )
+    })?;
     for (i, c) in data.chunks_exact(8).enumerate() {
         let b = [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
         let word = if unsigned {
@@ -263,9 +300,12 @@ fn narrow_64(data: &[u8], unsigned: bool) -> Result<Vec<u32>> {
                 .map_err(|_| v.to_string())
         };
         words.push(word.map_err(|v| {
-            Error::Host(format!(
+            Error::host(
+                HostKind::Value,
+                format!(
                 "{from} value {v} at index {i} does not fit {to} (wgflow holds {from} as {held})"
-            ))
+            ),
+            )
         })?);
     }
     Ok(words)

@@ -126,7 +126,7 @@ impl<'a> Declared<'a> {
 /// A value a lowering reads or produces: one of the node's inputs, or a partial result made
 /// with [`LowerCx::partial`]. Opaque to the families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arg(pub(crate) usize);
+pub struct Arg(pub(crate) crate::id::ValueId);
 
 /// What the compiler offers a lowering: partial passes (split-K products, chunked
 /// reductions) whose output the node's last kernel reads.

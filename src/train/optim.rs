@@ -51,14 +51,19 @@ impl LearningRate {
             LearningRate::Tensor(t) => {
                 let n = g.arg(t, op, loc)?;
                 if n.dtype != DType::F32 || n.shape.rank() != 0 {
-                    return Err(Error::build(
+                    let e = Error::build(
                         op,
                         loc,
                         format!(
                             "the learning rate must be a scalar f32 tensor; '{}' is {} {}",
                             n.name, n.dtype, n.shape
                         ),
-                    ));
+                    );
+                    return Err(if n.dtype != DType::F32 {
+                        e.of_dtypes(&[n.dtype])
+                    } else {
+                        e.of_shapes(&[&n.shape])
+                    });
                 }
                 Ok(t)
             }
@@ -342,7 +347,7 @@ impl Optimizer for Adam {
 /// `vars` are distinct f32 variables of `g`, at least one.
 fn check_vars(g: &Graph, vars: &[Tensor], op: &str, loc: Loc) -> Result<()> {
     if vars.is_empty() {
-        return Err(Error::build(op, loc, "no variables to update"));
+        return Err(Error::build(op, loc, "no variables to update").of_value());
     }
     for (k, &v) in vars.iter().enumerate() {
         let n = g.arg(v, op, loc)?;
@@ -365,14 +370,13 @@ fn check_vars(g: &Graph, vars: &[Tensor], op: &str, loc: Loc) -> Result<()> {
                     "variable '{}' is {}; optimizers update f32 variables",
                     n.name, n.dtype
                 ),
-            ));
+            )
+            .of_dtypes(&[n.dtype]));
         }
         if vars[..k].contains(&v) {
-            return Err(Error::build(
-                op,
-                loc,
-                format!("variable '{}' is listed twice", n.name),
-            ));
+            return Err(
+                Error::build(op, loc, format!("variable '{}' is listed twice", n.name)).of_value(),
+            );
         }
     }
     Ok(())
@@ -385,14 +389,19 @@ fn check_pairs(g: &Graph, pairs: &[(Tensor, Tensor)], op: &str, loc: Loc) -> Res
     for &(d, v) in pairs {
         let (dn, vn) = (g.arg(d, op, loc)?, g.arg(v, op, loc)?);
         if dn.shape != vn.shape || dn.dtype != vn.dtype {
-            return Err(Error::build(
+            let e = Error::build(
                 op,
                 loc,
                 format!(
                     "the gradient '{}' is {} {}, but variable '{}' is {} {}",
                     dn.name, dn.dtype, dn.shape, vn.name, vn.dtype, vn.shape
                 ),
-            ));
+            );
+            return Err(if dn.dtype != vn.dtype {
+                e.of_dtypes(&[dn.dtype, vn.dtype])
+            } else {
+                e.of_shapes(&[&dn.shape, &vn.shape])
+            });
         }
     }
     Ok(())

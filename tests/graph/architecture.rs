@@ -27,7 +27,7 @@ fn reexport(name: &str) -> Option<&'static str> {
     Some(match name {
         "DType" => "dtype",
         "Shape" => "shape",
-        "Error" | "Result" | "BuildKind" | "FeedKind" | "OnnxKind" => "error",
+        "Error" | "Result" | "BuildKind" | "FeedKind" | "HostKind" | "OnnxKind" => "error",
         "HostTensor" | "Element" => "host",
         "Device" | "DeviceSpec" | "PhysicalDevice" => "device",
         "SliceArg" => "ops",

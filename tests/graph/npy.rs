@@ -4,7 +4,7 @@
 
 use crate::common::Rng;
 use wgflow::npy::{from_bytes, to_bytes};
-use wgflow::{DType, Error, HostTensor};
+use wgflow::{DType, Error, HostKind, HostTensor};
 
 /// A version 1.0 file with `header` (newline added) and `data`.
 fn npy(header: &str, data: &[u8]) -> Vec<u8> {
@@ -183,7 +183,7 @@ fn arbitrary_header_mutations_never_panic() {
                 assert_eq!(t.len() * item, seed.len() - 10 - hlen, "{text}");
                 ok += 1;
             }
-            Ok(Err(Error::Host(m))) => {
+            Ok(Err(Error::Host { message: m, .. })) => {
                 assert!(!m.is_empty(), "iteration {i}");
                 rejected += 1;
             }
@@ -195,4 +195,43 @@ fn arbitrary_header_mutations_never_panic() {
         ok > 50 && rejected > 2000,
         "{ok} accepted, {rejected} rejected"
     );
+}
+
+/// The kind of a host error, or a panic naming what was accepted.
+fn host_kind<T: std::fmt::Debug>(r: wgflow::Result<T>) -> HostKind {
+    match r {
+        Err(Error::Host { kind, message }) => {
+            assert!(!message.is_empty());
+            kind
+        }
+        other => panic!("not a host error: {other:?}"),
+    }
+}
+
+#[test]
+fn host_errors_carry_their_kind() {
+    let f = HostTensor::from(vec![1.0f32, 2.0]);
+    assert_eq!(host_kind(f.to_vec::<i32>()), HostKind::DType);
+    assert_eq!(host_kind(f.item::<f32>()), HostKind::Shape);
+    assert_eq!(host_kind(f.clone().reshaped([3])), HostKind::Shape);
+    assert_eq!(
+        host_kind(HostTensor::new([3], vec![1.0f32])),
+        HostKind::Shape
+    );
+    let big = [1i64, 1 << 40];
+    assert_eq!(host_kind(HostTensor::from_i64([2], &big)), HostKind::Value);
+    assert_eq!(host_kind(from_bytes(b"not a npy file")), HostKind::File);
+    let f8 = npy(
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }",
+        &[0; 8],
+    );
+    assert_eq!(host_kind(from_bytes(&f8)), HostKind::DType);
+    let short = npy(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+        &[0; 4],
+    );
+    assert_eq!(host_kind(from_bytes(&short)), HostKind::File);
+    let wide = HostTensor::from(vec![300i32]);
+    let r = wgflow::npy::to_bytes_int(&wide, "|u1");
+    assert_eq!(host_kind(r), HostKind::Value);
 }

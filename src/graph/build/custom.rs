@@ -22,9 +22,16 @@ impl Graph {
             .iter()
             .map(|&t| self.arg(t, &op, loc).map(|n| n.dtype))
             .collect::<Result<Vec<DType>>>()?;
+        if dtypes.len() != kernel.arity() {
+            let (want, got) = (kernel.arity(), dtypes.len());
+            return Err(
+                Error::build(&op, loc, format!("takes {want} input(s), got {got}"))
+                    .of_arity(&want.to_string(), got),
+            );
+        }
         let (_, expr) = kernel
             .resolve(&dtypes)
-            .map_err(|m| Error::build(&op, loc, m))?;
+            .map_err(|m| Error::build_dtype(&op, loc, m, &dtypes))?;
         self.apply_at(kernel.name(), expr, inputs, &op, loc)
     }
 
@@ -60,7 +67,7 @@ impl Graph {
                         grad.name,
                         inputs.len()
                     ),
-                ));
+                ).of_value());
             }
             // It reads the inputs and dy.
             grad.check(inputs.len() + 1)?;

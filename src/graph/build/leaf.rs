@@ -436,7 +436,7 @@ impl Graph {
         loc: Loc,
     ) -> Result<Tensor> {
         let t = HostTensor::from_words(shape, dtype, words)
-            .map_err(|e| Error::build(op, loc, e.to_string()))?;
+            .map_err(|e| Error::build(op, loc, e.to_string()).of_value())?;
         self.add_op(
             Op::Leaf(Leaf::Constant(t)),
             &[],

@@ -349,22 +349,35 @@ impl ElementwiseFn {
     #[track_caller]
     pub fn signature(mut self, sig: &str) -> crate::Result<ElementwiseFn> {
         let location = std::panic::Location::caller();
-        let bad = |m: String| crate::Error::Build {
-            op: format!("kernel '{}'", self.name),
+        let op = format!("kernel '{}'", self.name);
+        let bad = |m: String, kind: crate::BuildKind| crate::Error::Build {
+            op: op.clone(),
             location,
             message: m,
-            kind: crate::BuildKind::Other,
+            kind,
         };
-        let s = Signature::parse(sig).map_err(bad)?;
+        // A signature declares dtypes: one that does not parse is a dtype error (Python's
+        // TypeError, as Numba's `@vectorize` raises).
+        let s = Signature::parse(sig)
+            .map_err(|m| bad(m, crate::BuildKind::DType { inputs: Vec::new() }))?;
         if s.args.len() != self.arity {
-            return Err(bad(format!(
-                "signature '{s}' has {} argument(s) but the function takes {}",
-                s.args.len(),
-                self.arity
-            )));
+            return Err(bad(
+                format!(
+                    "signature '{s}' has {} argument(s) but the function takes {}",
+                    s.args.len(),
+                    self.arity
+                ),
+                crate::BuildKind::Arity {
+                    expected: self.arity.to_string(),
+                    got: s.args.len(),
+                },
+            ));
         }
         if self.signatures.contains(&s) {
-            return Err(bad(format!("signature '{s}' was given twice")));
+            return Err(bad(
+                format!("signature '{s}' was given twice"),
+                crate::BuildKind::Value,
+            ));
         }
         self.signatures.push(s);
         Ok(self)
