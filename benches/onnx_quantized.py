@@ -9,7 +9,10 @@ and each model's largest difference from onnxruntime. None of these shapes is tu
 * `ffn_base`: four BERT-base feed-forward blocks (768 -> 3072 -> 768, ReLU, residual,
   LayerNorm), [1, 128, 768];
 * `mlp_wide`: 784 -> 1024 -> 1024 -> 10 with ReLU, batch 64;
-* `ffn_small`: two 256 -> 1024 -> 256 blocks at [8, 32, 256].
+* `ffn_small`: two 256 -> 1024 -> 256 blocks at [8, 32, 256];
+* `cnn`: a ResNet-style CNN (stem, four residual blocks at 32 and 64 channels) at
+  [8, 3, 64, 64], quantized dynamically (`ConvInteger`) and, as `cnn qlinear`, statically
+  in onnxruntime's QOperator format (`QLinearConv`, calibrated on random batches).
 
     pip install ./python onnx onnxruntime
     python benches/onnx_quantized.py --device cpu:0
@@ -17,6 +20,7 @@ and each model's largest difference from onnxruntime. None of these shapes is tu
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -25,7 +29,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.quantization import QuantType, quantize_dynamic
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    QuantFormat,
+    QuantType,
+    quantize_dynamic,
+    quantize_static,
+)
 
 import wgflow
 
@@ -79,10 +89,76 @@ def mlp(dims, seed):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def cnn(seed):
+    """A ResNet-style CNN: a 3x3 stride-2 stem to 32 channels, two residual blocks of two
+    3x3 convolutions (BatchNorm folded into the weights, as exporters do) at 32 channels,
+    a stride-2 step to 64 with a 1x1 shortcut, two blocks at 64, global average pool and a
+    linear layer to 10, over [batch, 3, 64, 64]."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+    count = [0]
+
+    def conv(x, cin, cout, k, stride, relu=True):
+        i = count[0] = count[0] + 1
+        w = (rng.standard_normal([cout, cin, k, k]) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"cw{i}"),
+                      numpy_helper.from_array((rng.standard_normal([cout]) * 0.1).astype(np.float32), f"cb{i}")])
+        p = k // 2
+        nodes.append(helper.make_node("Conv", [x, f"cw{i}", f"cb{i}"], [f"c{i}"], pads=[p] * 4, strides=[stride] * 2))
+        if not relu:
+            return f"c{i}"
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
+        return f"r{i}"
+
+    def block(x, cin, cout, stride):
+        y = conv(conv(x, cin, cout, 3, stride), cout, cout, 3, 1, relu=False)
+        skip = x if (cin == cout and stride == 1) else conv(x, cin, cout, 1, stride, relu=False)
+        i = count[0]
+        nodes.extend([helper.make_node("Add", [y, skip], [f"s{i}"]), helper.make_node("Relu", [f"s{i}"], [f"o{i}"])])
+        return f"o{i}"
+
+    x = conv("x", 3, 32, 3, 2)
+    for cin, cout, stride in [(32, 32, 1), (32, 32, 1), (32, 64, 2), (64, 64, 1)]:
+        x = block(x, cin, cout, stride)
+    inits += [numpy_helper.from_array((rng.standard_normal([64, 10]) / 8).astype(np.float32), "fw"),
+              numpy_helper.from_array(np.zeros(10, np.float32), "fb")]
+    nodes += [helper.make_node("GlobalAveragePool", [x], ["gap"]),
+              helper.make_node("Flatten", ["gap"], ["flat"]),
+              helper.make_node("Gemm", ["flat", "fw", "fb"], ["logits"])]
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 64, 64])
+    yo = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])
+    graph = helper.make_graph(nodes, "cnn", [xi], [yo], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+class Calibration(CalibrationDataReader):
+    """Eight random batches of the model's input shape, for `quantize_static`."""
+
+    def __init__(self, shape):
+        rng = np.random.default_rng(11)
+        self.data = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+    def get_next(self):
+        return next(self.data, None)
+
+
+def dynamic(f32, q8, shape):
+    quantize_dynamic(f32, q8, weight_type=QuantType.QInt8)
+
+
+def static_qoperator(f32, q8, shape):
+    quantize_static(f32, q8, Calibration(shape), quant_format=QuantFormat.QOperator,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+
+
+# (name, float32 model, input shape, quantizer): the CNN's convolutions become
+# ConvInteger (dynamic) and QLinearConv (static, onnxruntime's QOperator format).
 MODELS = [
-    ("ffn_base", lambda: ffn(768, 3072, 4, 0), [1, 128, 768]),
-    ("mlp_wide", lambda: mlp([784, 1024, 1024, 10], 1), [64, 784]),
-    ("ffn_small", lambda: ffn(256, 1024, 2, 2), [8, 32, 256]),
+    ("ffn_base", lambda: ffn(768, 3072, 4, 0), [1, 128, 768], dynamic),
+    ("mlp_wide", lambda: mlp([784, 1024, 1024, 10], 1), [64, 784], dynamic),
+    ("ffn_small", lambda: ffn(256, 1024, 2, 2), [8, 32, 256], dynamic),
+    ("cnn", lambda: cnn(3), [8, 3, 64, 64], dynamic),
+    ("cnn qlinear", lambda: cnn(3), [8, 3, 64, 64], static_qoperator),
 ]
 
 
@@ -98,16 +174,28 @@ def main():
     ap.add_argument("--device", default="cpu:0")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--models", help="comma-separated model names (default: all)")
+    ap.add_argument("--keep", help="a folder to copy the generated models into")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, build, shape in MODELS:
-            f32 = os.path.join(tmp, f"{name}.onnx")
-            q8 = os.path.join(tmp, f"{name}_int8.onnx")
+        only = set(args.models.split(",")) if args.models else None
+        for name, build, shape, quantize in MODELS:
+            if only is not None and name.split()[0] not in only:
+                continue
+            stem = name.replace(" ", "_")
+            f32 = os.path.join(tmp, f"{stem}.onnx")
+            q8 = os.path.join(tmp, f"{stem}_int8.onnx")
             onnx.save(build(), f32)
-            quantize_dynamic(f32, q8, weight_type=QuantType.QInt8)
+            quantize(f32, q8, shape)
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                for path in (f32, q8):
+                    shutil.copy(path, args.keep)
             x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
-            for label, path in [(name, f32), (name + " int8", q8)]:
+            # The float32 CNN appears once, with its dynamic row.
+            pairs = [(name, f32), (name + " int8", q8)] if " " not in name else [(name + " int8", q8)]
+            for label, path in pairs:
                 o = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
                 w = wgflow.InferenceSession(path, device=args.device)
                 want = o.run(None, {"x": x})[0]

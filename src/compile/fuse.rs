@@ -103,16 +103,17 @@ fn recomputable(plan: &Plan) -> HashSet<ValueId> {
 /// materialised, infallibly, while planning.
 pub const FOLD_MAX_BYTES: u64 = 10 << 20;
 
-/// Elementwise steps whose inputs are all constants run once, on the host, when the plan is
-/// compiled (TensorFlow's constant folding), with the CPU kernels' semantics; their outputs
-/// become constants. Casting stored f32 weights to f16, or scaling a constant, then costs
-/// nothing per run. Outputs over [`FOLD_MAX_BYTES`] are left to run as kernels.
+/// Elementwise and transpose steps whose inputs are all constants run once, on the host,
+/// when the plan is compiled (TensorFlow's constant folding), with the CPU kernels'
+/// semantics; their outputs become constants. Casting stored f32 weights to f16, scaling a
+/// constant or laying weights out for a product (which cpu:0 then packs once) costs nothing
+/// per run. Outputs over [`FOLD_MAX_BYTES`] are left to run as kernels.
 pub fn fold_constants(mut plan: Plan) -> Plan {
     let steps = std::mem::take(&mut plan.steps);
     for step in steps {
         let folded = match &step.kind {
             StepKind::Dispatch {
-                kernel: Kernel::Elementwise(k),
+                kernel: kernel @ (Kernel::Elementwise(_) | Kernel::Permute(_)),
                 inputs,
             } => {
                 let words: Option<Vec<&[u32]>> = inputs
@@ -123,9 +124,14 @@ pub fn fold_constants(mut plan: Plan) -> Plan {
                     })
                     .collect();
                 let v = &plan.values[step.output];
-                words.filter(|_| v.bytes() <= FOLD_MAX_BYTES).and_then(|w| {
-                    HostTensor::from_words(v.shape.clone(), v.dtype, k.run_fast(&w)).ok()
-                })
+                let run = |w: &[&[u32]]| match kernel {
+                    Kernel::Elementwise(k) => Some(k.run_fast(w)),
+                    _ => kernel.run_reference(w).ok(),
+                };
+                words
+                    .filter(|_| v.bytes() <= FOLD_MAX_BYTES)
+                    .and_then(|w| run(&w))
+                    .and_then(|out| HostTensor::from_words(v.shape.clone(), v.dtype, out).ok())
             }
             _ => None,
         };

@@ -53,16 +53,16 @@ pub(super) fn gemm(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 }
 
 /// A 2-D window op's geometry from ONNX attributes, with explicit per-side pads.
-struct Geometry {
-    kernel: [usize; 2],
-    stride: [usize; 2],
-    dilation: [usize; 2],
+pub(super) struct Geometry {
+    pub(super) kernel: [usize; 2],
+    pub(super) stride: [usize; 2],
+    pub(super) dilation: [usize; 2],
     /// `[top, left, bottom, right]`.
-    pads: [usize; 4],
+    pub(super) pads: [usize; 4],
 }
 
 /// Window attributes for a 1-D or 2-D spatial input of size `hw`; `auto_pad` resolved.
-fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geometry> {
+pub(super) fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geometry> {
     let k = kernel.len();
     if k != hw.len() || !(1..=2).contains(&k) {
         return Err(n.unsupported(format!("{k}-D windows (only 1-D and 2-D)")));
@@ -181,7 +181,7 @@ pub(super) fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) ->
 }
 
 /// `x` as `[N, C, H, W]` (a 1-D input `[N, C, W]` gets `H = 1`).
-fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
+pub(super) fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
     let s = cx.g.probe_shape(x)?.dims().to_vec();
     match s.len() {
         4 => Ok((x, s)),
@@ -195,7 +195,7 @@ fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
     }
 }
 
-fn back_to(cx: &mut Cx, y: Tensor, orig: &[usize]) -> Result<Tensor> {
+pub(super) fn back_to(cx: &mut Cx, y: Tensor, orig: &[usize]) -> Result<Tensor> {
     if orig.len() == 3 {
         let s = cx.g.probe_shape(y)?.dims().to_vec();
         return cx
@@ -205,7 +205,7 @@ fn back_to(cx: &mut Cx, y: Tensor, orig: &[usize]) -> Result<Tensor> {
     Ok(y)
 }
 
-fn pad_hw(cx: &mut Cx, x: Tensor, p: [usize; 4], value: f64) -> Result<Tensor> {
+pub(super) fn pad_hw(cx: &mut Cx, x: Tensor, p: [usize; 4], value: f64) -> Result<Tensor> {
     if p == [0; 4] {
         return Ok(x);
     }

@@ -3,13 +3,13 @@
 //! integers held in i32 (`tensor::map_dtype`).
 //!
 //! Integer products are exact: `MatMulInteger` is an i32 matmul of the zero-point-shifted
-//! operands; a convolution runs in f32, which is exact while every output sums fewer than
-//! 2^24 / 255^2 = 258 products, and a longer one is split into groups of input channels that
-//! are, each rounded to i32 and summed there. Requantization (`QLinear*`) scales the i32
+//! operands; a convolution runs in f32 where that is exact (every output sums at most
+//! 2^24 / 255^2 = 258 products: depthwise ones, 3x3 over few channels), and otherwise as an
+//! i32 matmul of its gathered windows. Requantization (`QLinear*`) scales the i32
 //! accumulator in f32 and rounds half to even, as onnxruntime does.
 
 use super::build::{bad, Cx, Node, Val};
-use super::ops_nn::conv_with;
+use super::ops_nn::{as_4d, back_to, conv_with, geometry, groups, pad_hw};
 use super::proto::tensor_proto::DataType;
 use super::tensor::{narrow_range, small_float};
 use crate::{DType, Result, SliceArg, Tensor};
@@ -254,8 +254,10 @@ fn scalar_input(cx: &mut Cx, n: &Node, i: usize) -> Result<Option<Tensor>> {
 /// Products a convolution may sum exactly in f32: 2^24 / 255^2.
 const EXACT_TERMS: usize = 258;
 
-/// `conv(x - x_zp, w - w_zp)` (+ `bias`, i32) in i32, exact: channel groups of at most
-/// [`EXACT_TERMS`] products per output in f32, each rounded to i32 and summed there.
+/// `conv(x - x_zp, w - w_zp)` (+ `bias`, i32) in i32, exact. A convolution summing at most
+/// [`EXACT_TERMS`] products per output (a depthwise one, a 3x3 over few channels) runs as
+/// one f32 convolution, rounded to i32; a longer one as an integer matrix product
+/// ([`conv_gemm`]).
 #[allow(clippy::too_many_arguments)]
 fn conv_integer(
     cx: &mut Cx,
@@ -270,43 +272,16 @@ fn conv_integer(
     let (xz, wz) = (opt_input(cx, n, xz)?, opt_input(cx, n, wz)?);
     let x = shifted(cx, x, xz, 1)?;
     let w = shifted(cx, w, wz, 0)?;
-    let (x, w) = (f32_of(cx, x)?, f32_of(cx, w)?);
     let ws = cx.g.probe_shape(w)?.dims().to_vec();
     let taps: usize = ws.iter().skip(2).product::<usize>().max(1);
     let per_group = ws.get(1).copied().unwrap_or(1);
-    let groups = n.int("group", 1).max(1) as usize;
-    let step = if per_group * taps <= EXACT_TERMS {
-        per_group
-    } else if groups == 1 && taps <= EXACT_TERMS {
-        EXACT_TERMS / taps
+    let acc = if per_group * taps <= EXACT_TERMS {
+        let (x, w) = (f32_of(cx, x)?, f32_of(cx, w)?);
+        let y = conv_with(cx, n, x, w, None)?;
+        cx.g.cast(y, DType::I32)?
     } else {
-        return Err(n.unsupported(format!(
-            "an integer convolution summing {} products per output in groups (at most {EXACT_TERMS} are exact)",
-            per_group * taps
-        )));
+        conv_gemm(cx, n, x, w)?
     };
-    let mut acc: Option<Tensor> = None;
-    let mut c0 = 0;
-    while c0 < per_group {
-        let c1 = (c0 + step).min(per_group);
-        let (xs, wsl) = if c0 == 0 && c1 == per_group {
-            (x, w)
-        } else {
-            let args = [
-                SliceArg::full(),
-                SliceArg::new(Some(c0 as isize), Some(c1 as isize), 1),
-            ];
-            (cx.g.slice(x, &args)?, cx.g.slice(w, &args)?)
-        };
-        let part = conv_with(cx, n, xs, wsl, None)?;
-        let part = cx.g.cast(part, DType::I32)?;
-        acc = Some(match acc {
-            Some(a) => cx.g.add(a, part)?,
-            None => part,
-        });
-        c0 = c1;
-    }
-    let acc = acc.ok_or_else(|| bad("a convolution over no input channels"))?;
     match bias {
         Some(b) => {
             let len = cx.g.probe_shape(b)?.numel();
@@ -320,6 +295,104 @@ fn conv_integer(
         }
         None => Ok(acc),
     }
+}
+
+/// `conv(x, w)` of i32 `x` and `w` as one integer matrix product per group: the padded
+/// input's windows gathered into `[N, G, C/G·KH·KW, OH·OW]` columns (a strided slice per
+/// tap, stacked), times the weights as `[G, O/G, C/G·KH·KW]`. Its sums are exact in wrapping
+/// i32 whatever their length, and on cpu:0 they run the integer GEMM (u8 × s8 on VNNI or
+/// AMX, i16 pairs on AVX2) instead of f32 (docs/performance.md, quantized models).
+fn conv_gemm(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor) -> Result<Tensor> {
+    let (x4, orig) = as_4d(cx, x)?;
+    let wd = cx.g.probe_shape(w)?.dims().to_vec();
+    let spatial: Vec<i64> = wd.iter().skip(2).map(|&d| d as i64).collect();
+    if let Some(k) = n.ints("kernel_shape").filter(|k| *k != spatial) {
+        return Err(bad(format!(
+            "kernel_shape {k:?} contradicts the weights' spatial shape {spatial:?}"
+        )));
+    }
+    let (w4, _) = as_4d(cx, w)?;
+    let geo = geometry(n, &orig[2..], spatial, false)?;
+    let x4 = pad_hw(cx, x4, geo.pads, 0.0)?;
+    let xd = cx.g.probe_shape(x4)?.dims().to_vec();
+    let (c, h, wide) = (xd[1], xd[2], xd[3]);
+    let ([kh, kw], [sh, sw], [dh, dw]) = (geo.kernel, geo.stride, geo.dilation);
+    let (span_h, span_w) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+    if span_h > h || span_w > wide {
+        return Err(bad(format!(
+            "a {kh}x{kw} kernel dilated by {dh}x{dw} does not fit the padded input {h}x{wide}"
+        )));
+    }
+    let (oh, ow) = ((h - span_h) / sh + 1, (wide - span_w) / sw + 1);
+    let groups = groups(n)?;
+    let (o, cg) = (wd[0], wd[1]);
+    if cg * groups != c || o % groups != 0 {
+        return Err(bad(format!(
+            "weights {wd:?} in {groups} group(s) do not fit an input of {c} channels"
+        )));
+    }
+    let taps = kh * kw;
+    let axis = |start: usize, len: usize, step: usize| {
+        let end = start + (len - 1) * step + 1;
+        SliceArg::new(Some(start as isize), Some(end as isize), step as isize)
+    };
+    let (k, p) = ((cg * taps) as isize, (oh * ow) as isize);
+    let y = if groups == 1 {
+        // Channels last, so that the product's rows are the output pixels (many) and its
+        // right operand the constant weights, packed once per plan.
+        let xt = cx.g.transpose(x4, &[0, 2, 3, 1])?;
+        let cols = if taps == 1 && sh == 1 && sw == 1 {
+            xt
+        } else {
+            let mut parts = Vec::with_capacity(taps);
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    let args = [
+                        SliceArg::full(),
+                        axis(ki * dh, oh, sh),
+                        axis(kj * dw, ow, sw),
+                    ];
+                    parts.push(cx.g.slice(xt, &args)?);
+                }
+            }
+            // [N, OH, OW, KH·KW, C]: each tap's channels stay one contiguous run.
+            cx.g.stack(&parts, 3)?
+        };
+        let cols = cx.g.reshape(cols, &[-1, k])?;
+        // The weights in the same (tap, channel) order, as the product's right operand:
+        // [KH, KW, C, O] -> [KH·KW·C, O] (one transpose, which the plan folds and packs).
+        let wm = cx.g.transpose(w4, &[2, 3, 1, 0])?;
+        let wm = cx.g.reshape(wm, &[k, o as isize])?;
+        let y = cx.g.matmul(cols, wm)?;
+        let y =
+            cx.g.reshape(y, &[-1, oh as isize, ow as isize, o as isize])?;
+        cx.g.transpose(y, &[0, 3, 1, 2])?
+    } else {
+        let cols = if taps == 1 && sh == 1 && sw == 1 {
+            x4
+        } else {
+            let mut parts = Vec::with_capacity(taps);
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    let args = [
+                        SliceArg::full(),
+                        SliceArg::full(),
+                        axis(ki * dh, oh, sh),
+                        axis(kj * dw, ow, sw),
+                    ];
+                    parts.push(cx.g.slice(x4, &args)?);
+                }
+            }
+            // [N, C, KH·KW, OH, OW]
+            cx.g.stack(&parts, 2)?
+        };
+        let g = groups as isize;
+        let cols = cx.g.reshape(cols, &[-1, g, k, p])?;
+        let wm = cx.g.reshape(w4, &[g, (o / groups) as isize, k])?;
+        let y = cx.g.matmul(wm, cols)?;
+        cx.g.reshape(y, &[-1, o as isize, oh as isize, ow as isize])?
+    };
+    back_to(cx, y, &orig)
 }
 
 /// `alpha · a_scale · b_scale · ((A - a_zp)(B - b_zp) + C)`, C an i32 bias at scale

@@ -292,3 +292,59 @@ fn the_output_lives_from_its_first_input() {
         1,
     );
 }
+
+/// A transpose of a constant (weights laid out for a product, as the ONNX importer's integer
+/// convolutions do) is computed once when the plan is compiled, like an elementwise step of
+/// constants: the plan has no permute step, the product reads a constant (which cpu:0 packs
+/// once), and the values match the hand-computed product. Without folding the step stays.
+#[test]
+fn a_transposed_constant_is_folded_into_a_constant() {
+    let mut g = Graph::new();
+    // w: [2, 3, 2] = 0..12; wt = transpose(w, [2, 0, 1]) reshaped to [2, 6].
+    let w: Vec<i32> = (0..12).collect();
+    let wc = g.constant(HostTensor::new([2, 3, 2], w).unwrap()).unwrap();
+    let wt = g.transpose(wc, &[2, 0, 1]).unwrap();
+    let wt = g.reshape(wt, &[2, 6]).unwrap();
+    let x = g.placeholder("x", [6, 1], DType::I32).unwrap();
+    let y = g.matmul(wt, x).unwrap();
+    let permutes = |plan: &Plan| {
+        plan.steps
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.kind,
+                    StepKind::Dispatch {
+                        kernel: Kernel::Permute(_),
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    assert_eq!(
+        permutes(&compile::compile(&g, &[y], &target(true)).unwrap()),
+        0
+    );
+    assert_eq!(
+        permutes(&compile::compile(&g, &[y], &target(false)).unwrap()),
+        1
+    );
+    let xs: Vec<i32> = vec![1, -2, 3, 5, 0, 7];
+    let options = SessionOptions {
+        default_device: Some(Device::Cpu),
+        ..Default::default()
+    };
+    let mut s = Session::new(&g, options).unwrap();
+    let got = s
+        .run(&[(x, HostTensor::new([6, 1], xs.clone()).unwrap())], &[y])
+        .unwrap();
+    // wt[c, a * 3 + b] = w[a, b, c] = a * 6 + b * 2 + c.
+    let want: Vec<i32> = (0..2)
+        .map(|c| {
+            (0..6)
+                .map(|k| ((k / 3) * 6 + (k % 3) * 2 + c) * xs[k as usize])
+                .sum()
+        })
+        .collect();
+    assert_eq!(got[0].to_vec::<i32>().unwrap(), want);
+}

@@ -191,3 +191,202 @@ fn integer_matmul_is_exact_past_f32_range() {
         );
     }
 }
+
+/// One `ConvInteger` case: x `[n, c, h, w]` (or `[n, c, w]` when `h` is `None`), weights
+/// `[o, c / group, kh, kw]`, with ONNX's pads (`[top, left, bottom, right]`), strides and
+/// dilations.
+struct ConvCase {
+    x: [usize; 4],
+    one_d: bool,
+    o: usize,
+    k: [usize; 2],
+    pads: [usize; 4],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    group: usize,
+}
+
+impl ConvCase {
+    fn out_hw(&self) -> [usize; 2] {
+        let [_, _, h, w] = self.x;
+        let o = |i: usize, len: usize, lo: usize, hi: usize| {
+            let span = self.dilations[i] * (self.k[i] - 1) + 1;
+            (len + lo + hi - span) / self.strides[i] + 1
+        };
+        [
+            o(0, h, self.pads[0], self.pads[2]),
+            o(1, w, self.pads[1], self.pads[3]),
+        ]
+    }
+
+    /// The convolution of `x - xz` and `w - wz` in i64, one output at a time.
+    fn reference(&self, x: &[i32], w: &[i32], xz: i64, wz: i64) -> Vec<i64> {
+        let [n, c, h, wd] = self.x;
+        let [oh, ow] = self.out_hw();
+        let cg = c / self.group;
+        let og = self.o / self.group;
+        let [kh, kw] = self.k;
+        let mut out = Vec::with_capacity(n * self.o * oh * ow);
+        for b in 0..n {
+            for o in 0..self.o {
+                let g = o / og;
+                for i in 0..oh {
+                    for j in 0..ow {
+                        let mut s = 0i64;
+                        for ci in 0..cg {
+                            let ch = g * cg + ci;
+                            for ki in 0..kh {
+                                for kj in 0..kw {
+                                    let r = (i * self.strides[0] + ki * self.dilations[0]) as i64
+                                        - self.pads[0] as i64;
+                                    let q = (j * self.strides[1] + kj * self.dilations[1]) as i64
+                                        - self.pads[1] as i64;
+                                    if r < 0 || q < 0 || r >= h as i64 || q >= wd as i64 {
+                                        continue;
+                                    }
+                                    let xv = x[((b * c + ch) * h + r as usize) * wd + q as usize];
+                                    let wv = w[((o * cg + ci) * kh + ki) * kw + kj];
+                                    s += (xv as i64 - xz) * (wv as i64 - wz);
+                                }
+                            }
+                        }
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `ConvInteger` is exact, against i64 arithmetic here: past f32's exact range for its sums
+/// (more than 258 products per output: the integer matrix product of gathered windows), with
+/// asymmetric pads, strides, dilations, groups, a 1x1 and a 1-D case, and within it (a
+/// 3x3 over 3 channels, the exact f32 convolution).
+#[test]
+fn integer_convolutions_are_exact_on_every_device() {
+    use super::protos::{attr_int, attr_ints, node, typed_value};
+    use wgflow::onnx::proto::{
+        tensor_proto::DataType, GraphProto, ModelProto, OperatorSetIdProto, TensorProto,
+    };
+    use wgflow::onnx::Message;
+    let case = |x, o, k, pads, strides, dilations, group| ConvCase {
+        x,
+        one_d: false,
+        o,
+        k,
+        pads,
+        strides,
+        dilations,
+        group,
+    };
+    let mut cases = vec![
+        case([2, 40, 9, 9], 6, [3, 3], [1, 1, 1, 1], [1, 1], [1, 1], 1),
+        case([1, 64, 11, 10], 4, [3, 3], [0, 1, 2, 0], [2, 1], [2, 2], 2),
+        case([2, 300, 5, 5], 5, [1, 1], [0; 4], [1, 1], [1, 1], 1),
+        case([1, 3, 6, 7], 4, [3, 3], [1, 1, 1, 1], [1, 1], [1, 1], 1),
+    ];
+    cases.push(ConvCase {
+        one_d: true,
+        ..case([1, 30, 1, 16], 3, [1, 10], [0, 2, 0, 2], [1, 3], [1, 1], 1)
+    });
+    let (xz, wz) = (131i64, -3i64);
+    let mut devices = vec![Device::Cpu];
+    devices.extend(crate::common::gpus());
+    let mut rng = crate::common::Rng(29);
+    for (ci, cc) in cases.iter().enumerate() {
+        let [n, c, h, wd] = cc.x;
+        let [kh, kw] = cc.k;
+        let cg = c / cc.group;
+        let x: Vec<i32> = (0..n * c * h * wd).map(|_| rng.below(256) as i32).collect();
+        let w: Vec<i32> = (0..cc.o * cg * kh * kw)
+            .map(|_| rng.below(256) as i32 - 128)
+            .collect();
+        let want = cc.reference(&x, &w, xz, wz);
+        let [oh, ow] = cc.out_hw();
+        let (xdims, wdims, ydims): (Vec<i64>, Vec<i64>, Vec<i64>) = if cc.one_d {
+            (
+                vec![n as i64, c as i64, wd as i64],
+                vec![cc.o as i64, cg as i64, kw as i64],
+                vec![n as i64, cc.o as i64, ow as i64],
+            )
+        } else {
+            (
+                vec![n as i64, c as i64, h as i64, wd as i64],
+                vec![cc.o as i64, cg as i64, kh as i64, kw as i64],
+                vec![n as i64, cc.o as i64, oh as i64, ow as i64],
+            )
+        };
+        let pick = |v: [usize; 2]| -> Vec<i64> {
+            if cc.one_d {
+                vec![v[1] as i64]
+            } else {
+                v.iter().map(|&d| d as i64).collect()
+            }
+        };
+        let pads: Vec<i64> = if cc.one_d {
+            vec![cc.pads[1] as i64, cc.pads[3] as i64]
+        } else {
+            cc.pads.iter().map(|&p| p as i64).collect()
+        };
+        let tensor = |name: &str, dims: &[i64], ty: DataType, v: &[i32]| TensorProto {
+            name: Some(name.into()),
+            dims: dims.to_vec(),
+            data_type: Some(ty as i32),
+            raw_data: Some(v.iter().map(|&x| x as u8).collect()),
+            ..Default::default()
+        };
+        let model = ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            }],
+            graph: Some(GraphProto {
+                node: vec![node(
+                    "ConvInteger",
+                    &["x", "w", "xz", "wz"],
+                    &["y"],
+                    vec![
+                        attr_ints("pads", &pads),
+                        attr_ints("strides", &pick(cc.strides)),
+                        attr_ints("dilations", &pick(cc.dilations)),
+                        attr_int("group", cc.group as i64),
+                    ],
+                )],
+                initializer: vec![
+                    tensor("w", &wdims, DataType::Int8, &w),
+                    tensor("xz", &[], DataType::Uint8, &[xz as i32]),
+                    tensor("wz", &[], DataType::Int8, &[wz as i32]),
+                ],
+                input: vec![typed_value("x", &xdims, DataType::Uint8)],
+                output: vec![typed_value("y", &ydims, DataType::Int32)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let shape: Vec<usize> = xdims.iter().map(|&d| d as usize).collect();
+        for &device in &devices {
+            let options = SessionOptions {
+                default_device: Some(device),
+                visible_devices: Some(crate::common::gpu_indices()),
+                ..Default::default()
+            };
+            let mut s = InferenceSession::from_bytes(
+                model.encode_to_vec(),
+                None,
+                ImportOptions::default(),
+                options,
+            )
+            .unwrap();
+            let feed = HostTensor::new(shape.clone(), x.clone()).unwrap();
+            let got = s.run(None, &[("x", feed)]).unwrap();
+            let dims: Vec<usize> = ydims.iter().map(|&d| d as usize).collect();
+            assert_eq!(got[0].dims(), dims.as_slice(), "case {ci} on {device}");
+            let y = got[0].to_vec::<i32>().unwrap();
+            for (i, (&g, &r)) in y.iter().zip(&want).enumerate() {
+                assert_eq!(g as i64, r, "case {ci}, element {i} on {device}");
+            }
+        }
+    }
+}
