@@ -366,18 +366,24 @@ impl HostTensor {
         Ok(self)
     }
 
+    /// An error unless `T` is this tensor's dtype.
+    fn read_as<T: Element>(&self) -> Result<()> {
+        if T::DTYPE == self.dtype {
+            return Ok(());
+        }
+        Err(Error::host(
+            HostKind::DType,
+            format!(
+                "tensor has dtype {} but was read as {}",
+                self.dtype,
+                T::DTYPE
+            ),
+        ))
+    }
+
     /// The values as a `Vec<T>`; errors if `T` is not this tensor's dtype.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        if T::DTYPE != self.dtype {
-            return Err(Error::host(
-                HostKind::DType,
-                format!(
-                    "tensor has dtype {} but was read as {}",
-                    self.dtype,
-                    T::DTYPE
-                ),
-            ));
-        }
+        self.read_as::<T>()?;
         let mut out = fresh_vec(self.words.len()).ok_or_else(|| {
             Error::host(
                 HostKind::Alloc,
@@ -396,16 +402,7 @@ impl HostTensor {
     /// 4-byte types (`f32`, `i32`, `u32`) the words' allocation is reused, so this copies
     /// nothing.
     pub fn into_vec<T: Element>(self) -> Result<Vec<T>> {
-        if T::DTYPE != self.dtype {
-            return Err(Error::host(
-                HostKind::DType,
-                format!(
-                    "tensor has dtype {} but was read as {}",
-                    self.dtype,
-                    T::DTYPE
-                ),
-            ));
-        }
+        self.read_as::<T>()?;
         // `Vec`'s in-place collection reuses the buffer when `T` has the size and alignment
         // of `u32`, and the map is a bit cast for those types.
         Ok(self

@@ -332,32 +332,33 @@ fn conv_gemm(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor) -> Result<Tensor> {
         )));
     }
     let taps = kh * kw;
-    let axis = |start: usize, len: usize, step: usize| {
-        let end = start + (len - 1) * step + 1;
-        SliceArg::new(Some(start as isize), Some(end as isize), step as isize)
+    // One strided slice per tap over the spatial axes `hw` and `hw + 1` of `x`, stacked
+    // along `at`; `x` itself for a 1x1 stride-1 window.
+    let gather = |cx: &mut Cx, x: Tensor, hw: usize, at: isize| -> Result<Tensor> {
+        if taps == 1 && sh == 1 && sw == 1 {
+            return Ok(x);
+        }
+        let axis = |start: usize, len: usize, step: usize| {
+            let end = start + (len - 1) * step + 1;
+            SliceArg::new(Some(start as isize), Some(end as isize), step as isize)
+        };
+        let mut parts = Vec::with_capacity(taps);
+        for ki in 0..kh {
+            for kj in 0..kw {
+                let mut args = vec![SliceArg::full(); hw];
+                args.extend([axis(ki * dh, oh, sh), axis(kj * dw, ow, sw)]);
+                parts.push(cx.g.slice(x, &args)?);
+            }
+        }
+        cx.g.stack(&parts, at)
     };
-    let (k, p) = ((cg * taps) as isize, (oh * ow) as isize);
+    let k = (cg * taps) as isize;
     let y = if groups == 1 {
         // Channels last, so that the product's rows are the output pixels (many) and its
-        // right operand the constant weights, packed once per plan.
+        // right operand the constant weights, packed once per plan. The columns are
+        // [N, OH, OW, KH·KW, C]: each tap's channels stay one contiguous run.
         let xt = cx.g.transpose(x4, &[0, 2, 3, 1])?;
-        let cols = if taps == 1 && sh == 1 && sw == 1 {
-            xt
-        } else {
-            let mut parts = Vec::with_capacity(taps);
-            for ki in 0..kh {
-                for kj in 0..kw {
-                    let args = [
-                        SliceArg::full(),
-                        axis(ki * dh, oh, sh),
-                        axis(kj * dw, ow, sw),
-                    ];
-                    parts.push(cx.g.slice(xt, &args)?);
-                }
-            }
-            // [N, OH, OW, KH·KW, C]: each tap's channels stay one contiguous run.
-            cx.g.stack(&parts, 3)?
-        };
+        let cols = gather(cx, xt, 1, 3)?;
         let cols = cx.g.reshape(cols, &[-1, k])?;
         // The weights in the same (tap, channel) order, as the product's right operand:
         // [KH, KW, C, O] -> [KH·KW·C, O] (one transpose, which the plan folds and packs).
@@ -368,26 +369,10 @@ fn conv_gemm(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor) -> Result<Tensor> {
             cx.g.reshape(y, &[-1, oh as isize, ow as isize, o as isize])?;
         cx.g.transpose(y, &[0, 3, 1, 2])?
     } else {
-        let cols = if taps == 1 && sh == 1 && sw == 1 {
-            x4
-        } else {
-            let mut parts = Vec::with_capacity(taps);
-            for ki in 0..kh {
-                for kj in 0..kw {
-                    let args = [
-                        SliceArg::full(),
-                        SliceArg::full(),
-                        axis(ki * dh, oh, sh),
-                        axis(kj * dw, ow, sw),
-                    ];
-                    parts.push(cx.g.slice(x4, &args)?);
-                }
-            }
-            // [N, C, KH·KW, OH, OW]
-            cx.g.stack(&parts, 2)?
-        };
+        // [N, C, KH·KW, OH, OW] as [N, G, C/G·KH·KW, OH·OW], times [G, O/G, C/G·KH·KW].
+        let cols = gather(cx, x4, 2, 2)?;
         let g = groups as isize;
-        let cols = cx.g.reshape(cols, &[-1, g, k, p])?;
+        let cols = cx.g.reshape(cols, &[-1, g, k, (oh * ow) as isize])?;
         let wm = cx.g.reshape(w4, &[g, (o / groups) as isize, k])?;
         let y = cx.g.matmul(wm, cols)?;
         cx.g.reshape(y, &[-1, o as isize, oh as isize, ow as isize])?

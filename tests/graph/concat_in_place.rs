@@ -46,17 +46,14 @@ fn placed(plan: &Plan) -> usize {
 }
 
 fn concat_steps(plan: &Plan) -> usize {
+    steps_of(plan, |k| matches!(k, Kernel::Concat(_)))
+}
+
+/// The plan's dispatches whose kernel `is`.
+fn steps_of(plan: &Plan, is: impl Fn(&Kernel) -> bool) -> usize {
     plan.steps
         .iter()
-        .filter(|s| {
-            matches!(
-                s.kind,
-                StepKind::Dispatch {
-                    kernel: Kernel::Concat(_),
-                    ..
-                }
-            )
-        })
+        .filter(|s| matches!(&s.kind, StepKind::Dispatch { kernel, .. } if is(kernel)))
         .count()
 }
 
@@ -307,20 +304,7 @@ fn a_transposed_constant_is_folded_into_a_constant() {
     let wt = g.reshape(wt, &[2, 6]).unwrap();
     let x = g.placeholder("x", [6, 1], DType::I32).unwrap();
     let y = g.matmul(wt, x).unwrap();
-    let permutes = |plan: &Plan| {
-        plan.steps
-            .iter()
-            .filter(|s| {
-                matches!(
-                    s.kind,
-                    StepKind::Dispatch {
-                        kernel: Kernel::Permute(_),
-                        ..
-                    }
-                )
-            })
-            .count()
-    };
+    let permutes = |plan: &Plan| steps_of(plan, |k| matches!(k, Kernel::Permute(_)));
     assert_eq!(
         permutes(&compile::compile(&g, &[y], &target(true)).unwrap()),
         0

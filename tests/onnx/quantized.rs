@@ -19,6 +19,30 @@ fn npy(name: &str, what: &str) -> HostTensor {
     wgflow::npy::read(dir().join(format!("{name}.{what}.npy"))).unwrap()
 }
 
+/// cpu:0 and every GPU adapter.
+fn devices() -> Vec<Device> {
+    let mut devices = vec![Device::Cpu];
+    devices.extend(crate::common::gpus());
+    devices
+}
+
+/// An inference session of `model` on `device`.
+fn session_on(model: &wgflow::onnx::proto::ModelProto, device: Device) -> InferenceSession {
+    use wgflow::onnx::Message;
+    let options = SessionOptions {
+        default_device: Some(device),
+        visible_devices: Some(crate::common::gpu_indices()),
+        ..Default::default()
+    };
+    InferenceSession::from_bytes(
+        model.encode_to_vec(),
+        None,
+        ImportOptions::default(),
+        options,
+    )
+    .unwrap()
+}
+
 fn max_diff(a: &HostTensor, b: &HostTensor) -> f32 {
     let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
     assert_eq!(a.len(), b.len());
@@ -88,7 +112,6 @@ fn integer_matmul_is_exact_past_f32_range() {
         tensor_proto::DataType, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
         TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
     };
-    use wgflow::onnx::Message;
     // B has 70,000 elements: past the size (2^16) from which the importer makes an integer
     // initializer a graph constant at once instead of an i64 host value.
     let (m, k, n) = (3usize, 1000usize, 70usize);
@@ -158,21 +181,8 @@ fn integer_matmul_is_exact_past_f32_range() {
         }),
         ..Default::default()
     };
-    let mut devices = vec![Device::Cpu];
-    devices.extend(crate::common::gpus());
-    for device in devices {
-        let options = SessionOptions {
-            default_device: Some(device),
-            visible_devices: Some(crate::common::gpu_indices()),
-            ..Default::default()
-        };
-        let mut s = InferenceSession::from_bytes(
-            model.encode_to_vec(),
-            None,
-            ImportOptions::default(),
-            options,
-        )
-        .unwrap();
+    for device in devices() {
+        let mut s = session_on(&model, device);
         let feed = HostTensor::new([m, k], a.clone()).unwrap();
         let got = s.run(None, &[("a", feed)]).unwrap();
         let y = got[0].to_vec::<i32>().unwrap();
@@ -269,7 +279,6 @@ fn integer_convolutions_are_exact_on_every_device() {
     use wgflow::onnx::proto::{
         tensor_proto::DataType, GraphProto, ModelProto, OperatorSetIdProto, TensorProto,
     };
-    use wgflow::onnx::Message;
     let case = |x, o, k, pads, strides, dilations, group| ConvCase {
         x,
         one_d: false,
@@ -291,8 +300,7 @@ fn integer_convolutions_are_exact_on_every_device() {
         ..case([1, 30, 1, 16], 3, [1, 10], [0, 2, 0, 2], [1, 3], [1, 1], 1)
     });
     let (xz, wz) = (131i64, -3i64);
-    let mut devices = vec![Device::Cpu];
-    devices.extend(crate::common::gpus());
+    let devices = devices();
     let mut rng = crate::common::Rng(29);
     for (ci, cc) in cases.iter().enumerate() {
         let [n, c, h, wd] = cc.x;
@@ -367,18 +375,7 @@ fn integer_convolutions_are_exact_on_every_device() {
         };
         let shape: Vec<usize> = xdims.iter().map(|&d| d as usize).collect();
         for &device in &devices {
-            let options = SessionOptions {
-                default_device: Some(device),
-                visible_devices: Some(crate::common::gpu_indices()),
-                ..Default::default()
-            };
-            let mut s = InferenceSession::from_bytes(
-                model.encode_to_vec(),
-                None,
-                ImportOptions::default(),
-                options,
-            )
-            .unwrap();
+            let mut s = session_on(&model, device);
             let feed = HostTensor::new(shape.clone(), x.clone()).unwrap();
             let got = s.run(None, &[("x", feed)]).unwrap();
             let dims: Vec<usize> = ydims.iter().map(|&d| d as usize).collect();
