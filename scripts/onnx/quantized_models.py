@@ -1,7 +1,9 @@
 """Models quantized the way users quantize them, for tests/onnx/quantized.rs: an MLP and a
 small encoder layer through onnxruntime.quantization.quantize_dynamic (DynamicQuantizeLinear
-+ MatMulInteger), and a small CNN through quantize_static in both formats (QDQ:
-QuantizeLinear/DequantizeLinear pairs; QOperator: QLinearConv/QLinearMatMul). Writes
++ MatMulInteger), a small CNN through quantize_static in both formats (QDQ:
+QuantizeLinear/DequantizeLinear pairs; QOperator: QLinearConv/QLinearMatMul), and a CNN whose
+convolutions sum more than 258 products per output (strided, grouped, dilated, a residual
+Add) both dynamically (ConvInteger) and statically per channel (QLinearConv, QLinearAdd). Writes
 tests/data/onnx-quantized/<name>.onnx, <name>.input.npy and <name>.output.npy
 (onnxruntime's output on that input).
 
@@ -89,6 +91,40 @@ def cnn():
     return helper.make_model(helper.make_graph(nodes, "cnn", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)])
 
 
+def wide_cnn():
+    """Convolutions past f32's exact range for 8-bit sums (more than 258 products per output:
+    wgflow's integer matrix product of gathered windows): 32 -> 32 channels 3x3 with a
+    residual Add, a stride-2 3x3 to 64, a 3x3 in two groups of 32, a dilated 3x3."""
+    rng = np.random.default_rng(6)
+    inits = [
+        w(rng, "c1", [32, 3, 3, 3], 0.3), w(rng, "cb1", [32], 0.1),
+        w(rng, "c2", [32, 32, 3, 3], 0.08), w(rng, "cb2", [32], 0.1),
+        w(rng, "c3", [64, 32, 3, 3], 0.08), w(rng, "cb3", [64], 0.1),
+        w(rng, "c4", [64, 32, 3, 3], 0.08), w(rng, "cb4", [64], 0.1),
+        w(rng, "c5", [64, 64, 3, 3], 0.06), w(rng, "cb5", [64], 0.1),
+        w(rng, "fc", [64, 10], 0.2), w(rng, "fcb", [10], 0.1),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "c1", "cb1"], ["a1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "c2", "cb2"], ["a2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a2"], ["r2"]),
+        helper.make_node("Add", ["r1", "r2"], ["s2"]),
+        helper.make_node("Conv", ["s2", "c3", "cb3"], ["a3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["a3"], ["r3"]),
+        helper.make_node("Conv", ["r3", "c4", "cb4"], ["a4"], pads=[1, 1, 1, 1], group=2),
+        helper.make_node("Relu", ["a4"], ["r4"]),
+        helper.make_node("Conv", ["r4", "c5", "cb5"], ["a5"], pads=[2, 2, 2, 2], dilations=[2, 2]),
+        helper.make_node("Relu", ["a5"], ["r5"]),
+        helper.make_node("GlobalAveragePool", ["r5"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fcb"], ["logits"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])
+    return helper.make_model(helper.make_graph(nodes, "wide_cnn", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)])
+
+
 class Reader(CalibrationDataReader):
     def __init__(self, shape):
         rng = np.random.default_rng(11)
@@ -136,6 +172,22 @@ def main():
         quantize_static(src, dst, Reader((2, 3, 16, 16)), quant_format=fmt,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=(tag == "qdq"))
         save(f"cnn_static_{tag}", dst, x)
+    src = os.path.join(tmp, "wide_cnn.onnx")
+    onnx.save(wide_cnn(), src)
+    x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    dst = os.path.join(tmp, "wide_cnn_dyn.onnx")
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+    save("wide_cnn_dynamic", dst, x)
+    # 7-bit weights (reduce_range), as onnxruntime advises without VNNI: its AVX2 kernel
+    # multiplies u8 by s8 with vpmaddubsw, whose i16 pair sums saturate with full 8-bit
+    # weights (2 * 255 * 127 > 32767), so its output is then not the model's arithmetic (on
+    # this model 256 values of the first convolution, off by up to 71). wgflow's sums are
+    # exact either way.
+    dst = os.path.join(tmp, "wide_cnn_qoperator.onnx")
+    quantize_static(src, dst, Reader((2, 3, 16, 16)), quant_format=QuantFormat.QOperator,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                    reduce_range=True)
+    save("wide_cnn_static_qoperator", dst, x)
 
 
 if __name__ == "__main__":

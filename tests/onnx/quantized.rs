@@ -61,6 +61,8 @@ fn quantized_models_match_onnxruntime_on_every_device() {
         "encoder_ffn_dynamic",
         "cnn_static_qdq",
         "cnn_static_qoperator",
+        "wide_cnn_dynamic",
+        "wide_cnn_static_qoperator",
     ] {
         let (x, exact, ort) = (
             npy(name, "input"),
