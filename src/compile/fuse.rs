@@ -32,6 +32,7 @@
 use super::{Plan, Source, StepId, StepKind, Target, ValueId};
 use crate::id::IdVec;
 use crate::ops::elementwise::InputView;
+use crate::ops::family::CpuIn;
 use crate::ops::{ElementwiseKernel, Epilogue, Expr, Kernel, Node, Prologue};
 use crate::HostTensor;
 use crate::Shape;
@@ -126,7 +127,13 @@ pub fn fold_constants(mut plan: Plan) -> Plan {
                 let v = &plan.values[step.output];
                 let run = |w: &[&[u32]]| match kernel {
                     Kernel::Elementwise(k) => Some(k.run_fast(w)),
-                    _ => kernel.run_reference(w).ok(),
+                    _ => {
+                        let n = v.shape.numel();
+                        let mut out = crate::host::fresh_vec(n)?;
+                        out.resize(n, 0);
+                        let ins: Vec<CpuIn<'_>> = w.iter().map(|&x| CpuIn::Words(x)).collect();
+                        kernel.run_cpu_into(&ins, &mut out).ok().map(|_| out)
+                    }
                 };
                 words
                     .filter(|_| v.bytes() <= FOLD_MAX_BYTES)
