@@ -62,7 +62,7 @@ pub(super) struct Geometry {
 }
 
 /// Window attributes for a 1-D or 2-D spatial input of size `hw`; `auto_pad` resolved.
-pub(super) fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geometry> {
+fn geometry(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) -> Result<Geometry> {
     let k = kernel.len();
     if k != hw.len() || !(1..=2).contains(&k) {
         return Err(n.unsupported(format!("{k}-D windows (only 1-D and 2-D)")));
@@ -181,7 +181,7 @@ pub(super) fn window_nd(n: &Node, hw: &[usize], kernel: Vec<i64>, ceil: bool) ->
 }
 
 /// `x` as `[N, C, H, W]` (a 1-D input `[N, C, W]` gets `H = 1`).
-pub(super) fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
+fn as_4d(cx: &mut Cx, x: Tensor) -> Result<(Tensor, Vec<usize>)> {
     let s = cx.g.probe_shape(x)?.dims().to_vec();
     match s.len() {
         4 => Ok((x, s)),
@@ -233,13 +233,14 @@ pub(super) fn conv(cx: &mut Cx, n: &Node) -> Result<Tensor> {
 }
 
 /// `Conv` (with `n`'s attributes) of `x0` by `w0`, plus `bias`.
-pub(super) fn conv_with(
+/// A convolution's input and weights as 4-D (a 1-D one gets a unit height), the input's
+/// original dims, and its window (`kernel_shape`, when given, must match the weights).
+pub(super) fn conv_operands(
     cx: &mut Cx,
     n: &Node,
     x0: Tensor,
     w0: Tensor,
-    bias: Option<Tensor>,
-) -> Result<Tensor> {
+) -> Result<(Tensor, Tensor, Vec<usize>, Geometry)> {
     let (x, orig) = as_4d(cx, x0)?;
     let spatial: Vec<i64> =
         cx.g.probe_shape(w0)?
@@ -249,15 +250,23 @@ pub(super) fn conv_with(
             .map(|&d| d as i64)
             .collect();
     let (w, _) = as_4d(cx, w0)?;
-    let kernel = match n.ints("kernel_shape") {
-        Some(k) if k != spatial => {
-            return Err(bad(format!(
-                "kernel_shape {k:?} contradicts the weights' spatial shape {spatial:?}"
-            )))
-        }
-        _ => spatial,
-    };
-    let g = geometry(n, &orig[2..], kernel, false)?;
+    if let Some(k) = n.ints("kernel_shape").filter(|k| *k != spatial) {
+        return Err(bad(format!(
+            "kernel_shape {k:?} contradicts the weights' spatial shape {spatial:?}"
+        )));
+    }
+    let g = geometry(n, &orig[2..], spatial, false)?;
+    Ok((x, w, orig, g))
+}
+
+pub(super) fn conv_with(
+    cx: &mut Cx,
+    n: &Node,
+    x0: Tensor,
+    w0: Tensor,
+    bias: Option<Tensor>,
+) -> Result<Tensor> {
+    let (x, w, orig, g) = conv_operands(cx, n, x0, w0)?;
     let p = g.pads;
     let (x, padding) = if p[0] == p[2] && p[1] == p[3] {
         (x, [p[0], p[1]])

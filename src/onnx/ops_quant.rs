@@ -9,7 +9,7 @@
 //! accumulator in f32 and rounds half to even, as onnxruntime does.
 
 use super::build::{bad, Cx, Node, Val};
-use super::ops_nn::{as_4d, back_to, conv_with, geometry, groups, pad_hw};
+use super::ops_nn::{back_to, conv_operands, conv_with, groups, pad_hw};
 use super::proto::tensor_proto::DataType;
 use super::tensor::{narrow_range, small_float};
 use crate::{DType, Result, SliceArg, Tensor};
@@ -297,22 +297,15 @@ fn conv_integer(
     }
 }
 
-/// `conv(x, w)` of i32 `x` and `w` as one integer matrix product per group: the padded
-/// input's windows gathered into `[N, G, C/G·KH·KW, OH·OW]` columns (a strided slice per
-/// tap, stacked), times the weights as `[G, O/G, C/G·KH·KW]`. Its sums are exact in wrapping
-/// i32 whatever their length, and on cpu:0 they run the integer GEMM (u8 × s8 on VNNI or
-/// AMX, i16 pairs on AVX2) instead of f32 (docs/performance.md, quantized models).
+/// `conv(x, w)` of i32 `x` and `w` as an integer matrix product of the padded input's
+/// windows (a strided slice per tap, stacked): channels last, `[N·OH·OW, KH·KW·C]` times the
+/// weights as `[KH·KW·C, O]`; in groups, `[N, G, C/G·KH·KW, OH·OW]` per group. Its sums are
+/// exact in wrapping i32 whatever their length, and on cpu:0 they run the integer GEMM
+/// (u8 × s8 on VNNI or AMX, i16 pairs on AVX2) instead of f32 (docs/performance.md,
+/// "Integer convolutions").
 fn conv_gemm(cx: &mut Cx, n: &Node, x: Tensor, w: Tensor) -> Result<Tensor> {
-    let (x4, orig) = as_4d(cx, x)?;
     let wd = cx.g.probe_shape(w)?.dims().to_vec();
-    let spatial: Vec<i64> = wd.iter().skip(2).map(|&d| d as i64).collect();
-    if let Some(k) = n.ints("kernel_shape").filter(|k| *k != spatial) {
-        return Err(bad(format!(
-            "kernel_shape {k:?} contradicts the weights' spatial shape {spatial:?}"
-        )));
-    }
-    let (w4, _) = as_4d(cx, w)?;
-    let geo = geometry(n, &orig[2..], spatial, false)?;
+    let (x4, w4, orig, geo) = conv_operands(cx, n, x, w)?;
     let x4 = pad_hw(cx, x4, geo.pads, 0.0)?;
     let xd = cx.g.probe_shape(x4)?.dims().to_vec();
     let (c, h, wide) = (xd[1], xd[2], xd[3]);

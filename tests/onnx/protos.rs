@@ -110,13 +110,26 @@ pub fn attr_float(name: &str, f: f32) -> AttributeProto {
 
 // Hostile models and builders shared by the library's and the CLI's tests of issue 44.
 
-/// A model at `opset` of `nodes` over inputs `ins`, initializers `inits`, outputs `outs`.
+/// A model at `opset` of `nodes` over inputs `ins`, initializers `inits`, outputs `outs`
+/// (float32, of unknown shape).
 pub fn model_at(
     opset: i64,
     ins: Vec<ValueInfoProto>,
     inits: Vec<TensorProto>,
     nodes: Vec<NodeProto>,
     outs: &[&str],
+) -> ModelProto {
+    let outs = outs.iter().map(|o| value(o, &[])).collect();
+    typed_model_at(opset, ins, inits, nodes, outs)
+}
+
+/// [`model_at`] with its outputs' types and shapes given.
+pub fn typed_model_at(
+    opset: i64,
+    ins: Vec<ValueInfoProto>,
+    inits: Vec<TensorProto>,
+    nodes: Vec<NodeProto>,
+    outs: Vec<ValueInfoProto>,
 ) -> ModelProto {
     ModelProto {
         ir_version: Some(8),
@@ -128,7 +141,7 @@ pub fn model_at(
             node: nodes,
             initializer: inits,
             input: ins,
-            output: outs.iter().map(|o| value(o, &[])).collect(),
+            output: outs,
             ..Default::default()
         }),
         ..Default::default()

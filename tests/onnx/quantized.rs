@@ -7,7 +7,9 @@
 //! own semantics; its optimizer fuses QDQ pairs into integer kernels that round differently
 //! (0.07 apart on the QDQ CNN), so the default run is matched to within quantization noise.
 
+use super::protos::{node, typed_model_at};
 use std::path::{Path, PathBuf};
+use wgflow::onnx::proto::{tensor_proto::DataType, ModelProto, TensorProto};
 use wgflow::onnx::{ImportOptions, InferenceSession};
 use wgflow::{Device, HostTensor, SessionOptions};
 
@@ -19,6 +21,17 @@ fn npy(name: &str, what: &str) -> HostTensor {
     wgflow::npy::read(dir().join(format!("{name}.{what}.npy"))).unwrap()
 }
 
+/// An 8- or 16-bit integer initializer of type `ty`, its values' low bytes as raw data.
+fn bytes(name: &str, dims: &[i64], ty: DataType, v: &[i32]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(ty as i32),
+        raw_data: Some(v.iter().map(|&x| x as u8).collect()),
+        ..Default::default()
+    }
+}
+
 /// cpu:0 and every GPU adapter.
 fn devices() -> Vec<Device> {
     let mut devices = vec![Device::Cpu];
@@ -27,7 +40,7 @@ fn devices() -> Vec<Device> {
 }
 
 /// An inference session of `model` on `device`.
-fn session_on(model: &wgflow::onnx::proto::ModelProto, device: Device) -> InferenceSession {
+fn session_on(model: &ModelProto, device: Device) -> InferenceSession {
     use wgflow::onnx::Message;
     let options = SessionOptions {
         default_device: Some(device),
@@ -110,79 +123,32 @@ fn quantized_models_match_onnxruntime_on_every_device() {
 /// the sums) and an 8-bit wrap, against i64 arithmetic here.
 #[test]
 fn integer_matmul_is_exact_past_f32_range() {
-    use wgflow::onnx::proto::{
-        tensor_proto::DataType, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-        TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
-    };
+    use super::protos::typed_value;
     // B has 70,000 elements: past the size (2^16) from which the importer makes an integer
     // initializer a graph constant at once instead of an i64 host value.
     let (m, k, n) = (3usize, 1000usize, 70usize);
     let mut rng = crate::common::Rng(17);
     let a: Vec<i32> = (0..m * k).map(|_| rng.below(256) as i32).collect();
     let b: Vec<i32> = (0..k * n).map(|_| rng.below(256) as i32).collect();
-    let raw = |v: &[i32]| v.iter().map(|&x| x as u8).collect::<Vec<u8>>();
-    let tensor = |name: &str, dims: &[i64], v: &[i32]| TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(DataType::Uint8 as i32),
-        raw_data: Some(raw(v)),
-        ..Default::default()
-    };
-    let info = |name: &str, elem: DataType, dims: &[i64]| ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem as i32),
-                shape: Some(TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| wgflow::onnx::proto::tensor_shape_proto::Dimension {
-                            value: Some(
-                                wgflow::onnx::proto::tensor_shape_proto::dimension::Value::DimValue(
-                                    d,
-                                ),
-                            ),
-                            ..Default::default()
-                        })
-                        .collect(),
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let node = |op: &str, i: &[&str], o: &str| NodeProto {
-        op_type: Some(op.into()),
-        input: i.iter().map(|s| s.to_string()).collect(),
-        output: vec![o.into()],
-        ..Default::default()
-    };
-    let model = ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
-        graph: Some(GraphProto {
-            node: vec![
-                node("MatMulInteger", &["a", "b", "az", "bz"], "y"),
-                // uint8 + uint8 wraps at 256.
-                node("Add", &["a", "a"], "twice"),
-            ],
-            initializer: vec![
-                tensor("b", &[k as i64, n as i64], &b),
-                tensor("az", &[], &[7]),
-                tensor("bz", &[], &[200]),
-            ],
-            input: vec![info("a", DataType::Uint8, &[m as i64, k as i64])],
-            output: vec![
-                info("y", DataType::Int32, &[m as i64, n as i64]),
-                info("twice", DataType::Uint8, &[m as i64, k as i64]),
-            ],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let u8s = DataType::Uint8;
+    let model = typed_model_at(
+        17,
+        vec![typed_value("a", &[m as i64, k as i64], u8s)],
+        vec![
+            bytes("b", &[k as i64, n as i64], u8s, &b),
+            bytes("az", &[], u8s, &[7]),
+            bytes("bz", &[], u8s, &[200]),
+        ],
+        vec![
+            node("MatMulInteger", &["a", "b", "az", "bz"], &["y"], vec![]),
+            // uint8 + uint8 wraps at 256.
+            node("Add", &["a", "a"], &["twice"], vec![]),
+        ],
+        vec![
+            typed_value("y", &[m as i64, n as i64], DataType::Int32),
+            typed_value("twice", &[m as i64, k as i64], u8s),
+        ],
+    );
     for device in devices() {
         let mut s = session_on(&model, device);
         let feed = HostTensor::new([m, k], a.clone()).unwrap();
@@ -277,10 +243,7 @@ impl ConvCase {
 /// 3x3 over 3 channels, the exact f32 convolution).
 #[test]
 fn integer_convolutions_are_exact_on_every_device() {
-    use super::protos::{attr_int, attr_ints, node, typed_value};
-    use wgflow::onnx::proto::{
-        tensor_proto::DataType, GraphProto, ModelProto, OperatorSetIdProto, TensorProto,
-    };
+    use super::protos::{attr_int, attr_ints, typed_value};
     let case = |x, o, k, pads, strides, dilations, group| ConvCase {
         x,
         one_d: false,
@@ -339,42 +302,28 @@ fn integer_convolutions_are_exact_on_every_device() {
         } else {
             cc.pads.iter().map(|&p| p as i64).collect()
         };
-        let tensor = |name: &str, dims: &[i64], ty: DataType, v: &[i32]| TensorProto {
-            name: Some(name.into()),
-            dims: dims.to_vec(),
-            data_type: Some(ty as i32),
-            raw_data: Some(v.iter().map(|&x| x as u8).collect()),
-            ..Default::default()
-        };
-        let model = ModelProto {
-            ir_version: Some(8),
-            opset_import: vec![OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(17),
-            }],
-            graph: Some(GraphProto {
-                node: vec![node(
-                    "ConvInteger",
-                    &["x", "w", "xz", "wz"],
-                    &["y"],
-                    vec![
-                        attr_ints("pads", &pads),
-                        attr_ints("strides", &pick(cc.strides)),
-                        attr_ints("dilations", &pick(cc.dilations)),
-                        attr_int("group", cc.group as i64),
-                    ],
-                )],
-                initializer: vec![
-                    tensor("w", &wdims, DataType::Int8, &w),
-                    tensor("xz", &[], DataType::Uint8, &[xz as i32]),
-                    tensor("wz", &[], DataType::Int8, &[wz as i32]),
-                ],
-                input: vec![typed_value("x", &xdims, DataType::Uint8)],
-                output: vec![typed_value("y", &ydims, DataType::Int32)],
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let conv = node(
+            "ConvInteger",
+            &["x", "w", "xz", "wz"],
+            &["y"],
+            vec![
+                attr_ints("pads", &pads),
+                attr_ints("strides", &pick(cc.strides)),
+                attr_ints("dilations", &pick(cc.dilations)),
+                attr_int("group", cc.group as i64),
+            ],
+        );
+        let model = typed_model_at(
+            17,
+            vec![typed_value("x", &xdims, DataType::Uint8)],
+            vec![
+                bytes("w", &wdims, DataType::Int8, &w),
+                bytes("xz", &[], DataType::Uint8, &[xz as i32]),
+                bytes("wz", &[], DataType::Int8, &[wz as i32]),
+            ],
+            vec![conv],
+            vec![typed_value("y", &ydims, DataType::Int32)],
+        );
         let shape: Vec<usize> = xdims.iter().map(|&d| d as usize).collect();
         for &device in &devices {
             let mut s = session_on(&model, device);
