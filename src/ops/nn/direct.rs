@@ -11,9 +11,10 @@
 //!   on any layer whose flattened output wastes few positions ([`WIDE_MIN_USE`]): the 3x3s
 //!   of ResNet, DenseNet and Inception at 14x14 and more, SqueezeNet's at 13x13, and first
 //!   layers over RGB.
-//! - **AVX2** (`tile`): for layers with few taps per output (`Cin·kh·kw`), a tile's taps are
-//!   copied into an aligned panel, and 6 output channels by 16 positions are summed in
-//!   registers: per tap two loads, six broadcast weights and twelve fused multiply-adds.
+//! - **AVX2** (`tile`): a tile's taps are copied into an aligned panel, and 4 output
+//!   channels by 24 positions are summed in twelve registers: per tap three loads, four
+//!   broadcast weights and twelve fused multiply-adds (4 rows waste no channels of the
+//!   usual 16 to 128; 6 by 16 computed 36 for 32).
 // Elsewhere (wasm32, aarch64) the vector kernels are compiled out and the portable path
 // leaves some of these helpers unused.
 #![cfg_attr(not(target_arch = "x86_64"), allow(unused))]
@@ -21,7 +22,7 @@ use super::cpu::SendPtr;
 use super::maxpool::{max_band, RowScratch};
 use super::planes::Phases;
 #[cfg(target_arch = "x86_64")]
-use super::tiles::{line, tile, tile_wide, Line, Scatter};
+use super::tiles::{gather, tile, tile_wide, Line, Scatter};
 use super::{dims4, Conv2dKernel, PoolKernel};
 use crate::ops::elementwise::RangeProgram;
 use rayon::prelude::*;
@@ -41,15 +42,18 @@ const WIDE_MAX_CIN: usize = 4;
 /// kernel stored its sums straight into the output (1.05x before); 7x7 (0.51) stays with
 /// the GEMM.
 const WIDE_MIN_USE: f64 = 0.7;
-/// Without AVX-512: with at most this many output channels (DenseNet's 3x3 growth layers make 32) the GEMM
-/// packs 1,152 taps per column for little reuse, and the direct kernel was 10–28% faster
-/// on 14x14 to 56x56 outputs, slower at 7x7 and at 13x13 (1x1 over 384 channels to 48).
-const SMALL_M: usize = 32;
+/// Without AVX-512, the direct kernel beats the GEMM (which packs every tap of every column
+/// per call) up to this many output channels and taps over outputs of at least
+/// `SMALL_M_POSITIONS`. Measured by `wgflow profile` of single 3x3 convolutions with ReLU on
+/// the 2-core AVX2 EPYC: 64 channels at 16x16, batch 8, 1.61 ms against 2.27; 128 at 28x28
+/// 2.12 against 2.21; 96 at 28x28 1.10 against 1.23; 256 at 14x14 2.64 against 1.89 (so
+/// not there).
+const SMALL_M: usize = 128;
 const SMALL_M_TAPS: usize = 1152;
 const SMALL_M_POSITIONS: usize = 196;
 /// Output channels and flattened positions of one micro-kernel tile.
-pub(super) const MR: usize = 6;
-pub(super) const NR: usize = 16;
+pub(super) const MR: usize = 4;
+pub(super) const NR: usize = 24;
 /// Output channels and flattened positions of one AVX-512 tile (24 of the 32 registers
 /// hold its sums), and the taps summed per pass (a tile's 144 x 48 inputs fill 40% of L1
 /// and serve every block of its run; 64 was 5% slower on a 3x3 over 64 channels at 56x56,
@@ -531,14 +535,12 @@ impl Layer<'_, '_> {
                     // few sequential streams, not one line of each of `taps` planes per
                     // tile), stored tile-major so that each tile's panel is contiguous and
                     // aligned.
-                    panel.clear();
-                    panel.resize(nt * taps, Line([0.0; NR]));
-                    for (t, &off) in self.offsets.iter().enumerate() {
-                        let src = j0 + s0 + off;
-                        for j in 0..nt {
-                            panel[j * taps + t] = line(self.src, src + j * NR);
-                        }
+                    // Every line it uses is written below.
+                    if panel.len() < nt * taps {
+                        panel.resize(nt * taps, Line([0.0; NR]));
                     }
+                    // SAFETY: AVX2 was detected (`direct_cpu`); `panel` holds nt·taps lines.
+                    unsafe { gather(panel, self.src, j0 + s0, self.offsets, nt) };
                     for j in 0..nt {
                         let t0 = s0 + j * NR;
                         let lines = &panel[j * taps..][..taps];
