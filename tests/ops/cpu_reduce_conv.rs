@@ -929,7 +929,7 @@ fn direct_convolutions_match_float64() {
         usize,
         usize,
     );
-    let cases: [Direct; 14] = [
+    let cases: [Direct; 15] = [
         (1, 3, 64, [3, 3], 224, 224, 2, 0, 1),
         (1, 3, 24, [3, 3], 57, 61, 2, 1, 1),
         (2, 3, 13, [7, 7], 45, 38, 2, 3, 1),
@@ -946,6 +946,9 @@ fn direct_convolutions_match_float64() {
         // and through partial sums (3x3), over two images.
         (1, 160, 19, [1, 1], 23, 25, 1, 0, 1),
         (2, 20, 9, [3, 3], 31, 30, 1, 1, 1),
+        // Images whose phase planes (64 x 130 x 130 floats each) pass the 4M floats split
+        // for one parallel loop: five images in two chunks.
+        (5, 64, 16, [3, 3], 128, 128, 1, 1, 1),
     ];
     for (i, (n, c, o, kernel, h, wd, stride, pad, groups)) in cases.into_iter().enumerate() {
         let window = Window {

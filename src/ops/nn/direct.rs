@@ -81,6 +81,8 @@ const WIDE_ACC_FLOATS: usize = 1 << 18;
 const KC: usize = 256;
 /// Most floats of phase planes a thread keeps for its next call (16 MiB).
 const KEEP_FLOATS: usize = 1 << 22;
+/// Most floats of phase planes split for the images of one parallel loop (16 MiB).
+const PLANE_CHUNK: usize = 1 << 22;
 /// Floats of phase planes from which an image's planes are split in parallel.
 const SPLIT_PARALLEL: usize = 1 << 18;
 /// Floats of partial sums one task holds (a band of rows for its channel blocks).
@@ -268,16 +270,30 @@ impl Conv2dKernel {
             // of its run, and with few output channels (a 1x1 squeeze to 16) a run of one
             // block would pay for them for a few channels' work.
             let threads = rayon::current_num_threads().max(1);
+            // Stride 1 without padding: the phase plane is the input plane itself.
+            let in_place = chan == h * wd && ph.pw() == wd;
+            // Images whose planes are split together and whose tasks run in one parallel
+            // loop (a join per image cost a tenth of a batch-8 3x3 over 64 channels at
+            // 16x16), their planes within PLANE_CHUNK floats. A pool runs image by image
+            // (its tasks split each image's pool rows).
+            let per_img = if in_place { 0 } else { cin * chan };
+            let chunk = if self.pool.is_some() {
+                1
+            } else {
+                (PLANE_CHUNK / per_img.max(1)).clamp(1, n_all.max(1))
+            };
             let (group, rows_per_band, bands) = if wide {
                 wide_tasks(blocks, taps, [oh, ow, pw], threads)
             } else {
+                // Tasks enough for three per thread over the chunk's images.
+                let want = (3 * threads).div_ceil(chunk);
                 let mut group = blocks;
                 loop {
                     let runs = blocks.div_ceil(group);
                     let fit = (ACC_FLOATS / (group * mr) / pw).max(1);
-                    let rows = fit.min(oh.div_ceil((3 * threads).div_ceil(runs))).max(1);
+                    let rows = fit.min(oh.div_ceil(want.div_ceil(runs))).max(1);
                     let bands = oh.div_ceil(rows);
-                    if group == 1 || bands * runs >= 3 * threads {
+                    if group == 1 || bands * runs >= want {
                         break (group, rows, bands);
                     }
                     group = group.div_ceil(2);
@@ -286,8 +302,6 @@ impl Conv2dKernel {
             let groups = blocks.div_ceil(group);
             // Kept across calls on this thread: a fresh buffer of this size is mapped and
             // faulted in page by page on every call.
-            // Stride 1 without padding: the phase plane is the input plane itself.
-            let in_place = chan == h * wd && ph.pw() == wd;
             let mut planes = if in_place {
                 Vec::new()
             } else {
@@ -295,60 +309,75 @@ impl Conv2dKernel {
             };
             // A tile reads up to NR - 1 positions past the flattened output's end.
             // `split` writes every float of its planes; only growth needs initialising.
-            if !in_place && planes.len() < cin * chan + NR {
-                planes.resize(cin * chan + NR, 0.0);
+            if !in_place && planes.len() < chunk * per_img + NR {
+                planes.resize(chunk * per_img + NR, 0.0);
             }
             let image = self.out_shape().numel() / n_all.max(1);
-            for (img, dst) in out.chunks_exact_mut(image).take(n_all).enumerate() {
-                let xs = &x[img * cin * h * wd..][..cin * h * wd];
-                let split = |(buf, plane): (&mut [f32], &[f32])| ph.split(plane, 0.0, buf);
-                if !in_place && cin * chan >= SPLIT_PARALLEL {
-                    planes[..cin * chan]
-                        .par_chunks_mut(chan)
-                        .zip(xs.par_chunks(h * wd))
-                        .for_each(split);
-                } else if !in_place {
-                    planes[..cin * chan]
-                        .chunks_mut(chan)
-                        .zip(xs.chunks(h * wd))
-                        .for_each(split);
+            let xlen = cin * h * wd;
+            let template = Layer {
+                src: &[],
+                w,
+                wp: &wp,
+                offsets: &offsets,
+                taps,
+                m,
+                out: [oh, ow, pw],
+                wide,
+                // Without dropped columns (a 1x1 at stride 1 without padding) the
+                // flattened output is `out`'s own layout: the AVX-512 tiles sum into it
+                // in place.
+                straight: wide && pw == ow,
+                // Tiles whose panels are gathered together (at most 128 KiB of lines).
+                sup: (2048 / taps).clamp(1, 16),
+                epi,
+                image: 0,
+            };
+            let base = SendPtr(out.as_mut_ptr());
+            for c0 in (0..n_all).step_by(chunk) {
+                let c1 = (c0 + chunk).min(n_all);
+                if !in_place {
+                    let xs = &x[c0 * xlen..c1 * xlen];
+                    let dst = &mut planes[..(c1 - c0) * per_img];
+                    let split = |(buf, plane): (&mut [f32], &[f32])| ph.split(plane, 0.0, buf);
+                    if dst.len() >= SPLIT_PARALLEL {
+                        dst.par_chunks_mut(chan)
+                            .zip(xs.par_chunks(h * wd))
+                            .for_each(split);
+                    } else {
+                        dst.chunks_mut(chan).zip(xs.chunks(h * wd)).for_each(split);
+                    }
                 }
-                let layer = Layer {
-                    src: if in_place { xs } else { &planes },
-                    w,
-                    wp: &wp,
-                    offsets: &offsets,
-                    taps,
-                    m,
-                    out: [oh, ow, pw],
-                    wide,
-                    // Without dropped columns (a 1x1 at stride 1 without padding) the
-                    // flattened output is `out`'s own layout: the AVX-512 tiles sum into it
-                    // in place.
-                    straight: wide && pw == ow,
-                    // Tiles whose panels are gathered together (at most 128 KiB of lines).
-                    sup: (2048 / taps).clamp(1, 16),
-                    epi,
+                let planes = &planes[..];
+                let layer = |img: usize| Layer {
+                    src: if in_place {
+                        &x[img * xlen..][..xlen]
+                    } else {
+                        &planes[(img - c0) * per_img..]
+                    },
                     image: img * m * oh * ow,
+                    ..template
                 };
-                let base = SendPtr(dst.as_mut_ptr());
                 if let Some(pool) = &self.pool {
-                    layer.pooled(pool, base, group, threads);
+                    let at = SendPtr(base.get().wrapping_add(c0 * image));
+                    layer(c0).pooled(pool, at, group, threads);
                     continue;
                 }
-                (0..groups * bands).into_par_iter().for_each(|task| {
-                    let (g, band) = (task / bands, task % bands);
+                let per = groups * bands;
+                (0..(c1 - c0) * per).into_par_iter().for_each(|task| {
+                    let img = c0 + task / per;
+                    let (g, band) = ((task % per) / bands, task % bands);
                     let blk = g * group..((g + 1) * group).min(blocks);
                     let oy0 = band * rows_per_band;
                     let oy1 = (oy0 + rows_per_band).min(oh);
                     let dest = Dest {
-                        base,
+                        base: SendPtr(base.get().wrapping_add(img * image)),
                         plane: oh * ow,
                         row0: 0,
                     };
-                    // SAFETY: `dest` is this image's output, `[m, oh, ow]`; tasks are
-                    // disjoint (channel blocks, band) pairs, so no two write one element.
-                    unsafe { layer.rows(blk, [oy0, oy1], dest) };
+                    // SAFETY: `dest` is image `img`'s output, `[m, oh, ow]`; tasks are
+                    // disjoint (image, channel blocks, band) triples, so no two write one
+                    // element.
+                    unsafe { layer(img).rows(blk, [oy0, oy1], dest) };
                 });
             }
             if !in_place && planes.len() <= KEEP_FLOATS {
