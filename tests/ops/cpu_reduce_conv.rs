@@ -929,7 +929,7 @@ fn direct_convolutions_match_float64() {
         usize,
         usize,
     );
-    let cases: [Direct; 15] = [
+    let cases: [Direct; 17] = [
         (1, 3, 64, [3, 3], 224, 224, 2, 0, 1),
         (1, 3, 24, [3, 3], 57, 61, 2, 1, 1),
         (2, 3, 13, [7, 7], 45, 38, 2, 3, 1),
@@ -949,6 +949,10 @@ fn direct_convolutions_match_float64() {
         // Images whose phase planes (64 x 130 x 130 floats each) pass the 4M floats split
         // for one parallel loop: five images in two chunks.
         (5, 64, 16, [3, 3], 128, 128, 1, 1, 1),
+        // A batch on few threads (a task per image, splitting its own planes), outputs
+        // whose rows are not whole vectors, and channels past the last full block.
+        (8, 8, 13, [3, 3], 10, 11, 1, 1, 1),
+        (7, 5, 6, [3, 3], 16, 16, 2, 1, 1),
     ];
     for (i, (n, c, o, kernel, h, wd, stride, pad, groups)) in cases.into_iter().enumerate() {
         let window = Window {

@@ -85,8 +85,6 @@ const KEEP_FLOATS: usize = 1 << 22;
 const PLANE_CHUNK: usize = 1 << 22;
 /// Floats of phase planes from which an image's planes are split in parallel.
 const SPLIT_PARALLEL: usize = 1 << 18;
-/// Floats of partial sums one task holds (a band of rows for its channel blocks).
-const ACC_FLOATS: usize = 1 << 16;
 /// Floats of a task's band of convolution rows that it pools (1 MiB, half this machine's
 /// L2). Smaller bands cost more than they save: SqueezeNet's first layer with its pool,
 /// alone on 2 threads, took 0.41 ms in bands of 256 KiB, 0.52 in 128 KiB and 0.37 in
@@ -96,6 +94,9 @@ const BAND_FLOATS: usize = 1 << 18;
 thread_local! {
     /// The direct kernel's phase planes, reused by the next call on this thread.
     static PLANES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// One image's phase planes, split by the task that reads them.
+    static OWN_PLANES: std::cell::RefCell<Vec<f32>> =
+        const { std::cell::RefCell::new(Vec::new()) };
     /// A task's partial sums and gathered panel, kept so that a call does not map and
     /// fault in fresh pages for them.
     #[cfg(target_arch = "x86_64")]
@@ -265,7 +266,7 @@ impl Conv2dKernel {
             }
             let pw = ph.pw();
             // Tasks of (a run of channel blocks, a band of output rows), at least three per
-            // thread, each summing into at most ACC_FLOATS of its own. Rows are split
+            // thread (the AVX2 kernel sums straight into the output's rows). Rows are split
             // before channel blocks: a tile's taps (gathered, or in L1) serve every block
             // of its run, and with few output channels (a 1x1 squeeze to 16) a run of one
             // block would pay for them for a few channels' work.
@@ -290,8 +291,7 @@ impl Conv2dKernel {
                 let mut group = blocks;
                 loop {
                     let runs = blocks.div_ceil(group);
-                    let fit = (ACC_FLOATS / (group * mr) / pw).max(1);
-                    let rows = fit.min(oh.div_ceil(want.div_ceil(runs))).max(1);
+                    let rows = oh.div_ceil(want.div_ceil(runs)).max(1);
                     let bands = oh.div_ceil(rows);
                     if group == 1 || bands * runs >= want {
                         break (group, rows, bands);
@@ -300,16 +300,17 @@ impl Conv2dKernel {
                 }
             };
             let groups = blocks.div_ceil(group);
+            let own = !in_place && self.pool.is_none() && groups * bands == 1 && n_all > 1;
             // Kept across calls on this thread: a fresh buffer of this size is mapped and
             // faulted in page by page on every call.
-            let mut planes = if in_place {
+            let mut planes = if in_place || own {
                 Vec::new()
             } else {
                 PLANES.with_borrow_mut(std::mem::take)
             };
             // A tile reads up to NR - 1 positions past the flattened output's end.
             // `split` writes every float of its planes; only growth needs initialising.
-            if !in_place && planes.len() < chunk * per_img + NR {
+            if !in_place && planes.len() < chunk * per_img + NR && !own {
                 planes.resize(chunk * per_img + NR, 0.0);
             }
             let image = self.out_shape().numel() / n_all.max(1);
@@ -333,7 +334,36 @@ impl Conv2dKernel {
                 image: 0,
             };
             let base = SendPtr(out.as_mut_ptr());
-            for c0 in (0..n_all).step_by(chunk) {
+            // One task per image (a batch on few threads): each splits its own image's
+            // planes just before reading them, while they fit in its L2, instead of all
+            // of them being split first (eight images at 32x32 over 32 channels are 1.2 MB).
+            if own {
+                let dest = |img: usize| Dest {
+                    base: SendPtr(base.get().wrapping_add(img * image)),
+                    plane: oh * ow,
+                    row0: 0,
+                };
+                (0..n_all).into_par_iter().for_each(|img| {
+                    OWN_PLANES.with_borrow_mut(|buf| {
+                        if buf.len() < per_img + NR {
+                            buf.resize(per_img + NR, 0.0);
+                        }
+                        let xs = x[img * xlen..][..xlen].chunks(h * wd);
+                        for (b, plane) in buf.chunks_mut(chan).zip(xs) {
+                            ph.split(plane, 0.0, b);
+                        }
+                        let layer = Layer {
+                            src: &buf[..],
+                            image: img * m * oh * ow,
+                            ..template
+                        };
+                        // SAFETY: `dest(img)` is image `img`'s output, `[m, oh, ow]`, this
+                        // task's alone.
+                        unsafe { layer.rows(0..blocks, [0, oh], dest(img)) };
+                    })
+                });
+            }
+            for c0 in (0..n_all).step_by(chunk).filter(|_| !own) {
                 let c1 = (c0 + chunk).min(n_all);
                 if !in_place {
                     let xs = &x[c0 * xlen..c1 * xlen];
@@ -380,7 +410,7 @@ impl Conv2dKernel {
                     unsafe { layer(img).rows(blk, [oy0, oy1], dest) };
                 });
             }
-            if !in_place && planes.len() <= KEEP_FLOATS {
+            if !in_place && !own && planes.len() <= KEEP_FLOATS {
                 PLANES.with_borrow_mut(|p| *p = planes);
             }
             true
@@ -464,7 +494,7 @@ impl Layer<'_, '_> {
             let stride = len.next_multiple_of(nr);
             // Every element is written before it is read (k0 = 0 stores).
             // An AVX-512 layer in one pass stores straight into `dest`.
-            let partial = !straight && (!self.wide || taps > kc);
+            let partial = self.wide && !straight && taps > kc;
             if partial && acc.len() < blk.len() * mr * stride {
                 acc.resize(blk.len() * mr * stride, 0.0);
             }
@@ -558,48 +588,66 @@ impl Layer<'_, '_> {
                     }
                 }
             } else {
+                // Positions counted over outputs only (`(oy - oy0)·ow + ox`), not the
+                // flattened planes' rows: the dropped columns (an eighth of a 3x3 at 16x16)
+                // are not computed, and a full tile of a full block sums straight into
+                // `dest`'s rows.
+                let len = (oy1 - oy0) * ow;
+                let mut local = vec![[[0.0f32; NR]; MR]; blk.len()];
                 for s0 in (0..len).step_by(NR * self.sup) {
                     let nt = (len - s0).div_ceil(NR).min(self.sup);
-                    // These tiles' taps, tap-major so that each plane is read along a row (a
-                    // few sequential streams, not one line of each of `taps` planes per
-                    // tile), stored tile-major so that each tile's panel is contiguous and
-                    // aligned.
                     // Every line it uses is written below.
                     if panel.len() < nt * taps {
                         panel.resize(nt * taps, Line([0.0; NR]));
                     }
+                    let from = [oy0 * ow + s0, oy0 * ow + len];
                     // SAFETY: AVX2 was detected (`direct_cpu`); `panel` holds nt·taps lines.
-                    unsafe { gather(panel, self.src, j0 + s0, self.offsets, nt) };
+                    unsafe { gather(panel, self.src, from, [ow, pw], self.offsets, nt) };
                     for j in 0..nt {
                         let t0 = s0 + j * NR;
+                        let valid = (len - t0).min(NR);
                         let lines = &panel[j * taps..][..taps];
+                        // Blocks inside the passes over taps: a pass's lines stay in L1
+                        // for every block (the other way round was a quarter slower on a
+                        // 3x3 over 64 channels).
                         for k0 in (0..taps).step_by(KC) {
                             let k1 = (k0 + KC).min(taps);
                             for (i, b) in blk.clone().enumerate() {
+                                let nrows = MR.min(m - b * MR);
+                                let (at, stride) = if valid == NR && nrows == MR {
+                                    (dest.at(b * MR, oy0, ow).wrapping_add(t0), dest.plane)
+                                } else {
+                                    (local[i].as_mut_ptr().cast::<f32>(), NR)
+                                };
                                 let wb = &self.wp[(b * taps + k0) * MR..(b * taps + k1) * MR];
-                                let at = acc.as_mut_ptr().wrapping_add(i * MR * stride + t0);
                                 // SAFETY: AVX2 and FMA were detected (`direct_cpu`); `wb`
                                 // holds MR weights per line of `lines[k0..k1]`. Writes are
-                                // `acc[(i·MR + r)·stride + t0 + c]`, r < MR,
-                                // c < NR ≤ stride - t0, i < blk.len().
+                                // `local[i]` (MR rows of NR) or, for a full tile of a full
+                                // block, positions t0..t0 + NR ≤ len of rows oy0..oy1 of
+                                // channels b·MR + r < m of `dest`: this task's own.
+                                unsafe { tile(&lines[k0..k1], wb, at, stride, k0 > 0) };
+                            }
+                        }
+                        for (i, b) in blk.clone().enumerate() {
+                            let nrows = MR.min(m - b * MR);
+                            if valid == NR && nrows == MR {
+                                continue;
+                            }
+                            for (r, row) in local[i].iter().enumerate().take(nrows) {
+                                // SAFETY: positions t0..t0 + valid ≤ len of rows oy0..oy1
+                                // of channel b·MR + r < m of `dest`: this task's own.
                                 unsafe {
-                                    tile(&lines[k0..k1], wb, at, stride, k0 > 0);
+                                    let d = dest.at(b * MR + r, oy0, ow).add(t0);
+                                    std::ptr::copy_nonoverlapping(row.as_ptr(), d, valid);
                                 }
                             }
                         }
                     }
                 }
             }
-            for (i, b) in blk.clone().enumerate() {
+            for b in blk.clone() {
                 for r in 0..mr.min(m - b * mr) {
                     let o = b * mr + r;
-                    for oy in (oy0..oy1).filter(|_| !self.wide) {
-                        let src = &acc[(i * mr + r) * stride + (oy - oy0) * pw..][..ow];
-                        // SAFETY: row `oy` of channel `o` of `dest` (the caller's).
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(src.as_ptr(), dest.at(o, oy, ow), ow);
-                        }
-                    }
                     if let Some(e) = self.epi.filter(|_| fin.is_none()) {
                         // SAFETY: rows oy0..oy1 of channel o of `dest`, just written by
                         // this task alone (the caller's).

@@ -156,10 +156,11 @@ pub(super) unsafe fn tile_wide<const MASKED: bool, const V: usize>(
 #[repr(align(32))]
 pub(super) struct Line(pub(super) [f32; NR]);
 
-/// `panel[j·taps + t] = src[base + off[t] + j·NR..][..NR]` for j < `nt`, t < taps
-/// (`taps = off.len()`), zeros past the end of `src` (the positions past the flattened
-/// output's end, never stored, of the last plane read in place). Straight vector moves:
-/// a `[f32; NR]` read by value went through the stack and took a fifth of a 3x3's time.
+/// `panel[j·taps + t][l] = src[oy·pw + ox + off[t]]` where output position
+/// `q = from[0] + j·NR + l = oy·ow + ox`, for j < `nt`, t < taps (`off.len()`), l < NR:
+/// each tap's inputs for NR consecutive outputs, with zeros for positions from `from[1]` on
+/// and past the end of `src`. An 8-lane run within one output row is one vector move (a
+/// `[f32; 16]` read by value went through the stack and took a fifth of a 3x3's time).
 ///
 /// # Safety
 /// AVX2 is available; `panel` holds `nt · off.len()` lines.
@@ -168,30 +169,57 @@ pub(super) struct Line(pub(super) [f32; NR]);
 pub(super) unsafe fn gather(
     panel: &mut [Line],
     src: &[f32],
-    base: usize,
+    from: [usize; 2],
+    [ow, pw]: [usize; 2],
     off: &[usize],
     nt: usize,
 ) {
     use std::arch::x86_64::*;
+    const V: usize = NR / 8;
     let taps = off.len();
+    let at = |q: usize| (q / ow) * pw + q % ow;
+    // Each vector's first input (before the tap's offset) when its lanes are one row's,
+    // else NONE.
+    const NONE: usize = usize::MAX;
+    let runs: Vec<usize> = (0..nt * V)
+        .map(|k| {
+            let q = from[0] + 8 * k;
+            if q % ow + 8 <= ow && q + 8 <= from[1] {
+                at(q)
+            } else {
+                NONE
+            }
+        })
+        .collect();
+    // Whether every run of every tap is inside `src` (else each is checked).
+    let last = runs
+        .iter()
+        .filter(|&&a| a != NONE)
+        .max()
+        .copied()
+        .unwrap_or(0);
+    let inside = last + off.iter().max().copied().unwrap_or(0) + 8 <= src.len();
     for (t, &o) in off.iter().enumerate() {
-        for j in 0..nt {
-            let at = base + o + j * NR;
-            let dst = &mut panel[j * taps + t];
-            if at + NR <= src.len() {
-                // SAFETY: `src[at..at + NR]` is in bounds (checked above); a Line is NR
-                // floats aligned to 64 bytes.
-                unsafe {
-                    let p = src.as_ptr().add(at);
-                    let d = dst.0.as_mut_ptr();
-                    for v in (0..NR).step_by(8) {
-                        _mm256_store_ps(d.add(v), _mm256_loadu_ps(p.add(v)));
+        for (j, vecs) in runs.chunks_exact(V).enumerate() {
+            let dst = &mut panel[j * taps + t].0;
+            for (v, &a) in vecs.iter().enumerate() {
+                if a != NONE && (inside || a + o + 8 <= src.len()) {
+                    // SAFETY: `src[a + o..][..8]` is in bounds (checked above); a Line is
+                    // NR floats aligned to 32 bytes and 8·v is a multiple of 8.
+                    unsafe {
+                        let x = _mm256_loadu_ps(src.as_ptr().add(a + o));
+                        _mm256_store_ps(dst.as_mut_ptr().add(8 * v), x);
+                    }
+                } else {
+                    let q = from[0] + j * NR + 8 * v;
+                    for (l, d) in dst[8 * v..8 * v + 8].iter_mut().enumerate() {
+                        *d = if q + l < from[1] {
+                            src.get(at(q + l) + o).copied().unwrap_or(0.0)
+                        } else {
+                            0.0
+                        };
                     }
                 }
-            } else {
-                let tail = src.get(at..).unwrap_or(&[]);
-                dst.0 = [0.0; NR];
-                dst.0[..tail.len()].copy_from_slice(tail);
             }
         }
     }
