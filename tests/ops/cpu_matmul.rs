@@ -422,3 +422,112 @@ fn f16_and_integer_products() {
         .collect();
     assert_eq!(got[1].to_vec::<i32>().unwrap(), want_i, "i32");
 }
+
+/// A constant f32 B (a layer's weight) is packed once per plan into column panels and
+/// multiplied by the AVX2 4x24 kernel with A read in place (where the CPU has AVX2): row
+/// counts around its blocks of 4, depths around its passes of 256, column counts around its
+/// panels of 24, A stored transposed (read through strides), batches sharing B, a bias and
+/// ReLU epilogue, and NaN and infinities in A, each against float64.
+#[test]
+fn constant_weights_packed_once_match_float64() {
+    let avx2 = crate::cpu_reduce_conv::is_avx2();
+    let cases: [(usize, usize, usize); 9] = [
+        (4, 1, 1),
+        (5, 3, 23),
+        (7, 256, 24),
+        (64, 257, 25),
+        (9, 600, 97),
+        (255, 64, 48),
+        (256, 31, 49),
+        (8, 520, 1),
+        (13, 1024, 72),
+    ];
+    for (i, (m, k, n)) in cases.into_iter().enumerate() {
+        let seed = 700 + 3 * i as u32;
+        let (mut va, vw) = (det(m * k, seed), det(k * n, seed + 1));
+        if i == 4 {
+            va[3] = f32::NAN;
+            va[k + 5] = f32::INFINITY;
+            va[2 * k] = f32::NEG_INFINITY;
+        }
+        let bias = det(n, seed + 2);
+        for transposed in [false, true] {
+            let mut g = Graph::new();
+            // A fed as stored, or fed as its transpose and transposed back (read in place
+            // through strides, no transpose kernel).
+            let (a, fed) = if transposed {
+                let at = g.placeholder("at", [k, m], DType::F32).unwrap();
+                let mut t = vec![0.0; m * k];
+                for r in 0..m {
+                    for c in 0..k {
+                        t[c * m + r] = va[r * k + c];
+                    }
+                }
+                (
+                    g.transpose(at, &[1, 0]).unwrap(),
+                    (at, HostTensor::new([k, m], t).unwrap()),
+                )
+            } else {
+                let a = g.placeholder("a", [m, k], DType::F32).unwrap();
+                (a, (a, HostTensor::new([m, k], va.clone()).unwrap()))
+            };
+            let w = konst(&mut g, &[k, n], &vw);
+            let y = g.matmul(a, w).unwrap();
+            let b = konst(&mut g, &[n], &bias);
+            let z = g.add(y, b).unwrap();
+            let z = g.relu(z).unwrap();
+            let (_, want) = reference(&va, &[m, k], &vw, &[k, n]);
+            let want_z: Vec<f64> = want
+                .iter()
+                .enumerate()
+                .map(|(j, &v)| {
+                    let s = v + bias[j % n] as f64;
+                    if s.is_nan() || s > 0.0 {
+                        s
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let mut s = cpu_session(&g);
+            let got = s.run(std::slice::from_ref(&fed), &[y, z]).unwrap();
+            let what = format!("[{m}, {k}] @ constant [{k}, {n}] (A transposed: {transposed})");
+            // f32 sums of k products of magnitude up to 1: a few ulps of k.
+            let atol = 4e-8 * k as f64 + 1e-6;
+            check(&what, &got[0].to_f32().unwrap(), &want, 1e-5, atol);
+            check(
+                &(what.clone() + " + bias, relu"),
+                &got[1].to_f32().unwrap(),
+                &want_z,
+                1e-5,
+                atol,
+            );
+            let packed = s.counters().cpu_prepared_bytes;
+            assert_eq!(packed > 0, avx2, "{what}: {packed} bytes packed");
+            s.run(std::slice::from_ref(&fed), &[y, z]).unwrap();
+            assert_eq!(
+                s.counters().cpu_prepared_bytes,
+                packed,
+                "{what}: packed again"
+            );
+        }
+    }
+    // Batches of A sharing the constant B: one GEMM of their stacked rows.
+    let (bt, m, k, n) = (3, 6, 300, 50);
+    let (va, vw) = (det(bt * m * k, 91), det(k * n, 92));
+    let mut g = Graph::new();
+    let a = g.placeholder("a", [bt, m, k], DType::F32).unwrap();
+    let w = konst(&mut g, &[k, n], &vw);
+    let y = g.matmul(a, w).unwrap();
+    let (_, want) = reference(&va, &[bt, m, k], &vw, &[k, n]);
+    let got = cpu_session(&g)
+        .run(&[(a, HostTensor::new([bt, m, k], va).unwrap())], &[y])
+        .unwrap();
+    check(
+        "batched A @ constant B",
+        &got[0].to_f32().unwrap(),
+        &want,
+        1e-5,
+        1e-5,
+    );
+}

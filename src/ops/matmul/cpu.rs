@@ -11,6 +11,7 @@
 
 use super::few_rows::{few_rows, FEW_ROWS, FEW_ROWS_MIN_K, FEW_ROWS_T};
 use super::igemm::{igemm, igemm_packed, pack_b, IMat, PackedB};
+use super::panel::{gemm_packed, PackedF32};
 use super::*;
 use rayon::prelude::*;
 
@@ -21,6 +22,15 @@ use rayon::prelude::*;
 /// layers up (≥ 67M multiply-adds) the two tie on a busy machine and the threads are what a
 /// quiet or wider one gains from. No bench shape lies between 4.7M and 67M.
 pub(crate) const GEMM_PAR_MACS: usize = 1 << 24;
+
+/// The rows (per GEMM) for which a constant B is packed once per plan and the product runs
+/// [`gemm_packed`]. Below, the 4-row tiles waste most of their lanes. Above, the `gemm`
+/// crate (packing per call) is faster on two threads, though not on one: BERT-small's
+/// products at 512 rows ran at 125-130 GFLOP/s against its 140-155 (`wgflow profile` of the
+/// zoo's `bert` at batch 8, 2-core AVX2 EPYC; both 88 with `RAYON_NUM_THREADS=1`), while at
+/// 64 rows (batch 1) the packed B took the model from 6.8 to 5.8 ms and GPT-2's from 11.2
+/// to 9.5.
+const PACKED_ROWS: std::ops::RangeInclusive<usize> = 4..=256;
 
 /// `C = A · B + beta · C` in f32, `[m, k] · [k, n]`, each matrix through its (row, column)
 /// strides in elements (matrixmultiply's convention; `beta == 0.0` writes C without reading
@@ -216,19 +226,40 @@ impl MatMulKernel {
         )
     }
 
-    /// [`MatMulKernel::run_cpu_into`], with B's packing from [`Self::pack_constant_b`].
+    /// A constant f32 B packed once per plan for [`gemm_packed`], when every GEMM of the
+    /// product reads the same B over all of K and has [`PACKED_ROWS`] rows.
+    pub(super) fn pack_constant_f32(&self, constants: &[Option<&[u32]>]) -> Option<PackedF32> {
+        let b = (*constants.get(1)?)?;
+        if self.dtype != DType::F32 || self.k_chunk.is_some() {
+            return None;
+        }
+        let (_, k, n) = self.mkn();
+        let (m, batches) = self.gemm_batches();
+        let &(_, b0, len) = batches.first()?;
+        let (_, (kb, nb)) = self.matrix_strides();
+        let shared = batches.iter().all(|&(_, b1, l)| b1 == b0 && l == len) && len == k;
+        if !shared || !PACKED_ROWS.contains(&m) {
+            return None;
+        }
+        PackedF32::pack(k, n, bytemuck::cast_slice(b.get(b0..)?), [kb, nb])
+    }
+
+    /// [`MatMulKernel::run_cpu_into`], with B's packing from [`Self::pack_constant_b`] or
+    /// [`Self::pack_constant_f32`].
     pub(super) fn run_cpu_packed(
         &self,
         inputs: &[CpuIn<'_>],
         out: &mut [u32],
-        packed: Option<&PackedB>,
+        prepared: Option<&crate::ops::CpuPrepared>,
     ) -> crate::Result<()> {
+        let packed = prepared.and_then(|p| p.get::<PackedB>());
+        let packed_f32 = prepared.and_then(|p| p.get::<PackedF32>());
         if let Some(w) = crate::ops::family::disjoint_words(inputs)
             .filter(|w| w.len() >= 2 && matches!(self.dtype, DType::F32 | DType::I32))
         {
             let done = out.len() == self.out_shape().numel()
                 && match self.dtype {
-                    DType::F32 => self.product_f32_into(w[0], w[1], out),
+                    DType::F32 => self.product_f32_into(w[0], w[1], out, packed_f32),
                     _ => self.product_i32_into(w[0], w[1], out, packed),
                 };
             if done {
@@ -259,7 +290,7 @@ impl MatMulKernel {
     pub(super) fn product_cpu(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
         let mut out = vec![0u32; self.out_shape().numel()];
         let done = match self.dtype {
-            DType::F32 => self.product_f32_into(a, b, &mut out),
+            DType::F32 => self.product_f32_into(a, b, &mut out, None),
             DType::I32 => self.product_i32_into(a, b, &mut out, None),
             _ => false,
         };
@@ -318,7 +349,13 @@ impl MatMulKernel {
     /// f32 products into `out` (the written output's words); `false`, with nothing
     /// guaranteed about `out`, when an operand is shorter than the shapes say (the reference
     /// loop then reports it as it always did).
-    fn product_f32_into(&self, a: &[u32], b: &[u32], out: &mut [u32]) -> bool {
+    fn product_f32_into(
+        &self,
+        a: &[u32],
+        b: &[u32],
+        out: &mut [u32],
+        packed: Option<&PackedF32>,
+    ) -> bool {
         let (_, _, n) = self.mkn();
         let (m, batches) = self.gemm_batches();
         if out.len() != batches.len() * m * n {
@@ -339,6 +376,14 @@ impl MatMulKernel {
         }
         let (a, b): (&[f32], &[f32]) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
         let c: &mut [f32] = bytemuck::cast_slice_mut(out);
+        if let Some(p) = packed.filter(|p| batches.iter().all(|&(_, _, len)| p.fits(len, n))) {
+            // B packed once per plan: each batch's A against it (checked above to lie
+            // inside `a`).
+            return batches
+                .iter()
+                .zip(c.chunks_exact_mut(m * n))
+                .all(|(&(a0, _, _), c)| gemm_packed(m, &a[a0..], [ra, ka], p, c));
+        }
         for (&(a0, b0, len), c) in batches.iter().zip(c.chunks_exact_mut(m * n)) {
             if len == 0 {
                 // An empty sum.

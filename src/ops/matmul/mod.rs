@@ -19,6 +19,7 @@ pub mod few_rows;
 pub mod file;
 mod grad;
 mod igemm;
+pub(crate) mod panel;
 mod wgsl;
 
 /// Elementwise work fused after a matmul's product or a reduction's result (bias,
@@ -584,9 +585,13 @@ impl KernelDef for MatMulKernel {
         MatMulKernel::run_cpu_into(self, inputs, out)
     }
 
-    /// A constant B of an integer product (a quantized model's weight), packed for
-    /// the integer micro-kernel once instead of on every run.
+    /// A constant B (a layer's weight), packed once instead of on every run: for the f32
+    /// panel kernel, or for the integer micro-kernel (a quantized model's weight).
     fn prepare_cpu(&self, constants: &[Option<&[u32]>]) -> Option<crate::ops::CpuPrepared> {
+        if let Some(p) = self.pack_constant_f32(constants) {
+            let bytes = p.bytes();
+            return Some(crate::ops::CpuPrepared::new(p, bytes));
+        }
         let packed = self.pack_constant_b(constants)?;
         let bytes = packed.bytes();
         Some(crate::ops::CpuPrepared::new(packed, bytes))
@@ -598,7 +603,7 @@ impl KernelDef for MatMulKernel {
         out: &mut [u32],
         prepared: &crate::ops::CpuPrepared,
     ) -> crate::Result<()> {
-        self.run_cpu_packed(inputs, out, prepared.get())
+        self.run_cpu_packed(inputs, out, Some(prepared))
     }
 
     fn invocations(&self) -> u64 {

@@ -52,8 +52,7 @@ const SMALL_M: usize = 128;
 const SMALL_M_TAPS: usize = 1152;
 const SMALL_M_POSITIONS: usize = 196;
 /// Output channels and flattened positions of one micro-kernel tile.
-pub(super) const MR: usize = 4;
-pub(super) const NR: usize = 24;
+pub(super) use crate::ops::matmul::panel::{MR, NR};
 /// Output channels and flattened positions of one AVX-512 tile (24 of the 32 registers
 /// hold its sums), and the taps summed per pass (a tile's 144 x 48 inputs fill 40% of L1
 /// and serve every block of its run; 64 was 5% slower on a 3x3 over 64 channels at 56x56,

@@ -2,7 +2,10 @@
 //! channels by 48 positions and where its sums go, and the AVX2 tile of 6 by 16 over a
 //! gathered panel.
 #![cfg_attr(not(target_arch = "x86_64"), allow(unused))]
-use super::direct::{MR, NR, WMR, WNR};
+use super::direct::{WMR, WNR};
+#[cfg(target_arch = "x86_64")]
+pub(super) use crate::ops::matmul::panel::tile;
+pub(super) use crate::ops::matmul::panel::{Line, NR};
 
 /// Where an AVX-512 tile's final sums go in the output itself: for each of its three
 /// 16-lane vectors, runs of lanes `(at, keep)`, one per output row the vector touches,
@@ -151,11 +154,6 @@ pub(super) unsafe fn tile_wide<const MASKED: bool, const V: usize>(
     }
 }
 
-/// One tap's NR positions, aligned for 8-lane loads.
-#[derive(Clone, Copy)]
-#[repr(align(32))]
-pub(super) struct Line(pub(super) [f32; NR]);
-
 /// `panel[j·taps + t][l] = src[oy·pw + ox + off[t]]` where output position
 /// `q = from[0] + j·NR + l = oy·ow + ox`, for j < `nt`, t < taps (`off.len()`), l < NR:
 /// each tap's inputs for NR consecutive outputs, with zeros for positions from `from[1]` on
@@ -221,90 +219,6 @@ pub(super) unsafe fn gather(
                     }
                 }
             }
-        }
-    }
-}
-
-/// `acc[r·stride + i] (+)= Σ_t wb[t·MR + r] · panel[t][i]` for r < MR, i < NR (added to
-/// what `acc` holds when `add`): per tap three loads, four broadcast weights and twelve
-/// fused multiply-adds, the 4x24 sums in twelve registers. In assembly: with all sixteen
-/// registers taken, LLVM spilled a sum and shuffled registers every tap (half the speed).
-///
-/// # Safety
-/// AVX2 and FMA are available; `wb` holds MR weights per line of `panel`;
-/// `acc.add(r * stride + i)` is readable and writable for r < MR, i < NR.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn tile(panel: &[Line], wb: &[f32], acc: *mut f32, stride: usize, add: bool) {
-    use std::arch::x86_64::*;
-    const _: () = assert!(MR == 4 && NR == 24);
-    let mut c = [[_mm256_setzero_ps(); 3]; MR];
-    if add {
-        for (r, cr) in c.iter_mut().enumerate() {
-            for (v, cv) in cr.iter_mut().enumerate() {
-                // SAFETY: the caller's contract covers these reads (the writes below).
-                *cv = unsafe { _mm256_loadu_ps(acc.add(r * stride + 8 * v)) };
-            }
-        }
-    }
-    let n = panel.len().min(wb.len() / MR);
-    if n > 0 {
-        let [[c00, c01, c02], [c10, c11, c12], [c20, c21, c22], [c30, c31, c32]] = &mut c;
-        // SAFETY: reads n lines of NR floats (aligned to 32 bytes) from `panel` and n·MR
-        // floats from `wb`, both in bounds; registers only otherwise.
-        unsafe {
-            std::arch::asm!(
-                "2:",
-                "vmovaps {b0}, ymmword ptr [{p}]",
-                "vmovaps {b1}, ymmword ptr [{p} + 32]",
-                "vmovaps {b2}, ymmword ptr [{p} + 64]",
-                "vbroadcastss {a}, dword ptr [{w}]",
-                "vfmadd231ps {c00}, {a}, {b0}",
-                "vfmadd231ps {c01}, {a}, {b1}",
-                "vfmadd231ps {c02}, {a}, {b2}",
-                "vbroadcastss {a}, dword ptr [{w} + 4]",
-                "vfmadd231ps {c10}, {a}, {b0}",
-                "vfmadd231ps {c11}, {a}, {b1}",
-                "vfmadd231ps {c12}, {a}, {b2}",
-                "vbroadcastss {a}, dword ptr [{w} + 8]",
-                "vfmadd231ps {c20}, {a}, {b0}",
-                "vfmadd231ps {c21}, {a}, {b1}",
-                "vfmadd231ps {c22}, {a}, {b2}",
-                "vbroadcastss {a}, dword ptr [{w} + 12]",
-                "vfmadd231ps {c30}, {a}, {b0}",
-                "vfmadd231ps {c31}, {a}, {b1}",
-                "vfmadd231ps {c32}, {a}, {b2}",
-                "add {p}, 96",
-                "add {w}, 16",
-                "dec {n}",
-                "jnz 2b",
-                p = inout(reg) panel.as_ptr() => _,
-                w = inout(reg) wb.as_ptr() => _,
-                n = inout(reg) n => _,
-                b0 = out(ymm_reg) _,
-                b1 = out(ymm_reg) _,
-                b2 = out(ymm_reg) _,
-                a = out(ymm_reg) _,
-                c00 = inout(ymm_reg) *c00,
-                c01 = inout(ymm_reg) *c01,
-                c02 = inout(ymm_reg) *c02,
-                c10 = inout(ymm_reg) *c10,
-                c11 = inout(ymm_reg) *c11,
-                c12 = inout(ymm_reg) *c12,
-                c20 = inout(ymm_reg) *c20,
-                c21 = inout(ymm_reg) *c21,
-                c22 = inout(ymm_reg) *c22,
-                c30 = inout(ymm_reg) *c30,
-                c31 = inout(ymm_reg) *c31,
-                c32 = inout(ymm_reg) *c32,
-                options(nostack, readonly),
-            );
-        }
-    }
-    for (r, cr) in c.iter().enumerate() {
-        for (v, cv) in cr.iter().enumerate() {
-            // SAFETY: the caller's contract covers these writes.
-            unsafe { _mm256_storeu_ps(acc.add(r * stride + 8 * v), *cv) };
         }
     }
 }
