@@ -422,9 +422,11 @@ const LAYOUT: [&str; 6] = [
 /// and its backward primitives (`NnGradKernel`) with their CPU fast path, cpu:0's
 /// phase-plane, direct convolution (with its micro-kernels) and by-rows max pool kernels,
 /// the one-pass per-channel bias form and scratch buffers of cpu:0's elementwise programs,
-/// cpu:0's integer GEMM for matmuls (with its AMX tiles), and cpu:0's reduction row folds.
-const EXTRAS: [&str; 20] = [
+/// cpu:0's integer GEMM for matmuls (with its AMX tiles), its f32 GEMM over a B packed once
+/// (whose AVX2 micro-kernel the direct convolution shares), and cpu:0's reduction row folds.
+const EXTRAS: [&str; 21] = [
     "custom/raw.rs",
+    "matmul/panel.rs",
     "matmul/igemm.rs",
     "matmul/igemm/tiles.rs",
     "reduce/cpu/fold.rs",
