@@ -199,27 +199,37 @@ impl MatMulKernel {
         self.run_cpu_packed(inputs, out, None)
     }
 
-    /// B packed once per plan for the integer kernel, when B is a plan constant that fits
-    /// its lanes and every GEMM of the product reads the same B over all of K.
-    pub(super) fn pack_constant_b(&self, constants: &[Option<&[u32]>]) -> Option<PackedB> {
+    /// The constant B that every GEMM of the product reads over all of K, when it is one:
+    /// its words from its first element, its (K, N) strides, and the GEMMs' rows.
+    fn constant_b<'a>(
+        &self,
+        constants: &[Option<&'a [u32]>],
+        dtype: DType,
+    ) -> Option<(&'a [u32], [usize; 2], usize)> {
         let b = (*constants.get(1)?)?;
-        if self.dtype != DType::I32 || self.k_chunk.is_some() {
+        if self.dtype != dtype || self.k_chunk.is_some() {
             return None;
         }
         let (_, k, n) = self.mkn();
-        let (_, batches) = self.gemm_batches();
+        let (m, batches) = self.gemm_batches();
         let &(_, b0, len) = batches.first()?;
         let (_, (kb, nb)) = self.matrix_strides();
         let shared = batches.iter().all(|&(_, b1, l)| b1 == b0 && l == len) && len == k;
-        if !shared || k == 0 || n == 0 || b0 + (k - 1) * kb + (n - 1) * nb >= b.len() {
-            return None;
-        }
+        let inside = k > 0 && n > 0 && b0 + (k - 1) * kb + (n - 1) * nb < b.len();
+        (shared && inside).then(|| (&b[b0..], [kb, nb], m))
+    }
+
+    /// B packed once per plan for the integer kernel, when B is a plan constant that fits
+    /// its lanes and every GEMM of the product reads the same B over all of K.
+    pub(super) fn pack_constant_b(&self, constants: &[Option<&[u32]>]) -> Option<PackedB> {
+        let (b, [kb, nb], _) = self.constant_b(constants, DType::I32)?;
+        let (_, k, n) = self.mkn();
         pack_b(
             k,
             n,
             IMat {
                 data: b,
-                off: b0,
+                off: 0,
                 rs: kb,
                 cs: nb,
             },
@@ -229,19 +239,12 @@ impl MatMulKernel {
     /// A constant f32 B packed once per plan for [`gemm_packed`], when every GEMM of the
     /// product reads the same B over all of K and has [`PACKED_ROWS`] rows.
     pub(super) fn pack_constant_f32(&self, constants: &[Option<&[u32]>]) -> Option<PackedF32> {
-        let b = (*constants.get(1)?)?;
-        if self.dtype != DType::F32 || self.k_chunk.is_some() {
-            return None;
-        }
+        let (b, strides, m) = self.constant_b(constants, DType::F32)?;
         let (_, k, n) = self.mkn();
-        let (m, batches) = self.gemm_batches();
-        let &(_, b0, len) = batches.first()?;
-        let (_, (kb, nb)) = self.matrix_strides();
-        let shared = batches.iter().all(|&(_, b1, l)| b1 == b0 && l == len) && len == k;
-        if !shared || !PACKED_ROWS.contains(&m) {
-            return None;
-        }
-        PackedF32::pack(k, n, bytemuck::cast_slice(b.get(b0..)?), [kb, nb])
+        PACKED_ROWS
+            .contains(&m)
+            .then(|| PackedF32::pack(k, n, bytemuck::cast_slice(b), strides))
+            .flatten()
     }
 
     /// [`MatMulKernel::run_cpu_into`], with B's packing from [`Self::pack_constant_b`] or
