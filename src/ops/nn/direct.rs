@@ -47,7 +47,10 @@ const WIDE_MIN_USE: f64 = 0.7;
 /// `SMALL_M_POSITIONS`. Measured by `wgflow profile` of single 3x3 convolutions with ReLU on
 /// the 2-core AVX2 EPYC: 64 channels at 16x16, batch 8, 1.61 ms against 2.27; 128 at 28x28
 /// 2.12 against 2.21; 96 at 28x28 1.10 against 1.23; 256 at 14x14 2.64 against 1.89 (so
-/// not there).
+/// not there). A batch-1 1x1 to more channels than this goes to the GEMM whatever its taps:
+/// 160 -> 960 channels at 7x7 took 0.156 ms there against 0.238 direct, 96 -> 576 at 14x14
+/// 0.189 against 0.279, 32 -> 192 at 28x28 0.139 against 0.170 (MobileNetV2 at batch 1:
+/// 13.2-14.4 -> 12.1-12.4 ms; at batch 8 the direct kernel was as fast or faster).
 const SMALL_M: usize = 128;
 const SMALL_M_TAPS: usize = 1152;
 const SMALL_M_POSITIONS: usize = 196;
@@ -193,7 +196,11 @@ impl Conv2dKernel {
             let used = (oh * ow) as f64 / (flat.next_multiple_of(WNR)) as f64;
             (kh * kw > 1 && used >= WIDE_MIN_USE) || (taps <= MAX_TAPS && cin <= WIDE_MAX_CIN)
         } else {
-            taps <= MAX_TAPS
+            // One image's 1x1 to many channels is a plain product, where the GEMM's tiles
+            // of output channels beat the direct kernel's (see [`SMALL_M`]); a batch's
+            // images give the direct kernel its parallelism.
+            let n = dims4(&self.x)[0];
+            (taps <= MAX_TAPS && (kh * kw > 1 || m <= SMALL_M || n > 1))
                 || (m <= SMALL_M && taps <= SMALL_M_TAPS && oh * ow >= SMALL_M_POSITIONS)
         }
     }
